@@ -1,0 +1,222 @@
+// Package config holds the daemon's one typed configuration: defaults in code, overridden by a
+// JSON file and by environment variables, validated once at start.
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Config is everything the daemon and the local CLI engine need.
+type Config struct {
+	// Listen is the HTTP address. Default 127.0.0.1:8420: loopback only, since the API runs code.
+	Listen string `json:"listen"`
+	// DataDir holds runtime artifacts (the CPython WASI build, compilation caches), the API key and
+	// per-node state. Default: $XDG_CACHE_HOME/agentbox (usually ~/.cache/agentbox).
+	DataDir string `json:"data_dir"`
+	// APIKey is the bearer token. Default: AGENTBOX_API_KEY, else DataDir/api_key (created on
+	// first start with mode 0600). Never written to the config file.
+	APIKey string `json:"-"`
+	// MaxBodyBytes bounds a request body. Default 64 MiB; larger bodies get 413.
+	MaxBodyBytes int64 `json:"max_body_bytes"`
+
+	Limits   LimitsConfig   `json:"limits"`
+	Sessions SessionsConfig `json:"sessions"`
+	Nano     NanoConfig     `json:"nano"`
+}
+
+// LimitsConfig is the limits policy (see sandbox.Policy).
+type LimitsConfig struct {
+	DefaultTimeout     Duration `json:"default_timeout"`
+	MaxTimeout         Duration `json:"max_timeout"`
+	DefaultMemoryMB    int64    `json:"default_memory_mb"`
+	MaxMemoryMB        int64    `json:"max_memory_mb"`
+	DefaultOutputBytes int64    `json:"default_output_bytes"`
+	MaxOutputBytes     int64    `json:"max_output_bytes"`
+	DefaultFilesBytes  int64    `json:"default_files_bytes"`
+	MaxFilesBytes      int64    `json:"max_files_bytes"`
+	MaxCodeBytes       int      `json:"max_code_bytes"`
+	MaxFiles           int      `json:"max_files"`
+	MaxFileBytes       int64    `json:"max_file_bytes"`
+}
+
+// SessionsConfig bounds stateful sessions.
+type SessionsConfig struct {
+	// Max open sessions per daemon. Default 32.
+	Max int `json:"max"`
+	// IdleTimeout closes a session unused for this long. Default 10m.
+	IdleTimeout Duration `json:"idle_timeout"`
+}
+
+// NanoConfig sizes the nano tier.
+type NanoConfig struct {
+	// Workers is the number of jailed worker processes serving one-shot runs. Each runs one guest
+	// at a time. Default: the number of CPUs, at least 2.
+	Workers int `json:"workers"`
+	// Warm is how many parked interpreters each one-shot worker keeps ready. 0 disables the warm
+	// pool (every run starts an interpreter: the cold path). Default 2.
+	Warm *int `json:"warm"`
+	// Grace is how long past a run's deadline the daemon waits for the worker's own answer before
+	// it kills the worker. Default 50ms.
+	Grace Duration `json:"grace"`
+}
+
+// Duration is a time.Duration written as "30s" in JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Default returns the configuration with every default filled in.
+func Default() Config {
+	p := sandbox.DefaultPolicy()
+	warm := 2
+	workers := runtime.NumCPU()
+	if workers < 2 {
+		workers = 2
+	}
+	return Config{
+		Listen:       "127.0.0.1:8420",
+		DataDir:      DefaultDataDir(),
+		MaxBodyBytes: 64 << 20,
+		Limits: LimitsConfig{
+			DefaultTimeout:     Duration(p.Defaults.Timeout),
+			MaxTimeout:         Duration(p.Max.Timeout),
+			DefaultMemoryMB:    p.Defaults.MemoryBytes >> 20,
+			MaxMemoryMB:        p.Max.MemoryBytes >> 20,
+			DefaultOutputBytes: p.Defaults.StdoutBytes,
+			MaxOutputBytes:     p.Max.StdoutBytes,
+			DefaultFilesBytes:  p.Defaults.FilesBytes,
+			MaxFilesBytes:      p.Max.FilesBytes,
+			MaxCodeBytes:       p.MaxCodeBytes,
+			MaxFiles:           p.MaxFiles,
+			MaxFileBytes:       p.MaxFileBytes,
+		},
+		Sessions: SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
+		Nano:     NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(50 * time.Millisecond)},
+	}
+}
+
+// DefaultDataDir is AGENTBOX_DATA_DIR if set, else the user's cache directory + "/agentbox".
+func DefaultDataDir() string {
+	if d := os.Getenv("AGENTBOX_DATA_DIR"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "agentbox")
+	}
+	return filepath.Join(os.TempDir(), "agentbox")
+}
+
+// Load returns the defaults overridden by the JSON file at path (if path is not empty) and by
+// the environment (AGENTBOX_LISTEN, AGENTBOX_DATA_DIR, AGENTBOX_API_KEY), validated.
+func Load(path string) (Config, error) {
+	c := Default()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("config: %w", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	if v := os.Getenv("AGENTBOX_LISTEN"); v != "" {
+		c.Listen = v
+	}
+	if v := os.Getenv("AGENTBOX_API_KEY"); v != "" {
+		c.APIKey = v
+	}
+	return c, c.Validate()
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	l := c.Limits
+	switch {
+	case c.Listen == "":
+		return fmt.Errorf("config: listen address is empty")
+	case c.DataDir == "":
+		return fmt.Errorf("config: data_dir is empty")
+	case c.MaxBodyBytes <= 0:
+		return fmt.Errorf("config: max_body_bytes must be positive")
+	case l.DefaultTimeout <= 0 || l.MaxTimeout < l.DefaultTimeout:
+		return fmt.Errorf("config: need 0 < default_timeout (%v) <= max_timeout (%v)", time.Duration(l.DefaultTimeout), time.Duration(l.MaxTimeout))
+	case l.DefaultMemoryMB <= 0 || l.MaxMemoryMB < l.DefaultMemoryMB:
+		return fmt.Errorf("config: need 0 < default_memory_mb (%d) <= max_memory_mb (%d)", l.DefaultMemoryMB, l.MaxMemoryMB)
+	case l.MaxMemoryMB > 4096:
+		return fmt.Errorf("config: max_memory_mb %d is above 4096, the most a 32-bit Wasm guest can address", l.MaxMemoryMB)
+	case l.DefaultOutputBytes <= 0 || l.MaxOutputBytes < l.DefaultOutputBytes:
+		return fmt.Errorf("config: need 0 < default_output_bytes <= max_output_bytes")
+	case l.DefaultFilesBytes <= 0 || l.MaxFilesBytes < l.DefaultFilesBytes:
+		return fmt.Errorf("config: need 0 < default_files_bytes <= max_files_bytes")
+	case l.MaxCodeBytes <= 0 || l.MaxFiles < 0 || l.MaxFileBytes <= 0:
+		return fmt.Errorf("config: max_code_bytes and max_file_bytes must be positive, max_files not negative")
+	case c.Sessions.Max < 0 || c.Sessions.IdleTimeout <= 0:
+		return fmt.Errorf("config: sessions.max must not be negative and sessions.idle_timeout must be positive")
+	case c.Nano.Workers < 1:
+		return fmt.Errorf("config: nano.workers must be at least 1")
+	case c.Nano.Warm != nil && (*c.Nano.Warm < 0 || *c.Nano.Warm > 16):
+		return fmt.Errorf("config: nano.warm must be between 0 and 16")
+	}
+	return nil
+}
+
+// Policy turns the limits settings into the core's policy.
+func (c Config) Policy() sandbox.Policy {
+	l := c.Limits
+	return sandbox.Policy{
+		Defaults: sandbox.Limits{
+			Timeout:     time.Duration(l.DefaultTimeout),
+			MemoryBytes: l.DefaultMemoryMB << 20,
+			StdoutBytes: l.DefaultOutputBytes,
+			StderrBytes: l.DefaultOutputBytes,
+			FilesBytes:  l.DefaultFilesBytes,
+		},
+		Max: sandbox.Limits{
+			Timeout:     time.Duration(l.MaxTimeout),
+			MemoryBytes: l.MaxMemoryMB << 20,
+			StdoutBytes: l.MaxOutputBytes,
+			StderrBytes: l.MaxOutputBytes,
+			FilesBytes:  l.MaxFilesBytes,
+		},
+		MaxCodeBytes: l.MaxCodeBytes,
+		MaxFiles:     l.MaxFiles,
+		MaxFileBytes: l.MaxFileBytes,
+	}
+}
+
+// WarmPerWorker is the configured warm count.
+func (c Config) WarmPerWorker() int {
+	if c.Nano.Warm == nil {
+		return 2
+	}
+	return *c.Nano.Warm
+}
+
+// NanoDir is where the nano tier's artifacts live: the CPython WASI build and its compilation cache.
+func (c Config) NanoDir() string { return filepath.Join(c.DataDir, "nano") }
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

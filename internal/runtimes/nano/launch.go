@@ -1,0 +1,60 @@
+package nano
+
+import (
+	"os/exec"
+	"path"
+	"strconv"
+
+	"github.com/agentbox-dev/agentbox/internal/jail"
+)
+
+// WorkerArg is argv[1] of a nano worker; cmd/agentbox dispatches it to worker.Main.
+const WorkerArg = "__nano-worker"
+
+// jailDir is where the artifacts directory appears inside a worker's jail, read-only.
+const jailDir = "/nano"
+
+// workerUIDBase is the first uid of worker processes; a worker in slot n runs as base+n, so
+// RLIMIT_NPROC counts each worker's threads on their own and workers cannot signal each other.
+const workerUIDBase = 61000
+
+// jailedLauncher starts workers in their jail: no network, an empty root with only the artifacts
+// directory read-only, an unprivileged uid of their own, rlimits; the worker installs its seccomp
+// filter itself once the engine is loaded.
+func jailedLauncher(opts Options) launcher {
+	return func(slot int, session bool) (*exec.Cmd, error) {
+		mode, warm := "oneshot", opts.Warm
+		if session {
+			mode, warm = "session", 0
+		}
+		spec := jail.Spec{
+			UID:   workerUIDBase + slot,
+			GID:   workerUIDBase + slot,
+			Binds: []jail.Bind{{Source: opts.Artifacts.Dir, Target: jailDir}},
+			Rlimits: jail.Rlimits{
+				// wazero reserves address space far beyond what it touches (the guest's
+				// memory is reserved at its cap up front); the Wasm memory cap is the real
+				// limit and this is the backstop.
+				AS:     16 << 30,
+				NOFILE: 64,
+				NPROC:  128,
+				FSIZE:  0,
+			},
+			// Two Ps: the guest's goroutine cannot be preempted while it computes, and the
+			// worker must still answer the daemon and refill its pool on the other.
+			Env: []string{"GOMAXPROCS=2"},
+		}
+		a := Artifacts{Dir: jailDir}
+		args := []string{WorkerArg,
+			"-mode", mode,
+			"-wasm", a.Wasm(),
+			"-cache", a.CacheDir(),
+			"-warm", strconv.Itoa(warm),
+			"-memory", strconv.FormatInt(opts.DefaultMemoryBytes, 10),
+		}
+		if opts.Artifacts.HasStdlib() {
+			args = append(args, "-stdlib", path.Join(jailDir, StdlibFile))
+		}
+		return jail.Command(spec, args...)
+	}
+}

@@ -1,0 +1,243 @@
+package nano
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// proc is one worker process as the daemon sees it. It runs one request at a time; the caller
+// (the pool or a session) guarantees that.
+type proc struct {
+	slot int
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	log  *slog.Logger
+
+	warm    atomic.Int32
+	nextID  uint64
+	results chan wire.Response // the answer to the request in flight
+
+	exited  chan struct{} // closed when the process is gone
+	exitErr error         // set before exited is closed
+	killed  atomic.Bool   // we killed it on purpose (deadline, close)
+	once    sync.Once
+}
+
+// launcher starts a worker process; the pool owns the jail spec and the arguments.
+type launcher func(slot int, session bool) (*exec.Cmd, error)
+
+// startProc starts a worker and waits until it says it is ready.
+func startProc(ctx context.Context, launch launcher, slot int, session bool, log *slog.Logger) (*proc, error) {
+	cmd, err := launch(slot, session)
+	if err != nil {
+		return nil, err
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("nano: start worker: %w", err)
+	}
+	p := &proc{
+		slot:    slot,
+		cmd:     cmd,
+		in:      in,
+		log:     log.With("worker", cmd.Process.Pid, "slot", slot),
+		results: make(chan wire.Response, 1),
+		exited:  make(chan struct{}),
+	}
+	ready := make(chan error, 1)
+	go p.logStderr(errPipe)
+	go p.read(bufio.NewReaderSize(out, 64<<10), ready)
+	go func() {
+		err := cmd.Wait()
+		p.exitErr = err
+		close(p.exited)
+		if !p.killed.Load() {
+			p.log.Warn("nano worker exited", "err", err)
+		}
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			p.kill()
+			return nil, err
+		}
+		return p, nil
+	case <-ctx.Done():
+		p.kill()
+		return nil, ctx.Err()
+	case <-time.After(60 * time.Second):
+		p.kill()
+		return nil, errors.New("nano: worker did not become ready within 60s")
+	}
+}
+
+// read consumes the worker's frames. The first must be OpReady; results go to p.results.
+func (p *proc) read(r io.Reader, ready chan<- error) {
+	first := true
+	for {
+		var resp wire.Response
+		if err := wire.Read(r, &resp); err != nil {
+			if first {
+				<-p.exited
+				ready <- fmt.Errorf("nano: worker exited before it was ready (%v): its log above says why", p.exitErr)
+			} else if !errors.Is(err, io.EOF) {
+				p.log.Error("nano worker sent a bad frame, killing it", "err", err)
+				p.kill()
+			}
+			return
+		}
+		p.warm.Store(int32(resp.Warm))
+		switch resp.Op {
+		case wire.OpReady:
+			if first {
+				first = false
+				ready <- nil
+			}
+		case wire.OpResult:
+			select {
+			case p.results <- resp:
+			default:
+				p.log.Error("nano worker answered a request nobody asked, killing it", "id", resp.ID)
+				p.kill()
+				return
+			}
+		case wire.OpStatus:
+		default:
+			p.log.Error("nano worker sent an unknown frame, killing it", "op", resp.Op)
+			p.kill()
+			return
+		}
+	}
+}
+
+func (p *proc) logStderr(r io.Reader) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 4096), 4096)
+	for s.Scan() {
+		p.log.Debug("nano worker: " + s.Text())
+	}
+}
+
+// kill ends the process at once and waits for it to be gone.
+func (p *proc) kill() {
+	p.once.Do(func() {
+		p.killed.Store(true)
+		_ = p.in.Close()
+		if p.cmd.Process != nil {
+			_ = p.cmd.Process.Kill()
+		}
+	})
+	<-p.exited
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// startAllowance is how long a worker may take to start an interpreter for a run when none is
+// parked, on top of the run's own timeout, before the daemon gives up on it.
+const startAllowance = 5 * time.Second
+
+// run sends one request and waits for its answer. The worker enforces the deadline itself for
+// guests that sleep or wait; if no answer comes by the deadline plus grace, the guest is computing
+// past it and the process is killed. After run returns with a non-nil error whose Kind is not
+// a guest's own limit, the proc may be dead; the caller checks alive().
+func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration) (*sandbox.Result, bool, error) {
+	p.nextID++
+	warm := p.warm.Load() > 0
+	w := wire.Request{
+		Op:            wire.OpRun,
+		ID:            p.nextID,
+		Code:          req.Code,
+		Files:         req.Files,
+		Env:           req.Env,
+		Limits:        req.Limits,
+		Deterministic: req.Deterministic,
+	}
+	budget := req.Limits.Timeout + grace
+	if !warm {
+		budget += startAllowance
+	}
+	if err := wire.Write(p.in, &w); err != nil {
+		p.kill()
+		return nil, warm, p.deadErr(err)
+	}
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
+	select {
+	case resp := <-p.results:
+		if resp.ID != w.ID {
+			p.kill()
+			return nil, warm, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, w.ID)
+		}
+		if resp.Result != nil {
+			resp.Result.Runtime = sandbox.TierNano
+		}
+		if resp.Error != nil {
+			return resp.Result, warm, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint, Result: resp.Result}
+		}
+		if resp.Result == nil {
+			return nil, warm, sandbox.Errorf(sandbox.KindInternal, "nano worker sent an empty result")
+		}
+		return resp.Result, warm, nil
+	case <-timer.C:
+		p.kill()
+		return nil, warm, (&sandbox.Error{
+			Kind:    sandbox.KindTimeout,
+			Message: fmt.Sprintf("the code ran past its %v timeout and was stopped", req.Limits.Timeout),
+			Result:  &sandbox.Result{Runtime: sandbox.TierNano, ExitCode: -1},
+		}).WithHint("raise timeout (the server allows up to its configured maximum) or make the code faster; output printed before the stop is not kept when the code was computing")
+	case <-p.exited:
+		return nil, warm, p.deadErr(nil)
+	case <-ctx.Done():
+		p.kill()
+		return nil, warm, sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled: %v", ctx.Err())
+	}
+}
+
+// deadErr describes a worker that died under a run.
+func (p *proc) deadErr(cause error) error {
+	select {
+	case <-p.exited:
+	case <-time.After(time.Second):
+	}
+	how := "exited"
+	if ee, ok := p.exitErr.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			how = "was killed by signal " + ws.Signal().String()
+		}
+	}
+	if cause != nil && p.exitErr == nil {
+		how = "stopped answering (" + cause.Error() + ")"
+	}
+	return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano worker running this code %s; the run is lost", how).
+		WithHint("the worker has been replaced: retry the request")
+}

@@ -1,0 +1,311 @@
+package nano
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Options configure the nano runtime. Zero values take the documented defaults.
+type Options struct {
+	Artifacts Artifacts
+	// Workers is the number of one-shot workers. Default 2.
+	Workers int
+	// Warm is how many parked interpreters each one-shot worker keeps. 0 disables the warm pool.
+	Warm int
+	// Grace is how long past a deadline the daemon waits before it kills a worker. Default 50ms.
+	Grace time.Duration
+	// QueueTimeout bounds how long a run waits for a free worker. Default 30s.
+	QueueTimeout time.Duration
+	// DefaultMemoryBytes is the memory cap warm interpreters are made with; runs asking for
+	// another cap start their own interpreter.
+	DefaultMemoryBytes int64
+	Logger             *slog.Logger
+
+	// launch starts a worker process; tests may replace it. Default: the jailed worker.
+	launch launcher
+}
+
+// Runtime is the nano tier.
+type Runtime struct {
+	opts Options
+	log  *slog.Logger
+
+	tokens chan struct{} // one per free one-shot worker
+	mu     sync.Mutex
+	free   []*proc
+	slots  slotSet
+	closed bool
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Interface guards.
+var (
+	_ sandbox.Runtime = (*Runtime)(nil)
+	_ sandbox.Health  = (*Runtime)(nil)
+	_ sandbox.Session = (*session)(nil)
+)
+
+// New starts the one-shot workers and waits until they are ready.
+func New(ctx context.Context, opts Options) (*Runtime, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 50 * time.Millisecond
+	}
+	if opts.QueueTimeout <= 0 {
+		opts.QueueTimeout = 30 * time.Second
+	}
+	if opts.DefaultMemoryBytes <= 0 {
+		opts.DefaultMemoryBytes = 256 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.launch == nil {
+		if err := opts.Artifacts.Check(); err != nil {
+			return nil, err
+		}
+		opts.launch = jailedLauncher(opts)
+	}
+	r := &Runtime{opts: opts, log: opts.Logger, tokens: make(chan struct{}, opts.Workers)}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	errs := make(chan error, opts.Workers)
+	for i := 0; i < opts.Workers; i++ {
+		go func() {
+			p, err := r.spawn(ctx, false)
+			if err == nil {
+				r.release(p)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for i := 0; i < opts.Workers; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		r.Close()
+		return nil, fmt.Errorf("nano: start workers: %w", first)
+	}
+	return r, nil
+}
+
+func (r *Runtime) Tier() sandbox.Tier { return sandbox.TierNano }
+
+func (r *Runtime) spawn(ctx context.Context, session bool) (*proc, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano runtime is shut down")
+	}
+	slot := r.slots.take()
+	r.mu.Unlock()
+	p, err := startProc(ctx, r.opts.launch, slot, session, r.log)
+	if err != nil {
+		r.mu.Lock()
+		r.slots.put(slot)
+		r.mu.Unlock()
+		return nil, err
+	}
+	go func() {
+		<-p.exited
+		r.mu.Lock()
+		r.slots.put(slot)
+		r.mu.Unlock()
+	}()
+	return p, nil
+}
+
+// acquire takes the free worker with the most parked interpreters.
+func (r *Runtime) acquire(ctx context.Context) (*proc, error) {
+	wait := time.NewTimer(r.opts.QueueTimeout)
+	defer wait.Stop()
+	select {
+	case <-r.tokens:
+	case <-ctx.Done():
+		return nil, sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled while waiting for a nano worker: %v", ctx.Err())
+	case <-wait.C:
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "all %d nano workers stayed busy for %v", r.opts.Workers, r.opts.QueueTimeout).
+			WithHint("retry later, or raise nano.workers in the daemon's configuration")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	best := 0
+	for i, p := range r.free {
+		if p.warm.Load() > r.free[best].warm.Load() {
+			best = i
+		}
+	}
+	p := r.free[best]
+	r.free = append(r.free[:best], r.free[best+1:]...)
+	return p, nil
+}
+
+// release gives a worker back, or replaces it in the background if it died.
+func (r *Runtime) release(p *proc) {
+	if p.alive() {
+		r.mu.Lock()
+		if r.closed {
+			r.mu.Unlock()
+			p.kill()
+			return
+		}
+		r.free = append(r.free, p)
+		r.mu.Unlock()
+		r.tokens <- struct{}{}
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 10*time.Second) {
+			np, err := r.spawn(r.ctx, false)
+			if err == nil {
+				r.release(np)
+				return
+			}
+			if r.ctx.Err() != nil {
+				return
+			}
+			r.log.Error("nano: cannot replace a worker, retrying", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-r.ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// Run runs req in a fresh interpreter of a one-shot worker.
+func (r *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	start := time.Now()
+	p, err := r.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	queued := time.Since(start)
+	res, _, err := p.run(ctx, req, r.opts.Grace)
+	r.release(p)
+	fill := func(res *sandbox.Result) {
+		if res != nil {
+			res.Timing.Queue = queued
+			res.Timing.Total = time.Since(start)
+		}
+	}
+	fill(res)
+	if e := (*sandbox.Error)(nil); errors.As(err, &e) && e.Result != res {
+		fill(e.Result)
+	}
+	return res, err
+}
+
+// NewSession starts a dedicated worker whose one interpreter lives as long as the session.
+func (r *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.Session, error) {
+	p, err := r.spawn(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return &session{r: r, p: p, env: opts.Env}, nil
+}
+
+type session struct {
+	r   *Runtime
+	p   *proc
+	env map[string]string
+	mu  sync.Mutex
+}
+
+func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.p.alive() {
+		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's interpreter has ended (an earlier run was stopped at its deadline or the worker died); its state is gone").
+			WithHint("close this session and create a new one")
+	}
+	start := time.Now()
+	if len(s.env) > 0 {
+		env := make(map[string]string, len(s.env)+len(req.Env))
+		for k, v := range s.env {
+			env[k] = v
+		}
+		for k, v := range req.Env {
+			env[k] = v
+		}
+		r := *req
+		r.Env = env
+		req = &r
+	}
+	res, _, err := s.p.run(ctx, req, s.r.opts.Grace)
+	if res != nil {
+		res.Timing.Total = time.Since(start)
+	}
+	return res, err
+}
+
+func (s *session) Close() error {
+	s.p.kill()
+	return nil
+}
+
+// Health reports how many one-shot workers are free.
+func (r *Runtime) Health(context.Context) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	warm := 0
+	for _, p := range r.free {
+		warm += int(p.warm.Load())
+	}
+	return fmt.Sprintf("%d of %d workers free, %d warm interpreters", len(r.free), r.opts.Workers, warm), !r.closed
+}
+
+// Close kills every worker this runtime started for one-shot runs. Sessions are closed by the
+// Manager before it closes the runtime.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	free := r.free
+	r.free = nil
+	r.mu.Unlock()
+	r.cancel()
+	for _, p := range free {
+		p.kill()
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// slotSet hands out small integers so each live worker gets its own uid.
+type slotSet struct {
+	used map[int]bool
+}
+
+func (s *slotSet) take() int {
+	if s.used == nil {
+		s.used = map[int]bool{}
+	}
+	for i := 0; ; i++ {
+		if !s.used[i] {
+			s.used[i] = true
+			return i
+		}
+	}
+}
+
+func (s *slotSet) put(i int) { delete(s.used, i) }
+

@@ -1,0 +1,100 @@
+// Package wire is the protocol between the daemon and a nano worker process: length-prefixed JSON
+// frames over the worker's stdin (requests) and stdout (responses). The worker is untrusted once a
+// guest has run in it, so the daemon bounds every frame it reads.
+package wire
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// MaxFrame bounds one frame. Results carry at most the output caps plus the files cap, both far below.
+const MaxFrame = 512 << 20
+
+// Op says what a frame is.
+type Op string
+
+const (
+	// OpRun (daemon → worker) runs code. In a one-shot worker it takes a warm instance (or starts
+	// one) and discards it after; in a session worker it runs in the session's instance.
+	OpRun Op = "run"
+	// OpReady (worker → daemon) is the first frame: the worker has loaded the engine, is locked
+	// down and can take runs.
+	OpReady Op = "ready"
+	// OpResult (worker → daemon) answers one OpRun with the same ID.
+	OpResult Op = "result"
+	// OpStatus (worker → daemon) reports the worker's pool after it changed.
+	OpStatus Op = "status"
+)
+
+// Request is a frame from the daemon.
+type Request struct {
+	Op            Op                   `json:"op"`
+	ID            uint64               `json:"id"`
+	Code          string               `json:"code,omitempty"`
+	Files         []sandbox.File       `json:"files,omitempty"`
+	Env           map[string]string    `json:"env,omitempty"`
+	Limits        sandbox.Limits       `json:"limits"`
+	Deterministic *sandbox.Determinism `json:"deterministic,omitempty"`
+}
+
+// Error is a typed failure as it crosses the process boundary.
+type Error struct {
+	Kind    sandbox.Kind `json:"kind"`
+	Message string       `json:"message"`
+	Hint    string       `json:"hint,omitempty"`
+}
+
+// Response is a frame from the worker.
+type Response struct {
+	Op     Op              `json:"op"`
+	ID     uint64          `json:"id,omitempty"`
+	Result *sandbox.Result `json:"result,omitempty"`
+	// Error, when set, ended the run; Result then holds what the run produced before it.
+	Error *Error `json:"error,omitempty"`
+	// Warm is how many instances the worker has parked and ready.
+	Warm int `json:"warm"`
+}
+
+// Write writes v as one frame.
+func Write(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("wire: encode: %w", err)
+	}
+	if len(b) > MaxFrame {
+		return fmt.Errorf("wire: frame of %d bytes is over the %d byte limit", len(b), MaxFrame)
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// Read reads one frame into v. It returns io.EOF only at a clean frame boundary.
+func Read(r io.Reader, v any) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n > MaxFrame {
+		return fmt.Errorf("wire: frame of %d bytes is over the %d byte limit", n, MaxFrame)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("wire: short frame: %w", err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("wire: decode: %w", err)
+	}
+	return nil
+}

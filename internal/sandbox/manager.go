@@ -1,0 +1,387 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ManagerOptions configure a Manager. Zero values take the documented defaults.
+type ManagerOptions struct {
+	// Runtimes by tier. At least one is required.
+	Runtimes map[Tier]Runtime
+	// Router decides auto requests. Default: the nano tier if present, else the only tier.
+	Router Router
+	// Policy bounds limits and requests. Default: DefaultPolicy().
+	Policy *Policy
+	// MaxSessions caps open sessions across the daemon. Default 32.
+	MaxSessions int
+	// SessionIdle ends a session nobody used for this long. Default 10 minutes.
+	SessionIdle time.Duration
+	Logger      *slog.Logger
+}
+
+// Manager is where every request meets the limits, the router and the runtimes. It keeps the
+// daemon's sessions; all of its state lives in memory on this node.
+type Manager struct {
+	runtimes    map[Tier]Runtime
+	router      Router
+	policy      Policy
+	maxSessions int
+	idle        time.Duration
+	log         *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// SessionInfo describes an open session.
+type SessionInfo struct {
+	ID        string    `json:"id"`
+	Tier      Tier      `json:"runtime"`
+	Limits    Limits    `json:"limits"`
+	CreatedAt time.Time `json:"created_at"`
+	LastUsed  time.Time `json:"last_used"`
+	Runs      int       `json:"runs"`
+	// IdleTimeout is how long the session may stay unused before it is closed.
+	IdleTimeout time.Duration `json:"idle_timeout"`
+}
+
+type session struct {
+	// run serialises runs of one session; held for the whole run.
+	run  sync.Mutex
+	impl Session
+
+	// Guarded by Manager.mu.
+	info   SessionInfo
+	active bool
+}
+
+// NewManager checks opts and starts the idle-session reaper.
+func NewManager(opts ManagerOptions) (*Manager, error) {
+	if len(opts.Runtimes) == 0 {
+		return nil, fmt.Errorf("sandbox: manager needs at least one runtime")
+	}
+	m := &Manager{
+		runtimes:    opts.Runtimes,
+		router:      opts.Router,
+		maxSessions: opts.MaxSessions,
+		idle:        opts.SessionIdle,
+		log:         opts.Logger,
+		sessions:    map[string]*session{},
+		stop:        make(chan struct{}),
+	}
+	if opts.Policy != nil {
+		m.policy = *opts.Policy
+	} else {
+		m.policy = DefaultPolicy()
+	}
+	if m.maxSessions == 0 {
+		m.maxSessions = 32
+	}
+	if m.idle == 0 {
+		m.idle = 10 * time.Minute
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if m.router == nil {
+		tier := TierNano
+		if _, ok := m.runtimes[tier]; !ok {
+			for t := range m.runtimes {
+				tier = t
+			}
+		}
+		m.router = staticRouter{tier}
+	}
+	m.wg.Add(1)
+	go m.reap()
+	return m, nil
+}
+
+// Policy returns the limits policy in force.
+func (m *Manager) Policy() Policy { return m.policy }
+
+// Tiers lists the tiers this manager runs.
+func (m *Manager) Tiers() []Tier {
+	var ts []Tier
+	for t := range m.runtimes {
+		ts = append(ts, t)
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+	return ts
+}
+
+// Runtime returns the runtime of a tier, for health and metrics.
+func (m *Manager) Runtime(t Tier) (Runtime, bool) {
+	r, ok := m.runtimes[t]
+	return r, ok
+}
+
+func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
+	var d Decision
+	switch req.Tier {
+	case "", TierAuto:
+		var err error
+		if d, err = m.router.Route(req); err != nil {
+			return nil, d, err
+		}
+	default:
+		d = Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}
+	}
+	rt, ok := m.runtimes[d.Tier]
+	if !ok {
+		if d.Tier != TierNano && d.Tier != TierHeavy {
+			return nil, d, Errorf(KindInvalidRequest, "unknown runtime %q", d.Tier).
+				WithHint("use one of auto, nano, heavy")
+		}
+		return nil, d, Errorf(KindRuntimeUnavailable, "runtime %q is not available on this daemon", d.Tier).
+			WithHint("this daemon runs %v", m.Tiers())
+	}
+	return rt, d, nil
+}
+
+// Run runs one request in a fresh sandbox.
+func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
+	if err := m.policy.CheckRequest(req); err != nil {
+		return nil, err
+	}
+	limits, err := m.policy.Apply(req.Limits)
+	if err != nil {
+		return nil, err
+	}
+	rt, d, err := m.route(req)
+	if err != nil {
+		return nil, err
+	}
+	r := *req
+	r.Limits = limits
+	r.Tier = d.Tier
+	res, err := rt.Run(ctx, &r)
+	annotate(res, err, d)
+	return res, err
+}
+
+// annotate puts the routing decision on a result, including the partial result of a limit error.
+func annotate(res *Result, err error, d Decision) {
+	if res != nil {
+		res.Routing = &d
+	}
+	if err == nil {
+		return
+	}
+	if e := AsError(err); e.Result != nil && e.Result != res {
+		e.Result.Routing = &d
+	}
+}
+
+// CreateSession starts a stateful session.
+func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
+	limits, err := m.policy.Apply(opts.Limits)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	opts.Limits = limits
+	if opts.Tier == "" || opts.Tier == TierAuto {
+		// A session has no code yet to route by; nano starts in milliseconds and a run that needs
+		// more can open a heavy session.
+		opts.Tier = TierNano
+		if _, ok := m.runtimes[opts.Tier]; !ok {
+			opts.Tier = m.Tiers()[0]
+		}
+	}
+	rt, _, err := m.route(&RunRequest{Tier: opts.Tier})
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return SessionInfo{}, Errorf(KindRuntimeUnavailable, "the daemon is shutting down")
+	}
+	if len(m.sessions) >= m.maxSessions {
+		m.mu.Unlock()
+		return SessionInfo{}, Errorf(KindConflict, "%d sessions are open, the daemon's maximum", m.maxSessions).
+			WithHint("close sessions you no longer need, or raise the maximum in the daemon's configuration")
+	}
+	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
+	id := newID()
+	s := &session{info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle}}
+	s.active = true
+	m.sessions[id] = s
+	m.mu.Unlock()
+
+	impl, err := rt.NewSession(ctx, opts)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		delete(m.sessions, id)
+		return SessionInfo{}, err
+	}
+	s.impl = impl
+	now := time.Now().UTC()
+	s.info.CreatedAt, s.info.LastUsed = now, now
+	s.active = false
+	m.log.Info("session created", "session", id, "runtime", opts.Tier)
+	return s.info, nil
+}
+
+// RunInSession runs req in an open session. Runs of one session are serialised.
+func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
+	if err := m.policy.CheckRequest(req); err != nil {
+		return nil, err
+	}
+	s, err := m.get(id)
+	if err != nil {
+		return nil, err
+	}
+	if req.Tier != "" && req.Tier != TierAuto && req.Tier != s.info.Tier {
+		return nil, Errorf(KindInvalidRequest, "session %q runs %s, not %s", id, s.info.Tier, req.Tier).
+			WithHint("leave runtime empty in session runs")
+	}
+	limits := s.info.Limits
+	if req.Limits.Timeout != 0 {
+		l, err := m.policy.Apply(Limits{Timeout: req.Limits.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		limits.Timeout = l.Timeout
+	}
+	s.run.Lock()
+	defer s.run.Unlock()
+	m.mu.Lock()
+	if m.sessions[id] != s {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("session %q was closed: %w", id, ErrNotFound)
+	}
+	s.active = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		s.active = false
+		s.info.LastUsed = time.Now().UTC()
+		s.info.Runs++
+		m.mu.Unlock()
+	}()
+	r := *req
+	r.Tier = s.info.Tier
+	r.Limits = limits
+	res, err := s.impl.Run(ctx, &r)
+	annotate(res, err, Decision{Tier: s.info.Tier, Reasons: []string{fmt.Sprintf("%s: session %s", s.info.Tier, id)}})
+	return res, err
+}
+
+func (m *Manager) get(id string) (*session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok || s.impl == nil {
+		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	return s, nil
+}
+
+// Session returns the description of an open session.
+func (m *Manager) Session(id string) (SessionInfo, error) {
+	s, err := m.get(id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return s.info, nil
+}
+
+// Sessions lists open sessions, oldest first.
+func (m *Manager) Sessions() []SessionInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]SessionInfo, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		if s.impl != nil {
+			out = append(out, s.info)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// CloseSession ends a session. A run in progress is stopped.
+func (m *Manager) CloseSession(id string) error {
+	m.mu.Lock()
+	s, ok := m.sessions[id]
+	if !ok || s.impl == nil {
+		m.mu.Unlock()
+		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	delete(m.sessions, id)
+	m.mu.Unlock()
+	m.log.Info("session closed", "session", id)
+	return s.impl.Close()
+}
+
+func (m *Manager) reap() {
+	defer m.wg.Done()
+	tick := time.NewTicker(m.idle / 10)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		var expired []string
+		m.mu.Lock()
+		for id, s := range m.sessions {
+			if s.impl != nil && !s.active && time.Since(s.info.LastUsed) > m.idle {
+				expired = append(expired, id)
+			}
+		}
+		m.mu.Unlock()
+		for _, id := range expired {
+			m.log.Info("session idle, closing", "session", id, "idle_timeout", m.idle)
+			_ = m.CloseSession(id)
+		}
+	}
+}
+
+// Close ends every session and stops the runtimes.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	ss := m.sessions
+	m.sessions = map[string]*session{}
+	m.mu.Unlock()
+	close(m.stop)
+	m.wg.Wait()
+	for _, s := range ss {
+		if s.impl != nil {
+			_ = s.impl.Close()
+		}
+	}
+	var first error
+	for _, rt := range m.runtimes {
+		if err := rt.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "sb_" + hex.EncodeToString(b[:])
+}

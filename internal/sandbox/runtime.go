@@ -1,0 +1,35 @@
+package sandbox
+
+import "context"
+
+// Runtime is what a tier must do. Implementations are safe for concurrent use.
+//
+// Lifecycle: the daemon builds each runtime once, calls Run and NewSession from many goroutines,
+// and calls Close once at shutdown; Close ends every session the runtime still holds.
+type Runtime interface {
+	// Tier names the runtime.
+	Tier() Tier
+	// Run runs req in a fresh sandbox: nothing of an earlier run is visible to it. Limits in req
+	// are already defaulted and checked by the Manager. A limit that ends the run is returned as an
+	// *Error of that kind whose Result holds what the run produced before it.
+	Run(ctx context.Context, req *RunRequest) (*Result, error)
+	// NewSession starts a sandbox whose interpreter state survives between runs.
+	NewSession(ctx context.Context, opts SessionOptions) (Session, error)
+	// Close stops the runtime and everything it started.
+	Close() error
+}
+
+// Session is one stateful sandbox. Runs in a session are serialised by the Manager.
+type Session interface {
+	// Run runs req in the session's interpreter; variables, imports and files of earlier runs
+	// are visible. Files in req are written before the code starts.
+	Run(ctx context.Context, req *RunRequest) (*Result, error)
+	// Close ends the session and frees what it holds. It is safe to call more than once.
+	Close() error
+}
+
+// Health is an optional ability: a runtime that can report its state implements it.
+type Health interface {
+	// Health returns a short human-readable state and whether the runtime can take runs.
+	Health(ctx context.Context) (state string, ok bool)
+}

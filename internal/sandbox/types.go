@@ -1,0 +1,98 @@
+package sandbox
+
+import "time"
+
+// Tier names a runtime. Auto lets the router choose.
+type Tier string
+
+const (
+	TierAuto  Tier = "auto"
+	TierNano  Tier = "nano"
+	TierHeavy Tier = "heavy"
+)
+
+// Limits bound one run. A zero field means "the server's default"; the Manager fills defaults and
+// rejects values above the server's maximum before a runtime sees the request.
+type Limits struct {
+	// Timeout is the wall-clock budget of the code, from hand-over to result.
+	Timeout time.Duration `json:"timeout"`
+	// MemoryBytes caps the guest's memory (nano: the Wasm linear memory).
+	MemoryBytes int64 `json:"memory_bytes"`
+	// StdoutBytes and StderrBytes cap what is kept of each stream; the rest is dropped and the
+	// result is flagged as truncated.
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	// FilesBytes caps the private file system: input files plus everything the code writes.
+	FilesBytes int64 `json:"files_bytes"`
+}
+
+// File is a file given to or returned from a run. Path is absolute inside the sandbox, or relative
+// to WorkDir.
+type File struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+}
+
+// WorkDir is the directory a run starts in and where relative file paths land, in every tier.
+const WorkDir = "/home/user"
+
+// Determinism fixes what a run would otherwise read from the host, so the same code and inputs give
+// the same outputs (needed for exact replay).
+type Determinism struct {
+	// Time is what the wall clock reads at the start of the run. The clock then advances by a
+	// fixed step per read, not with real time, so two runs read the same sequence.
+	Time time.Time `json:"time"`
+	// Seed seeds the random source the guest reads (os.urandom, random's seed).
+	Seed int64 `json:"seed"`
+}
+
+// RunRequest is one piece of code to run.
+type RunRequest struct {
+	Code   string            `json:"code"`
+	Tier   Tier              `json:"runtime"`
+	Limits Limits            `json:"limits"`
+	Files  []File            `json:"files,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	// Deterministic, when set, fixes clocks and random for this run. Nil means real ones.
+	Deterministic *Determinism `json:"deterministic,omitempty"`
+}
+
+// PyError is the exception the user's code raised. It is part of a result, not an API error.
+type PyError struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
+}
+
+// Timing says where a run's time went. Pool says whether a warm instance served it ("warm") or
+// one had to be started for it ("cold").
+type Timing struct {
+	Queue   time.Duration `json:"queue"`
+	Start   time.Duration `json:"start"`
+	Execute time.Duration `json:"execute"`
+	Total   time.Duration `json:"total"`
+	Pool    string        `json:"pool"`
+}
+
+// Result is what a run produced.
+type Result struct {
+	Stdout          string   `json:"stdout"`
+	Stderr          string   `json:"stderr"`
+	StdoutTruncated bool     `json:"stdout_truncated"`
+	StderrTruncated bool     `json:"stderr_truncated"`
+	ExitCode        int      `json:"exit_code"`
+	Error           *PyError `json:"error,omitempty"`
+	Runtime         Tier     `json:"runtime"`
+	// Routing says why the run went to Runtime.
+	Routing *Decision `json:"routing,omitempty"`
+	// Files are the files the code created or changed in its private file system.
+	Files  []File `json:"files,omitempty"`
+	Timing Timing `json:"timing"`
+}
+
+// SessionOptions describe a stateful session: one interpreter kept alive across runs.
+type SessionOptions struct {
+	Tier   Tier              `json:"runtime"`
+	Limits Limits            `json:"limits"`
+	Env    map[string]string `json:"env,omitempty"`
+}
