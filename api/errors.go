@@ -1,0 +1,34 @@
+package api
+
+// Error codes: the stable, machine-readable class of a failure. Switch on these; messages are
+// for people and may change. Each code has one HTTP status, except that an oversized body is
+// invalid_request with 413 and a wrong method is invalid_request with 405.
+const (
+	CodeInvalidRequest     = "invalid_request"     // 400: malformed or out-of-bounds input
+	CodeUnauthorized       = "unauthorized"        // 401: missing or wrong API key
+	CodePolicyViolation    = "policy_violation"    // 403: the code did something policy forbids
+	CodeNotFound           = "not_found"           // 404: no such session or route
+	CodeTimeout            = "timeout"             // 408: the code ran past its timeout
+	CodeConflict           = "conflict"            // 409: state does not allow it (e.g. session cap)
+	CodeMemoryLimit        = "memory_limit"        // 422: the code went over its memory limit
+	CodeOutputLimit        = "output_limit"        // 422: the code went over an output or file limit
+	CodeInternal           = "internal"            // 500: a bug or fault in the daemon
+	CodeRuntimeUnavailable = "runtime_unavailable" // 503: the runtime is missing, busy or stopping
+)
+
+// ErrorResponse is the body of every failed request.
+type ErrorResponse struct {
+	Error ErrorDetail `json:"error"`
+	// Result is present when a limit ended a run: what the code produced before it.
+	Result *Result `json:"result,omitempty"`
+}
+
+// ErrorDetail says what went wrong and what to do about it.
+type ErrorDetail struct {
+	// Code is one of the Code constants.
+	Code string `json:"code"`
+	// Message says what was wrong: which field, which limit, which rule.
+	Message string `json:"message"`
+	// Hint, when not empty, says what to do about it.
+	Hint string `json:"hint"`
+}

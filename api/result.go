@@ -1,0 +1,68 @@
+package api
+
+// Result is what a run produced: the body of a successful run and the "result" member of an
+// error body when a limit ended the run (then it holds the output produced before the limit).
+//
+// A Python exception is not an API error: the run answers 200, ExitCode is non-zero and Error
+// carries the exception.
+type Result struct {
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// ExitCode is the process exit status of the code: 0 when it ran to the end, 1 after an
+	// uncaught exception, the argument of sys.exit otherwise.
+	ExitCode int `json:"exit_code"`
+	// Error is the exception the code raised, or null.
+	Error *PyError `json:"error"`
+	// Runtime is the tier that ran the code.
+	Runtime string `json:"runtime"`
+	// Routing says why the run went to Runtime.
+	Routing Routing `json:"routing"`
+	// StdoutTruncated and StderrTruncated say that a stream went over its limit and the rest
+	// was dropped.
+	StdoutTruncated bool `json:"stdout_truncated"`
+	StderrTruncated bool `json:"stderr_truncated"`
+	// Files are the files the code created or changed. Never null.
+	Files []OutputFile `json:"files"`
+	// Timings say where the time went.
+	Timings Timings `json:"timings"`
+}
+
+// PyError is an exception raised by the user's code.
+type PyError struct {
+	// Name is the exception's class name, e.g. "ZeroDivisionError".
+	Name string `json:"name"`
+	// Value is str() of the exception, e.g. "division by zero".
+	Value string `json:"value"`
+	// Traceback is the formatted traceback, as Python prints it.
+	Traceback string `json:"traceback"`
+}
+
+// Routing is the router's decision: the tier and the reasons, written for people.
+type Routing struct {
+	Tier    string   `json:"tier"`
+	Reasons []string `json:"reasons"`
+}
+
+// OutputFile is a file a run created or changed.
+type OutputFile struct {
+	// Path is absolute inside the sandbox.
+	Path string `json:"path"`
+	// Content is the file's bytes; base64 on the wire.
+	Content []byte `json:"content"`
+	// Size is len(Content), so a client can see sizes without decoding.
+	Size int64 `json:"size"`
+}
+
+// Timings are in milliseconds (fractions allowed).
+type Timings struct {
+	// QueueMS is the time spent waiting for a free worker.
+	QueueMS float64 `json:"queue_ms"`
+	// StartMS is the time to get an interpreter ready (near zero when Pool is "warm").
+	StartMS float64 `json:"start_ms"`
+	// ExecuteMS is the time the code ran.
+	ExecuteMS float64 `json:"execute_ms"`
+	// TotalMS is the whole run inside the daemon, from hand-over to result.
+	TotalMS float64 `json:"total_ms"`
+	// Pool is "warm" when a ready interpreter served the run, "cold" when one was started for it.
+	Pool string `json:"pool"`
+}

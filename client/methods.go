@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/agentbox-dev/agentbox/api"
+)
+
+// Run runs code once in a fresh sandbox (POST /v1/run). A Python exception is not an error:
+// the result's Error field carries it and ExitCode is non-zero.
+func (c *Client) Run(ctx context.Context, req api.RunRequest) (*api.Result, error) {
+	var res api.Result
+	if err := c.do(ctx, http.MethodPost, "/v1/run", req, &res, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// CreateSession starts a stateful session (POST /v1/sessions). Close it with CloseSession when
+// done; the daemon also closes it after its idle timeout.
+func (c *Client) CreateSession(ctx context.Context, req api.CreateSessionRequest) (*api.Session, error) {
+	var s api.Session
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions", req, &s, http.StatusCreated); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// RunInSession runs code in a session's interpreter (POST /v1/sessions/{id}/run).
+func (c *Client) RunInSession(ctx context.Context, id string, req api.RunRequest) (*api.Result, error) {
+	var res api.Result
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/run", req, &res, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// GetSession describes an open session (GET /v1/sessions/{id}).
+func (c *Client) GetSession(ctx context.Context, id string) (*api.Session, error) {
+	var s api.Session
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id), nil, &s, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// CloseSession closes a session (DELETE /v1/sessions/{id}).
+func (c *Client) CloseSession(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil, http.StatusNoContent, http.StatusOK)
+}
+
+// ListSessions lists the open sessions, oldest first (GET /v1/sessions).
+func (c *Client) ListSessions(ctx context.Context) ([]api.Session, error) {
+	var l api.SessionList
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions", nil, &l, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return l.Sessions, nil
+}
+
+// Health reports the daemon's version and runtimes (GET /v1/health; no key needed). A daemon
+// none of whose runtimes can take runs answers 503 with a health body: Health returns that body
+// (Status "unavailable") and no error, so the caller sees why.
+func (c *Client) Health(ctx context.Context) (*api.Health, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+"/v1/health", nil)
+	if err != nil {
+		return nil, fmt.Errorf("agentbox client: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("agentbox client: GET /v1/health: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		return nil, readError(resp)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("agentbox client: GET /v1/health: %w", err)
+	}
+	var h api.Health
+	if err := json.Unmarshal(b, &h); err != nil || h.Status == "" {
+		return nil, &Error{Status: resp.StatusCode, Code: codeForStatus(resp.StatusCode),
+			Message: fmt.Sprintf("HTTP %s: not a health report", resp.Status),
+			Hint:    "the answer did not come from an agentbox daemon; check the URL"}
+	}
+	return &h, nil
+}

@@ -1,0 +1,30 @@
+// Command agentbox is the daemon, the CLI and the embedded engine of agentbox. The commands live
+// in internal/cli; this file only does what must happen before them.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/agentbox-dev/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/internal/jail"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+)
+
+func main() {
+	// A jailed worker starts as this binary; its init stage must run before anything else and
+	// never returns. In every other process this returns at once.
+	jail.MaybeInit()
+
+	if len(os.Args) > 1 && os.Args[1] == nano.WorkerArg {
+		// TODO(lead): internal/runtimes/nano/worker does not exist yet. When it does, replace
+		// the two lines below with the worker's entry point, e.g.
+		//	os.Exit(worker.Main(os.Args[2:]))
+		// (or `worker.Main(os.Args[2:]); return` if it does not return an exit code).
+		fmt.Fprintln(os.Stderr, "agentbox: this binary was built without the nano worker")
+		os.Exit(70)
+	}
+
+	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

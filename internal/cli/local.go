@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/server"
+)
+
+// runner is what `agentbox run` needs of a daemon: the Go client and the local engine both are.
+type runner interface {
+	Run(ctx context.Context, req api.RunRequest) (*api.Result, error)
+}
+
+// Interface guards.
+var (
+	_ runner = (*client.Client)(nil)
+	_ runner = localRunner{}
+)
+
+// localRunner runs through an in-process Manager, speaking the API's types so that the output
+// and the errors are those of the daemon path. Errors become *client.Error, like the client's.
+// Unlike the daemon, it shows internal errors in full: the user is the operator here.
+type localRunner struct{ m *sandbox.Manager }
+
+func (l localRunner) Run(ctx context.Context, in api.RunRequest) (*api.Result, error) {
+	req, err := server.RunRequestFromAPI(in)
+	if err == nil {
+		var res *sandbox.Result
+		if res, err = l.m.Run(ctx, &req); err == nil {
+			return server.ResultToAPI(res), nil
+		}
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	status, body := server.ErrorResponse(err)
+	return nil, &client.Error{Status: status, Code: body.Error.Code, Message: body.Error.Message,
+		Hint: body.Error.Hint, Result: body.Result}
+}

@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/daemon"
+)
+
+// RunOptions are the flags of `agentbox run` and what tests replace.
+type RunOptions struct {
+	// File is the Python file to run, or "-" for Stdin.
+	File string
+	// Runtime is auto, nano or heavy; empty means auto.
+	Runtime string
+	// Timeout (seconds) and MemoryMB; zero means the server's default.
+	Timeout  float64
+	MemoryMB int64
+	// Files are uploaded into the sandbox before the code starts.
+	Files []FileSpec
+	// JSON prints the whole result (or error body) as JSON instead of the code's output.
+	JSON bool
+	// URL is the daemon's URL. Empty means AGENTBOX_URL, else http://127.0.0.1:8420; only then
+	// may the run fall back to a local engine when no daemon answers. A URL given here or in
+	// AGENTBOX_URL that does not answer is an error: the user asked for that daemon.
+	URL string
+	// DefaultURL is tried when neither URL nor AGENTBOX_URL is set. Default client.DefaultURL.
+	DefaultURL string
+	// APIKey is the daemon's key. Empty means AGENTBOX_API_KEY, else the api_key file in
+	// DataDir (or the default data directory).
+	APIKey string
+	// DataDir and ConfigFile configure the local engine (and where the key file is looked for).
+	DataDir    string
+	ConfigFile string
+	// Local skips the daemon and runs with a local engine.
+	Local bool
+	// HealthTimeout bounds the check for a daemon. Default 1s.
+	HealthTimeout time.Duration
+	Stdin         io.Reader
+	Stdout        io.Writer
+	Stderr        io.Writer
+	// NewManager builds the local engine. Default daemon.NewManager.
+	NewManager ManagerFactory
+}
+
+// FileSpec is one input file: Local on this machine, Remote in the sandbox (relative paths
+// are in /home/user).
+type FileSpec struct{ Local, Remote string }
+
+// Exit codes of `agentbox run` when the API answers with an error instead of a result. A run
+// that completes exits with the code's own exit code (1 after an uncaught exception).
+var runExitCodes = map[string]int{
+	api.CodeTimeout:            124, // as timeout(1)
+	api.CodeOutputLimit:        125,
+	api.CodePolicyViolation:    126,
+	api.CodeMemoryLimit:        137, // as a process killed for memory
+	api.CodeInvalidRequest:     65,  // sysexits EX_DATAERR
+	api.CodeNotFound:           66,  // EX_NOINPUT
+	api.CodeRuntimeUnavailable: 69,  // EX_UNAVAILABLE; also: no daemon at an explicit URL
+	api.CodeInternal:           70,  // EX_SOFTWARE
+	api.CodeConflict:           75,  // EX_TEMPFAIL
+	api.CodeUnauthorized:       77,  // EX_NOPERM
+}
+
+const exitInterrupted = 130
+
+// RunCode runs one file and returns the exit code. The code's stdout and stderr go to Stdout
+// and Stderr; agentbox's own messages go to Stderr, prefixed "agentbox: ".
+func RunCode(ctx context.Context, opts RunOptions) int {
+	if opts.HealthTimeout <= 0 {
+		opts.HealthTimeout = time.Second
+	}
+	if opts.NewManager == nil {
+		opts.NewManager = daemon.NewManager
+	}
+	if opts.DefaultURL == "" {
+		opts.DefaultURL = client.DefaultURL
+	}
+	req, err := buildRequest(opts)
+	if err != nil {
+		fmt.Fprintf(opts.Stderr, "agentbox run: %v\n", err)
+		return exitUsage
+	}
+	r, closeRunner, code := pickRunner(ctx, opts)
+	if r == nil {
+		return code
+	}
+	defer closeRunner()
+	res, err := r.Run(ctx, req)
+	return report(ctx, opts, res, err)
+}
+
+func buildRequest(opts RunOptions) (api.RunRequest, error) {
+	var code []byte
+	var err error
+	switch opts.File {
+	case "":
+		return api.RunRequest{}, errors.New("which file? give a path, or - to read the code from stdin")
+	case "-":
+		code, err = io.ReadAll(opts.Stdin)
+	default:
+		code, err = os.ReadFile(opts.File)
+	}
+	if err != nil {
+		return api.RunRequest{}, fmt.Errorf("read the code: %w", err)
+	}
+	req := api.RunRequest{Code: string(code), Runtime: opts.Runtime, Timeout: opts.Timeout, MemoryMB: opts.MemoryMB}
+	for _, f := range opts.Files {
+		b, err := os.ReadFile(f.Local)
+		if err != nil {
+			return req, fmt.Errorf("input file: %w", err)
+		}
+		req.Files = append(req.Files, api.InputFile{Path: f.Remote, Content: b})
+	}
+	return req, nil
+}
+
+// pickRunner finds the daemon or starts a local engine. On failure it has reported the problem
+// and returns a nil runner and the exit code.
+func pickRunner(ctx context.Context, opts RunOptions) (runner, func(), int) {
+	noop := func() {}
+	if !opts.Local {
+		url, explicit := opts.URL, true
+		if url == "" {
+			url = os.Getenv("AGENTBOX_URL")
+		}
+		if url == "" {
+			url, explicit = opts.DefaultURL, false
+		}
+		c, err := client.New(url, discoverKey(opts))
+		if err != nil {
+			fmt.Fprintf(opts.Stderr, "agentbox run: %v\n", err)
+			return nil, nil, exitUsage
+		}
+		hctx, cancel := context.WithTimeout(ctx, opts.HealthTimeout)
+		_, err = c.Health(hctx)
+		cancel()
+		switch {
+		case err == nil:
+			return c, noop, exitOK
+		case ctx.Err() != nil:
+			return nil, nil, exitInterrupted
+		case explicit:
+			fmt.Fprintf(opts.Stderr, "agentbox: no agentbox daemon answers at %s: %v (hint: start one with `agentbox serve`, or unset AGENTBOX_URL and drop --url to run with a local engine)\n", url, err)
+			return nil, nil, runExitCodes[api.CodeRuntimeUnavailable]
+		}
+		fmt.Fprintf(opts.Stderr, "agentbox: no daemon at %s; starting a local engine for this run (`agentbox serve` keeps interpreters warm)\n", url)
+	}
+	cfg, err := loadConfig(opts.ConfigFile, "", opts.DataDir)
+	if err != nil {
+		fmt.Fprintf(opts.Stderr, "agentbox run: %v\n", err)
+		return nil, nil, exitFailure
+	}
+	// One run needs one worker and no parked interpreters: the run starts its own.
+	cfg.Nano.Workers = 1
+	warm := 0
+	cfg.Nano.Warm = &warm
+	log := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m, err := opts.NewManager(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(opts.Stderr, "agentbox: could not start a local engine: %v\n", err)
+		return nil, nil, runExitCodes[api.CodeRuntimeUnavailable]
+	}
+	return localRunner{m: m}, func() { m.Close() }, exitOK
+}
+
+// discoverKey finds the key as the client's FromEnv does, honouring --data-dir.
+func discoverKey(opts RunOptions) string {
+	if opts.APIKey != "" {
+		return opts.APIKey
+	}
+	if k := os.Getenv("AGENTBOX_API_KEY"); k != "" {
+		return k
+	}
+	if opts.DataDir != "" {
+		if b, err := os.ReadFile(filepath.Join(opts.DataDir, apiKeyFile)); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return client.APIKeyFromEnv()
+}
+
+// report prints a run's outcome and returns the exit code.
+func report(ctx context.Context, opts RunOptions, res *api.Result, err error) int {
+	var ce *client.Error
+	switch {
+	case err == nil:
+		if opts.JSON {
+			printJSON(opts.Stdout, res)
+		} else {
+			printOutput(opts, res)
+		}
+		if res.ExitCode < 0 || res.ExitCode > 255 {
+			return exitFailure
+		}
+		return res.ExitCode
+	case errors.As(err, &ce):
+		if opts.JSON {
+			printJSON(opts.Stdout, api.ErrorResponse{
+				Error:  api.ErrorDetail{Code: ce.Code, Message: ce.Message, Hint: ce.Hint},
+				Result: ce.Result,
+			})
+		} else if ce.Result != nil {
+			printOutput(opts, ce.Result)
+		}
+		fmt.Fprintln(opts.Stderr, ce.Error())
+		if code, ok := runExitCodes[ce.Code]; ok {
+			return code
+		}
+		return exitFailure
+	case ctx.Err() != nil:
+		fmt.Fprintln(opts.Stderr, "agentbox: interrupted; the run was stopped")
+		return exitInterrupted
+	}
+	fmt.Fprintf(opts.Stderr, "agentbox run: %v\n", err)
+	return exitFailure
+}
+
+func printOutput(opts RunOptions, res *api.Result) {
+	io.WriteString(opts.Stdout, res.Stdout)
+	io.WriteString(opts.Stderr, res.Stderr)
+	if res.StdoutTruncated {
+		fmt.Fprintln(opts.Stderr, "agentbox: stdout went over its limit; the rest was dropped")
+	}
+	if res.StderrTruncated {
+		fmt.Fprintln(opts.Stderr, "agentbox: stderr went over its limit; the rest was dropped")
+	}
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	opts := RunOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr}
+	var (
+		timeout secondsFlag
+		memory  mebibytesFlag
+		files   fileFlag
+	)
+	fs := newFlagSet("run", `Usage: agentbox run [flags] FILE
+       agentbox run [flags] -          (read the code from stdin)
+
+Runs a Python file in a fresh sandbox and prints what it printed: its stdout to stdout, its
+stderr (and traceback) to stderr. Uses the daemon at AGENTBOX_URL (default
+http://127.0.0.1:8420) when one answers, otherwise starts a local engine just for this run.
+
+Exit code: the code's own (0, 1 after an uncaught exception, or sys.exit's). When a limit or
+an error ends the run instead: 124 timeout, 137 memory limit, 125 output limit, 126 policy
+violation, 65 invalid request, 69 runtime or daemon unavailable, 77 wrong API key, 70 internal
+error, 2 bad command line. What the code printed before a limit is still printed.
+
+Examples:
+  agentbox run script.py
+  echo 'print(1+1)' | agentbox run -
+  agentbox run --timeout 5 --memory 512 --file data.csv script.py
+  agentbox run --json --runtime nano script.py`, stderr)
+	fs.StringVar(&opts.Runtime, "runtime", "", "runtime: auto (the router picks by the code's imports), nano or heavy (default auto)")
+	fs.Var(&timeout, "timeout", "wall-clock limit in `seconds` (30, 2.5) or a duration (1m30s) (default: the server's, 30s)")
+	fs.Var(&memory, "memory", "memory limit in `MiB` (512) or with a unit (2G) (default: the server's, 256)")
+	fs.Var(&files, "file", "upload a file before the code starts: `LOCAL[:REMOTE]`; REMOTE is relative to /home/user (default: LOCAL's base name); repeatable")
+	fs.BoolVar(&opts.JSON, "json", false, "print the whole result as JSON (stdout, stderr, exit_code, error, files, timings, ...)")
+	fs.StringVar(&opts.URL, "url", "", "daemon `URL` (default $AGENTBOX_URL or http://127.0.0.1:8420)")
+	fs.BoolVar(&opts.Local, "local", false, "do not look for a daemon; run with a local engine")
+	fs.StringVar(&opts.DataDir, "data-dir", "", "data `DIR` of the local engine and of the API key file (default $AGENTBOX_DATA_DIR or ~/.cache/agentbox)")
+	fs.StringVar(&opts.ConfigFile, "config", "", "configuration `FILE` of the local engine (JSON)")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	switch len(pos) {
+	case 0:
+		fmt.Fprintln(stderr, "agentbox run: which file? give a path, or - to read the code from stdin (agentbox run -h for help)")
+		return exitUsage
+	case 1:
+	default:
+		fmt.Fprintf(stderr, "agentbox run: one file at a time; got %q\n", pos)
+		return exitUsage
+	}
+	opts.File = pos[0]
+	opts.Timeout, opts.MemoryMB = float64(timeout), int64(memory)
+	for _, f := range files {
+		opts.Files = append(opts.Files, FileSpec{Local: f.local, Remote: f.remote})
+	}
+	return RunCode(ctx, opts)
+}

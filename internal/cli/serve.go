@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/server"
+)
+
+// ManagerFactory builds the engine from a configuration; daemon.NewManager is the real one.
+type ManagerFactory func(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandbox.Manager, error)
+
+// ServeOptions are the flags of `agentbox serve` and what tests replace.
+type ServeOptions struct {
+	// ConfigFile is the daemon configuration (JSON); empty means defaults and environment.
+	ConfigFile string
+	// Listen and DataDir override the configuration when not empty.
+	Listen  string
+	DataDir string
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+	// LogJSON writes logs as JSON lines instead of text.
+	LogJSON bool
+	// ShutdownTimeout bounds the wait for running requests at shutdown. Default 30s.
+	ShutdownTimeout time.Duration
+	// Stderr receives the log and the startup lines.
+	Stderr io.Writer
+	// NewManager builds the engine. Default daemon.NewManager.
+	NewManager ManagerFactory
+	// Ready, if set, is called with the bound address once the server accepts requests.
+	Ready func(addr net.Addr)
+}
+
+// Serve runs the daemon until ctx is done, then shuts down gracefully: no new requests, running
+// ones get up to ShutdownTimeout, then the engine is closed.
+func Serve(ctx context.Context, opts ServeOptions) error {
+	if opts.NewManager == nil {
+		opts.NewManager = daemon.NewManager
+	}
+	log, err := newLogger(opts.Stderr, opts.LogLevel, opts.LogJSON)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(opts.ConfigFile, opts.Listen, opts.DataDir)
+	if err != nil {
+		return err
+	}
+	key, err := ensureAPIKey(cfg.APIKey, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if key.warning != "" {
+		log.Warn(key.warning)
+	}
+	cfg.APIKey = key.key
+
+	// Listen before the engine starts, so a busy port fails at once, not after the warm-up.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	if !isLoopback(ln.Addr()) {
+		log.Warn("listening beyond this machine: anyone who can reach the address and has the key can run code", "addr", ln.Addr().String())
+	}
+
+	start := time.Now()
+	m, err := opts.NewManager(ctx, cfg, log)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	defer m.Close()
+	srv, err := server.New(server.Options{
+		Manager:         m,
+		APIKey:          cfg.APIKey,
+		MaxBodyBytes:    cfg.MaxBodyBytes,
+		Version:         version(),
+		Logger:          log,
+		ShutdownTimeout: opts.ShutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+
+	switch {
+	case key.path == "":
+		fmt.Fprintf(opts.Stderr, "agentbox: API key from AGENTBOX_API_KEY\n")
+	case key.created:
+		fmt.Fprintf(opts.Stderr, "agentbox: created a new API key in %s (clients of this user find it there)\n", key.path)
+	default:
+		fmt.Fprintf(opts.Stderr, "agentbox: API key in %s\n", key.path)
+	}
+	fmt.Fprintf(opts.Stderr, "agentbox: listening on http://%s (runtimes %v, ready in %v)\n",
+		ln.Addr(), m.Tiers(), time.Since(start).Round(time.Millisecond))
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr())
+	}
+	if err := srv.Serve(ctx, ln); err != nil {
+		return err
+	}
+	if err := m.Close(); err != nil {
+		log.Warn("closing the engine", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
+
+func newLogger(w io.Writer, level string, asJSON bool) (*slog.Logger, error) {
+	var l slog.Level
+	if level == "" {
+		level = "info"
+	}
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	o := &slog.HandlerOptions{Level: l}
+	if asJSON {
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, o)), nil
+}
+
+func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	opts := ServeOptions{Stderr: stderr}
+	fs := newFlagSet("serve", `Usage: agentbox serve [flags]
+
+Starts the daemon: the HTTP API (api/openapi.yaml) with warm interpreters. Every route but
+GET /v1/health needs "Authorization: Bearer KEY". The key is AGENTBOX_API_KEY if set; otherwise
+the daemon creates one on first start in DATA_DIR/api_key (mode 0600) and reuses it later, and
+clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running requests get up to
+--shutdown-timeout to finish.`, stderr)
+	fs.StringVar(&opts.Listen, "listen", "", "`ADDR`ess to listen on (default 127.0.0.1:8420, or AGENTBOX_LISTEN)")
+	fs.StringVar(&opts.DataDir, "data-dir", "", "data `DIR` for runtime files and the API key (default $AGENTBOX_DATA_DIR or ~/.cache/agentbox)")
+	fs.StringVar(&opts.ConfigFile, "config", "", "configuration `FILE` (JSON; see internal/config)")
+	fs.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&opts.LogJSON, "log-json", false, "write the log as JSON lines")
+	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running requests may take to finish at shutdown")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "agentbox serve: unexpected argument %q\n", pos[0])
+		return exitUsage
+	}
+	if err := Serve(ctx, opts); err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "address already in use") {
+			msg += " (is another agentbox serve running? choose another --listen address)"
+		}
+		fmt.Fprintf(stderr, "agentbox serve: %s\n", msg)
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// POST /v1/run
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	var in api.RunRequest
+	if err := decode(w, r, s.maxBody, &in, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := RunRequestFromAPI(in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.m.Run(r.Context(), &req)
+	s.answerRun(w, r, string(req.Tier), res, err)
+}
+
+// POST /v1/sessions/{id}/run
+func (s *Server) handleRunInSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var in api.RunRequest
+	if err := decode(w, r, s.maxBody, &in, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"memory_mb", in.MemoryMB != 0},
+		{"stdout_limit", in.StdoutLimit != 0},
+		{"stderr_limit", in.StderrLimit != 0},
+		{"files_limit", in.FilesLimit != 0},
+	} {
+		if f.set {
+			s.fail(w, r, invalid("%s cannot change within a session", f.name).
+				WithHint("set it when creating the session (POST /v1/sessions); a run may set only its timeout"))
+			return
+		}
+	}
+	req, err := RunRequestFromAPI(in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.m.RunInSession(r.Context(), id, &req)
+	s.answerRun(w, r, string(req.Tier), res, sessionError(id, err))
+}
+
+// answerRun writes a run's result, or its error with the partial result, and counts it.
+// requested is the tier the request named, used for the labels when no result says better.
+func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, requested string, res *sandbox.Result, err error) {
+	info := infoOf(r)
+	partial := res
+	if err != nil {
+		if e := sandbox.AsError(err); e.Result != nil {
+			partial = e.Result
+		}
+	}
+	info.runtime = requested
+	if partial != nil && partial.Runtime != "" {
+		info.runtime = string(partial.Runtime)
+	}
+	if info.runtime == string(sandbox.TierAuto) || !s.knownTier(info.runtime) {
+		// Keep the label set bounded: unknown names from requests are not series.
+		info.runtime = "none"
+	}
+	s.metrics.observeRun(info.runtime, partial, err)
+	if err != nil {
+		if e := sandbox.AsError(err); e.Result == nil && partial != nil {
+			// A runtime that returned its partial result beside the error, not inside it.
+			cp := *e
+			cp.Result = partial
+			err = &cp
+		}
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ResultToAPI(res))
+}
+
+func (s *Server) knownTier(t string) bool {
+	switch sandbox.Tier(t) {
+	case sandbox.TierNano, sandbox.TierHeavy:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,75 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// POST /v1/sessions
+func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
+	var in api.CreateSessionRequest
+	if err := decode(w, r, s.maxBody, &in, true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	opts, err := sessionOptionsFromAPI(in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// The Manager checks environment names per run; checking them here too refuses a bad
+	// session before a sandbox is started for it.
+	if err := s.m.Policy().CheckRequest(&sandbox.RunRequest{Code: "pass", Env: opts.Env}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, err := s.m.CreateSession(r.Context(), opts)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	infoOf(r).runtime = string(info.Tier)
+	writeJSON(w, http.StatusCreated, SessionToAPI(info))
+}
+
+// GET /v1/sessions
+func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
+	list := api.SessionList{Sessions: []api.Session{}}
+	for _, si := range s.m.Sessions() {
+		list.Sessions = append(list.Sessions, SessionToAPI(si))
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// GET /v1/sessions/{id}
+func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	info, err := s.m.Session(id)
+	if err != nil {
+		s.fail(w, r, sessionError(id, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, SessionToAPI(info))
+}
+
+// DELETE /v1/sessions/{id}
+func (s *Server) handleCloseSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.m.CloseSession(id); err != nil {
+		s.fail(w, r, sessionError(id, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionError gives "no such session" a message and hint for people; other errors pass.
+func sessionError(id string, err error) error {
+	if !errors.Is(err, sandbox.ErrNotFound) {
+		return err
+	}
+	return sandbox.Errorf(sandbox.KindNotFound, "no open session %q", id).
+		WithHint("it was closed, expired after its idle timeout, or never created; GET /v1/sessions lists the open ones")
+}

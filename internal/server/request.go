@@ -1,0 +1,126 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+)
+
+// reqInfo is what the layers of one request tell each other: the handler fills in the runtime,
+// the router the route, fail the error code; logging and metrics read them at the end.
+type reqInfo struct {
+	id      string
+	route   string
+	runtime string
+	code    string
+	quiet   bool
+}
+
+type infoKey struct{}
+
+func infoOf(r *http.Request) *reqInfo {
+	if i, ok := r.Context().Value(infoKey{}).(*reqInfo); ok {
+		return i
+	}
+	return &reqInfo{}
+}
+
+// statusWriter remembers the status written.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// withRequest gives every request an id (the client's X-Request-Id if it is sane), turns panics
+// into internal errors, and logs and counts the request when it is done.
+func (s *Server) withRequest(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		info := &reqInfo{id: requestID(r.Header.Get("X-Request-Id")), route: "unmatched"}
+		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
+		w.Header().Set("X-Request-Id", info.id)
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.log.Error("panic in handler", "request_id", info.id, "panic", p, "stack", string(debug.Stack()))
+				if sw.status == 0 {
+					s.fail(sw, r, fmt.Errorf("panic: %v", p))
+				}
+			}
+			status := sw.status
+			if status == 0 {
+				status = http.StatusOK
+			}
+			elapsed := time.Since(start)
+			s.metrics.observeRequest(r.Method, info.route, status, info.runtime, elapsed)
+			level := slog.LevelInfo
+			if info.quiet && status < 400 {
+				level = slog.LevelDebug
+			}
+			attrs := []slog.Attr{
+				slog.String("request_id", info.id),
+				slog.String("method", r.Method),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", status),
+				slog.Float64("ms", millis(elapsed)),
+			}
+			if info.runtime != "" {
+				attrs = append(attrs, slog.String("runtime", info.runtime))
+			}
+			if info.code != "" {
+				attrs = append(attrs, slog.String("code", info.code))
+			}
+			s.log.LogAttrs(r.Context(), level, "request", attrs...)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// requestID keeps a client's id when it is short and plain, so it can be searched for in logs,
+// and makes one otherwise.
+func requestID(given string) string {
+	if n := len(given); n > 0 && n <= 64 {
+		ok := true
+		for _, c := range given {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return given
+		}
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func statusLabel(status int) string { return strconv.Itoa(status) }

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// route is one method on one path. Patterns use net/http's {name} wildcards, as
+// api/openapi.yaml does.
+type route struct {
+	method  string
+	pattern string
+	// public routes need no API key.
+	public bool
+	// quiet routes log at debug level (probes and scrapes would drown the log).
+	quiet bool
+	h     http.HandlerFunc
+}
+
+func (s *Server) routeTable() []route {
+	return []route{
+		{method: http.MethodPost, pattern: "/v1/run", h: s.handleRun},
+		{method: http.MethodGet, pattern: "/v1/sessions", h: s.handleListSessions},
+		{method: http.MethodPost, pattern: "/v1/sessions", h: s.handleCreateSession},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}", h: s.handleGetSession},
+		{method: http.MethodDelete, pattern: "/v1/sessions/{id}", h: s.handleCloseSession},
+		{method: http.MethodPost, pattern: "/v1/sessions/{id}/run", h: s.handleRunInSession},
+		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
+		{method: http.MethodGet, pattern: "/metrics", quiet: true, h: s.handleMetrics},
+	}
+}
+
+// Routes lists what the server serves as "METHOD /pattern", sorted.
+func (s *Server) Routes() []string {
+	var out []string
+	for _, r := range s.routes {
+		out = append(out, r.method+" "+r.pattern)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// mux registers each path once and dispatches on the method itself, so that a wrong method
+// gets a typed 405 (with Allow) and an unknown path a typed 404, not net/http's plain text.
+func (s *Server) mux() http.Handler {
+	mux := http.NewServeMux()
+	byPattern := map[string][]route{}
+	var order []string
+	for _, rt := range s.routes {
+		if _, ok := byPattern[rt.pattern]; !ok {
+			order = append(order, rt.pattern)
+		}
+		byPattern[rt.pattern] = append(byPattern[rt.pattern], rt)
+	}
+	for _, p := range order {
+		mux.Handle(p, s.dispatch(p, byPattern[p]))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, notFoundRoute(r))
+	})
+	return mux
+}
+
+func notFoundRoute(r *http.Request) error {
+	return sandbox.Errorf(sandbox.KindNotFound, "no route %s %s", r.Method, r.URL.Path).
+		WithHint("the routes are listed in api/openapi.yaml")
+}
+
+func (s *Server) dispatch(pattern string, routes []route) http.Handler {
+	var allow []string
+	for _, rt := range routes {
+		allow = append(allow, rt.method)
+	}
+	allowHeader := strings.Join(allow, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := infoOf(r)
+		info.route = pattern
+		for _, rt := range routes {
+			if rt.method != r.Method {
+				continue
+			}
+			info.quiet = rt.quiet
+			if !rt.public {
+				if err := s.authenticate(r); err != nil {
+					s.fail(w, r, err)
+					return
+				}
+			}
+			rt.h(w, r)
+			return
+		}
+		w.Header().Set("Allow", allowHeader)
+		s.fail(w, r, &statusError{status: http.StatusMethodNotAllowed,
+			err: invalid("%s is not allowed on %s", r.Method, pattern).WithHint("use %s", allowHeader)})
+	})
+}

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Options configure a Server. Zero values take the documented defaults.
+type Options struct {
+	// Manager runs the code. Required. The server never closes it: the caller does, after Serve
+	// has returned.
+	Manager *sandbox.Manager
+	// APIKey is the bearer token every route but GET /v1/health requires. Required: there is no
+	// way to run the API without authentication.
+	APIKey string
+	// MaxBodyBytes bounds a request body; larger bodies get 413. Default 64 MiB.
+	MaxBodyBytes int64
+	// Version is reported by GET /v1/health. Default "dev".
+	Version string
+	// Logger receives one line per request and every internal error. Default slog.Default().
+	Logger *slog.Logger
+	// Registry is where the server's metrics (and any runtime that is a prometheus.Collector)
+	// are registered and what GET /metrics serves. Default: a new registry with the Go and
+	// process collectors. Pass one to add collectors of your own.
+	Registry *prometheus.Registry
+	// HealthTimeout bounds each runtime's health report. Default 2s.
+	HealthTimeout time.Duration
+	// ShutdownTimeout is how long Serve waits for running requests once its context is done
+	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
+	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
+	ShutdownTimeout time.Duration
+}
+
+// Server is the HTTP API. It is an http.Handler; Serve runs it on a listener with graceful
+// shutdown.
+type Server struct {
+	m        *sandbox.Manager
+	keyHash  [sha256.Size]byte
+	maxBody  int64
+	version  string
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	metrics  *metrics
+	healthTO time.Duration
+	shutTO   time.Duration
+	routes   []route
+	// promHandler serves GET /metrics from reg.
+	promHandler http.Handler
+	handler     http.Handler
+	inflight    atomic.Int64
+}
+
+// Interface guards.
+var _ http.Handler = (*Server)(nil)
+
+// New checks opts and builds the server's routes and metrics.
+func New(opts Options) (*Server, error) {
+	if opts.Manager == nil {
+		return nil, errors.New("server: a Manager is required")
+	}
+	if opts.APIKey == "" {
+		return nil, errors.New("server: an API key is required")
+	}
+	s := &Server{
+		m:        opts.Manager,
+		keyHash:  sha256.Sum256([]byte(opts.APIKey)),
+		maxBody:  opts.MaxBodyBytes,
+		version:  opts.Version,
+		log:      opts.Logger,
+		reg:      opts.Registry,
+		healthTO: opts.HealthTimeout,
+		shutTO:   opts.ShutdownTimeout,
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 64 << 20
+	}
+	if s.version == "" {
+		s.version = "dev"
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.healthTO <= 0 {
+		s.healthTO = 2 * time.Second
+	}
+	if s.shutTO <= 0 {
+		s.shutTO = 30 * time.Second
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	var err error
+	if s.metrics, err = newMetrics(s.reg, s.m); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	// Runtimes that expose metrics do so by being a prometheus.Collector; the core stays free of
+	// the Prometheus dependency.
+	for _, t := range s.m.Tiers() {
+		rt, _ := s.m.Runtime(t)
+		if c, ok := rt.(prometheus.Collector); ok {
+			if err := s.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+				return nil, fmt.Errorf("server: metrics of runtime %s: %w", t, err)
+			}
+		}
+	}
+	s.promHandler = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: promLogger{s}})
+	s.routes = s.routeTable()
+	s.handler = s.withRequest(s.mux())
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Serve answers requests on ln until ctx is done, then shuts down gracefully: it stops
+// accepting, waits up to ShutdownTimeout for running requests, then cancels those still running
+// (their runs stop) and waits a little more for their handlers to answer. It does not close the
+// Manager. It returns nil after a shutdown and the listener's error otherwise.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	hs := &http.Server{
+		Handler: s,
+		// Headers must come quickly; bodies and answers are not bounded here because a run may
+		// legitimately take up to the policy's maximum timeout, which the Manager enforces.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down: no new requests, waiting for running ones",
+		"running", s.inflight.Load(), "bound", s.shutTO)
+	sctx, cancel := context.WithTimeout(context.Background(), s.shutTO)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("requests still running at the shutdown bound; stopping them", "running", s.inflight.Load())
+		cancelBase()
+		_ = hs.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for s.inflight.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
