@@ -107,14 +107,17 @@ func (p Policy) CheckRequest(req *RunRequest) error {
 			return Errorf(KindInvalidRequest, "input file %q is %d bytes, above the limit of %d bytes", f.Path, len(f.Content), p.MaxFileBytes)
 		}
 	}
-	for k := range req.Env {
+	return CheckEnv(req.Env)
+}
+
+// CheckEnv validates environment variables given to a sandbox.
+func CheckEnv(env map[string]string) error {
+	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return Errorf(KindInvalidRequest, "environment variable name %q is invalid", k)
 		}
-	}
-	for _, v := range req.Env {
 		if strings.ContainsRune(v, 0) {
-			return Errorf(KindInvalidRequest, "environment variable values must not contain NUL bytes")
+			return Errorf(KindInvalidRequest, "environment variable %s: values must not contain NUL bytes", k)
 		}
 	}
 	return nil

@@ -185,6 +185,9 @@ func annotate(res *Result, err error, d Decision) {
 
 // CreateSession starts a stateful session.
 func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
+	if err := CheckEnv(opts.Env); err != nil {
+		return SessionInfo{}, err
+	}
 	limits, err := m.policy.Apply(opts.Limits)
 	if err != nil {
 		return SessionInfo{}, err
