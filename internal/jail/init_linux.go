@@ -1,0 +1,103 @@
+package jail
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaybeInit must be called first thing in main (and in TestMain of tests that
+// start jails). In a process started by Command it is the jail's init stage:
+// it builds the jail and execs the worker, and never returns (on failure it
+// exits with InitFailedExitCode). In any other process it returns at once.
+//
+// The init stage runs as root, as PID 1 of the new PID namespace, and in
+// order: checks the inherited fds, opens its own executable, finds its
+// loader and libraries (if dynamically linked), makes every mount private,
+// captures the bind sources, mounts an empty tmpfs root with the binds,
+// pivots into it and detaches the host tree, makes the root
+// read-only, sets the hostname, and then on one locked thread marks every
+// other fd close-on-exec, sets the rlimits, drops the capability bounding set,
+// groups, gid and uid, sets no_new_privs and the parent-death signal, and
+// execs the binary in place (execveat on the fd opened first).
+func MaybeInit() {
+	if len(os.Args) != 2 || os.Args[1] != initArg {
+		return
+	}
+	err := runInit()
+	fmt.Fprintf(os.Stderr, "agentbox jail: %v\n", err)
+	os.Exit(InitFailedExitCode)
+}
+
+// runInit returns only on failure.
+func runInit() error {
+	raw, ok := os.LookupEnv(specEnv)
+	if !ok {
+		return errors.New("init stage started without a spec")
+	}
+	var p initPayload
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		return fmt.Errorf("decode spec: %w", err)
+	}
+	spec := &p.Spec
+	if err := spec.validate(); err != nil {
+		return err
+	}
+	// Refuse to touch mounts unless this really is a fresh PID namespace (and
+	// so, as Command sets them together, a fresh mount namespace).
+	if os.Getpid() != 1 {
+		return errors.New("init stage is not PID 1 of a new PID namespace; start it with jail.Command")
+	}
+	if err := checkFDs(3 + p.ExtraFiles); err != nil {
+		return err
+	}
+	// The daemon's umask (077, say) must not make the root's directories
+	// untraversable for the worker.
+	unix.Umask(0o022)
+	// The binary is executed from this fd after the pivot, so it need not be
+	// (and is not) visible inside the jail. It closes at that execve.
+	exe, err := unix.Open("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open own executable: %w", err)
+	}
+	deps, err := findLoaderDeps()
+	if err != nil {
+		return err
+	}
+	if err := buildRoot(spec, deps); err != nil {
+		return err
+	}
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = DefaultHostname
+	}
+	if err := unix.Sethostname([]byte(hostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	env := []string{"HOME=/"}
+	if deps.libPath != "" {
+		env = append(env, "LD_LIBRARY_PATH="+deps.libPath)
+	}
+	return execWorker(exe, p.Args, append(env, spec.Env...), spec.Rlimits, spec.UID, spec.GID, p.ExtraFiles)
+}
+
+// checkFDs makes sure fds 0..n-1 are open, none is a directory, and none is
+// close-on-exec, so exactly they reach the worker.
+func checkFDs(n int) error {
+	for fd := 0; fd < n; fd++ {
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("fd %d (was Cmd.ExtraFiles changed after Command?): %w", fd, err)
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return fmt.Errorf("fd %d is a directory: an open directory escapes the jail's root", fd)
+		}
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("clear close-on-exec of fd %d: %w", fd, err)
+		}
+	}
+	return nil
+}
