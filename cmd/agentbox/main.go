@@ -4,12 +4,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 
 	"github.com/agentbox-dev/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/internal/jail"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/worker"
 )
 
 func main() {
@@ -18,12 +18,7 @@ func main() {
 	jail.MaybeInit()
 
 	if len(os.Args) > 1 && os.Args[1] == nano.WorkerArg {
-		// TODO(lead): internal/runtimes/nano/worker does not exist yet. When it does, replace
-		// the two lines below with the worker's entry point, e.g.
-		//	os.Exit(worker.Main(os.Args[2:]))
-		// (or `worker.Main(os.Args[2:]); return` if it does not return an exit code).
-		fmt.Fprintln(os.Stderr, "agentbox: this binary was built without the nano worker")
-		os.Exit(70)
+		os.Exit(worker.Main(os.Args[2:]))
 	}
 
 	os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

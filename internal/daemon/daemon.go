@@ -19,8 +19,16 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		return nil, err
 	}
 	policy := cfg.Policy()
+	artifacts := nano.Artifacts{Dir: cfg.NanoDir()}
+	if err := artifacts.Check(); err != nil {
+		return nil, err
+	}
+	// Workers see the compilation cache read-only: make sure it holds this binary's compilation.
+	if _, err := nano.WarmCache(ctx, artifacts); err != nil {
+		return nil, fmt.Errorf("nano compilation cache: %w", err)
+	}
 	nr, err := nano.New(ctx, nano.Options{
-		Artifacts:          nano.Artifacts{Dir: cfg.NanoDir()},
+		Artifacts:          artifacts,
 		Workers:            cfg.Nano.Workers,
 		Warm:               cfg.WarmPerWorker(),
 		Grace:              cfg.Nano.Grace.D(),

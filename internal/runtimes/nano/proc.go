@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,6 +34,16 @@ type proc struct {
 	exitErr error         // set before exited is closed
 	killed  atomic.Bool   // we killed it on purpose (deadline, close)
 	once    sync.Once
+
+	tailMu sync.Mutex
+	tail   []string // the worker's last log lines, for errors
+}
+
+// lastLog returns the worker's last log lines.
+func (p *proc) lastLog() string {
+	p.tailMu.Lock()
+	defer p.tailMu.Unlock()
+	return strings.Join(p.tail, "; ")
 }
 
 // launcher starts a worker process; the pool owns the jail spec and the arguments.
@@ -75,7 +86,7 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 		p.exitErr = err
 		close(p.exited)
 		if !p.killed.Load() {
-			p.log.Warn("nano worker exited", "err", err)
+			p.log.Warn("nano worker exited", "err", err, "log", p.lastLog())
 		}
 	}()
 	select {
@@ -102,7 +113,7 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 		if err := wire.Read(r, &resp); err != nil {
 			if first {
 				<-p.exited
-				ready <- fmt.Errorf("nano: worker exited before it was ready (%v): its log above says why", p.exitErr)
+				ready <- fmt.Errorf("nano: worker exited before it was ready (%v): %s", p.exitErr, p.lastLog())
 			} else if !errors.Is(err, io.EOF) {
 				p.log.Error("nano worker sent a bad frame, killing it", "err", err)
 				p.kill()
@@ -137,7 +148,13 @@ func (p *proc) logStderr(r io.Reader) {
 	s := bufio.NewScanner(r)
 	s.Buffer(make([]byte, 4096), 4096)
 	for s.Scan() {
-		p.log.Debug("nano worker: " + s.Text())
+		line := s.Text()
+		p.log.Debug("nano worker: " + line)
+		p.tailMu.Lock()
+		if p.tail = append(p.tail, line); len(p.tail) > 5 {
+			p.tail = p.tail[1:]
+		}
+		p.tailMu.Unlock()
 	}
 }
 

@@ -39,6 +39,7 @@ type Runtime struct {
 	tokens chan struct{} // one per free one-shot worker
 	mu     sync.Mutex
 	free   []*proc
+	busy   map[*proc]bool // one-shot workers running a request
 	slots  slotSet
 	closed bool
 	ctx    context.Context
@@ -76,7 +77,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		}
 		opts.launch = jailedLauncher(opts)
 	}
-	r := &Runtime{opts: opts, log: opts.Logger, tokens: make(chan struct{}, opts.Workers)}
+	r := &Runtime{opts: opts, log: opts.Logger, tokens: make(chan struct{}, opts.Workers), busy: map[*proc]bool{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	errs := make(chan error, opts.Workers)
 	for i := 0; i < opts.Workers; i++ {
@@ -149,11 +150,15 @@ func (r *Runtime) acquire(ctx context.Context) (*proc, error) {
 	}
 	p := r.free[best]
 	r.free = append(r.free[:best], r.free[best+1:]...)
+	r.busy[p] = true
 	return p, nil
 }
 
 // release gives a worker back, or replaces it in the background if it died.
 func (r *Runtime) release(p *proc) {
+	r.mu.Lock()
+	delete(r.busy, p)
+	r.mu.Unlock()
 	if p.alive() {
 		r.mu.Lock()
 		if r.closed {
@@ -308,4 +313,3 @@ func (s *slotSet) take() int {
 }
 
 func (s *slotSet) put(i int) { delete(s.used, i) }
-

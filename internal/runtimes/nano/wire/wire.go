@@ -58,6 +58,11 @@ type Response struct {
 	Error *Error `json:"error,omitempty"`
 	// Warm is how many instances the worker has parked and ready.
 	Warm int `json:"warm"`
+	// Retire says the worker exits right after this frame and takes no more requests: a guest
+	// it could not stop is still computing past its deadline (only ending the process stops it),
+	// or, in a session worker, the session's interpreter has ended (os._exit, a crash, a
+	// deadline). The daemon should not send it anything more and should replace it.
+	Retire bool `json:"retire,omitempty"`
 }
 
 // Write writes v as one frame.

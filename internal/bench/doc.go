@@ -1,0 +1,88 @@
+// Package bench is `agentbox bench`: end-to-end benchmarks that print figures a person can paste
+// into a note and rerun. Each figure comes with the same figure for baselines measured in the same
+// run, so a ratio still means something on a small, noisy machine (CONVENTIONS.md item 13).
+// Micro figures belong in `go test -bench` next to the code; this package measures what a user
+// of the API sees.
+//
+// # Running it
+//
+//	agentbox setup                 # once: the nano artifacts in the data directory
+//	agentbox bench nano            # 5–10 minutes on 2 cores; add -json for a machine-readable form
+//	agentbox bench nano -n 50 -no-compute    # a quick look
+//	agentbox bench nano -url http://127.0.0.1:8420 -cold-url http://127.0.0.1:8421
+//
+// Without -url (or AGENTBOX_URL) the bench starts its own daemons inside its own process, one
+// after the other, never two at once: the manager from internal/daemon built from the data
+// directory's artifacts, served by internal/server on a random loopback port with a random key,
+// and called through the public client package over HTTP like any other client. The first has
+// the default configuration (warm pool on), the second nano.warm = 0. Their log is
+// DATA_DIR/bench/daemon.log. With -url the warm scenarios go to that daemon and the cold ones to
+// -cold-url, a daemon configured with nano.warm = 0; without -cold-url they are skipped.
+//
+// Progress goes to stderr, the report to stdout. The exit status is non-zero if any measurement
+// failed; the report says which and why, and everything else is still measured.
+//
+// # What it installs
+//
+// What the baselines need and the machine lacks is installed, idempotently, and said in the
+// report's notes: Debian's bubblewrap package with apt-get (needs root), and the npm package
+// pyodide (DefaultPyodideVersion: 0.25.1, CPython 3.11 like the native baseline) into
+// DATA_DIR/bench/pyodide with `npm install --prefix`, next to the embedded driver script
+// (pyodide_driver.cjs) it writes there.
+//
+// # The figures
+//
+// Every scenario makes 3 untimed warm-up runs, then -n timed ones (default 200). Median and p99
+// are over the timed runs; p99 is the nearest-rank percentile (with 200 runs, the third slowest),
+// min the fastest. runs/s is the number of timed runs divided by the wall time they took together.
+// The code is `print("hi")` and every run's output is checked.
+//
+// Latency table (one client):
+//   - python3 -c (native): the system interpreter (/usr/bin/python3, else python3 from PATH;
+//     -python to change it; its sys.executable is run, so a pyenv shim is not timed) from process
+//     start to exit, with a minimal environment.
+//   - python3 -c under bwrap: the same under bubblewrap with new user, PID, network, IPC, UTS and
+//     cgroup namespaces, all capabilities dropped, an empty root holding /usr, the /bin and /lib
+//     links and the interpreter's prefix read-only, private /proc, /dev and /tmp. The exact command
+//     is in the notes.
+//   - Pyodide cold: loadPyodide() timed inside node, and node start → Pyodide ready timed from
+//     outside, over 3 fresh node processes.
+//   - Pyodide warm: runPython('print("hi")') in one node process that has Pyodide loaded, timed
+//     inside node around runPython only. No process boundary and no isolation beyond V8's: the
+//     floor of what any Wasm CPython can do, not a sandbox to compare with one-for-one.
+//   - nano one-shot, warm pool: POST /v1/run end to end (client, HTTP, manager, worker hand-over,
+//     result), paced: before each run the bench polls GET /v1/health every 5 ms until the nano
+//     runtime reports every worker free and as many warm interpreters as at rest (-pace 500ms
+//     uses a fixed pause instead). This is the latency of a run at a rate the pool sustains;
+//     refill competes with nothing. The row says the median wait and how many runs a warm
+//     interpreter served (the result's timings.pool).
+//   - nano run in a session: POST /v1/sessions/{id}/run of
+//     `x = x + 1 if 'x' in globals() else 0; print(x)`, checking that x counts up (state carries
+//     over); the session is created once, and the row says how long that took.
+//   - nano one-shot, pool off (cold): POST /v1/run against a daemon with nano.warm = 0: every run
+//     starts an interpreter in a worker.
+//
+// Ratio columns divide the median by the median of native python3 (÷ native) and of bwrap
+// (÷ bwrap) from the same run: 2.00x means twice as long.
+//
+// Throughput table (-c clients, default 4, each starting its next run as soon as its last one
+// returned; -n runs in all): runs/s, and the latency of each run under that load. For nano with
+// the warm pool this measures the refill: on 2 cores a parked interpreter is handed over in under
+// a millisecond, but starting the next one costs ~100–250 ms of CPU, so sustained throughput is
+// bounded by refill CPU, and the row says how many runs still met a warm interpreter. Ratios are
+// runs/s ÷ the baseline's runs/s at the same concurrency: 0.50x means half as many runs per second.
+//
+// Compute table: the fixed snippets of internal/bench/compute (-reps times each, default 3, the
+// median reported) on native python3, on nano through POST /v1/run (timeout 5 minutes), and on
+// Pyodide in one warm node process. Each is wrapped so that it times itself: the wrapper compiles
+// the snippet, reads time.perf_counter(), exec()s it in a fresh namespace as __main__, reads the
+// clock again and prints the difference on a marker line the bench parses. Interpreter start, the
+// API and the worker hand-over are excluded, the snippet's own imports included (on Pyodide an
+// import is cached after the first repetition). The ratio columns divide by native, and the
+// geomean row is the geometric mean of those ratios over every snippet (left out if a snippet
+// failed on that engine: a geomean over a subset would not compare with another run's). A
+// snippet whose output differs from native's is listed under the table.
+//
+// The nano figures depend on the CPython WASI build (the npm -O0 build is ~2x slower than the
+// -O2 one setup can build); the report's header names the build the data directory holds.
+package bench

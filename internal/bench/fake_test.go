@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// fakeTarget is a daemon in memory: a pool of workers × warm interpreters that a run empties by
+// one and that refills after refill, and sessions that keep x.
+type fakeTarget struct {
+	mu      sync.Mutex
+	workers int
+	warmCap int
+	warm    int
+	busy    int
+	refill  time.Duration
+	noPool  bool // health says nothing about the pool
+	runs    int
+	closed  bool
+}
+
+// Interface guards.
+var (
+	_ target        = (*fakeTarget)(nil)
+	_ targetSession = (*fakeSession)(nil)
+)
+
+func (f *fakeTarget) Run(ctx context.Context, code string, timeout time.Duration) (runResult, error) {
+	f.mu.Lock()
+	f.runs++
+	f.busy++
+	pool := "cold"
+	if f.warm > 0 {
+		f.warm--
+		pool = "warm"
+		if f.refill > 0 {
+			time.AfterFunc(f.refill, func() {
+				f.mu.Lock()
+				f.warm = min(f.warm+1, f.warmCap)
+				f.mu.Unlock()
+			})
+		} else {
+			f.warm++
+		}
+	}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.busy--
+		f.mu.Unlock()
+	}()
+	if strings.Contains(code, "_bench_time") {
+		return runResult{Stdout: "42\n\n" + timingMarker + "0.5\n", Pool: pool}, nil
+	}
+	return runResult{Stdout: "hi\n", Pool: pool}, nil
+}
+
+func (f *fakeTarget) NewSession(ctx context.Context) (targetSession, error) {
+	return &fakeSession{}, nil
+}
+
+func (f *fakeTarget) Pool(ctx context.Context) (poolState, bool, error) {
+	if f.noPool {
+		return poolState{}, false, nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return poolState{Free: f.workers - f.busy, Workers: f.workers, Warm: f.warm}, true, nil
+}
+
+func (f *fakeTarget) Close() error {
+	f.closed = true
+	return nil
+}
+
+type fakeSession struct {
+	x *int
+}
+
+func (s *fakeSession) Run(ctx context.Context, code string) (runResult, error) {
+	if s.x == nil {
+		s.x = new(int)
+	} else {
+		*s.x++
+	}
+	return runResult{Stdout: fmt.Sprintf("%d\n", *s.x)}, nil
+}
+
+func (s *fakeSession) Close() error { return nil }

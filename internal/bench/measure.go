@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A call is one timed run of a scenario. It returns the latency to record: usually the wall time
+// around the run, measured by the caller, but a driver may report a time it measured itself.
+type call func(ctx context.Context) (time.Duration, error)
+
+// warmup is how many untimed calls precede a scenario's timed ones: they load the page cache,
+// connect the HTTP client and let lazy initialisation happen before the clock runs.
+const warmup = 3
+
+// sequential makes warmup untimed calls, then n timed ones, one after the other.
+func sequential(ctx context.Context, n int, c call) ([]time.Duration, error) {
+	for i := 0; i < warmup; i++ {
+		if _, err := c(ctx); err != nil {
+			return nil, err
+		}
+	}
+	lat := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		d, err := c(ctx)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, d)
+	}
+	return lat, nil
+}
+
+// concurrent makes n timed calls from clients goroutines, each starting its next call as soon as
+// its last one returned, and returns every call's latency and the wall time of the whole batch.
+// The first error stops every client.
+func concurrent(ctx context.Context, clients, n int, c call) ([]time.Duration, time.Duration, error) {
+	for i := 0; i < warmup; i++ {
+		if _, err := c(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		lat   = make([]time.Duration, 0, n)
+		next  int
+		first error
+		wg    sync.WaitGroup
+	)
+	take := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if next >= n || first != nil {
+			return false
+		}
+		next++
+		return true
+	}
+	start := time.Now()
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for take() {
+				d, err := c(ctx)
+				mu.Lock()
+				if err != nil {
+					if first == nil {
+						first = err
+						cancel()
+					}
+				} else {
+					lat = append(lat, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if first != nil {
+		return nil, 0, first
+	}
+	return lat, wall, nil
+}

@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testBencher(o Options) *bencher {
+	o.Log = io.Discard
+	o.defaults()
+	return &bencher{opts: o, log: io.Discard, res: &Results{Settings: o}}
+}
+
+func TestParsePool(t *testing.T) {
+	t.Parallel()
+	p, ok := parsePool("2 of 3 workers free, 5 warm interpreters")
+	if !ok || p != (poolState{Free: 2, Workers: 3, Warm: 5}) {
+		t.Errorf("parsePool = %+v, %v", p, ok)
+	}
+	if _, ok := parsePool("running"); ok {
+		t.Error(`parsePool("running") reported a pool`)
+	}
+}
+
+func TestNanoScenariosOnFake(t *testing.T) {
+	t.Parallel()
+	f := &fakeTarget{workers: 2, warmCap: 4, warm: 4, refill: 2 * time.Millisecond}
+	b := testBencher(Options{N: 20, Concurrency: 3})
+	b.nanoWarm(context.Background(), f)
+	b.nanoSession(context.Background(), f)
+	if len(b.res.Rows) != 3 {
+		t.Fatalf("got %d rows, want 3: %+v", len(b.res.Rows), b.res.Rows)
+	}
+	paced := b.res.Rows[0]
+	if paced.Error != "" || paced.Stats == nil || paced.Stats.N != 20 {
+		t.Fatalf("paced row: %+v", paced)
+	}
+	if !strings.Contains(paced.Detail, "23 of 23 runs served warm") || !strings.Contains(paced.Detail, "poll the daemon's health") {
+		t.Errorf("paced detail = %q", paced.Detail)
+	}
+	if tp := b.res.Rows[1]; tp.Group != groupThroughput || tp.Stats == nil || tp.Stats.N != 20 {
+		t.Errorf("throughput row: %+v", tp)
+	}
+	if s := b.res.Rows[2]; s.Error != "" || s.Stats == nil || s.Stats.N != 20 {
+		t.Errorf("session row: %+v", s)
+	}
+}
+
+func TestPacerFallsBackToFixedPause(t *testing.T) {
+	t.Parallel()
+	f := &fakeTarget{workers: 1, warmCap: 1, warm: 1, noPool: true}
+	b := testBencher(Options{})
+	p, err := b.newPacer(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.fixed != time.Second || len(b.res.Notes) != 1 {
+		t.Errorf("fixed = %v, notes = %q", p.fixed, b.res.Notes)
+	}
+}
+
+func TestPacerWaitsForRefill(t *testing.T) {
+	t.Parallel()
+	f := &fakeTarget{workers: 1, warmCap: 1, warm: 1, refill: 30 * time.Millisecond}
+	b := testBencher(Options{})
+	p, err := b.newPacer(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.settle = 0
+	if _, err := f.Run(context.Background(), helloCode, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 20*time.Millisecond {
+		t.Errorf("wait returned after %v, before the pool refilled", waited)
+	}
+	if s, _, _ := f.Pool(context.Background()); s.Warm != 1 {
+		t.Errorf("pool after wait: %s", s)
+	}
+}
+
+func TestComputeOnFake(t *testing.T) {
+	t.Parallel()
+	b := testBencher(Options{Reps: 2})
+	var err error
+	if b.snippets, err = loadSnippets(); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.snippets) != 9 {
+		t.Errorf("the compute set has %d snippets, want 9", len(b.snippets))
+	}
+	b.initCompute()
+	f := &fakeTarget{workers: 1, warmCap: 1, warm: 1}
+	for _, e := range []string{engineNative, engineNano} {
+		b.computeOn(context.Background(), e, func(ctx context.Context, code string) (string, error) {
+			res, err := f.Run(ctx, code, time.Minute)
+			return res.Stdout, err
+		})
+	}
+	c := b.computeResults()
+	if g := c.Geomean[engineNano]; g != 1 {
+		t.Errorf("geomean nano = %v, want 1", g)
+	}
+	if _, ok := c.Geomean[enginePyodide]; ok {
+		t.Error("a geomean for pyodide, which did not run")
+	}
+	for _, s := range c.Snippets {
+		if s.Median[engineNano] != 0.5 || len(s.Times[engineNano]) != 2 || s.Outputs[engineNano] != "42" {
+			t.Errorf("%s: %+v", s.Name, s)
+		}
+	}
+}
+
+func TestCheckGuestClock(t *testing.T) {
+	t.Parallel()
+	out := func(secs string) string { return "x\n\n" + timingMarker + secs + "\n" }
+	tests := []struct {
+		name    string
+		res     runResult
+		wantErr bool
+	}{
+		{"agree", runResult{Stdout: out("1.0"), Execute: 1100 * time.Millisecond}, false},
+		{"fake clock reads almost nothing", runResult{Stdout: out("0.002"), Execute: time.Second}, true},
+		{"clock runs fast", runResult{Stdout: out("5"), Execute: time.Second}, true},
+		{"too short to judge", runResult{Stdout: out("0.001"), Execute: 10 * time.Millisecond}, false},
+		{"no execute time", runResult{Stdout: out("0.001")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := checkGuestClock(tt.res); (err != nil) != tt.wantErr {
+				t.Errorf("checkGuestClock = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}

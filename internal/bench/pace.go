@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A pacer holds the warm latency scenario to a rate the pool sustains: before each run it waits
+// until the pool is as full as it was at rest, so every run meets a parked interpreter and no
+// refill competes with it for the CPU. Without pacing, back-to-back runs measure the refill, not
+// the hand-over (the throughput scenario measures that on purpose).
+type pacer struct {
+	t target
+	// fixed, when set, is a pause before each run instead of watching the pool.
+	fixed time.Duration
+	// full is the pool at rest.
+	full poolState
+	// Poll is how often the pool is read while waiting.
+	poll time.Duration
+	// settle is how long the pool must stay unchanged to count as at rest.
+	settle time.Duration
+
+	waits    []time.Duration
+	timeouts int
+}
+
+// paceTimeout bounds one wait for a refill; a pool that does not refill within it is reported.
+const paceTimeout = 30 * time.Second
+
+// newPacer sets up pacing as -pace says. With "health" it first waits until the pool is at rest.
+func (b *bencher) newPacer(ctx context.Context, t target) (*pacer, error) {
+	p := &pacer{t: t, poll: 5 * time.Millisecond, settle: time.Second}
+	if b.opts.Pace != "health" {
+		p.fixed, _ = time.ParseDuration(b.opts.Pace)
+		return p, nil
+	}
+	_, ok, err := t.Pool(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the daemon's health: %w", err)
+	}
+	if !ok {
+		p.fixed = time.Second
+		b.note("the daemon's health does not report its nano pool; the warm latency runs were paced with a fixed %v pause instead", p.fixed)
+		return p, nil
+	}
+	if err := p.settleFull(ctx, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// settleFull waits until every worker is free and the warm count has not grown for p.settle, and
+// records that state as full.
+func (p *pacer) settleFull(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var best poolState
+	since := time.Now()
+	for {
+		s, _, err := p.t.Pool(ctx)
+		if err != nil {
+			return err
+		}
+		if s.Warm > best.Warm || s.Free > best.Free || s.Workers != best.Workers {
+			best, since = s, time.Now()
+		}
+		if best.Free == best.Workers && best.Workers > 0 && time.Since(since) >= p.settle {
+			p.full = best
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the nano pool did not come to rest within %v (last: %s)", limit, s)
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// wait blocks until the next run may start.
+func (p *pacer) wait(ctx context.Context) error {
+	if p.fixed > 0 || p.full.Workers == 0 {
+		p.waits = append(p.waits, p.fixed)
+		return sleepCtx(ctx, p.fixed)
+	}
+	start := time.Now()
+	for {
+		s, _, err := p.t.Pool(ctx)
+		if err != nil {
+			return err
+		}
+		if s.Free >= p.full.Workers && s.Warm >= p.full.Warm {
+			break
+		}
+		if time.Since(start) > paceTimeout {
+			p.timeouts++
+			break
+		}
+		if err := sleepCtx(ctx, p.poll); err != nil {
+			return err
+		}
+	}
+	p.waits = append(p.waits, time.Since(start))
+	return nil
+}
+
+// how says in a few words how the runs are paced.
+func (p *pacer) how() string {
+	if p.fixed > 0 || p.full.Workers == 0 {
+		return fmt.Sprintf("a fixed %v pause before each run", p.fixed)
+	}
+	return fmt.Sprintf("before each run, poll the daemon's health every %v until the pool is full again (%s)", p.poll, p.full)
+}
+
+// summary is the row detail: how the runs were paced and how long the waits were.
+func (p *pacer) summary() string {
+	ms := make([]float64, len(p.waits))
+	for i, w := range p.waits {
+		ms[i] = float64(w) / float64(time.Millisecond)
+	}
+	s := fmt.Sprintf("paced: %s; median wait %.0f ms", p.how(), Median(ms))
+	if p.timeouts > 0 {
+		s += fmt.Sprintf("; the pool did not refill within %v %d times", paceTimeout, p.timeouts)
+	}
+	return s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

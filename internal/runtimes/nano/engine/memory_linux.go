@@ -1,0 +1,89 @@
+package engine
+
+import (
+	"sync"
+	"syscall"
+
+	"github.com/tetratelabs/wazero/experimental"
+)
+
+// linearMemory backs one guest's Wasm memory with its own mapping: the whole reserve is mapped
+// PROT_NONE up front (address space only, no commit charge), and pages become readable and
+// writable as the guest grows its memory. The buffer never moves, so a host call parked on guest
+// memory never sees a stale copy, and nothing is copied on growth (wazero's default allocator
+// copies, which made a 256 MiB cap peak at ~1 GB of host memory).
+//
+// limit is consulted on every growth: it is the memory cap of the run in progress, so one
+// instance can serve runs with different caps up to its reserve.
+type linearMemory struct {
+	mu        sync.Mutex
+	buf       []byte // the whole reservation
+	committed int
+	limit     func() uint64
+	freed     bool
+	unmapped  bool
+}
+
+func (m *linearMemory) allocator(reserve uint64, limit func() uint64) experimental.MemoryAllocator {
+	return experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
+		if max > reserve {
+			max = reserve
+		}
+		b, err := syscall.Mmap(-1, 0, int(max), syscall.PROT_NONE,
+			syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_NORESERVE)
+		if err != nil {
+			return failedMemory{}
+		}
+		m.buf, m.limit = b, limit
+		return m
+	})
+}
+
+// Reallocate implements experimental.LinearMemory.
+func (m *linearMemory) Reallocate(size uint64) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unmapped || size > uint64(len(m.buf)) || (size > uint64(m.committed) && size > m.limit()) {
+		return nil
+	}
+	if int(size) > m.committed {
+		if err := syscall.Mprotect(m.buf[m.committed:size], syscall.PROT_READ|syscall.PROT_WRITE); err != nil {
+			return nil
+		}
+		m.committed = int(size)
+	}
+	return m.buf[:size:size]
+}
+
+// Free implements experimental.LinearMemory. Wazero calls it when the module closes, which can
+// happen on the guest's own goroutine just before it unwinds (proc_exit); the mapping is only
+// released by unmap, once the guest can no longer touch it.
+func (m *linearMemory) Free() {
+	m.mu.Lock()
+	m.freed = true
+	m.mu.Unlock()
+}
+
+// unmap releases the mapping. Call it only when no guest code runs on this memory any more.
+func (m *linearMemory) unmap() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.buf != nil && !m.unmapped {
+		_ = syscall.Munmap(m.buf)
+		m.unmapped = true
+	}
+}
+
+// size is the committed size in bytes.
+func (m *linearMemory) size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.committed
+}
+
+// failedMemory is what an allocation that could not reserve address space returns: wazero then
+// fails the instantiation on its bounds check, which NewInstance reports.
+type failedMemory struct{}
+
+func (failedMemory) Reallocate(uint64) []byte { return nil }
+func (failedMemory) Free()                    {}

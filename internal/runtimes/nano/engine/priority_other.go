@@ -1,0 +1,7 @@
+//go:build !linux
+
+package engine
+
+func lowerThisThread() {}
+func leaveLowThread()  {}
+func escapeLowThread() {}

@@ -1,0 +1,230 @@
+package nano
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/jail"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/worker"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
+)
+
+// The test binary is the worker too: Command re-executes it, as the daemon re-executes agentbox.
+func TestMain(m *testing.M) {
+	jail.MaybeInit()
+	if len(os.Args) > 1 && os.Args[1] == WorkerArg {
+		os.Exit(worker.Main(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// artifacts returns what `agentbox setup` installed, or skips: these tests run the real jailed
+// workers with the real CPython WASI build.
+func artifacts(t *testing.T) Artifacts {
+	t.Helper()
+	testenv.RequireRoot(t)
+	a := Artifacts{Dir: filepath.Join(config.DefaultDataDir(), "nano")}
+	if err := a.Check(); err != nil {
+		testenv.Skip(t, err.Error())
+	}
+	if _, err := WarmCache(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func newRuntime(t *testing.T, workers, warm int) *Runtime {
+	t.Helper()
+	r, err := New(context.Background(), Options{Artifacts: artifacts(t), Workers: workers, Warm: warm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestConformance(t *testing.T) {
+	runtimetest.Run(t, func(t *testing.T) sandbox.Runtime { return newRuntime(t, 2, 2) },
+		runtimetest.Options{Deterministic: true})
+}
+
+func limits(t *testing.T, timeout time.Duration) sandbox.Limits {
+	l, err := sandbox.DefaultPolicy().Apply(sandbox.Limits{Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// A worker killed under a run ends that run with a typed error; the next run works.
+func TestWorkerKilledMidRun(t *testing.T) {
+	r := newRuntime(t, 1, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Run(context.Background(), &sandbox.RunRequest{Code: "while True: pass", Limits: limits(t, 20*time.Second)})
+		done <- err
+	}()
+	var victim *proc
+	for deadline := time.Now().Add(5 * time.Second); victim == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r.mu.Lock()
+		for p := range r.busy {
+			victim = p
+		}
+		r.mu.Unlock()
+	}
+	if victim == nil {
+		t.Fatal("no busy worker")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if sandbox.KindOf(err) != sandbox.KindRuntimeUnavailable || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("run under a killed worker: %v, want runtime_unavailable saying it was killed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the run did not end when its worker was killed")
+	}
+	res, err := r.Run(context.Background(), &sandbox.RunRequest{Code: "print('next')", Limits: limits(t, 30*time.Second)})
+	if err != nil || res.Stdout != "next\n" {
+		t.Fatalf("the run after a killed worker: %+v %v", res, err)
+	}
+}
+
+// Inspect the live worker processes from the host: jailed as promised.
+func TestWorkerIsJailed(t *testing.T) {
+	r := newRuntime(t, 1, 1)
+	keyDir := t.TempDir()
+	key := filepath.Join(keyDir, "api_key")
+	if err := os.WriteFile(key, []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	p := r.free[0]
+	r.mu.Unlock()
+	pid := p.cmd.Process.Pid
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Seccomp:\t2", "NoNewPrivs:\t1", "CapEff:\t0000000000000000", fmt.Sprintf("Uid:\t%d", workerUIDBase)} {
+		if !strings.Contains(string(status), want) {
+			t.Errorf("worker status lacks %q:\n%s", want, status)
+		}
+	}
+	dev, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/dev", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(dev), "\n")[2:] {
+		if name, _, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && name != "lo" {
+			t.Errorf("worker has network interface %q", name)
+		}
+	}
+	root := fmt.Sprintf("/proc/%d/root", pid)
+	for _, hostPath := range []string{key, "/etc/passwd", config.DefaultDataDir() + "/api_key"} {
+		if _, err := os.Stat(root + hostPath); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is visible in the worker's root: %v", hostPath, err)
+		}
+	}
+	if _, err := os.Stat(root + jailDir + "/" + WasmFile); err != nil {
+		t.Errorf("the artifacts are not in the worker's root: %v", err)
+	}
+}
+
+// Runs keep going while guests spin in other workers; a spinning guest does not stall the daemon.
+func TestSpinningGuestsDoNotStarveDaemon(t *testing.T) {
+	r := newRuntime(t, 4, 1)
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.Run(context.Background(), &sandbox.RunRequest{Code: "while True: pass", Limits: limits(t, 2*time.Second)})
+		}()
+	}
+	// The daemon's own goroutines: a 10 ms ticker must keep its pace.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last, worst := time.Now(), time.Duration(0)
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		<-tick.C
+		if d := time.Since(last); d > worst {
+			worst = d
+		}
+		last = time.Now()
+	}
+	wg.Wait()
+	if worst > 60*time.Millisecond {
+		t.Errorf("a 10 ms ticker in the daemon was late by up to %v while guests spun", worst-10*time.Millisecond)
+	}
+}
+
+// A guest growing its memory is stopped at its cap, and the worker's resident memory stays near
+// the cap (not the ~4x a copying allocator would take).
+func TestMemoryCapBoundsHostMemory(t *testing.T) {
+	r := newRuntime(t, 1, 1)
+	r.mu.Lock()
+	p := r.free[0]
+	r.mu.Unlock()
+	const capBytes = 256 << 20
+	req := &sandbox.RunRequest{Code: "keep = []\nwhile True:\n    keep.append(bytearray(8 << 20))\n", Limits: limits(t, 60*time.Second)}
+	req.Limits.MemoryBytes = capBytes
+	res, err := r.Run(context.Background(), req)
+	if err == nil && (res.Error == nil || res.Error.Name != "MemoryError") {
+		t.Fatalf("memory hog: %+v, want MemoryError", res)
+	}
+	if err != nil && sandbox.KindOf(err) != sandbox.KindMemoryLimit {
+		t.Fatalf("memory hog: %v", err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("the worker retired after the run (%v); nothing to measure", err)
+	}
+	var hwmKB int64
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")), "%d", &hwmKB)
+		}
+	}
+	// The worker itself (Go runtime, compiled code, parked interpreters) takes up to ~200 MB.
+	if peak := hwmKB << 10; peak > capBytes+250<<20 {
+		t.Errorf("worker peak RSS %d MiB for a %d MiB cap", peak>>20, capBytes>>20)
+	} else {
+		t.Logf("worker peak RSS %d MiB for a %d MiB cap", peak>>20, capBytes>>20)
+	}
+}
+
+// 100 MB of output: the result holds the cap, flagged, and the daemon's heap does not grow by
+// anything like 100 MB.
+func TestHugeOutputBoundsDaemonMemory(t *testing.T) {
+	r := newRuntime(t, 1, 1)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	req := &sandbox.RunRequest{Code: "import sys\nchunk = 'y' * (1 << 20)\nfor _ in range(100):\n    sys.stdout.write(chunk)\n", Limits: limits(t, 60*time.Second)}
+	res, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if !res.StdoutTruncated || int64(len(res.Stdout)) != req.Limits.StdoutBytes {
+		t.Errorf("stdout %d bytes, truncated %v; want the %d byte cap, flagged", len(res.Stdout), res.StdoutTruncated, req.Limits.StdoutBytes)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Errorf("the daemon allocated %d MiB for one run with a 1 MiB output cap", grew>>20)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package worker
+
+import "runtime"
+
+func lowerThread() { runtime.LockOSThread() }

@@ -1,0 +1,280 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/jail"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Exit codes of the worker process.
+const (
+	ExitOK      = 0 // stdin closed
+	ExitFailed  = 1 // the engine could not load, lock-down failed, or the daemon sent a bad frame
+	ExitUsage   = 2 // bad flags
+	ExitRetired = 3 // retired after a response marked Retire
+)
+
+// Allowlist is the seccomp allowlist of a worker: the jail's default for a Go process running
+// wazero guests, plus what the engine itself calls after lock-down.
+var Allowlist = append(append([]string(nil), jail.DefaultAllowlist...),
+	// engine: a guest's linear memory is reserved PROT_NONE and made accessible as it grows.
+	"mprotect",
+)
+
+// Options wire the worker to its process; tests replace them.
+type Options struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// LockDown is called once the engine is loaded and before any guest starts. Nil: nothing
+	// (tests). Main passes jail.LockDown with Allowlist unless -seccomp=false.
+	LockDown func() error
+}
+
+// Main is `agentbox __nano-worker [flags]`: it returns the process's exit code.
+func Main(args []string) int {
+	cfg, err := ParseFlags(args, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nano worker:", err)
+		return ExitUsage
+	}
+	opts := Options{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if cfg.Seccomp {
+		opts.LockDown = func() error { return jail.LockDown(Allowlist) }
+	}
+	return Run(context.Background(), cfg, opts)
+}
+
+// Run is the worker's life: load, lock down, say ready, serve until stdin closes.
+func Run(ctx context.Context, cfg Config, opts Options) int {
+	level := slog.LevelInfo
+	if cfg.Verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+	start := time.Now()
+	eng, err := engine.New(ctx, engine.Config{
+		WasmPath:           cfg.Wasm,
+		StdlibPath:         cfg.Stdlib,
+		StdlibGuestPath:    cfg.StdlibGuest,
+		CacheDir:           cfg.Cache,
+		MemoryReserveBytes: cfg.MemoryMaxBytes,
+		Logger:             log,
+	})
+	if err != nil {
+		log.Error("nano worker: cannot load the engine", "err", err)
+		return ExitFailed
+	}
+	// The local time zone loads lazily from /etc/localtime on the first log line; load it now,
+	// while files may still be opened.
+	_, _ = time.Now().Zone()
+	if opts.LockDown != nil {
+		if err := opts.LockDown(); err != nil {
+			log.Error("nano worker: lock-down failed", "err", err)
+			return ExitFailed
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &worker{cfg: cfg, eng: eng, log: log, out: opts.Stdout}
+	if cfg.Mode == ModeSession {
+		w.session = newSessionSlot(ctx, w)
+	} else {
+		w.pool = newPool(ctx, w, cfg.Warm)
+	}
+	defer w.close()
+	if err := w.send(&wire.Response{Op: wire.OpReady, Warm: w.warm()}); err != nil {
+		log.Error("nano worker: cannot write to the daemon", "err", err)
+		return ExitFailed
+	}
+	log.Debug("nano worker ready", "mode", cfg.Mode, "load", time.Since(start), "compile", eng.CompileTime)
+	in := bufio.NewReaderSize(opts.Stdin, 64<<10)
+	for {
+		var req wire.Request
+		if err := wire.Read(in, &req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return ExitOK
+			}
+			log.Error("nano worker: bad frame from the daemon", "err", err)
+			return ExitFailed
+		}
+		resp := w.handle(ctx, &req)
+		if err := w.sendResponse(resp); err != nil {
+			log.Error("nano worker: cannot write to the daemon", "err", err)
+			return ExitFailed
+		}
+		if resp.Retire {
+			log.Warn("nano worker retiring", "reason", w.retireReason)
+			return ExitRetired
+		}
+	}
+}
+
+type worker struct {
+	cfg     Config
+	eng     *engine.Engine
+	log     *slog.Logger
+	pool    *pool        // one-shot mode
+	session *sessionSlot // session mode
+
+	outMu sync.Mutex
+	out   io.Writer
+
+	retireReason string
+}
+
+func (w *worker) warm() int {
+	if w.pool != nil {
+		return w.pool.size()
+	}
+	return w.session.warm()
+}
+
+func (w *worker) close() {
+	if w.pool != nil {
+		w.pool.close()
+	}
+	if w.session != nil {
+		w.session.close()
+	}
+}
+
+// send writes one frame; frames come from the serving loop and the refill goroutine.
+func (w *worker) send(r *wire.Response) error {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	return wire.Write(w.out, r)
+}
+
+// sendResponse writes a response, falling back to one without files when it is too large for a
+// frame.
+func (w *worker) sendResponse(r *wire.Response) error {
+	r.Warm = w.warm()
+	err := w.send(r)
+	if err == nil || r.Result == nil || len(r.Result.Files) == 0 {
+		return err
+	}
+	w.log.Warn("nano worker: response too large, dropping its files", "err", err)
+	res := *r.Result
+	res.Files = nil
+	r.Result = &res
+	r.Error = &wire.Error{Kind: sandbox.KindOutputLimit,
+		Message: fmt.Sprintf("the files the code wrote do not fit in a response (%v)", err),
+		Hint:    "write fewer or smaller files, or lower the files limit"}
+	return w.send(r)
+}
+
+// handle serves one request.
+func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
+	resp := &wire.Response{Op: wire.OpResult, ID: req.ID}
+	if req.Op != wire.OpRun {
+		resp.Error = &wire.Error{Kind: sandbox.KindInvalidRequest, Message: fmt.Sprintf("unknown op %q", req.Op)}
+		return resp
+	}
+	if req.Limits.MemoryBytes == 0 {
+		req.Limits.MemoryBytes = w.cfg.MemoryBytes
+	}
+	ereq := &engine.Request{
+		Code:          req.Code,
+		Files:         req.Files,
+		Env:           req.Env,
+		Limits:        req.Limits,
+		Deterministic: req.Deterministic,
+		KeepGlobals:   w.cfg.Mode == ModeSession,
+	}
+	var res *sandbox.Result
+	var err error
+	if w.pool != nil {
+		res, err = w.runOneShot(ctx, ereq)
+	} else {
+		res, err = w.runSession(ctx, ereq)
+	}
+	resp.Result = res
+	if err != nil {
+		e := sandbox.AsError(err)
+		resp.Error = &wire.Error{Kind: e.Kind, Message: e.Message, Hint: e.Hint}
+		if resp.Result == nil {
+			resp.Result = e.Result
+		}
+	}
+	resp.Retire = w.retireReason != ""
+	return resp
+}
+
+// runOneShot takes a parked interpreter (or starts one), runs the code in it and discards it.
+func (w *worker) runOneShot(ctx context.Context, req *engine.Request) (*sandbox.Result, error) {
+	start := time.Now()
+	inst := w.pool.take()
+	pool := "warm"
+	if inst == nil {
+		pool = "cold"
+		var err error
+		if inst, err = w.eng.NewInstance(ctx, engine.InstanceOptions{}); err != nil {
+			return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "cannot start an interpreter: %v", err).
+				WithHint("retry; if it persists, the worker's log says why")
+		}
+	}
+	w.pool.refill()
+	res, err := inst.Run(ctx, req)
+	w.finish(inst, res, err, pool, start)
+	inst.Close()
+	w.checkStopped(inst)
+	return res, err
+}
+
+// runSession runs the code in the session's interpreter.
+func (w *worker) runSession(ctx context.Context, req *engine.Request) (*sandbox.Result, error) {
+	start := time.Now()
+	inst, pool, err := w.session.get(ctx)
+	if err != nil {
+		w.retireReason = "the session's interpreter could not start"
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "cannot start the session's interpreter: %v", err).
+			WithHint("create a new session; if it persists, the worker's log says why")
+	}
+	res, err := inst.Run(ctx, req)
+	w.finish(inst, res, err, pool, start)
+	if !inst.Alive() {
+		inst.Close()
+		w.checkStopped(inst)
+		if w.retireReason == "" {
+			w.retireReason = "the session's interpreter has ended"
+		}
+	}
+	return res, err
+}
+
+// finish fills the timing of a result (or of the partial result of an error).
+func (w *worker) finish(inst *engine.Instance, res *sandbox.Result, err error, pool string, start time.Time) {
+	var e *sandbox.Error
+	if res == nil && errors.As(err, &e) {
+		res = e.Result
+	}
+	if res == nil {
+		return
+	}
+	res.Timing.Pool = pool
+	if pool == "cold" {
+		res.Timing.Start += inst.StartTime()
+	}
+	res.Timing.Total = time.Since(start)
+}
+
+// checkStopped retires the worker if an interpreter is still computing after its run ended.
+func (w *worker) checkStopped(inst *engine.Instance) {
+	select {
+	case <-inst.Stopped():
+	default:
+		w.retireReason = "a guest is computing past its deadline; only ending the process stops it"
+	}
+}

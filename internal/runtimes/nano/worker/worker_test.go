@@ -1,0 +1,259 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine/enginetest"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// helperEnv makes the test binary act as a worker process (see TestMain).
+const helperEnv = "AGENTBOX_TEST_NANO_WORKER_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(helperEnv); args != "" {
+		os.Exit(Main(strings.Split(args, "\x1f")))
+	}
+	os.Exit(m.Run())
+}
+
+// client speaks the daemon's side of the protocol.
+type client struct {
+	t   testing.TB
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func (c *client) recv() wire.Response {
+	c.t.Helper()
+	var r wire.Response
+	if err := wire.Read(c.out, &r); err != nil {
+		c.t.Fatalf("read frame: %v", err)
+	}
+	return r
+}
+
+var nextID uint64
+
+// run sends a request and returns its result, skipping status frames.
+func (c *client) run(req wire.Request) wire.Response {
+	c.t.Helper()
+	nextID++
+	req.Op, req.ID = wire.OpRun, nextID
+	if req.Limits.Timeout == 0 {
+		req.Limits.Timeout = 20 * time.Second
+	}
+	if err := wire.Write(c.in, &req); err != nil {
+		c.t.Fatalf("write frame: %v", err)
+	}
+	for {
+		r := c.recv()
+		if r.Op == wire.OpStatus {
+			continue
+		}
+		if r.Op != wire.OpResult || r.ID != req.ID {
+			c.t.Fatalf("unexpected frame %+v", r)
+		}
+		return r
+	}
+}
+
+// waitWarm reads status frames until the worker reports n parked interpreters.
+func (c *client) waitWarm(n int) {
+	c.t.Helper()
+	for {
+		if r := c.recv(); r.Warm >= n {
+			return
+		}
+	}
+}
+
+// startInMemory runs the worker loop in this process over pipes, without a jail.
+func startInMemory(t *testing.T, mode Mode, warm int) (*client, <-chan int) {
+	return startInMemoryB(t, mode, warm)
+}
+
+func startInMemoryB(t testing.TB, mode Mode, warm int) (*client, <-chan int) {
+	b := enginetest.Find(t)
+	cfg := Config{Mode: mode, Wasm: b.Wasm, Stdlib: b.Stdlib, Cache: b.Cache, Warm: warm,
+		MemoryBytes: 128 << 20, MemoryMaxBytes: 512 << 20}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(context.Background(), cfg, Options{Stdin: inR, Stdout: outW, Stderr: os.Stderr})
+		outW.Close()
+	}()
+	c := &client{t: t, in: inW, out: bufio.NewReader(outR)}
+	if r := c.recv(); r.Op != wire.OpReady {
+		t.Fatalf("first frame %+v, want ready", r)
+	}
+	t.Cleanup(func() { inW.Close() })
+	return c, code
+}
+
+func TestWorkerOneShotInMemory(t *testing.T) {
+	c, code := startInMemory(t, ModeOneShot, 1)
+	c.waitWarm(1)
+	r := c.run(wire.Request{Code: "x = 1\nprint('hi')", Files: []sandbox.File{{Path: "in.txt", Content: []byte("data")}}})
+	if r.Error != nil || r.Result == nil || r.Result.Stdout != "hi\n" || r.Result.Timing.Pool != "warm" {
+		t.Fatalf("%+v %+v", r, r.Result)
+	}
+	t.Logf("warm run: %+v", r.Result.Timing)
+	// The next run gets a fresh interpreter: warm if the refill was quick enough, else cold.
+	r = c.run(wire.Request{Code: "import os\nprint('x' in globals(), os.path.exists('in.txt'))"})
+	if r.Result == nil || r.Result.Stdout != "False False\n" {
+		t.Fatalf("%+v %+v", r, r.Result)
+	}
+	t.Logf("second run: %+v", r.Result.Timing)
+	// A limit error crosses the wire with its kind and the partial result.
+	r = c.run(wire.Request{Code: "print('a')\nimport time\ntime.sleep(5)", Limits: sandbox.Limits{Timeout: 200 * time.Millisecond}})
+	if r.Error == nil || r.Error.Kind != sandbox.KindTimeout || r.Result == nil || r.Result.Stdout != "a\n" || r.Retire {
+		t.Fatalf("%+v %+v", r, r.Result)
+	}
+	c.in.Close()
+	if got := <-code; got != ExitOK {
+		t.Errorf("exit code %d", got)
+	}
+}
+
+func TestWorkerSessionInMemory(t *testing.T) {
+	c, code := startInMemory(t, ModeSession, 0)
+	r := c.run(wire.Request{Code: "x = 41\nopen('f', 'w').write('kept')"})
+	if r.Error != nil || r.Result.ExitCode != 0 {
+		t.Fatalf("%+v %+v", r, r.Result)
+	}
+	r = c.run(wire.Request{Code: "x += 1\nprint(x, open('f').read())"})
+	if r.Result == nil || r.Result.Stdout != "42 kept\n" || r.Warm != 1 {
+		t.Fatalf("%+v %+v", r, r.Result)
+	}
+	// The session's interpreter ends: the worker says so and retires.
+	r = c.run(wire.Request{Code: "import os\nos._exit(4)"})
+	if r.Result == nil || r.Result.ExitCode != 4 || !r.Retire {
+		t.Fatalf("%+v %+v", r, r.Result)
+	}
+	if got := <-code; got != ExitRetired {
+		t.Errorf("exit code %d", got)
+	}
+}
+
+// TestWorkerProcess runs the worker as a real process under its seccomp allowlist and drives it
+// through what a worker does: warm and cold runs, sleep, files, a memory limit, timeouts while
+// blocked and while computing (which retires it).
+func TestWorkerProcess(t *testing.T) {
+	b := enginetest.Find(t)
+	args := []string{"-mode", "oneshot", "-wasm", b.Wasm, "-cache", b.Cache, "-warm", "2", "-memory", "128M", "-memory-max", "1G"}
+	if b.Stdlib != "" {
+		args = append(args, "-stdlib", b.Stdlib)
+	}
+	cmd := exec.Command(os.Args[0])
+	// GOMAXPROCS as the daemon's launcher sets it: without it the Go runtime rereads the cgroup
+	// CPU limit every second (pread), which the allowlist does not allow.
+	cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(args, "\x1f"), "GOMAXPROCS=2")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c := &client{t: t, in: in, out: bufio.NewReader(out)}
+	if r := c.recv(); r.Op != wire.OpReady {
+		t.Fatalf("first frame %+v", r)
+	}
+	c.waitWarm(2)
+	steps := []struct {
+		name string
+		req  wire.Request
+		ok   func(wire.Response) bool
+	}{
+		{"print", wire.Request{Code: "print('hi')"}, func(r wire.Response) bool { return r.Result.Stdout == "hi\n" }},
+		{"sleep", wire.Request{Code: "import time\ntime.sleep(0.05)\nprint('slept')"}, func(r wire.Response) bool { return r.Result.Stdout == "slept\n" }},
+		{"files", wire.Request{Code: "open('o.txt','w').write(open('i.txt').read().upper())", Files: []sandbox.File{{Path: "i.txt", Content: []byte("abc")}}},
+			func(r wire.Response) bool {
+				return len(r.Result.Files) == 1 && string(r.Result.Files[0].Content) == "ABC"
+			}},
+		{"memory", wire.Request{Code: "x = []\nwhile True:\n    x.append(' ' * 10**6)"},
+			func(r wire.Response) bool { return r.Result.Error != nil && r.Result.Error.Name == "MemoryError" }},
+		{"exception", wire.Request{Code: "import json\njson.loads('{')"},
+			func(r wire.Response) bool { return r.Result.Error != nil && r.Result.Error.Name == "JSONDecodeError" }},
+		{"timeout asleep", wire.Request{Code: "import time\ntime.sleep(10)", Limits: sandbox.Limits{Timeout: 300 * time.Millisecond}},
+			func(r wire.Response) bool { return r.Error != nil && r.Error.Kind == sandbox.KindTimeout && !r.Retire }},
+		{"timeout on stdin", wire.Request{Code: "input()", Limits: sandbox.Limits{Timeout: 300 * time.Millisecond}},
+			func(r wire.Response) bool { return r.Error != nil && r.Error.Kind == sandbox.KindTimeout && !r.Retire }},
+		{"after timeouts", wire.Request{Code: "print(sum(range(10**5)))"}, func(r wire.Response) bool { return r.Result.Stdout == "4999950000\n" }},
+	}
+	for _, s := range steps {
+		start := time.Now()
+		r := c.run(s.req)
+		if r.Result == nil || !s.ok(r) {
+			t.Fatalf("%s: %+v %+v", s.name, r, r.Result)
+		}
+		t.Logf("%-18s %8v pool=%s warm=%d", s.name, time.Since(start).Round(time.Microsecond), r.Result.Timing.Pool, r.Warm)
+	}
+	// A guest computing past its deadline: the worker answers and retires if it can; a Go GC
+	// cycle that starts meanwhile waits for the guest forever (Go cannot preempt it), so it may
+	// not answer at all, and then the daemon kills it after a grace period. Do the same.
+	nextID++
+	if err := wire.Write(in, &wire.Request{Op: wire.OpRun, ID: nextID, Code: "while True:\n    pass",
+		Limits: sandbox.Limits{Timeout: 300 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan wire.Response, 1)
+	go func() {
+		for {
+			var r wire.Response
+			if wire.Read(c.out, &r) != nil {
+				close(answer)
+				return
+			}
+			if r.Op == wire.OpResult {
+				answer <- r
+				return
+			}
+		}
+	}()
+	select {
+	case r, ok := <-answer:
+		if !ok || r.Error == nil || r.Error.Kind != sandbox.KindTimeout || !r.Retire {
+			t.Fatalf("computing past the deadline: %+v", r)
+		}
+		t.Logf("computing past the deadline: answered and retired")
+	case <-time.After(2 * time.Second):
+		t.Logf("computing past the deadline: no answer (a GC waits for the guest); killing the worker as the daemon does")
+		cmd.Process.Kill()
+		cmd.Wait()
+		return
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if err == nil || !errorsAs(err, &ee) || ee.ExitCode() != ExitRetired {
+		if ee != nil {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				t.Fatalf("worker killed by %v (a syscall missing from the allowlist?)", ws.Signal())
+			}
+		}
+		t.Fatalf("worker exit: %v, want code %d", err, ExitRetired)
+	}
+}
+
+func errorsAs(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
+}

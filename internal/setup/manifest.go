@@ -1,0 +1,70 @@
+package setup
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+)
+
+// manifest records what is installed in the nano directory, so setup can tell "done" from
+// "half done" and the wrong build.
+type manifest struct {
+	Source   string            `json:"source"`
+	Describe string            `json:"describe"`
+	SHA256   map[string]string `json:"sha256"` // file name → hash
+}
+
+const manifestFile = "manifest.json"
+
+func readManifest(dir string) (manifest, error) {
+	var m manifest
+	b, err := os.ReadFile(filepath.Join(dir, manifestFile))
+	if err != nil {
+		return m, err
+	}
+	return m, json.Unmarshal(b, &m)
+}
+
+func (m manifest) write(dir string) error {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, manifestFile), b, 0o644)
+}
+
+// verify checks that every recorded file is there with its hash.
+func (m manifest) verify(dir string) error {
+	if len(m.SHA256) == 0 || m.SHA256[nano.WasmFile] == "" {
+		return fmt.Errorf("manifest lists no module")
+	}
+	for name, want := range m.SHA256 {
+		got, err := fileSHA256(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("%s: sha256 %s, manifest says %s", name, got, want)
+		}
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

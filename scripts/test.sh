@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test, as CI does: installs what the tests need, builds, runs `agentbox setup` so the
+# real runtimes are there, then the Go tests. On CI (CI=true) a test that would skip because
+# root, a runtime or an artifact is missing fails instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/host-deps.sh npm ca-certificates
+scripts/build.sh
+bin/agentbox setup
+if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then
+	export AGENTBOX_REQUIRE_PRIVILEGED=1
+fi
+go vet ./...
+go test -count=1 -timeout 30m ./... "$@"
