@@ -64,7 +64,7 @@ type NanoConfig struct {
 	// pool (every run starts an interpreter: the cold path). Default 2.
 	Warm *int `json:"warm"`
 	// Grace is how long past a run's deadline the daemon waits for the worker's own answer before
-	// it kills the worker. Default 50ms.
+	// it kills the worker. Default 25ms.
 	Grace Duration `json:"grace"`
 }
 
@@ -112,7 +112,7 @@ func Default() Config {
 			MaxFileBytes:       p.MaxFileBytes,
 		},
 		Sessions: SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
-		Nano:     NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(50 * time.Millisecond)},
+		Nano:     NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(25 * time.Millisecond)},
 	}
 }
 

@@ -33,6 +33,7 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		Warm:               cfg.WarmPerWorker(),
 		Grace:              cfg.Nano.Grace.D(),
 		DefaultMemoryBytes: policy.Defaults.MemoryBytes,
+		MaxMemoryBytes:     policy.Max.MemoryBytes,
 		Logger:             log,
 	})
 	if err != nil {

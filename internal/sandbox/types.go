@@ -14,7 +14,8 @@ const (
 // Limits bound one run. A zero field means "the server's default"; the Manager fills defaults and
 // rejects values above the server's maximum before a runtime sees the request.
 type Limits struct {
-	// Timeout is the wall-clock budget of the code, from hand-over to result.
+	// Timeout is the wall-clock budget of the run, from when a sandbox takes it to its result:
+	// starting an interpreter, when none is ready, counts against it. Waiting in the queue does not.
 	Timeout time.Duration `json:"timeout"`
 	// MemoryBytes caps the guest's memory (nano: the Wasm linear memory).
 	MemoryBytes int64 `json:"memory_bytes"`

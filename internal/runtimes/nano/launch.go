@@ -32,10 +32,11 @@ func jailedLauncher(opts Options) launcher {
 			GID:   workerUIDBase + slot,
 			Binds: []jail.Bind{{Source: opts.Artifacts.Dir, Target: jailDir}},
 			Rlimits: jail.Rlimits{
-				// wazero reserves address space far beyond what it touches (the guest's
-				// memory is reserved at its cap up front); the Wasm memory cap is the real
-				// limit and this is the backstop.
-				AS:     16 << 30,
+				// wazero reserves address space far beyond what it touches: each
+				// interpreter reserves the largest memory cap up front, and the Go runtime
+				// and compiled code take ~2 GB more. The Wasm memory cap is the real limit;
+				// this is the backstop.
+				AS:     uint64(warm+2)*uint64(opts.MaxMemoryBytes) + 4<<30,
 				NOFILE: 64,
 				NPROC:  128,
 				FSIZE:  0,
@@ -51,6 +52,7 @@ func jailedLauncher(opts Options) launcher {
 			"-cache", a.CacheDir(),
 			"-warm", strconv.Itoa(warm),
 			"-memory", strconv.FormatInt(opts.DefaultMemoryBytes, 10),
+			"-memory-max", strconv.FormatInt(opts.MaxMemoryBytes, 10),
 		}
 		if opts.Artifacts.HasStdlib() {
 			args = append(args, "-stdlib", path.Join(jailDir, StdlibFile))

@@ -33,6 +33,7 @@ type proc struct {
 	exited  chan struct{} // closed when the process is gone
 	exitErr error         // set before exited is closed
 	killed  atomic.Bool   // we killed it on purpose (deadline, close)
+	retire  atomic.Bool   // the worker said it exits after its last answer
 	once    sync.Once
 
 	tailMu sync.Mutex
@@ -121,6 +122,9 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 			return
 		}
 		p.warm.Store(int32(resp.Warm))
+		if resp.Retire {
+			p.retire.Store(true)
+		}
 		switch resp.Op {
 		case wire.OpReady:
 			if first {
@@ -170,7 +174,11 @@ func (p *proc) kill() {
 	<-p.exited
 }
 
+// alive reports whether the worker can take another request.
 func (p *proc) alive() bool {
+	if p.retire.Load() {
+		return false
+	}
 	select {
 	case <-p.exited:
 		return false
@@ -179,17 +187,12 @@ func (p *proc) alive() bool {
 	}
 }
 
-// startAllowance is how long a worker may take to start an interpreter for a run when none is
-// parked, on top of the run's own timeout, before the daemon gives up on it.
-const startAllowance = 5 * time.Second
-
 // run sends one request and waits for its answer. The worker enforces the deadline itself for
 // guests that sleep or wait; if no answer comes by the deadline plus grace, the guest is computing
 // past it and the process is killed. After run returns with a non-nil error whose Kind is not
 // a guest's own limit, the proc may be dead; the caller checks alive().
-func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration) (*sandbox.Result, bool, error) {
+func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration) (*sandbox.Result, error) {
 	p.nextID++
-	warm := p.warm.Load() > 0
 	w := wire.Request{
 		Op:            wire.OpRun,
 		ID:            p.nextID,
@@ -199,13 +202,12 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 		Limits:        req.Limits,
 		Deterministic: req.Deterministic,
 	}
+	// The worker charges an interpreter's start to the timeout, so the deadline is the same for
+	// warm and cold runs.
 	budget := req.Limits.Timeout + grace
-	if !warm {
-		budget += startAllowance
-	}
 	if err := wire.Write(p.in, &w); err != nil {
 		p.kill()
-		return nil, warm, p.deadErr(err)
+		return nil, p.deadErr(err)
 	}
 	timer := time.NewTimer(budget)
 	defer timer.Stop()
@@ -213,30 +215,30 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 	case resp := <-p.results:
 		if resp.ID != w.ID {
 			p.kill()
-			return nil, warm, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, w.ID)
+			return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, w.ID)
 		}
 		if resp.Result != nil {
 			resp.Result.Runtime = sandbox.TierNano
 		}
 		if resp.Error != nil {
-			return resp.Result, warm, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint, Result: resp.Result}
+			return resp.Result, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint, Result: resp.Result}
 		}
 		if resp.Result == nil {
-			return nil, warm, sandbox.Errorf(sandbox.KindInternal, "nano worker sent an empty result")
+			return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker sent an empty result")
 		}
-		return resp.Result, warm, nil
+		return resp.Result, nil
 	case <-timer.C:
 		p.kill()
-		return nil, warm, (&sandbox.Error{
+		return nil, (&sandbox.Error{
 			Kind:    sandbox.KindTimeout,
 			Message: fmt.Sprintf("the code ran past its %v timeout and was stopped", req.Limits.Timeout),
 			Result:  &sandbox.Result{Runtime: sandbox.TierNano, ExitCode: -1},
 		}).WithHint("raise timeout (the server allows up to its configured maximum) or make the code faster; output printed before the stop is not kept when the code was computing")
 	case <-p.exited:
-		return nil, warm, p.deadErr(nil)
+		return nil, p.deadErr(nil)
 	case <-ctx.Done():
 		p.kill()
-		return nil, warm, sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled: %v", ctx.Err())
+		return nil, sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled: %v", ctx.Err())
 	}
 }
 

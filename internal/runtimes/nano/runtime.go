@@ -18,14 +18,17 @@ type Options struct {
 	Workers int
 	// Warm is how many parked interpreters each one-shot worker keeps. 0 disables the warm pool.
 	Warm int
-	// Grace is how long past a deadline the daemon waits before it kills a worker. Default 50ms.
+	// Grace is how long past a deadline the daemon waits before it kills a worker. Default 25ms.
 	Grace time.Duration
 	// QueueTimeout bounds how long a run waits for a free worker. Default 30s.
 	QueueTimeout time.Duration
-	// DefaultMemoryBytes is the memory cap warm interpreters are made with; runs asking for
-	// another cap start their own interpreter.
+	// DefaultMemoryBytes is the memory cap of runs whose request gives none (the Manager always
+	// gives one).
 	DefaultMemoryBytes int64
-	Logger             *slog.Logger
+	// MaxMemoryBytes is the largest cap a run may ask for. Every interpreter reserves this much
+	// address space (not memory) so one warm interpreter serves any cap. Default 2 GiB.
+	MaxMemoryBytes int64
+	Logger         *slog.Logger
 
 	// launch starts a worker process; tests may replace it. Default: the jailed worker.
 	launch launcher
@@ -61,13 +64,16 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		opts.Workers = 2
 	}
 	if opts.Grace <= 0 {
-		opts.Grace = 50 * time.Millisecond
+		opts.Grace = 25 * time.Millisecond
 	}
 	if opts.QueueTimeout <= 0 {
 		opts.QueueTimeout = 30 * time.Second
 	}
 	if opts.DefaultMemoryBytes <= 0 {
 		opts.DefaultMemoryBytes = 256 << 20
+	}
+	if opts.MaxMemoryBytes < opts.DefaultMemoryBytes {
+		opts.MaxMemoryBytes = max(opts.DefaultMemoryBytes, 2<<30)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -203,7 +209,7 @@ func (r *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		return nil, err
 	}
 	queued := time.Since(start)
-	res, _, err := p.run(ctx, req, r.opts.Grace)
+	res, err := p.run(ctx, req, r.opts.Grace)
 	r.release(p)
 	fill := func(res *sandbox.Result) {
 		if res != nil {
@@ -254,7 +260,7 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		r.Env = env
 		req = &r
 	}
-	res, _, err := s.p.run(ctx, req, s.r.opts.Grace)
+	res, err := s.p.run(ctx, req, s.r.opts.Grace)
 	if res != nil {
 		res.Timing.Total = time.Since(start)
 	}

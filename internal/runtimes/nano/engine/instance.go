@@ -30,11 +30,13 @@ const (
 	ctlPath = "/dev/agentbox-ctl"
 )
 
-var driverSource = strings.NewReplacer(
+// driverSource is the -c argument: it compiles the driver under a name of its own, so that no
+// warning or traceback mixes the driver's lines with the user's code (which runs as "<string>").
+var driverSource = "exec(compile(" + strconv.Quote(strings.NewReplacer(
 	"@PARK@", strconv.Itoa(parkSize),
 	"@CTL@", ctlPath,
 	"@WORKDIR@", sandbox.WorkDir,
-).Replace(driverTemplate)
+).Replace(driverTemplate)) + ", '<agentbox-driver>', 'exec'))"
 
 // exitStopped is the exit code the host gives a guest it stops (deadline, Close).
 const exitStopped = 0xA6B0

@@ -141,8 +141,14 @@ func TestMemFSReadOnlyMount(t *testing.T) {
 		t.Errorf("read %q", buf[:n])
 	}
 	for name, errno := range map[string]experimentalsys.Errno{
-		"write":  func() experimentalsys.Errno { _, e := m.OpenFile("usr/lib/py/os.py", experimentalsys.O_WRONLY, 0); return e }(),
-		"create": func() experimentalsys.Errno { _, e := m.OpenFile("usr/lib/py/new", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0); return e }(),
+		"write": func() experimentalsys.Errno {
+			_, e := m.OpenFile("usr/lib/py/os.py", experimentalsys.O_WRONLY, 0)
+			return e
+		}(),
+		"create": func() experimentalsys.Errno {
+			_, e := m.OpenFile("usr/lib/py/new", experimentalsys.O_CREAT|experimentalsys.O_WRONLY, 0)
+			return e
+		}(),
 		"unlink": m.Unlink("usr/lib/py/os.py"),
 		"rmdir":  m.Rmdir("usr/lib/py"),
 		"rename": m.Rename("usr/lib/py", "elsewhere"),

@@ -125,6 +125,13 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 	case <-i.exited:
 		i.dead = true
 		finish()
+		if rep, ok := i.takeReport(); ok {
+			// The code finished and the driver reported, then the interpreter ended (user code
+			// closed fd 0, say): the run's own result stands.
+			res.ExitCode, res.Error = rep.Exit, rep.Error
+			res.Files = i.changedFiles(gen)
+			return res, nil
+		}
 		return i.ended(res, lim)
 	case <-ctx.Done():
 		// A sleeping or waiting guest stops by itself now; a computing one is left to the worker.
@@ -134,20 +141,36 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 	}
 	i.run.Store(nil)
 	finish()
+	rep, ok := i.takeReport()
+	if !ok {
+		i.dead = true
+		return nil, sandbox.Errorf(sandbox.KindInternal, "the interpreter's driver parked without a valid report")
+	}
+	res.ExitCode, res.Error = rep.Exit, rep.Error
+	res.Files = i.changedFiles(gen)
+	res.Timing.Total = time.Since(start)
+	return res, nil
+}
+
+// takeReport decodes the driver's report of the run, if it sent one.
+func (i *Instance) takeReport() (report, bool) {
 	i.reportMu.Lock()
 	raw := i.report
 	i.reportMu.Unlock()
 	var rep report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		i.dead = true
-		return nil, sandbox.Errorf(sandbox.KindInternal, "the interpreter's driver sent a bad report: %v", err)
+	if raw == nil || json.Unmarshal(raw, &rep) != nil {
+		return rep, false
 	}
-	res.ExitCode, res.Error = rep.Exit, rep.Error
+	return rep, true
+}
+
+// changedFiles lists the files changed after generation gen.
+func (i *Instance) changedFiles(gen uint64) []sandbox.File {
+	var out []sandbox.File
 	for _, f := range i.fs.changedSince(gen) {
-		res.Files = append(res.Files, sandbox.File{Path: f.path, Content: f.data})
+		out = append(out, sandbox.File{Path: f.path, Content: f.data})
 	}
-	res.Timing.Total = time.Since(start)
-	return res, nil
+	return out
 }
 
 // withDefaults fills the zero limits.

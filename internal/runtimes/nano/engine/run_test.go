@@ -379,6 +379,23 @@ func TestOsExitEndsInstance(t *testing.T) {
 	}
 }
 
+func TestDriverEndsAfterReport(t *testing.T) {
+	inst := newInstance(t)
+	// Closing fd 0 lets the code finish, but the driver cannot park again.
+	res := runIn(t, inst, &Request{Code: "import os\nos.close(0)\nopen('f', 'w').write('x')\nprint('done')"})
+	if res.ExitCode != 0 || res.Error != nil || res.Stdout != "done\n" || len(res.Files) != 1 {
+		t.Errorf("%+v", res)
+	}
+	select {
+	case <-inst.Stopped():
+	case <-time.After(time.Second):
+		t.Fatal("the interpreter did not end")
+	}
+	if inst.Alive() {
+		t.Error("alive without its stdin")
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	code := `import random, time, os, uuid
 print(random.random(), random.randint(0, 10**9), time.time(), time.monotonic(), os.urandom(8).hex(), uuid.uuid4(), {str(i) for i in range(5)})
@@ -407,4 +424,13 @@ print(time.time())
 		t.Errorf("two real runs gave the same output: %s", r1.Stdout)
 	}
 	t.Log(a.Stdout)
+}
+
+func TestLargeCodeAndUnicode(t *testing.T) {
+	inst := newInstance(t)
+	code := "x = '" + strings.Repeat("a", 300_000) + "'\nprint(len(x), 'héllo ✓', __import__('os').environ['GREETING'])"
+	res := runIn(t, inst, &Request{Code: code, Env: map[string]string{"GREETING": "grüß dich"}})
+	if res.Stdout != "300000 héllo ✓ grüß dich\n" {
+		t.Errorf("stdout = %q, stderr %q", res.Stdout, res.Stderr)
+	}
 }

@@ -118,6 +118,11 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 			log.Warn("nano worker retiring", "reason", w.retireReason)
 			return ExitRetired
 		}
+		if w.pool != nil {
+			// Refill once the answer is out, so the refill does not compete with the run it
+			// replaces an interpreter for (it runs at lower priority in any case).
+			w.pool.refill()
+		}
 	}
 }
 
@@ -185,6 +190,13 @@ func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
 	if req.Limits.MemoryBytes == 0 {
 		req.Limits.MemoryBytes = w.cfg.MemoryBytes
 	}
+	if max := w.eng.MemoryReserve(); req.Limits.MemoryBytes > max {
+		// Refused before an interpreter is spent on it.
+		resp.Error = &wire.Error{Kind: sandbox.KindInvalidRequest,
+			Message: fmt.Sprintf("memory limit of %d MiB is above this worker's maximum of %d MiB", req.Limits.MemoryBytes>>20, max>>20),
+			Hint:    fmt.Sprintf("ask for at most %d MiB (the worker's -memory-max)", max>>20)}
+		return resp
+	}
 	ereq := &engine.Request{
 		Code:          req.Code,
 		Files:         req.Files,
@@ -225,8 +237,7 @@ func (w *worker) runOneShot(ctx context.Context, req *engine.Request) (*sandbox.
 				WithHint("retry; if it persists, the worker's log says why")
 		}
 	}
-	w.pool.refill()
-	res, err := inst.Run(ctx, req)
+	res, err := inst.Run(ctx, startCounts(req, start))
 	w.finish(inst, res, err, pool, start)
 	inst.Close()
 	w.checkStopped(inst)
@@ -242,7 +253,7 @@ func (w *worker) runSession(ctx context.Context, req *engine.Request) (*sandbox.
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "cannot start the session's interpreter: %v", err).
 			WithHint("create a new session; if it persists, the worker's log says why")
 	}
-	res, err := inst.Run(ctx, req)
+	res, err := inst.Run(ctx, startCounts(req, start))
 	w.finish(inst, res, err, pool, start)
 	if !inst.Alive() {
 		inst.Close()
@@ -252,6 +263,15 @@ func (w *worker) runSession(ctx context.Context, req *engine.Request) (*sandbox.
 		}
 	}
 	return res, err
+}
+
+// startCounts charges the time spent getting an interpreter (starting one when none was parked)
+// to the run's timeout: the timeout bounds the run from when the worker took it, which is what
+// the caller waits for.
+func startCounts(req *engine.Request, start time.Time) *engine.Request {
+	r := *req
+	r.Limits.Timeout = max(r.Limits.Timeout-time.Since(start), time.Millisecond)
+	return &r
 }
 
 // finish fills the timing of a result (or of the partial result of an error).
