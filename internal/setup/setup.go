@@ -60,7 +60,7 @@ func Nano(ctx context.Context, dir string, opts Options, out io.Writer) error {
 		case "npm":
 			nm, err = fetchNPM(ctx, tmp, out)
 		case "source":
-			nm, err = buildSource(ctx, tmp, out)
+			nm, err = buildSource(ctx, filepath.Dir(dir), tmp, opts.Force, out)
 		default:
 			return fmt.Errorf("setup nano: unknown source %q: use \"source\" or \"npm\"", opts.NanoSource)
 		}
