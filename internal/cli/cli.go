@@ -30,6 +30,7 @@ Commands:
   serve         start the daemon: the HTTP API on 127.0.0.1:8420
   setup         fetch and prepare what the runtimes need (run once after install)
   bench         measure start and run times against baselines
+  image         build and list the heavy tier's images (image build NAME, image list)
   version       print the version
 
 Quick start:
@@ -71,6 +72,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return setupCmd(ctx, rest, stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, rest, stdout, stderr)
+	case "image":
+		return imageCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "agentbox %s\n", VersionString())
 		return exitOK

@@ -1,5 +1,6 @@
 // Package setup provides what the runtimes run from, on a fresh machine: the CPython WASI build of
-// the nano tier and its compilation cache. Every step is idempotent, says what it did, and
+// the nano tier and its compilation cache; runsc, the guest agent and the default image of the
+// heavy tier. Every step is idempotent, says what it did, and
 // installs atomically: a failure leaves the previous state (or nothing), never half of a new one.
 package setup
 
@@ -36,6 +37,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options, out io.Writer) er
 	fmt.Fprintf(out, "agentbox setup: data directory %s\n", cfg.DataDir)
 	start := time.Now()
 	if err := Nano(ctx, cfg.NanoDir(), opts, out); err != nil {
+		return err
+	}
+	if err := Heavy(ctx, cfg, opts, out); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "agentbox setup: done in %v\n", time.Since(start).Round(100*time.Millisecond))

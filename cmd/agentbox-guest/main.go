@@ -1,0 +1,14 @@
+// Command agentbox-guest is the init process of a heavy sandbox. It is built static
+// (CGO_ENABLED=0) and copied into heavy images by `agentbox image build`; it is not meant to be
+// run by hand. See package internal/runtimes/heavy/guest.
+package main
+
+import (
+	"os"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/guest"
+)
+
+func main() {
+	os.Exit(guest.Main(os.Args[1:]))
+}

@@ -1,0 +1,389 @@
+package heavy
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// box is one running sandbox: a `runsc run` process whose container's init is the guest agent,
+// and the frames to and from it.
+type box struct {
+	id     string
+	dir    string // the bundle
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	cg     *cgroups
+	log    *slog.Logger
+	runsc  runscCmd
+	limits sandbox.Limits // what it was made with: memory and files (the overlay size)
+
+	startTime time.Duration
+	python    string
+
+	wmu sync.Mutex
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]*call
+	broken  string // why the daemon gave up on the guest
+
+	exited  chan struct{}
+	exitErr error
+	destroy sync.Once
+	gone    chan struct{} // closed when destroyed and cleaned up
+
+	tailMu sync.Mutex
+	tail   []string // runsc's and the guest's last log lines
+}
+
+// call is a request waiting for its answer.
+type call struct {
+	answer chan proto.Frame
+	output func(stream string, data []byte)
+}
+
+// runscCmd builds runsc command lines.
+type runscCmd struct {
+	path  string
+	state string
+}
+
+func (r runscCmd) command(ctx context.Context, global []string, args ...string) *exec.Cmd {
+	all := append([]string{"--root", r.state}, global...)
+	return exec.CommandContext(ctx, r.path, append(all, args...)...)
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "ab-" + hex.EncodeToString(b[:])
+}
+
+// startBox starts a sandbox and waits for the guest's hello.
+func (rt *Runtime) startBox(ctx context.Context, limits sandbox.Limits) (*box, error) {
+	start := time.Now()
+	id := newID()
+	b := &box{
+		id:      id,
+		dir:     filepath.Join(rt.layout.RunDir(), id),
+		log:     rt.log.With("sandbox", id),
+		runsc:   rt.runsc,
+		limits:  limits,
+		pending: map[uint64]*call{},
+		exited:  make(chan struct{}),
+		gone:    make(chan struct{}),
+	}
+	memory := limits.MemoryBytes + limits.FilesBytes + rt.opts.RuntimeOverheadBytes
+	nproc := rt.opts.MaxProcesses
+	var err error
+	if b.cg, err = newCgroups(rt.cgroupParent, id, memory, pidsLimit(nproc), rt.cpuQuota()); err != nil {
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: %v", err)
+	}
+	if err := os.MkdirAll(b.dir, 0o700); err != nil {
+		b.cg.remove()
+		return nil, err
+	}
+	spec := boxSpec{img: rt.img, memoryBytes: memory, filesBytes: limits.FilesBytes, nproc: nproc, cpuQuota: rt.cpuQuota(), cgroupsPath: "/" + b.cg.path}
+	if err := writeSpec(b.dir, spec.spec()); err != nil {
+		b.cleanup()
+		return nil, err
+	}
+	global := []string{
+		"--platform=systrap",
+		"--network=none",
+		"--overlay2=root:memory,size=" + strconv.FormatInt(limits.FilesBytes, 10),
+	}
+	if rt.cpuQuota() > 0 {
+		global = append(global, "--cpu-num-from-quota")
+	}
+	// Not tied to ctx: the sandbox outlives the request that started it (pool, session).
+	b.cmd = rt.runsc.command(context.Background(), global, "run", "--bundle", b.dir, id)
+	b.cmd.Dir = b.dir
+	// Its own process group: a terminal's Ctrl-C reaches the daemon, which then ends sandboxes
+	// in order, not runsc directly.
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pipes of our own, not StdoutPipe: exec.Cmd.Wait closes those when runsc exits, possibly
+	// before the reader has taken the guest's last frames.
+	var pipes [3][2]*os.File // stdin, stdout, stderr: [read, write]
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			for _, p := range pipes[:i] {
+				p[0].Close()
+				p[1].Close()
+			}
+			b.cleanup()
+			return nil, err
+		}
+		pipes[i] = [2]*os.File{r, w}
+	}
+	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = pipes[0][0], pipes[1][1], pipes[2][1]
+	b.stdin = pipes[0][1]
+	out, errPipe := pipes[1][0], pipes[2][0]
+	err = b.cmd.Start()
+	pipes[0][0].Close()
+	pipes[1][1].Close()
+	pipes[2][1].Close()
+	if err != nil {
+		b.stdin.Close()
+		out.Close()
+		errPipe.Close()
+		b.cleanup()
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: start runsc: %v", err)
+	}
+	go b.logStderr(errPipe)
+	go func() {
+		b.exitErr = b.cmd.Wait()
+		close(b.exited)
+	}()
+	hello := make(chan error, 1)
+	go func() {
+		defer out.Close()
+		b.read(bufio.NewReaderSize(out, 256<<10), hello)
+	}()
+	timer := time.NewTimer(rt.opts.StartTimeout)
+	defer timer.Stop()
+	select {
+	case err = <-hello:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-timer.C:
+		err = fmt.Errorf("no hello from the guest within %v", rt.opts.StartTimeout)
+	}
+	if err != nil {
+		b.kill()
+		<-b.gone
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: the sandbox did not start: %v (%s)", err, b.lastLog()).
+			WithHint("check `agentbox image list` and that runsc works: %s", rt.runsc.path)
+	}
+	b.startTime = time.Since(start)
+	return b, nil
+}
+
+// read consumes the guest's frames; the first must be a hello of our protocol version.
+func (b *box) read(r io.Reader, hello chan<- error) {
+	first := true
+	for {
+		var f proto.Frame
+		err := proto.Read(r, &f, proto.MaxFrame)
+		if err != nil {
+			if first {
+				<-b.exited
+				hello <- fmt.Errorf("runsc exited (%v)", b.exitErr)
+			} else if !errors.Is(err, io.EOF) {
+				b.fail("bad frame: " + err.Error())
+			}
+			b.failPending()
+			return
+		}
+		if first {
+			first = false
+			if f.Op != proto.OpHello || f.Version != proto.Version {
+				hello <- fmt.Errorf("the image's guest speaks %s version %d, this daemon speaks version %d: rebuild the image (agentbox image build NAME; instant when its recipe is unchanged)", f.Op, f.Version, proto.Version)
+				b.fail("wrong hello")
+				b.failPending()
+				return
+			}
+			b.python = f.PythonVersion
+			hello <- nil
+			continue
+		}
+		b.mu.Lock()
+		c := b.pending[f.ID]
+		if c != nil && f.Op != proto.OpOutput {
+			delete(b.pending, f.ID)
+		}
+		b.mu.Unlock()
+		if c == nil {
+			b.fail(fmt.Sprintf("a %s frame for request %d, which is not pending", f.Op, f.ID))
+			b.failPending()
+			return
+		}
+		if f.Op == proto.OpOutput {
+			if c.output != nil {
+				c.output(f.Stream, f.Data)
+			}
+			continue
+		}
+		c.answer <- f
+	}
+}
+
+// fail gives up on a guest that broke the protocol: the sandbox is destroyed.
+func (b *box) fail(why string) {
+	b.mu.Lock()
+	if b.broken == "" {
+		b.broken = why
+	}
+	b.mu.Unlock()
+	b.log.Error("heavy: guest broke the protocol, destroying its sandbox", "why", why)
+	go b.kill()
+}
+
+// failPending wakes every waiting request: the guest is gone.
+func (b *box) failPending() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, c := range b.pending {
+		close(c.answer)
+		delete(b.pending, id)
+	}
+	if b.broken == "" {
+		b.broken = "the guest ended"
+	}
+}
+
+// send registers a request and writes it; the answer comes on the returned call.
+func (b *box) send(f *proto.Frame, output func(string, []byte)) (*call, error) {
+	b.mu.Lock()
+	if b.broken != "" {
+		why := b.broken
+		b.mu.Unlock()
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the sandbox has ended (%s)", why)
+	}
+	b.nextID++
+	f.ID = b.nextID
+	c := &call{answer: make(chan proto.Frame, 1), output: output}
+	b.pending[f.ID] = c
+	b.mu.Unlock()
+	if err := b.write(f); err != nil {
+		b.mu.Lock()
+		delete(b.pending, f.ID)
+		b.mu.Unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (b *box) write(f *proto.Frame) error {
+	b.wmu.Lock()
+	defer b.wmu.Unlock()
+	if err := proto.Write(b.stdin, f); err != nil {
+		go b.kill()
+		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the sandbox stopped taking requests: %v", err)
+	}
+	return nil
+}
+
+// request sends f and waits for its one answer.
+func (b *box) request(ctx context.Context, f *proto.Frame) (proto.Frame, error) {
+	c, err := b.send(f, nil)
+	if err != nil {
+		return proto.Frame{}, err
+	}
+	select {
+	case ans, ok := <-c.answer:
+		if !ok {
+			return proto.Frame{}, b.deadErr()
+		}
+		if ans.Op == proto.OpError && ans.Error != nil {
+			return ans, &sandbox.Error{Kind: ans.Error.Kind, Message: ans.Error.Message}
+		}
+		return ans, nil
+	case <-ctx.Done():
+		return proto.Frame{}, sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled: %v", ctx.Err())
+	}
+}
+
+func (b *box) alive() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.broken == ""
+}
+
+// deadErr describes a sandbox that ended under a request.
+func (b *box) deadErr() error {
+	select {
+	case <-b.exited:
+	case <-time.After(time.Second):
+	}
+	b.mu.Lock()
+	why := b.broken
+	b.mu.Unlock()
+	return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the heavy sandbox ended (%s; runsc: %v): %s", why, b.exitErr, b.lastLog())
+}
+
+// kill destroys the sandbox: the guest's stdin is closed (it exits, and with it the sandbox), and
+// if runsc has not ended within a second it is killed and its container deleted. Then the
+// bundle and the cgroup are removed. Safe to call more than once; returns when all is gone.
+func (b *box) kill() {
+	b.destroy.Do(func() {
+		b.mu.Lock()
+		if b.broken == "" {
+			b.broken = "destroyed"
+		}
+		b.mu.Unlock()
+		if b.stdin != nil {
+			_ = b.stdin.Close()
+		}
+		if b.cmd != nil && b.cmd.Process != nil {
+			select {
+			case <-b.exited:
+			case <-time.After(time.Second):
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_ = b.runsc.command(ctx, nil, "kill", "--all", b.id, "KILL").Run()
+				cancel()
+				select {
+				case <-b.exited:
+				case <-time.After(5 * time.Second):
+					_ = b.cmd.Process.Kill()
+					<-b.exited
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = b.runsc.command(ctx, nil, "delete", "--force", b.id).Run() // usually gone already
+			cancel()
+		}
+		b.cleanup()
+		close(b.gone)
+	})
+	<-b.gone
+}
+
+func (b *box) cleanup() {
+	if b.cg != nil {
+		b.cg.remove()
+	}
+	_ = os.RemoveAll(b.dir)
+}
+
+func (b *box) logStderr(r io.ReadCloser) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		line := sc.Text()
+		b.log.Debug("heavy sandbox: " + line)
+		b.tailMu.Lock()
+		if b.tail = append(b.tail, line); len(b.tail) > 5 {
+			b.tail = b.tail[1:]
+		}
+		b.tailMu.Unlock()
+	}
+}
+
+func (b *box) lastLog() string {
+	b.tailMu.Lock()
+	defer b.tailMu.Unlock()
+	if len(b.tail) == 0 {
+		return "no log"
+	}
+	return strings.Join(b.tail, "; ")
+}

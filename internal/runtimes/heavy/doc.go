@@ -1,0 +1,12 @@
+// Package heavy is the heavy tier: each sandbox is a gVisor container (runsc, platform systrap,
+// no network device) whose root is a Debian image (package image) and whose init is the guest
+// agent (package guest), driven over the container's stdio (package proto).
+//
+// Limits are the sandbox's, not the code's good will: memory, process count and CPU are cgroup
+// limits on the whole sandbox (created by the daemon, so it can read their OOM counters), the
+// writable disk is a memory overlay of fixed size, wall time is enforced by the guest (an
+// interrupt) and by the daemon (the sandbox is destroyed), and output is capped in the guest.
+//
+// Sandboxes are started ahead of time into a small warm pool; a one-shot run takes one and
+// destroys it after, a session keeps its own. See Layout for the files the tier keeps.
+package heavy

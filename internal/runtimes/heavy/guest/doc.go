@@ -1,0 +1,14 @@
+// Package guest is the agent inside a heavy sandbox: the container's init process
+// (cmd/agentbox-guest, a static binary). It speaks package proto with the daemon over its stdin
+// and stdout, and keeps one Python process (repl.py) running as an unprivileged user, so a
+// session keeps variables, imports and files between runs.
+//
+// What it does for a run: writes the input files, notes the work directory, hands the code to
+// Python, streams stdout and stderr back as the code prints them (up to the run's caps, the rest
+// is dropped and flagged), interrupts the cell at its timeout (KeyboardInterrupt; if the cell does
+// not end within the grace period the Python process is killed and restarted, and the result says
+// the state is lost), and returns the files the code created or changed.
+//
+// As init it also reaps every orphaned process. When its stdin ends or a frame is broken it kills
+// everything and exits, which ends the sandbox: a dead daemon never leaves a sandbox running.
+package guest

@@ -1,0 +1,227 @@
+//go:build linux
+
+package guest
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Config is what the agent needs to know about its sandbox. The defaults match the images
+// `agentbox image build` makes.
+type Config struct {
+	// Python is the interpreter. Default /usr/bin/python3.
+	Python string
+	// WorkDir is where runs start and relative paths land. Default sandbox.WorkDir.
+	WorkDir string
+	// UID and GID the Python process runs as. Default 1000.
+	UID, GID int
+	// Env is the Python process's base environment.
+	Env []string
+}
+
+// Main parses the flags, starts Python and serves the daemon on stdin/stdout until stdin ends.
+func Main(args []string) int {
+	cfg := Config{}
+	fs := flag.NewFlagSet("agentbox-guest", flag.ContinueOnError)
+	fs.StringVar(&cfg.Python, "python", "/usr/bin/python3", "Python interpreter")
+	fs.StringVar(&cfg.WorkDir, "workdir", sandbox.WorkDir, "work directory")
+	fs.IntVar(&cfg.UID, "uid", 1000, "uid of the Python process")
+	fs.IntVar(&cfg.GID, "gid", 1000, "gid of the Python process")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log.SetFlags(0)
+	log.SetPrefix("agentbox-guest: ")
+	if err := Serve(cfg, os.Stdin, os.Stdout); err != nil {
+		log.Print(err)
+		return 1
+	}
+	return 0
+}
+
+// agent is the state of one guest.
+type agent struct {
+	cfg Config
+
+	wmu sync.Mutex
+	out io.Writer
+
+	mu       sync.Mutex
+	py       *python    // the current Python process
+	run      *activeRun // the run in progress, nil between runs
+	runs     int
+	restarts int
+	reaper   *reaper
+}
+
+// Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either
+// way every process it started is killed.
+func Serve(cfg Config, in io.Reader, out io.Writer) error {
+	if cfg.Python == "" {
+		cfg.Python = "/usr/bin/python3"
+	}
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = sandbox.WorkDir
+	}
+	if cfg.Env == nil {
+		cfg.Env = defaultEnv(cfg.WorkDir)
+	}
+	a := &agent{cfg: cfg, out: out, reaper: newReaper()}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return fmt.Errorf("work directory: %w", err)
+	}
+	_ = os.Chown(cfg.WorkDir, cfg.UID, cfg.GID)
+	py, err := a.startPython()
+	if err != nil {
+		return err
+	}
+	a.py = py
+	defer a.killAll()
+	if err := a.send(&proto.Frame{Op: proto.OpHello, Version: proto.Version, PythonVersion: py.version}); err != nil {
+		return err
+	}
+	for {
+		var f proto.Frame
+		if err := proto.Read(in, &f, 0); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("reading from the daemon: %w", err)
+		}
+		if f.Op == proto.OpShutdown {
+			return nil
+		}
+		if err := a.dispatch(&f); err != nil {
+			return err
+		}
+	}
+}
+
+func defaultEnv(workdir string) []string {
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + workdir,
+		"USER=user",
+		"LOGNAME=user",
+		"LANG=C.UTF-8",
+		"TMPDIR=/tmp",
+		"MPLBACKEND=Agg",
+		"MPLCONFIGDIR=/var/cache/agentbox/matplotlib",
+		"PYTHONDONTWRITEBYTECODE=1",
+	}
+}
+
+// dispatch serves one request. Runs go on in their own goroutine so that interrupts and file
+// operations are served while code runs.
+func (a *agent) dispatch(f *proto.Frame) error {
+	switch f.Op {
+	case proto.OpRun:
+		if f.Run == nil {
+			return a.fail(f.ID, sandbox.KindInvalidRequest, "run without a request")
+		}
+		a.mu.Lock()
+		busy := a.run != nil
+		a.mu.Unlock()
+		if busy {
+			return a.fail(f.ID, sandbox.KindConflict, "a run is already in progress")
+		}
+		r := newActiveRun(f.ID, f.Run)
+		a.mu.Lock()
+		a.run = r
+		a.mu.Unlock()
+		go a.doRun(r)
+		return nil
+	case proto.OpInterrupt:
+		a.mu.Lock()
+		r := a.run
+		a.mu.Unlock()
+		if r != nil && (f.ID == 0 || f.ID == r.id) {
+			r.interrupt(f.Grace)
+		}
+		return nil
+	case proto.OpWriteFile:
+		return a.answer(f.ID, a.writeFile(f.Path, f.Content, f.Mode))
+	case proto.OpReadFile:
+		b, err := a.readFile(f.Path)
+		if err != nil {
+			return a.answer(f.ID, err)
+		}
+		return a.send(&proto.Frame{Op: proto.OpFile, ID: f.ID, Path: f.Path, Content: b})
+	case proto.OpListFiles:
+		entries, err := a.listFiles(f.Path)
+		if err != nil {
+			return a.answer(f.ID, err)
+		}
+		return a.send(&proto.Frame{Op: proto.OpFiles, ID: f.ID, Path: f.Path, Entries: entries})
+	case proto.OpDeleteFile:
+		return a.answer(f.ID, a.deleteFile(f.Path))
+	case proto.OpStats:
+		return a.send(&proto.Frame{Op: proto.OpStats, ID: f.ID, Stats: a.stats()})
+	}
+	return fmt.Errorf("unknown request %q", f.Op)
+}
+
+// send writes one frame to the daemon. A failed write means the daemon is gone: the agent exits.
+func (a *agent) send(f *proto.Frame) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if err := proto.Write(a.out, f); err != nil {
+		log.Printf("writing to the daemon: %v; exiting", err)
+		a.killAll()
+		os.Exit(1)
+	}
+	return nil
+}
+
+func (a *agent) answer(id uint64, err error) error {
+	if err == nil {
+		return a.send(&proto.Frame{Op: proto.OpOK, ID: id})
+	}
+	var pe *proto.Error
+	if errors.As(err, &pe) {
+		return a.send(&proto.Frame{Op: proto.OpError, ID: id, Error: pe})
+	}
+	return a.fail(id, sandbox.KindInvalidRequest, err.Error())
+}
+
+func (a *agent) fail(id uint64, kind sandbox.Kind, msg string) error {
+	return a.send(&proto.Frame{Op: proto.OpError, ID: id, Error: &proto.Error{Kind: kind, Message: msg}})
+}
+
+// killAll kills the Python process group, for the agent's exit.
+func (a *agent) killAll() {
+	a.mu.Lock()
+	py := a.py
+	a.mu.Unlock()
+	if py != nil {
+		py.kill()
+	}
+	// As the sandbox's init, also end what the code started in sessions of its own. (Outside a
+	// sandbox, in tests, kill(-1) would hit the whole host: only init may do it.)
+	if os.Getpid() == 1 {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+	}
+}
+
+// cleanAbs checks a path from the daemon: absolute, clean, not the root.
+func cleanAbs(p string) (string, error) {
+	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+		return "", &proto.Error{Kind: sandbox.KindInvalidRequest, Message: fmt.Sprintf("path %q must be absolute and clean", p)}
+	}
+	return p, nil
+}
+
+// now is time.Now; a variable so tests can see elapsed times without sleeping.
+var now = time.Now

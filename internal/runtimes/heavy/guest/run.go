@@ -1,0 +1,257 @@
+//go:build linux
+
+package guest
+
+import (
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// defaultGrace is how long an interrupted cell may take to end before Python is restarted.
+const defaultGrace = time.Second
+
+// activeRun is the run in progress. Its counters are guarded by agent.mu.
+type activeRun struct {
+	id  uint64
+	req *proto.RunRequest
+
+	sent      [2]int64 // bytes of stdout, stderr sent
+	truncated [2]bool
+
+	intr     chan time.Duration // interrupt requests, with their grace
+	intrOnce sync.Once
+}
+
+func newActiveRun(id uint64, req *proto.RunRequest) *activeRun {
+	return &activeRun{id: id, req: req, intr: make(chan time.Duration, 1)}
+}
+
+func (r *activeRun) interrupt(grace time.Duration) {
+	select {
+	case r.intr <- grace:
+	default:
+	}
+}
+
+// output forwards a chunk of the current run's output, up to its cap. Output with no run in
+// progress (a background thread printing between runs) is dropped.
+func (a *agent) output(stream string, b []byte) {
+	a.mu.Lock()
+	r := a.run
+	if r == nil {
+		a.mu.Unlock()
+		return
+	}
+	i, limit := 0, r.req.StdoutBytes
+	if stream == proto.Stderr {
+		i, limit = 1, r.req.StderrBytes
+	}
+	if limit > 0 && r.sent[i]+int64(len(b)) > limit {
+		b = b[:max(0, limit-r.sent[i])]
+		r.truncated[i] = true
+	}
+	r.sent[i] += int64(len(b))
+	a.mu.Unlock()
+	if len(b) > 0 {
+		_ = a.send(&proto.Frame{Op: proto.OpOutput, ID: r.id, Stream: stream, Data: b})
+	}
+}
+
+// currentPython returns a live Python process, restarting it if it died between runs.
+func (a *agent) currentPython() (*python, bool, error) {
+	a.mu.Lock()
+	py := a.py
+	a.mu.Unlock()
+	if py != nil && py.alive() {
+		return py, false, nil
+	}
+	np, err := a.restartPython(py)
+	return np, true, err
+}
+
+func (a *agent) restartPython(old *python) (*python, error) {
+	if old != nil {
+		old.kill()
+		select {
+		case <-old.pumped:
+		case <-time.After(time.Second):
+		}
+	}
+	py, err := a.startPython()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.restarts++
+	a.py = py
+	return py, err
+}
+
+// doRun runs one cell and sends its result.
+func (a *agent) doRun(r *activeRun) {
+	start := now()
+	res := &proto.RunResult{}
+	defer func() {
+		res.Elapsed = now().Sub(start)
+		a.mu.Lock()
+		res.StdoutTruncated, res.StderrTruncated = r.truncated[0], r.truncated[1]
+		a.run = nil
+		a.runs++
+		a.mu.Unlock()
+		_ = a.send(&proto.Frame{Op: proto.OpResult, ID: r.id, Result: res})
+	}()
+	py, restarted, err := a.currentPython()
+	if err != nil {
+		res.ExitCode = -1
+		res.StateLost = true
+		res.Error = &sandbox.PyError{Name: "AgentError", Value: err.Error()}
+		return
+	}
+	res.StateLost = restarted
+	for _, f := range r.req.Files {
+		if err := a.writeFile(f.Path, f.Content, 0); err != nil {
+			res.ExitCode = -1
+			res.Error = &sandbox.PyError{Name: "AgentError", Value: fmt.Sprintf("input file %s: %v", f.Path, err)}
+			return
+		}
+	}
+	before := snapshot(a.cfg.WorkDir)
+	cpu0 := cpuTime(py.pid)
+	if err := py.send(map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session}); err != nil {
+		log.Printf("python did not take the request: %v", err)
+	}
+	var timeout, kill <-chan time.Time
+	if r.req.Timeout > 0 {
+		t := time.NewTimer(r.req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	stop := func(grace time.Duration) {
+		py.interrupt()
+		if kill == nil {
+			if grace <= 0 {
+				grace = defaultGrace
+			}
+			kill = time.After(grace)
+		}
+	}
+	for done := false; !done; {
+		select {
+		case rep := <-py.reports:
+			res.ExitCode, res.Error = parseReport(rep)
+			done = true
+		case <-py.exited:
+			// The cell ended the process (os._exit, a crash) or was killed below.
+			select {
+			case <-py.pumped:
+			case <-time.After(500 * time.Millisecond):
+			}
+			res.ExitCode = exitCode(py.status)
+			res.StateLost = true
+			if res.Error == nil && !res.TimedOut && !res.Interrupted {
+				res.Error = &sandbox.PyError{Name: "ProcessExit", Value: "the Python process ended: " + describeStatus(py.status)}
+			}
+			if _, err := a.restartPython(py); err != nil {
+				log.Printf("restarting python: %v", err)
+			}
+			done = true
+		case <-timeout:
+			timeout = nil
+			res.TimedOut = true
+			stop(r.req.Grace)
+		case g := <-r.intr:
+			res.Interrupted = true
+			stop(g)
+		case <-kill:
+			kill = nil
+			log.Printf("the cell did not end after an interrupt; killing python %d", py.pid)
+			py.kill()
+		}
+	}
+	res.CPU = cpuTime(py.pid) - cpu0
+	if res.CPU < 0 {
+		res.CPU = 0
+	}
+	res.Files, res.FilesTruncated = changedFiles(a.cfg.WorkDir, before, r.req.FilesBytes)
+}
+
+// parseReport reads the REPL's report of a cell.
+func parseReport(rep map[string]json.RawMessage) (int, *sandbox.PyError) {
+	var code int
+	var pe *sandbox.PyError
+	_ = json.Unmarshal(rep["exit"], &code)
+	if e, ok := rep["error"]; ok && string(e) != "null" {
+		pe = &sandbox.PyError{}
+		_ = json.Unmarshal(e, pe)
+	}
+	return code, pe
+}
+
+// fileState is what a snapshot remembers of a file.
+type fileState struct {
+	size  int64
+	mtime time.Time
+}
+
+// maxSnapshot bounds how many entries a snapshot of the work directory looks at.
+const maxSnapshot = 20000
+
+func snapshot(dir string) map[string]fileState {
+	m := map[string]fileState{}
+	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		if len(m) >= maxSnapshot {
+			return filepath.SkipAll
+		}
+		if info.Mode().IsRegular() {
+			m[p] = fileState{info.Size(), info.ModTime()}
+		}
+		return nil
+	})
+	return m
+}
+
+// changedFiles returns the regular files under dir that are new or changed since before, up to
+// limit bytes of content (smallest first, so one huge file does not hide many small ones).
+func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandbox.File, bool) {
+	after := snapshot(dir)
+	var changed []string
+	for p, st := range after {
+		if old, ok := before[p]; !ok || old != st {
+			changed = append(changed, p)
+		}
+	}
+	sort.Slice(changed, func(i, j int) bool {
+		si, sj := after[changed[i]].size, after[changed[j]].size
+		if si != sj {
+			return si < sj
+		}
+		return changed[i] < changed[j]
+	})
+	var files []sandbox.File
+	var total int64
+	truncated := false
+	for _, p := range changed {
+		if limit > 0 && total+after[p].size > limit {
+			truncated = true
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		total += int64(len(b))
+		files = append(files, sandbox.File{Path: p, Content: b})
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, truncated
+}

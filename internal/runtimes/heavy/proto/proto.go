@@ -1,0 +1,235 @@
+// Package proto is the protocol between the daemon and the guest agent inside a heavy sandbox:
+// length-prefixed JSON frames over the container's stdin (daemon → guest) and stdout
+// (guest → daemon). There is nothing else between them: no sockets, nothing listening inside.
+//
+// A frame is a 4-byte big-endian length followed by that many bytes of JSON. The guest's first
+// frame is OpHello with the protocol Version it speaks; the daemon refuses a guest of another
+// version. Every request carries an ID; the answers to it carry the same ID. Either side treats a
+// frame it cannot decode, an oversized frame or an unknown op as a broken peer and ends that one
+// sandbox.
+//
+// The guest is untrusted once user code has run in the sandbox (it runs as root there, and the
+// code runs beside it), so the daemon bounds every frame it reads and checks every answer.
+package proto
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Version is the protocol version. Bump it on any incompatible change of the frames below.
+const Version = 1
+
+// MaxFrame bounds one frame. The largest legitimate frames carry files: at most the files cap
+// (512 MiB server maximum) base64-encoded, which a single file frame never reaches because
+// request files are bounded far below.
+const MaxFrame = 768 << 20
+
+// Op says what a frame is.
+type Op string
+
+// Requests (daemon → guest).
+const (
+	// OpRun runs Code in the sandbox's Python process. Answers: any number of OpOutput frames,
+	// then one OpResult.
+	OpRun Op = "run"
+	// OpInterrupt raises KeyboardInterrupt in the running cell (as Ctrl-C would). If the cell does
+	// not end within Grace, the Python process is killed and restarted: the cell's OpResult then
+	// says StateLost. Answer: none of its own (the run's OpResult follows).
+	OpInterrupt Op = "interrupt"
+	// OpWriteFile writes Content to Path (parents created). Answer: OpOK or OpError.
+	OpWriteFile Op = "write_file"
+	// OpReadFile answers OpFile with Path's content, or OpError.
+	OpReadFile Op = "read_file"
+	// OpListFiles answers OpFiles with the entries under Path (recursively), or OpError.
+	OpListFiles Op = "list_files"
+	// OpDeleteFile deletes Path (a directory with everything under it). Answer: OpOK or OpError.
+	OpDeleteFile Op = "delete_file"
+	// OpStats answers OpStats with the sandbox's resource use.
+	OpStats Op = "stats"
+	// OpShutdown ends the guest and so the sandbox. No answer.
+	OpShutdown Op = "shutdown"
+)
+
+// Answers (guest → daemon).
+const (
+	// OpHello is the guest's first frame: it is ready to take runs.
+	OpHello Op = "hello"
+	// OpOutput carries a chunk of a run's stdout or stderr as the code prints it.
+	OpOutput Op = "output"
+	// OpResult ends a run.
+	OpResult Op = "result"
+	OpOK     Op = "ok"
+	OpFile   Op = "file"
+	OpFiles  Op = "files"
+	OpError  Op = "error"
+)
+
+// Stream names.
+const (
+	Stdout = "stdout"
+	Stderr = "stderr"
+)
+
+// Frame is every frame of the protocol; which fields are set depends on Op.
+type Frame struct {
+	Op Op     `json:"op"`
+	ID uint64 `json:"id,omitempty"`
+
+	// OpHello.
+	Version       int    `json:"version,omitempty"`
+	PythonVersion string `json:"python_version,omitempty"`
+
+	// OpRun.
+	Run *RunRequest `json:"run,omitempty"`
+	// OpInterrupt: how long the cell may take to end after KeyboardInterrupt before the Python
+	// process is restarted.
+	Grace time.Duration `json:"grace,omitempty"`
+
+	// OpOutput.
+	Stream string `json:"stream,omitempty"`
+	Data   []byte `json:"data,omitempty"`
+
+	// OpResult.
+	Result *RunResult `json:"result,omitempty"`
+
+	// File operations.
+	Path    string     `json:"path,omitempty"`
+	Content []byte     `json:"content,omitempty"`
+	Mode    uint32     `json:"mode,omitempty"`
+	Entries []FileInfo `json:"entries,omitempty"`
+
+	// OpStats.
+	Stats *Stats `json:"stats,omitempty"`
+
+	// OpError.
+	Error *Error `json:"error,omitempty"`
+}
+
+// RunRequest is one cell to run.
+type RunRequest struct {
+	Code  string            `json:"code"`
+	Files []sandbox.File    `json:"files,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+	// Session: the cell is one of a session's turns (tracebacks name it "<run-N>"); otherwise the
+	// sandbox serves one run and the code runs as "<string>".
+	Session bool `json:"session,omitempty"`
+	// Timeout is the cell's wall-clock budget: at it the guest interrupts the cell, Grace later it
+	// restarts the Python process. Zero: no limit in the guest (the daemon's own deadline rules).
+	Timeout time.Duration `json:"timeout,omitempty"`
+	Grace   time.Duration `json:"grace,omitempty"`
+	// StdoutBytes and StderrBytes cap what is sent of each stream; the rest is dropped.
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	// FilesBytes caps the content of changed files returned in the result.
+	FilesBytes int64 `json:"files_bytes"`
+}
+
+// RunResult ends a run.
+type RunResult struct {
+	ExitCode        int              `json:"exit_code"`
+	Error           *sandbox.PyError `json:"error,omitempty"`
+	StdoutTruncated bool             `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
+	// Files the cell created or changed under the work directory.
+	Files []sandbox.File `json:"files,omitempty"`
+	// FilesTruncated: more files changed than FilesBytes allowed to return.
+	FilesTruncated bool `json:"files_truncated,omitempty"`
+	// TimedOut: the guest interrupted the cell at its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Interrupted: the cell was ended by OpInterrupt.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// StateLost: the Python process had to be killed and was restarted; the session's variables
+	// and imports are gone (its files are kept).
+	StateLost bool `json:"state_lost,omitempty"`
+	// Elapsed is the cell's wall time inside the guest.
+	Elapsed time.Duration `json:"elapsed"`
+	// CPU is the CPU time the Python process (and children it waited for) used during the cell.
+	CPU time.Duration `json:"cpu"`
+}
+
+// FileInfo is one entry of OpFiles.
+type FileInfo struct {
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Dir     bool      `json:"dir,omitempty"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// Stats is the sandbox's resource use as the guest sees it.
+type Stats struct {
+	// PythonRSS and PythonPeakRSS are the Python process's resident memory now and at its peak.
+	PythonRSS     int64 `json:"python_rss"`
+	PythonPeakRSS int64 `json:"python_peak_rss"`
+	// CPU is the Python process's total CPU time.
+	CPU time.Duration `json:"cpu"`
+	// Processes is the number of processes in the sandbox, the guest included.
+	Processes int `json:"processes"`
+	// Runs is the number of cells run; Restarts how often the Python process was restarted.
+	Runs     int `json:"runs"`
+	Restarts int `json:"restarts"`
+}
+
+// Error is a failure of a request, as it crosses the sandbox boundary.
+type Error struct {
+	Kind    sandbox.Kind `json:"kind"`
+	Message string       `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// ErrFrameTooLarge is returned for a frame above MaxFrame.
+var ErrFrameTooLarge = errors.New("proto: frame too large")
+
+// Write writes f as one frame. Concurrent writers must serialise.
+func Write(w io.Writer, f *Frame) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if len(b) > MaxFrame {
+		return fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, len(b))
+	}
+	buf := make([]byte, 4+len(b))
+	binary.BigEndian.PutUint32(buf, uint32(len(b)))
+	copy(buf[4:], b)
+	_, err = w.Write(buf)
+	return err
+}
+
+// Read reads one frame, refusing one larger than max bytes (MaxFrame if max <= 0). It returns
+// io.EOF at a clean end between frames and io.ErrUnexpectedEOF inside one.
+func Read(r io.Reader, f *Frame, max int) error {
+	if max <= 0 {
+		max = MaxFrame
+	}
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if int64(n) > int64(max) {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrFrameTooLarge, n, max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	*f = Frame{}
+	if err := json.Unmarshal(b, f); err != nil {
+		return fmt.Errorf("proto: bad frame: %w", err)
+	}
+	if f.Op == "" {
+		return errors.New("proto: bad frame: no op")
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package heavy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// session is one sandbox kept for a session's runs.
+type session struct {
+	rt     *Runtime
+	b      *box
+	env    map[string]string
+	limits sandbox.Limits
+
+	mu     sync.Mutex // serialises runs
+	closed atomic.Bool
+}
+
+func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return nil, sandbox.Errorf(sandbox.KindConflict, "this session is closed")
+	}
+	if !s.b.alive() {
+		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's sandbox has ended (an earlier run was stopped or the sandbox died); its state is gone").
+			WithHint("close this session and create a new one")
+	}
+	if len(s.env) > 0 {
+		env := make(map[string]string, len(s.env)+len(req.Env))
+		for k, v := range s.env {
+			env[k] = v
+		}
+		for k, v := range req.Env {
+			env[k] = v
+		}
+		r := *req
+		r.Env = env
+		req = &r
+	}
+	start := time.Now()
+	res, _, err := s.b.run(ctx, req, true, s.rt.opts.Grace)
+	for _, r := range []*sandbox.Result{res, errResult(err)} {
+		if r != nil {
+			r.Timing.Total = time.Since(start)
+			r.Timing.Pool = "session"
+		}
+	}
+	s.rt.stats.count(err)
+	return res, err
+}
+
+// Files returns the session's file operations.
+func (s *session) Files() *Files { return &Files{b: s.b} }
+
+// Stats asks the guest for the sandbox's resource use, with the cgroup's memory peak.
+func (s *session) Stats(ctx context.Context) (*proto.Stats, int64, error) {
+	f, err := s.b.request(ctx, &proto.Frame{Op: proto.OpStats})
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.Stats, s.b.cg.memoryPeak(), nil
+}
+
+// Close destroys the sandbox, stopping a run in progress.
+func (s *session) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.rt.release(s.b, true)
+	return nil
+}
+
+// errResult is the partial result an error carries, if any.
+func errResult(err error) *sandbox.Result {
+	var e *sandbox.Error
+	if errors.As(err, &e) {
+		return e.Result
+	}
+	return nil
+}
+
+// Interrupt raises KeyboardInterrupt in a heavy session's running cell (as Ctrl-C would); the
+// run then returns with that exception and the session keeps its state. If the cell does not take
+// the interrupt within the runtime's grace period, the session's Python process is restarted.
+func Interrupt(s sandbox.Session) error {
+	hs, ok := s.(*session)
+	if !ok {
+		return sandbox.Errorf(sandbox.KindInvalidRequest, "not a heavy session")
+	}
+	return hs.b.write(&proto.Frame{Op: proto.OpInterrupt, Grace: hs.rt.opts.Grace})
+}
