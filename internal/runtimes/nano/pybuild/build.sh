@@ -59,7 +59,11 @@ on_error() {
 	echo "build.sh: FAILED in step '$STEP' (exit $rc)" >&2
 	if [[ -n "$LOG" && -f "$LOG" ]]; then
 		echo "build.sh: last lines of $LOG:" >&2
-		tail -n 30 "$LOG" >&2 || true
+		tail -n 25 "$LOG" >&2 || true
+		if grep -qiE 'error:|\*\*\*|not found|failed' "$LOG"; then
+			echo "build.sh: error lines in $LOG:" >&2
+			grep -iE 'error:|\*\*\*|not found|failed' "$LOG" | tail -n 10 >&2 || true
+		fi
 	fi
 	echo "build.sh: work files kept in $WORK; OUTDIR holds no complete build (no .stamp)" >&2
 	exit "$rc"
