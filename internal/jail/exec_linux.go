@@ -22,7 +22,7 @@ const linuxCapabilityVersion3 = 0x20080522
 // thread, and the worker's first thread (and every thread it creates) starts
 // with that thread's credentials. The other threads of this init stage stay
 // root for those few microseconds, but run nothing but the Go runtime.
-func execWorker(exe int, args, env []string, rl Rlimits, uid, gid, extraFiles int) error {
+func execWorker(exe int, args, env []string, rl Rlimits, nice, uid, gid, extraFiles int) error {
 	empty, err := syscall.BytePtrFromString("")
 	if err != nil {
 		return err
@@ -39,6 +39,14 @@ func execWorker(exe int, args, env []string, rl Rlimits, uid, gid, extraFiles in
 	var capData [2]unix.CapUserData // all zero: no capability of any kind
 
 	runtime.LockOSThread() // never unlocked: this thread execs or the process exits
+
+	// Niceness is per thread on Linux; the worker's first thread is this one, and every thread
+	// it starts inherits it.
+	if nice != 0 {
+		if err := unix.Setpriority(unix.PRIO_PROCESS, 0, nice); err != nil {
+			return fmt.Errorf("setpriority %d: %w", nice, err)
+		}
+	}
 
 	// Every fd but 0..2 and the ExtraFiles (checked by checkFDs) closes at
 	// execve, including any the Go runtime of this stage still uses until then.

@@ -81,7 +81,7 @@ func runInit() error {
 	if deps.libPath != "" {
 		env = append(env, "LD_LIBRARY_PATH="+deps.libPath)
 	}
-	return execWorker(exe, p.Args, append(env, spec.Env...), spec.Rlimits, spec.UID, spec.GID, p.ExtraFiles)
+	return execWorker(exe, p.Args, append(env, spec.Env...), spec.Rlimits, spec.Nice, spec.UID, spec.GID, p.ExtraFiles)
 }
 
 // checkFDs makes sure fds 0..n-1 are open, none is a directory, and none is

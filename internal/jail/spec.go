@@ -35,6 +35,11 @@ type Spec struct {
 	// Rlimits are applied before the worker starts.
 	Rlimits Rlimits
 
+	// Nice is the worker's scheduling niceness, 0 (default) to 19. Every thread of the worker
+	// inherits it: a positive value makes the worker yield the CPU to the daemon, so spinning
+	// guests cannot delay the daemon's own work on a busy machine.
+	Nice int
+
 	// Hostname inside the jail's UTS namespace; DefaultHostname if empty.
 	Hostname string
 
@@ -99,6 +104,9 @@ func (s *Spec) validate() error {
 	}
 	if s.UID <= 0 || s.GID <= 0 {
 		return bad("uid %d and gid %d must be positive (never root)", s.UID, s.GID)
+	}
+	if s.Nice < 0 || s.Nice > 19 {
+		return bad("nice %d is outside 0..19", s.Nice)
 	}
 	if len(s.Hostname) > 64 {
 		return bad("hostname longer than 64 bytes")

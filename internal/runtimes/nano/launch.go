@@ -41,6 +41,9 @@ func jailedLauncher(opts Options) launcher {
 				NPROC:  128,
 				FSIZE:  0,
 			},
+			// Guests yield the CPU to the daemon: a machine full of spinning guests still
+			// answers health checks, accepts requests and kills workers at their deadlines.
+			Nice: 5,
 			// Two Ps: the guest's goroutine cannot be preempted while it computes, and the
 			// worker must still answer the daemon and refill its pool on the other.
 			Env: []string{"GOMAXPROCS=2"},
