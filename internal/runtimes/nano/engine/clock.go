@@ -152,6 +152,39 @@ func (c *clock) Read(p []byte) (int, error) {
 	return crand.Read(p)
 }
 
+// clockState is a saved clock, for resetting an instance to how it was when it first parked.
+type clockState struct {
+	fixed      bool
+	step       int64
+	wall, mono int64
+	monoBase   int64
+	realBase   time.Time
+	rng        []byte // the ChaCha8 stream's state (fixed mode)
+}
+
+func (c *clock) save() clockState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := clockState{fixed: c.fixed, step: c.step, wall: c.wall, mono: c.mono, monoBase: c.monoBase, realBase: c.realBase}
+	if c.rng != nil {
+		s.rng, _ = c.rng.MarshalBinary()
+	}
+	return s
+}
+
+func (c *clock) restore(s clockState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fixed, c.step, c.wall, c.mono, c.monoBase, c.realBase = s.fixed, s.step, s.wall, s.mono, s.monoBase, s.realBase
+	c.rng = nil
+	if s.rng != nil {
+		c.rng = rand.NewChaCha8(seedBytes(warmSeed))
+		if c.rng.UnmarshalBinary(s.rng) != nil {
+			c.rng = rand.NewChaCha8(seedBytes(warmSeed))
+		}
+	}
+}
+
 // WASI clock ids.
 const (
 	clockRealtime  = 0

@@ -6,7 +6,8 @@
 // interpreter whose small Python driver (driver.py) pre-imports what runs need (json, traceback,
 // re, …) and parks in a read of its stdin. Run hands code over and returns its output, exception
 // and exit code with the files it created or changed; the driver then parks again, so a session
-// keeps one instance and its globals across runs, and one-shot runs take a fresh instance each.
+// keeps one instance and its globals across runs, and one-shot runs take a fresh instance each:
+// a new one, or one that Reset returned to its first park (reset.go).
 //
 // What a guest sees: a private in-memory file system (a size cap, ENOSPC beyond it; the standard
 // library read-only; the working directory /home/user), no host files, no sockets, no processes,

@@ -16,7 +16,7 @@ import traceback
 import types
 
 
-def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@"):
+def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEADROOM@):
     fio = io.FileIO(0, "rb", closefd=False)
     buf = bytearray(PARK)
     loads, dumps = json.loads, json.dumps
@@ -29,6 +29,9 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@"):
     lcache = linecache.cache
     ModuleType = types.ModuleType
     BaseExc, SysExit = BaseException, SystemExit
+    # Builtins the reporting path calls: user code may rebind them in builtins (the instance's
+    # memory is reset after the run, but the report must get out first).
+    b_len, b_mv, b_isinstance, b_int, b_str, b_type, b_print = len, memoryview, isinstance, int, str, type, print
     session = None
     runs = 0
 
@@ -40,10 +43,10 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@"):
     def report(exit_code, error):
         try:
             data = dumps({"exit": exit_code, "error": error}).encode()
-            frame = len(data).to_bytes(4, "little") + data
+            frame = b_len(data).to_bytes(4, "little") + data
             fd = o_open(CTL, O_WRONLY)
             try:
-                mv = memoryview(frame)
+                mv = b_mv(frame)
                 while mv:
                     mv = mv[o_write(fd, mv):]
             finally:
@@ -55,25 +58,25 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@"):
         code = e.code
         if code is None:
             return 0
-        if isinstance(code, int):
+        if b_isinstance(code, b_int):
             return code & 0xFF
         try:
-            print(code, file=sys.stderr)
+            b_print(code, file=sys.stderr)
         except BaseExc:
             pass
         return 1
 
     def describe(e):
-        name = type(e).__name__
+        name = b_type(e).__name__
         try:
-            value = str(e)
+            value = b_str(e)
         except BaseExc:
             value = "<exception str() failed>"
         tb = e.__traceback__
         if tb is not None:
             tb = tb.tb_next  # the driver's own frame
         try:
-            text = "".join(format_exception(type(e), e, tb))
+            text = "".join(format_exception(b_type(e), e, tb))
         except BaseExc:
             text = name + (": " + value if value else "") + "\n"
         try:
@@ -100,6 +103,10 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@"):
     # in the -O0 build), the JSON codecs set up their scanners.
     exec(compile("pass", "<string>", "exec", dont_inherit=True), {"__builtins__": builtins})
     loads(dumps({"exit": 0, "error": None, "x": [1.5, "s"]}))
+    # Grow the heap by HEADROOM and free it again: the allocator keeps the space, so most runs
+    # fit in the memory the instance parks with, and an instance whose memory did not grow can
+    # be reset to its first park (see reset.go).
+    bytes(HEADROOM)
     gc.collect()
     gc.freeze()
     while True:

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -46,6 +47,9 @@ type Config struct {
 	CompileWorkers int
 	// Logger receives the engine's few log lines. Default slog.Default().
 	Logger *slog.Logger
+	// NoReset switches Instance.Reset off (it then always refuses): every one-shot run takes a
+	// newly started interpreter.
+	NoReset bool
 }
 
 // DefaultMemoryReserve is Config.MemoryReserveBytes's default.
@@ -68,6 +72,10 @@ type Engine struct {
 	log      *slog.Logger
 	// CompileTime is how long loading (or compiling) the module took.
 	CompileTime time.Duration
+
+	pristineMu     sync.Mutex
+	pristine       *pristine // the first parked instance's memory (reset.go)
+	pristineWarned bool
 }
 
 // New loads the module and the standard library into memory and compiles the module (or loads it

@@ -34,9 +34,14 @@ const (
 // warning or traceback mixes the driver's lines with the user's code (which runs as "<string>").
 var driverSource = "exec(compile(" + strconv.Quote(strings.NewReplacer(
 	"@PARK@", strconv.Itoa(parkSize),
+	"@HEADROOM@", strconv.Itoa(heapHeadroom),
 	"@CTL@", ctlPath,
 	"@WORKDIR@", sandbox.WorkDir,
 ).Replace(driverTemplate)) + ", '<agentbox-driver>', 'exec'))"
+
+// heapHeadroom is how much free heap the driver leaves the allocator at start-up: runs that
+// need less do not grow the memory, so their instance can be reset (reset.go).
+const heapHeadroom = 24 << 20
 
 // exitStopped is the exit code the host gives a guest it stops (deadline, Close).
 const exitStopped = 0xA6B0
@@ -93,6 +98,15 @@ type Instance struct {
 	dead    bool // no more runs: the guest ended or was left computing
 	started time.Duration
 	runs    int
+
+	// Resets (reset.go).
+	tainted  atomic.Bool // the guest changed wazero's descriptor table beyond its own files
+	readIovs uint32      // guest goroutine: the iovec address of the read of stdin in progress
+	parkIovs uint32      // the same, of the read the driver parked in last
+	snap     *pristine   // the engine's pristine snapshot, nil if this instance cannot reset
+	clock0   clockState  // the clock at the first park
+	open0    []*memFile  // the files open at the first park
+	resets   int
 }
 
 type runCtl struct{ done <-chan struct{} }
@@ -151,6 +165,7 @@ func (e *Engine) NewInstance(ctx context.Context, opts InstanceOptions) (*Instan
 		i.Close()
 		return nil, fmt.Errorf("engine: start CPython: %w", ctx.Err())
 	}
+	i.capture()
 	i.started = time.Since(start)
 	return i, nil
 }
@@ -222,6 +237,7 @@ func (i *Instance) parkedNow() bool {
 	if !i.expectPark.CompareAndSwap(true, false) {
 		return false
 	}
+	i.parkIovs = i.readIovs
 	if i.lowPending {
 		i.lowPending = false
 		leaveLowThread()

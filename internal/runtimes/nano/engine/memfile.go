@@ -280,6 +280,7 @@ func (f *memFile) Close() experimentalsys.Errno {
 		return 0
 	}
 	f.closed = true
+	delete(f.fs.open, f)
 	if !f.n.ro {
 		f.n.opens--
 		f.fs.maybeRelease(f.n)

@@ -28,7 +28,8 @@ type memFS struct {
 	limit   int64 // charge cap; <= 0 means no cap
 	nextIno uint64
 	gen     uint64
-	now     func() int64 // nanoseconds since the epoch, as the guest's wall clock reads it
+	open    map[*memFile]struct{} // files open: every descriptor the guest holds on this file system
+	now     func() int64          // nanoseconds since the epoch, as the guest's wall clock reads it
 	// onNoSpace is told about a failure for lack of space, so the WASI layer can report ENOSPC
 	// (wazero's errno set has no ENOSPC; it would become EIO).
 	onNoSpace func()
@@ -89,11 +90,50 @@ func newMemFS(now func() int64, onNoSpace func()) *memFS {
 	if onNoSpace == nil {
 		onNoSpace = func() {}
 	}
-	m := &memFS{now: now, onNoSpace: onNoSpace, nextIno: 2}
-	t := now()
-	m.root = &node{kind: kindDir, perm: 0o755, ino: 1, children: map[string]*node{}, nlink: 2,
-		pinned: true, atim: t, mtim: t, ctim: t}
+	m := &memFS{now: now, onNoSpace: onNoSpace, open: map[*memFile]struct{}{}}
+	m.root = &node{}
+	m.clear()
 	return m
+}
+
+// clear empties the file system as newMemFS left it. The root node keeps its identity (wazero's
+// pre-opened directory may hold it open); nothing else of the old tree stays reachable from it.
+// Call it only when no file but the root (or a read-only one) is open.
+func (m *memFS) clear() {
+	t := m.now()
+	*m.root = node{kind: kindDir, perm: 0o755, ino: 1, children: map[string]*node{}, nlink: 2,
+		pinned: true, atim: t, mtim: t, ctim: t}
+	m.used, m.limit, m.nextIno, m.gen = 0, 0, 2, 0
+}
+
+// openFiles returns the files open now.
+func (m *memFS) openFiles() []*memFile {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*memFile, 0, len(m.open))
+	for f := range m.open {
+		out = append(out, f)
+	}
+	return out
+}
+
+// sameOpenFiles reports whether exactly the files of want are open, and rewinds them (open
+// directories forget their listing).
+func (m *memFS) sameOpenFiles(want []*memFile) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.open) != len(want) {
+		return false
+	}
+	for _, f := range want {
+		if _, ok := m.open[f]; !ok {
+			return false
+		}
+	}
+	for _, f := range want {
+		f.off, f.names, f.pos = 0, nil, 0
+	}
+	return true
 }
 
 // setLimit sets the byte cap for what follows; what is already stored stays.
@@ -289,6 +329,7 @@ func (m *memFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode)
 		n.opens++
 	}
 	f := &memFile{fs: m, n: n, read: read, write: write, append: flag&experimentalsys.O_APPEND != 0}
+	m.open[f] = struct{}{}
 	f.seeker.f = f
 	return f, 0
 }

@@ -87,3 +87,11 @@ type failedMemory struct{}
 
 func (failedMemory) Reallocate(uint64) []byte { return nil }
 func (failedMemory) Free()                    {}
+
+// zero makes b (64 KiB-aligned, inside the mapping) read as zeros and gives its pages back to
+// the system, which copying zeros over them would not.
+func (m *linearMemory) zero(b []byte) {
+	if syscall.Madvise(b, syscall.MADV_DONTNEED) != nil {
+		clear(b)
+	}
+}

@@ -42,3 +42,5 @@ func (m *linearMemory) size() int {
 	defer m.mu.Unlock()
 	return len(m.buf)
 }
+
+func (m *linearMemory) zero(b []byte) { clear(b) }

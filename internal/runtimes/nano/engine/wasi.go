@@ -56,7 +56,17 @@ func instantiateWASI(ctx context.Context, rt wazero.Runtime) error {
 		WithParameterNames("in", "out", "nsubscriptions", "result.nevents").
 		WithResultNames("errno").
 		Export("poll_oneoff")
+	wrap := map[string]func(api.GoModuleFunction) api.GoModuleFunction{
+		// The fd table is host state a reset does not restore: a run that closes or renumbers
+		// descriptors leaves an instance that cannot be reset (see Instance.Reset).
+		"fd_close":    closeWrap,
+		"fd_renumber": renumberWrap,
+		"fd_read":     readWrap,
+	}
 	for _, name := range noSpaceFuncs {
+		wrap[name] = noSpaceWrap
+	}
+	for name, w := range wrap {
 		def, ok := defs[name]
 		if !ok {
 			return fmt.Errorf("engine: wazero has no wasi function %s", name)
@@ -66,7 +76,7 @@ func instantiateWASI(ctx context.Context, rt wazero.Runtime) error {
 			return fmt.Errorf("engine: wasi function %s is not a Go function", name)
 		}
 		b.NewFunctionBuilder().
-			WithGoModuleFunction(noSpaceWrap(fn), def.ParamTypes(), def.ResultTypes()).
+			WithGoModuleFunction(w(fn), def.ParamTypes(), def.ResultTypes()).
 			WithParameterNames(def.ParamNames()...).
 			WithResultNames(def.ResultNames()...).
 			Export(name)
@@ -89,6 +99,45 @@ func noSpaceWrap(fn api.GoModuleFunction) api.GoModuleFunction {
 		if uint32(stack[0]) == errnoIO && inst.noSpace.Load() {
 			stack[0] = errnoNospc
 		}
+	})
+}
+
+// closeWrap marks the instance as not resettable when the guest closes one of the standard
+// streams or the pre-opened directory: those are wazero's descriptors, and a reset instance must
+// find them where its memory expects them. Closing a file the guest opened itself is fine (the
+// file system counts its open files).
+func closeWrap(fn api.GoModuleFunction) api.GoModuleFunction {
+	return api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+		if inst := instanceOf(ctx); inst != nil && uint32(stack[0]) <= firstGuestFD {
+			inst.tainted.Store(true)
+		}
+		fn.Call(ctx, mod, stack)
+	})
+}
+
+// renumberWrap marks the instance as not resettable: a renumbered descriptor table is host
+// state a reset does not restore.
+func renumberWrap(fn api.GoModuleFunction) api.GoModuleFunction {
+	return api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+		if inst := instanceOf(ctx); inst != nil {
+			inst.tainted.Store(true)
+		}
+		fn.Call(ctx, mod, stack)
+	})
+}
+
+// firstGuestFD is the pre-opened root; descriptors above it are files the guest opened.
+const firstGuestFD = 3
+
+// readWrap records where a read of stdin keeps its iovec array: it lies on the guest's C stack,
+// so it tells the driver's park (always the same call stack) from a read elsewhere that merely
+// looks like it.
+func readWrap(fn api.GoModuleFunction) api.GoModuleFunction {
+	return api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+		if inst := instanceOf(ctx); inst != nil && uint32(stack[0]) == 0 {
+			inst.readIovs = uint32(stack[1])
+		}
+		fn.Call(ctx, mod, stack)
 	})
 }
 

@@ -15,7 +15,7 @@ import (
 type Mode string
 
 const (
-	// ModeOneShot uses every interpreter for exactly one run.
+	// ModeOneShot gives every run a fresh interpreter: a new one, or one reset to its first park.
 	ModeOneShot Mode = "oneshot"
 	// ModeSession runs every request in one interpreter that lives as long as the worker.
 	ModeSession Mode = "session"
@@ -33,6 +33,9 @@ type Config struct {
 	// MemoryMaxBytes is the largest cap a run may ask for: every interpreter reserves this much
 	// address space (not memory).
 	MemoryMaxBytes int64
+	// NoReset makes a one-shot worker discard every interpreter after its run instead of
+	// resetting it to a fresh one (engine.Instance.Reset).
+	NoReset bool
 	// Seccomp says whether to lock the process down after loading. Off only for debugging.
 	Seccomp bool
 	Verbose bool
@@ -58,6 +61,7 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&c.Warm, "warm", DefaultWarm, "parked interpreters a one-shot worker keeps ready")
 	memory := fs.String("memory", strconv.Itoa(DefaultMemoryBytes), "memory cap in bytes of runs that do not give one")
 	memoryMax := fs.String("memory-max", "", "largest memory cap in bytes a run may ask for; each interpreter reserves that much address space (default: the larger of -memory and 2 GiB)")
+	reset := fs.Bool("reset", true, "one-shot: reset an interpreter that finished its run cleanly to a fresh one instead of starting a new one")
 	fs.BoolVar(&c.Seccomp, "seccomp", true, "install the seccomp filter after loading (turn off only to debug outside the jail)")
 	fs.BoolVar(&c.Verbose, "v", false, "log debug lines")
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +71,7 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.Mode = Mode(*mode)
+	c.NoReset = !*reset
 	if c.Mode != ModeOneShot && c.Mode != ModeSession {
 		return c, fmt.Errorf("-mode %q: want %s or %s", *mode, ModeOneShot, ModeSession)
 	}

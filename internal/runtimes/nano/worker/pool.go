@@ -53,6 +53,29 @@ func (p *pool) take() *engine.Instance {
 	return inst
 }
 
+// recycle resets an interpreter that finished a one-shot run and puts it back in the pool, or
+// closes it when it cannot be reset (the filler then starts a new one).
+func (p *pool) recycle(inst *engine.Instance) {
+	start := time.Now()
+	err := inst.Reset()
+	p.mu.Lock()
+	if err != nil || p.closed || len(p.ready) >= p.n {
+		p.mu.Unlock()
+		if err != nil {
+			p.w.log.Debug("nano worker: interpreter not reset", "why", err)
+		}
+		inst.Close()
+		return
+	}
+	p.ready = append(p.ready, inst)
+	warm := len(p.ready)
+	p.mu.Unlock()
+	p.w.log.Debug("nano worker: interpreter reset", "reset", time.Since(start), "resets", inst.Resets(), "warm", warm)
+	// From a goroutine of its own, as the filler's: the serving loop must not block on a
+	// daemon that is not reading.
+	go func() { _ = p.w.send(&wire.Response{Op: wire.OpStatus, Warm: warm}) }()
+}
+
 // refill wakes the filler.
 func (p *pool) refill() {
 	select {

@@ -71,6 +71,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 		CacheDir:           cfg.Cache,
 		MemoryReserveBytes: cfg.MemoryMaxBytes,
 		Logger:             log,
+		NoReset:            cfg.NoReset || cfg.Mode != ModeOneShot,
 	})
 	if err != nil {
 		log.Error("nano worker: cannot load the engine", "err", err)
@@ -119,6 +120,12 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 			return ExitRetired
 		}
 		if w.pool != nil {
+			// Reset the run's interpreter once the answer is out: back in the pool it saves a
+			// start-up.
+			if inst := w.recycle; inst != nil {
+				w.recycle = nil
+				w.pool.recycle(inst)
+			}
 			// Refill once the answer is out, so the refill does not compete with the run it
 			// replaces an interpreter for (it runs at lower priority in any case).
 			w.pool.refill()
@@ -137,6 +144,9 @@ type worker struct {
 	out   io.Writer
 
 	retireReason string
+	// recycle is the one-shot interpreter of the request being answered, when it parked again
+	// cleanly: it is reset (or discarded) after the response is sent.
+	recycle *engine.Instance
 }
 
 func (w *worker) warm() int {
@@ -239,6 +249,10 @@ func (w *worker) runOneShot(ctx context.Context, req *engine.Request) (*sandbox.
 	}
 	res, err := inst.Run(ctx, startCounts(req, start))
 	w.finish(inst, res, err, pool, start)
+	if err == nil && inst.Alive() && !w.cfg.NoReset {
+		w.recycle = inst
+		return res, err
+	}
 	inst.Close()
 	w.checkStopped(inst)
 	return res, err

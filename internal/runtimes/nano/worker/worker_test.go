@@ -83,9 +83,14 @@ func startInMemory(t *testing.T, mode Mode, warm int) (*client, <-chan int) {
 }
 
 func startInMemoryB(t testing.TB, mode Mode, warm int) (*client, <-chan int) {
+	return startInMemoryCfg(t, Config{Mode: mode, Warm: warm})
+}
+
+// startInMemoryCfg is startInMemory with more of the configuration given.
+func startInMemoryCfg(t testing.TB, cfg Config) (*client, <-chan int) {
 	b := enginetest.Find(t)
-	cfg := Config{Mode: mode, Wasm: b.Wasm, Stdlib: b.Stdlib, Cache: b.Cache, Warm: warm,
-		MemoryBytes: 128 << 20, MemoryMaxBytes: 512 << 20}
+	cfg.Wasm, cfg.Stdlib, cfg.Cache = b.Wasm, b.Stdlib, b.Cache
+	cfg.MemoryBytes, cfg.MemoryMaxBytes = 128<<20, 512<<20
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	code := make(chan int, 1)
