@@ -51,7 +51,7 @@ func serve(t *testing.T) (io.WriteCloser, io.Reader, chan error) {
 func TestServeRun(t *testing.T) {
 	in, out, done := serve(t)
 	req := &proto.Frame{Op: proto.OpRun, ID: 1, Run: &proto.RunRequest{
-		Code: "import sys\nfor i in range(3):\n    print(i)\nprint('e', file=sys.stderr)\nopen('f.txt', 'w').write('x')\nraise ValueError('v')\n",
+		Code:        "import sys\nfor i in range(3):\n    print(i)\nprint('e', file=sys.stderr)\nopen('f.txt', 'w').write('x')\nraise ValueError('v')\n",
 		StdoutBytes: 1 << 20, StderrBytes: 1 << 20, FilesBytes: 1 << 20,
 	}}
 	if err := proto.Write(in, req); err != nil {
