@@ -46,13 +46,13 @@ func ensureAPIKey(envKey, dir string) (apiKey, error) {
 			return apiKey{}, err
 		}
 		key := "abk_" + base64.RawURLEncoding.EncodeToString(b[:])
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
-			continue // another start made it first: use theirs
-		}
+		// Write the key to a private temporary file, then link it into place: the link fails if
+		// another start got there first, and nobody ever sees a half-written key file.
+		f, err := os.CreateTemp(filepath.Dir(path), ".api_key-")
 		if err != nil {
 			return apiKey{}, fmt.Errorf("API key file: %w", err)
 		}
+		tmp := f.Name()
 		_, err = f.WriteString(key + "\n")
 		if err == nil {
 			err = f.Sync()
@@ -60,8 +60,14 @@ func ensureAPIKey(envKey, dir string) (apiKey, error) {
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
+		if err == nil {
+			err = os.Link(tmp, path)
+		}
+		os.Remove(tmp)
+		if errors.Is(err, fs.ErrExist) {
+			continue // another start made it first: use theirs
+		}
 		if err != nil {
-			os.Remove(path)
 			return apiKey{}, fmt.Errorf("API key file: %w", err)
 		}
 		return apiKey{key: key, path: path, created: true}, nil

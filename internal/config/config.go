@@ -163,8 +163,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: max_body_bytes must be positive")
 	case l.DefaultTimeout <= 0 || l.MaxTimeout < l.DefaultTimeout:
 		return fmt.Errorf("config: need 0 < default_timeout (%v) <= max_timeout (%v)", time.Duration(l.DefaultTimeout), time.Duration(l.MaxTimeout))
-	case l.DefaultMemoryMB <= 0 || l.MaxMemoryMB < l.DefaultMemoryMB:
-		return fmt.Errorf("config: need 0 < default_memory_mb (%d) <= max_memory_mb (%d)", l.DefaultMemoryMB, l.MaxMemoryMB)
+	case l.DefaultMemoryMB < sandbox.DefaultPolicy().MinMemoryBytes>>20 || l.MaxMemoryMB < l.DefaultMemoryMB:
+		return fmt.Errorf("config: need %d <= default_memory_mb (%d) <= max_memory_mb (%d)", sandbox.DefaultPolicy().MinMemoryBytes>>20, l.DefaultMemoryMB, l.MaxMemoryMB)
 	case l.MaxMemoryMB > 4096:
 		return fmt.Errorf("config: max_memory_mb %d is above 4096, the most a 32-bit Wasm guest can address", l.MaxMemoryMB)
 	case l.DefaultOutputBytes <= 0 || l.MaxOutputBytes < l.DefaultOutputBytes:
@@ -201,9 +201,10 @@ func (c Config) Policy() sandbox.Policy {
 			StderrBytes: l.MaxOutputBytes,
 			FilesBytes:  l.MaxFilesBytes,
 		},
-		MaxCodeBytes: l.MaxCodeBytes,
-		MaxFiles:     l.MaxFiles,
-		MaxFileBytes: l.MaxFileBytes,
+		MinMemoryBytes: sandbox.DefaultPolicy().MinMemoryBytes,
+		MaxCodeBytes:   l.MaxCodeBytes,
+		MaxFiles:       l.MaxFiles,
+		MaxFileBytes:   l.MaxFileBytes,
 	}
 }
 

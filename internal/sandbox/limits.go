@@ -12,6 +12,10 @@ import (
 type Policy struct {
 	Defaults Limits
 	Max      Limits
+	// MinMemoryBytes is the smallest memory cap a request may ask for: an interpreter parked and
+	// ready already holds tens of MiB (nano: ~34 MiB of linear memory), so a smaller cap could not
+	// be kept.
+	MinMemoryBytes int64
 	// MaxCodeBytes bounds the code of one run.
 	MaxCodeBytes int
 	// MaxFiles and MaxFileBytes bound the input files of one run.
@@ -38,9 +42,10 @@ func DefaultPolicy() Policy {
 			StderrBytes: 16 << 20,
 			FilesBytes:  512 << 20,
 		},
-		MaxCodeBytes: 1 << 20,
-		MaxFiles:     100,
-		MaxFileBytes: 32 << 20,
+		MinMemoryBytes: 64 << 20,
+		MaxCodeBytes:   1 << 20,
+		MaxFiles:       100,
+		MaxFileBytes:   32 << 20,
 	}
 }
 
@@ -71,6 +76,11 @@ func (p Policy) Apply(l Limits) (Limits, error) {
 				f.name, fmtUnit(*f.v, f.scale, f.unit), fmtUnit(f.max, f.scale, f.unit)).
 				WithHint("ask for at most %s, or raise the maximum in the daemon's configuration", fmtUnit(f.max, f.scale, f.unit))
 		}
+	}
+	if l.MemoryBytes < p.MinMemoryBytes {
+		return l, Errorf(KindInvalidRequest, "memory %s is below the minimum of %s",
+			fmtUnit(l.MemoryBytes, 1<<20, "MiB"), fmtUnit(p.MinMemoryBytes, 1<<20, "MiB")).
+			WithHint("ask for at least %s", fmtUnit(p.MinMemoryBytes, 1<<20, "MiB"))
 	}
 	l.Timeout = time.Duration(t)
 	return l, nil

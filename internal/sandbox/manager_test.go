@@ -102,6 +102,7 @@ func TestManagerRejectsBadRequests(t *testing.T) {
 		{"code too large", sandbox.RunRequest{Code: string(big)}, sandbox.KindInvalidRequest},
 		{"timeout above max", sandbox.RunRequest{Code: "1", Limits: sandbox.Limits{Timeout: p.Max.Timeout + time.Second}}, sandbox.KindInvalidRequest},
 		{"memory above max", sandbox.RunRequest{Code: "1", Limits: sandbox.Limits{MemoryBytes: p.Max.MemoryBytes + 1}}, sandbox.KindInvalidRequest},
+		{"memory below min", sandbox.RunRequest{Code: "1", Limits: sandbox.Limits{MemoryBytes: 16 << 20}}, sandbox.KindInvalidRequest},
 		{"negative timeout", sandbox.RunRequest{Code: "1", Limits: sandbox.Limits{Timeout: -1}}, sandbox.KindInvalidRequest},
 		{"unknown runtime", sandbox.RunRequest{Code: "1", Tier: "gpu"}, sandbox.KindInvalidRequest},
 		{"heavy not here", sandbox.RunRequest{Code: "1", Tier: sandbox.TierHeavy}, sandbox.KindRuntimeUnavailable},
