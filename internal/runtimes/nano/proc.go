@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -115,7 +116,7 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 			if first {
 				<-p.exited
 				ready <- fmt.Errorf("nano: worker exited before it was ready (%v): %s", p.exitErr, p.lastLog())
-			} else if !errors.Is(err, io.EOF) {
+			} else if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) && !p.killed.Load() {
 				p.log.Error("nano worker sent a bad frame, killing it", "err", err)
 				p.kill()
 			}
