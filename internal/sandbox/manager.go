@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -59,6 +60,9 @@ type session struct {
 	// run serialises runs of one session; held for the whole run.
 	run  sync.Mutex
 	impl Session
+
+	// env is the session's environment; every run's own env is laid over it.
+	env map[string]string
 
 	// Guarded by Manager.mu.
 	info   SessionInfo
@@ -217,7 +221,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
 	id := newID()
-	s := &session{info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle}}
+	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle}}
 	s.active = true
 	m.sessions[id] = s
 	m.mu.Unlock()
@@ -277,6 +281,10 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	r := *req
 	r.Tier = s.info.Tier
 	r.Limits = limits
+	if len(s.env) > 0 {
+		r.Env = maps.Clone(s.env)
+		maps.Copy(r.Env, req.Env)
+	}
 	res, err := s.impl.Run(ctx, &r)
 	annotate(res, err, Decision{Tier: s.info.Tier, Reasons: []string{fmt.Sprintf("%s: session %s", s.info.Tier, id)}})
 	return res, err

@@ -16,12 +16,14 @@ type fakeRuntime struct {
 	mu       sync.Mutex
 	last     *sandbox.RunRequest
 	sessions int
+	session  *fakeSession // the last one made
 	closed   bool
 }
 
 type fakeSession struct {
 	rt     *fakeRuntime
 	runs   int
+	last   *sandbox.RunRequest
 	closed bool
 }
 
@@ -44,7 +46,8 @@ func (f *fakeRuntime) NewSession(context.Context, sandbox.SessionOptions) (sandb
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.sessions++
-	return &fakeSession{rt: f}, nil
+	f.session = &fakeSession{rt: f}
+	return f.session, nil
 }
 
 func (f *fakeRuntime) Close() error { f.closed = true; return nil }
@@ -54,6 +57,7 @@ func (s *fakeSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.
 		return nil, sandbox.ErrConflict
 	}
 	s.runs++
+	s.last = req
 	return &sandbox.Result{Stdout: req.Code, ExitCode: s.runs, Runtime: sandbox.TierNano}, nil
 }
 
@@ -185,5 +189,24 @@ func TestAsErrorKeepsContext(t *testing.T) {
 	}
 	if !errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, sandbox.ErrTimeout) {
 		t.Errorf("errors.Is does not follow kinds")
+	}
+}
+
+func TestManagerSessionEnvUnderRunEnv(t *testing.T) {
+	m, rt := newManager(t, sandbox.ManagerOptions{})
+	ctx := context.Background()
+	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Env: map[string]string{"A": "session", "B": "session"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RunInSession(ctx, info.ID, &sandbox.RunRequest{Code: "x", Env: map[string]string{"B": "run"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := rt.session.last.Env
+	if got["A"] != "session" || got["B"] != "run" {
+		t.Errorf("env %v, want A from the session and B from the run", got)
+	}
+	if _, err := m.CreateSession(ctx, sandbox.SessionOptions{Env: map[string]string{"=": "x"}}); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
+		t.Errorf("bad session env: %v", err)
 	}
 }

@@ -238,7 +238,7 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 	if err != nil {
 		return nil, err
 	}
-	return &session{rt: rt, b: b, env: opts.Env, limits: opts.Limits}, nil
+	return &session{rt: rt, b: b, limits: opts.Limits}, nil
 }
 
 // acquire takes a slot and a sandbox for limits: a warm one if they are the defaults, else a new

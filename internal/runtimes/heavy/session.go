@@ -11,11 +11,11 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// session is one sandbox kept for a session's runs.
+// session is one sandbox kept for a session's runs. The Manager lays the session's environment
+// over each run's.
 type session struct {
 	rt     *Runtime
 	b      *box
-	env    map[string]string
 	limits sandbox.Limits
 
 	mu     sync.Mutex // serialises runs
@@ -31,18 +31,6 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	if !s.b.alive() {
 		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's sandbox has ended (an earlier run was stopped or the sandbox died); its state is gone").
 			WithHint("close this session and create a new one")
-	}
-	if len(s.env) > 0 {
-		env := make(map[string]string, len(s.env)+len(req.Env))
-		for k, v := range s.env {
-			env[k] = v
-		}
-		for k, v := range req.Env {
-			env[k] = v
-		}
-		r := *req
-		r.Env = env
-		req = &r
 	}
 	start := time.Now()
 	res, _, err := s.b.run(ctx, req, true, s.rt.opts.Grace)

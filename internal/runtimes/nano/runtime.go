@@ -230,14 +230,14 @@ func (r *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) (
 	if err != nil {
 		return nil, err
 	}
-	return &session{r: r, p: p, env: opts.Env}, nil
+	return &session{r: r, p: p}, nil
 }
 
+// session is one dedicated worker. The Manager lays the session's environment over each run's.
 type session struct {
-	r   *Runtime
-	p   *proc
-	env map[string]string
-	mu  sync.Mutex
+	r  *Runtime
+	p  *proc
+	mu sync.Mutex
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
@@ -248,18 +248,6 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 			WithHint("close this session and create a new one")
 	}
 	start := time.Now()
-	if len(s.env) > 0 {
-		env := make(map[string]string, len(s.env)+len(req.Env))
-		for k, v := range s.env {
-			env[k] = v
-		}
-		for k, v := range req.Env {
-			env[k] = v
-		}
-		r := *req
-		r.Env = env
-		req = &r
-	}
 	res, err := s.p.run(ctx, req, s.r.opts.Grace)
 	if res != nil {
 		res.Timing.Total = time.Since(start)
