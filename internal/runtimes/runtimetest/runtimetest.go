@@ -36,12 +36,16 @@ func Run(t *testing.T, newRuntime func(t *testing.T) sandbox.Runtime, opts Optio
 	if opts.TimeoutSlack == 0 {
 		opts.TimeoutSlack = 100 * time.Millisecond
 	}
+	// A canary in the daemon's environment, set before the runtime starts anything: it must not
+	// reach any sandbox.
+	t.Setenv(canaryEnv, "daemon-secret")
 	rt := newRuntime(t)
 	t.Cleanup(func() { _ = rt.Close() })
 	s := &suite{rt: rt, opts: opts}
 	t.Run("Output", s.output)
 	t.Run("Exception", s.exception)
 	t.Run("ExitCode", s.exitCode)
+	t.Run("Env", s.env)
 	t.Run("FreshPerRun", s.freshPerRun)
 	t.Run("Files", s.files)
 	t.Run("OutputTruncated", s.outputTruncated)
@@ -134,6 +138,16 @@ func (s *suite) exitCode(t *testing.T) {
 		if want != 1 && res.Error != nil {
 			t.Errorf("%q: SystemExit reported as an error: %+v", code, res.Error)
 		}
+	}
+}
+
+const canaryEnv = "AGENTBOX_TEST_DAEMON_CANARY"
+
+func (s *suite) env(t *testing.T) {
+	req := s.req(t, fmt.Sprintf("import os\nprint(os.environ.get('GREETING'), os.environ.get(%q))\n", canaryEnv))
+	req.Env = map[string]string{"GREETING": "hello"}
+	if res := s.run(t, req); res.Stdout != "hello None\n" {
+		t.Fatalf("environment in the sandbox: %q, want the request's GREETING and not the daemon's canary", res.Stdout)
 	}
 }
 
