@@ -143,7 +143,7 @@ func (b *bencher) nanoWarm(ctx context.Context, t target) {
 	b.progress("nano warm pool: %d runs from %d clients back to back", b.opts.N, b.opts.Concurrency)
 	var sv served
 	b.throughput(ctx, "", rowWarm, "", oneShot(t, &sv))
-	b.setDetail(fmt.Sprintf("%d clients back to back; %s (refilling the pool takes CPU the runs need)",
+	b.setDetail(fmt.Sprintf("%d clients back to back; %s (a run served cold waited for an interpreter to start)",
 		b.opts.Concurrency, sv.warmText(total)))
 }
 
