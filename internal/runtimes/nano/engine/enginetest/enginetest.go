@@ -12,10 +12,8 @@
 package enginetest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
+	"github.com/agentbox-dev/agentbox/internal/digest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +77,7 @@ func locate() (Build, string) {
 				b.Stdlib = z
 			}
 		}
-		sum, err := fileSHA(w)
+		sum, err := digest.File(w)
 		if err != nil {
 			return Build{}, err.Error()
 		}
@@ -107,7 +105,7 @@ func locate() (Build, string) {
 			return Build{}, fmt.Sprintf("unpack %s: %v: %s", npmTarball, err, out)
 		}
 	}
-	sum, err := fileSHA(wasm)
+	sum, err := digest.File(wasm)
 	if err != nil {
 		return Build{}, err.Error()
 	}
@@ -120,17 +118,4 @@ func locate() (Build, string) {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-func fileSHA(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
