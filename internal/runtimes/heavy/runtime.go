@@ -209,7 +209,13 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 		return nil, err
 	}
 	queued := time.Since(start)
-	res, _, err := b.run(ctx, req, false, rt.opts.Grace)
+	rr := *req
+	if !warm {
+		// Starting a sandbox for the run counts against its timeout, as in every tier: the
+		// caller waits at most the timeout (plus a small grace) for an answer.
+		rr.Limits.Timeout = max(rr.Limits.Timeout-b.startTime, time.Millisecond)
+	}
+	res, _, err := b.run(ctx, &rr, false, rt.opts.Grace)
 	rt.release(b, true)
 	fill := func(r *sandbox.Result) {
 		if r == nil {
