@@ -7,13 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/agentbox-dev/agentbox/internal/logtail"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,8 +49,7 @@ type box struct {
 	destroy sync.Once
 	gone    chan struct{} // closed when destroyed and cleaned up
 
-	tailMu sync.Mutex
-	tail   []string // runsc's and the guest's last log lines
+	tail logtail.Tail // runsc's and the guest's last log lines
 }
 
 // call is a request waiting for its answer.
@@ -170,7 +169,7 @@ func (rt *Runtime) startBox(ctx context.Context, limits sandbox.Limits) (*box, e
 	if err != nil {
 		b.kill()
 		<-b.gone
-		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: the sandbox did not start: %v (%s)", err, b.lastLog()).
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: the sandbox did not start: %v (%s)", err, b.tail.String()).
 			WithHint("check `agentbox image list` and that runsc works: %s", rt.runsc.path)
 	}
 	b.startTime = time.Since(start)
@@ -317,7 +316,7 @@ func (b *box) deadErr() error {
 	b.mu.Lock()
 	why := b.broken
 	b.mu.Unlock()
-	return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the heavy sandbox ended (%s; runsc: %v): %s", why, b.exitErr, b.lastLog())
+	return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the heavy sandbox ended (%s; runsc: %v): %s", why, b.exitErr, b.tail.String())
 }
 
 // kill destroys the sandbox: the guest's stdin is closed (it exits, and with it the sandbox), and
@@ -366,24 +365,5 @@ func (b *box) cleanup() {
 
 func (b *box) logStderr(r io.ReadCloser) {
 	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 4096), 64<<10)
-	for sc.Scan() {
-		line := sc.Text()
-		b.log.Debug("heavy sandbox: " + line)
-		b.tailMu.Lock()
-		if b.tail = append(b.tail, line); len(b.tail) > 5 {
-			b.tail = b.tail[1:]
-		}
-		b.tailMu.Unlock()
-	}
-}
-
-func (b *box) lastLog() string {
-	b.tailMu.Lock()
-	defer b.tailMu.Unlock()
-	if len(b.tail) == 0 {
-		return "no log"
-	}
-	return strings.Join(b.tail, "; ")
+	b.tail.Follow(r, func(line string) { b.log.Debug("heavy sandbox: " + line) })
 }

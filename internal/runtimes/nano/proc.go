@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/logtail"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -37,15 +37,7 @@ type proc struct {
 	retire  atomic.Bool   // the worker said it exits after its last answer
 	once    sync.Once
 
-	tailMu sync.Mutex
-	tail   []string // the worker's last log lines, for errors
-}
-
-// lastLog returns the worker's last log lines.
-func (p *proc) lastLog() string {
-	p.tailMu.Lock()
-	defer p.tailMu.Unlock()
-	return strings.Join(p.tail, "; ")
+	tail logtail.Tail // the worker's last log lines, for errors
 }
 
 // launcher starts a worker process; the pool owns the jail spec and the arguments.
@@ -88,7 +80,7 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 		p.exitErr = err
 		close(p.exited)
 		if !p.killed.Load() {
-			p.log.Warn("nano worker exited", "err", err, "log", p.lastLog())
+			p.log.Warn("nano worker exited", "err", err, "log", p.tail.String())
 		}
 	}()
 	select {
@@ -115,7 +107,7 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 		if err := wire.Read(r, &resp); err != nil {
 			if first {
 				<-p.exited
-				ready <- fmt.Errorf("nano: worker exited before it was ready (%v): %s", p.exitErr, p.lastLog())
+				ready <- fmt.Errorf("nano: worker exited before it was ready (%v): %s", p.exitErr, p.tail.String())
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) && !p.killed.Load() {
 				p.log.Error("nano worker sent a bad frame, killing it", "err", err)
 				p.kill()
@@ -150,17 +142,7 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 }
 
 func (p *proc) logStderr(r io.Reader) {
-	s := bufio.NewScanner(r)
-	s.Buffer(make([]byte, 4096), 4096)
-	for s.Scan() {
-		line := s.Text()
-		p.log.Debug("nano worker: " + line)
-		p.tailMu.Lock()
-		if p.tail = append(p.tail, line); len(p.tail) > 5 {
-			p.tail = p.tail[1:]
-		}
-		p.tailMu.Unlock()
-	}
+	p.tail.Follow(r, func(line string) { p.log.Debug("nano worker: " + line) })
 }
 
 // kill ends the process at once and waits for it to be gone.
