@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/jail"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/worker"
@@ -228,5 +230,40 @@ func TestHugeOutputBoundsDaemonMemory(t *testing.T) {
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
 		t.Errorf("the daemon allocated %d MiB for one run with a 1 MiB output cap", grew>>20)
+	}
+}
+
+// The pool's figures reach Prometheus: free and busy workers, warm interpreters, replacements.
+func TestMetrics(t *testing.T) {
+	r := newRuntime(t, 1, 1)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r)
+	if _, err := r.Run(context.Background(), &sandbox.RunRequest{Code: "while True: pass", Limits: limits(t, 200*time.Millisecond)}); sandbox.KindOf(err) != sandbox.KindTimeout {
+		t.Fatalf("spin: %v", err)
+	}
+	// The worker that computed past its deadline was replaced, and the figures say so.
+	series := map[string]float64{}
+	for deadline := time.Now().Add(10 * time.Second); series["agentbox_nano_worker_replacements_total"] < 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no replacement counted: %v", series)
+		}
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			for _, m := range f.GetMetric() {
+				name := f.GetName()
+				for _, l := range m.GetLabel() {
+					name += "/" + l.GetValue()
+				}
+				series[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	for _, want := range []string{"agentbox_nano_workers/free", "agentbox_nano_workers/busy", "agentbox_nano_warm_interpreters"} {
+		if _, ok := series[want]; !ok {
+			t.Errorf("no series %s in %v", want, series)
+		}
 	}
 }
