@@ -33,3 +33,14 @@ type Health interface {
 	// Health returns a short human-readable state and whether the runtime can take runs.
 	Health(ctx context.Context) (state string, ok bool)
 }
+
+// SessionFiles is an optional ability of a Session: reading and changing its file system between
+// runs. Paths are absolute or relative to WorkDir, already checked by CleanPath.
+type SessionFiles interface {
+	WriteFile(ctx context.Context, path string, content []byte) error
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// ListFiles lists everything under path, recursively.
+	ListFiles(ctx context.Context, path string) ([]FileInfo, error)
+	// RemoveFile removes path, a directory with everything under it.
+	RemoveFile(ctx context.Context, path string) error
+}

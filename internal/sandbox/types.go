@@ -1,6 +1,9 @@
 package sandbox
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Tier names a runtime. Auto lets the router choose.
 type Tier string
@@ -56,6 +59,11 @@ type RunRequest struct {
 	Env    map[string]string `json:"env,omitempty"`
 	// Deterministic, when set, fixes clocks and random for this run. Nil means real ones.
 	Deterministic *Determinism `json:"deterministic,omitempty"`
+	// Packages the code needs (Python distribution names such as "pandas"). The heavy tier picks
+	// an image that has them all; a package no image has is an invalid request.
+	Packages []string `json:"packages,omitempty"`
+	// Image asks the heavy tier for an image by name. Empty: the first image with Packages.
+	Image string `json:"image,omitempty"`
 }
 
 // PyError is the exception the user's code raised. It is part of a result, not an API error.
@@ -87,8 +95,45 @@ type Result struct {
 	// Routing says why the run went to Runtime.
 	Routing *Decision `json:"routing,omitempty"`
 	// Files are the files the code created or changed in its private file system.
-	Files  []File `json:"files,omitempty"`
-	Timing Timing `json:"timing"`
+	Files []File `json:"files,omitempty"`
+	// Artifacts are what the run produced besides its streams and files, such as the figures it
+	// drew. Their content is kept by the daemon and fetched by ID.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Outputs are rich values the run displayed: the value of its last expression, in each
+	// representation the value offers (a pandas DataFrame: text, HTML and JSON).
+	Outputs []Output `json:"outputs,omitempty"`
+	Timing  Timing   `json:"timing"`
+}
+
+// Artifact is a file-like product of a run other than its files: a figure drawn with matplotlib
+// comes back as a PNG artifact. A runtime fills Content; the Manager stores it, sets ID and clears
+// Content, so results stay small and artifacts are fetched on their own.
+type Artifact struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	MIME   string `json:"mime"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Content is the artifact's bytes while the result travels from the runtime to the Manager.
+	Content []byte `json:"-"`
+}
+
+// Output is one value a run displayed, in every representation it offers. Text is always set.
+type Output struct {
+	Text string `json:"text"`
+	HTML string `json:"html,omitempty"`
+	// JSON is a JSON document (a DataFrame's to_json(orient="table")), kept verbatim.
+	JSON json.RawMessage `json:"json,omitempty"`
+}
+
+// FileInfo describes one file or directory of a session's file system.
+type FileInfo struct {
+	// Path is absolute inside the sandbox.
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Dir     bool      `json:"dir"`
+	Mode    uint32    `json:"mode"`
+	ModTime time.Time `json:"mod_time"`
 }
 
 // SessionOptions describe a stateful session: one interpreter kept alive across runs.
@@ -96,4 +141,7 @@ type SessionOptions struct {
 	Tier   Tier              `json:"runtime"`
 	Limits Limits            `json:"limits"`
 	Env    map[string]string `json:"env,omitempty"`
+	// Packages and Image choose the heavy tier's image, as in RunRequest.
+	Packages []string `json:"packages,omitempty"`
+	Image    string   `json:"image,omitempty"`
 }
