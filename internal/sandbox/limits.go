@@ -117,7 +117,41 @@ func (p Policy) CheckRequest(req *RunRequest) error {
 			return Errorf(KindInvalidRequest, "input file %q is %d bytes, above the limit of %d bytes", f.Path, len(f.Content), p.MaxFileBytes)
 		}
 	}
+	if err := CheckPackages(req.Packages, req.Image); err != nil {
+		return err
+	}
 	return CheckEnv(req.Env)
+}
+
+// CheckPackages validates the package and image names of a request: names only, no versions or
+// URLs, since packages are chosen among built images, never installed on demand.
+func CheckPackages(packages []string, image string) error {
+	if len(packages) > 64 {
+		return Errorf(KindInvalidRequest, "%d packages requested, above the limit of 64", len(packages))
+	}
+	names := packages
+	if image != "" {
+		names = append([]string{image}, packages...)
+	}
+	for _, n := range names {
+		if !validName(n) {
+			return Errorf(KindInvalidRequest, "package or image name %q is invalid", n).
+				WithHint("give names only (\"pandas\", \"scikit-learn\"), without versions, URLs or paths")
+		}
+	}
+	return nil
+}
+
+func validName(n string) bool {
+	if n == "" || len(n) > 100 {
+		return false
+	}
+	for _, c := range n {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckEnv validates environment variables given to a sandbox.

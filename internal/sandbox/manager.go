@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -24,7 +25,9 @@ type ManagerOptions struct {
 	MaxSessions int
 	// SessionIdle ends a session nobody used for this long. Default 10 minutes.
 	SessionIdle time.Duration
-	Logger      *slog.Logger
+	// Artifacts keeps what runs produce besides output. Nil: artifacts are dropped from results.
+	Artifacts ArtifactStore
+	Logger    *slog.Logger
 }
 
 // Manager is where every request meets the limits, the router and the runtimes. It keeps the
@@ -35,6 +38,7 @@ type Manager struct {
 	policy      Policy
 	maxSessions int
 	idle        time.Duration
+	artifacts   ArtifactStore
 	log         *slog.Logger
 
 	mu       sync.Mutex
@@ -79,6 +83,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		router:      opts.Router,
 		maxSessions: opts.MaxSessions,
 		idle:        opts.SessionIdle,
+		artifacts:   opts.Artifacts,
 		log:         opts.Logger,
 		sessions:    map[string]*session{},
 		stop:        make(chan struct{}),
@@ -132,12 +137,23 @@ func (m *Manager) Runtime(t Tier) (Runtime, bool) {
 
 func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 	var d Decision
+	wantsImage := len(req.Packages) > 0 || req.Image != ""
 	switch req.Tier {
 	case "", TierAuto:
+		if wantsImage {
+			d = Decision{Tier: TierHeavy, Reasons: []string{"heavy: " + imageReason(req.Packages, req.Image)}}
+			break
+		}
 		var err error
 		if d, err = m.router.Route(req); err != nil {
 			return nil, d, err
 		}
+	case TierNano:
+		if wantsImage {
+			return nil, d, Errorf(KindInvalidRequest, "the nano runtime has no images or packages, and this request asks for %s", imageReason(req.Packages, req.Image)).
+				WithHint("use runtime heavy (or auto), or drop packages and image")
+		}
+		d = Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}
 	default:
 		d = Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}
 	}
@@ -171,7 +187,49 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	r.Tier = d.Tier
 	res, err := rt.Run(ctx, &r)
 	annotate(res, err, d)
+	m.keepArtifacts(res, err)
 	return res, err
+}
+
+// keepArtifacts moves the artifacts' content of a result (and of an error's partial result) into
+// the artifact store. An artifact that cannot be stored is dropped from the result, with a line on
+// its stderr saying so: the run's other output is worth more than failing the whole request.
+func (m *Manager) keepArtifacts(res *Result, err error) {
+	keep := func(r *Result) {
+		if r == nil || len(r.Artifacts) == 0 {
+			return
+		}
+		kept := r.Artifacts[:0]
+		for i := range r.Artifacts {
+			a := r.Artifacts[i]
+			if a.ID != "" && a.Content == nil {
+				kept = append(kept, a) // already stored
+				continue
+			}
+			if m.artifacts == nil {
+				continue
+			}
+			if err := m.artifacts.Put(&a); err != nil {
+				m.log.Error("artifact not kept", "name", a.Name, "err", err)
+				r.Stderr += fmt.Sprintf("\n[agentbox] artifact %s was not kept: %v\n", a.Name, err)
+				continue
+			}
+			kept = append(kept, a)
+		}
+		r.Artifacts = kept
+	}
+	keep(res)
+	if e := AsError(err); e != nil && e.Result != res {
+		keep(e.Result)
+	}
+}
+
+// imageReason says what a request asks of the heavy tier's images.
+func imageReason(packages []string, image string) string {
+	if image != "" {
+		return fmt.Sprintf("image %q requested", image)
+	}
+	return "packages requested (" + strings.Join(packages, ", ") + ")"
 }
 
 // annotate puts the routing decision on a result, including the partial result of a limit error.
@@ -192,11 +250,17 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	if err := CheckEnv(opts.Env); err != nil {
 		return SessionInfo{}, err
 	}
+	if err := CheckPackages(opts.Packages, opts.Image); err != nil {
+		return SessionInfo{}, err
+	}
 	limits, err := m.policy.Apply(opts.Limits)
 	if err != nil {
 		return SessionInfo{}, err
 	}
 	opts.Limits = limits
+	if (opts.Tier == "" || opts.Tier == TierAuto) && (len(opts.Packages) > 0 || opts.Image != "") {
+		opts.Tier = TierHeavy
+	}
 	if opts.Tier == "" || opts.Tier == TierAuto {
 		// A session has no code yet to route by; nano starts in milliseconds and a run that needs
 		// more can open a heavy session.
@@ -205,7 +269,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 			opts.Tier = m.Tiers()[0]
 		}
 	}
-	rt, _, err := m.route(&RunRequest{Tier: opts.Tier})
+	rt, _, err := m.route(&RunRequest{Tier: opts.Tier, Packages: opts.Packages, Image: opts.Image})
 	if err != nil {
 		return SessionInfo{}, err
 	}
@@ -287,6 +351,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	}
 	res, err := s.impl.Run(ctx, &r)
 	annotate(res, err, Decision{Tier: s.info.Tier, Reasons: []string{fmt.Sprintf("%s: session %s", s.info.Tier, id)}})
+	m.keepArtifacts(res, err)
 	return res, err
 }
 

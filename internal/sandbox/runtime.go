@@ -44,3 +44,10 @@ type SessionFiles interface {
 	// RemoveFile removes path, a directory with everything under it.
 	RemoveFile(ctx context.Context, path string) error
 }
+
+// ArtifactStore keeps the content of artifacts for download, so results carry only their
+// descriptions. The Manager owns this interface; package artifacts implements it on disk.
+type ArtifactStore interface {
+	// Put stores a.Content, sets a.ID, Size and SHA256, and clears a.Content.
+	Put(a *Artifact) error
+}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -33,6 +34,7 @@ type box struct {
 	log    *slog.Logger
 	runsc  runscCmd
 	limits sandbox.Limits // what it was made with: memory and files (the overlay size)
+	img    image.Image
 
 	startTime time.Duration
 	python    string
@@ -76,7 +78,7 @@ func newID() string {
 }
 
 // startBox starts a sandbox and waits for the guest's hello.
-func (rt *Runtime) startBox(ctx context.Context, limits sandbox.Limits) (*box, error) {
+func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox.Limits) (*box, error) {
 	start := time.Now()
 	id := newID()
 	b := &box{
@@ -85,6 +87,7 @@ func (rt *Runtime) startBox(ctx context.Context, limits sandbox.Limits) (*box, e
 		log:     rt.log.With("sandbox", id),
 		runsc:   rt.runsc,
 		limits:  limits,
+		img:     img,
 		pending: map[uint64]*call{},
 		exited:  make(chan struct{}),
 		gone:    make(chan struct{}),
@@ -99,7 +102,7 @@ func (rt *Runtime) startBox(ctx context.Context, limits sandbox.Limits) (*box, e
 		b.cg.remove()
 		return nil, err
 	}
-	spec := boxSpec{img: rt.img, memoryBytes: memory, filesBytes: limits.FilesBytes, nproc: nproc, cpuQuota: rt.cpuQuota(), cgroupsPath: "/" + b.cg.path}
+	spec := boxSpec{img: img, memoryBytes: memory, filesBytes: limits.FilesBytes, nproc: nproc, cpuQuota: rt.cpuQuota(), cgroupsPath: "/" + b.cg.path}
 	if err := writeSpec(b.dir, spec.spec()); err != nil {
 		b.cleanup()
 		return nil, err

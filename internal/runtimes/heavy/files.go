@@ -2,64 +2,76 @@ package heavy
 
 import (
 	"context"
+	"io/fs"
 
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// Files reads and changes the files of a session's sandbox, between or during runs. Paths are
-// taken as sandbox.CleanPath takes them: relative ones land in sandbox.WorkDir.
-type Files struct{ b *box }
+// A heavy session's files can be read and changed between or during runs: the guest agent serves
+// these requests beside the running cell. Paths are taken as sandbox.CleanPath takes them:
+// relative ones land in sandbox.WorkDir.
 
-// SessionFiles returns the file operations of a heavy session, or false for another session.
-func SessionFiles(s sandbox.Session) (*Files, bool) {
-	hs, ok := s.(*session)
-	if !ok {
-		return nil, false
-	}
-	return hs.Files(), true
-}
+// Interface guards.
+var _ sandbox.SessionFiles = (*session)(nil)
 
-func (f *Files) Write(ctx context.Context, path string, content []byte) error {
+func (s *session) WriteFile(ctx context.Context, path string, content []byte) error {
 	p, err := sandbox.CleanPath(path)
 	if err != nil {
 		return err
 	}
-	_, err = f.b.request(ctx, &proto.Frame{Op: proto.OpWriteFile, Path: p, Content: content})
+	_, err = s.b.request(ctx, &proto.Frame{Op: proto.OpWriteFile, Path: p, Content: content})
 	return err
 }
 
-func (f *Files) Read(ctx context.Context, path string) ([]byte, error) {
+func (s *session) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	p, err := sandbox.CleanPath(path)
 	if err != nil {
 		return nil, err
 	}
-	ans, err := f.b.request(ctx, &proto.Frame{Op: proto.OpReadFile, Path: p})
+	ans, err := s.b.request(ctx, &proto.Frame{Op: proto.OpReadFile, Path: p})
 	if err != nil {
 		return nil, err
 	}
 	return ans.Content, nil
 }
 
-// List returns everything under path, recursively.
-func (f *Files) List(ctx context.Context, path string) ([]proto.FileInfo, error) {
+// ListFiles returns everything under path, recursively.
+func (s *session) ListFiles(ctx context.Context, path string) ([]sandbox.FileInfo, error) {
 	p, err := sandbox.CleanPath(path)
 	if err != nil {
 		return nil, err
 	}
-	ans, err := f.b.request(ctx, &proto.Frame{Op: proto.OpListFiles, Path: p})
+	ans, err := s.b.request(ctx, &proto.Frame{Op: proto.OpListFiles, Path: p})
 	if err != nil {
 		return nil, err
 	}
-	return ans.Entries, nil
+	out := make([]sandbox.FileInfo, 0, len(ans.Entries))
+	for _, e := range ans.Entries {
+		// The guest is not trusted to stay inside the path it was asked for.
+		if q, err := sandbox.CleanPath(e.Path); err != nil || !within(q, p) {
+			continue
+		}
+		mode := uint32(0o644)
+		if e.Dir {
+			mode = uint32(fs.ModeDir | 0o755)
+		}
+		out = append(out, sandbox.FileInfo{Path: e.Path, Size: e.Size, Dir: e.Dir, Mode: mode, ModTime: e.ModTime})
+	}
+	return out, nil
 }
 
-// Delete removes path (a directory with everything under it).
-func (f *Files) Delete(ctx context.Context, path string) error {
+// RemoveFile removes path (a directory with everything under it).
+func (s *session) RemoveFile(ctx context.Context, path string) error {
 	p, err := sandbox.CleanPath(path)
 	if err != nil {
 		return err
 	}
-	_, err = f.b.request(ctx, &proto.Frame{Op: proto.OpDeleteFile, Path: p})
+	_, err = s.b.request(ctx, &proto.Frame{Op: proto.OpDeleteFile, Path: p})
 	return err
+}
+
+// within reports whether p is dir or under it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
 }

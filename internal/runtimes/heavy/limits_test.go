@@ -210,22 +210,22 @@ func TestSessionFiles(t *testing.T) {
 	rt := newTestRuntime(t, Options{Warm: -1})
 	l := limits(t, 20*time.Second)
 	s := newSession(t, rt, l)
-	fs, ok := SessionFiles(s)
+	fs, ok := s.(sandbox.SessionFiles)
 	if !ok {
 		t.Fatal("no file operations on a heavy session")
 	}
 	ctx := context.Background()
-	if err := fs.Write(ctx, "in/data.csv", []byte("a,b\n1,2\n")); err != nil {
+	if err := fs.WriteFile(ctx, "in/data.csv", []byte("a,b\n1,2\n")); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustRun(t, s, l, "import pandas as pd\ndf = pd.read_csv('in/data.csv')\ndf['c'] = df.a + df.b\ndf.to_csv('out.csv', index=False)\nprint(df.c[0])\n"); got != "3\n" {
 		t.Fatalf("run: %q", got)
 	}
-	b, err := fs.Read(ctx, "/home/user/out.csv")
+	b, err := fs.ReadFile(ctx, "/home/user/out.csv")
 	if err != nil || string(b) != "a,b,c\n1,2,3\n" {
 		t.Fatalf("read: %q %v", b, err)
 	}
-	ents, err := fs.List(ctx, "/home/user")
+	ents, err := fs.ListFiles(ctx, "/home/user")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,13 +236,13 @@ func TestSessionFiles(t *testing.T) {
 	if got := strings.Join(paths, " "); !strings.Contains(got, "/home/user/in/data.csv") || !strings.Contains(got, "/home/user/out.csv") {
 		t.Errorf("list: %s", got)
 	}
-	if err := fs.Delete(ctx, "in"); err != nil {
+	if err := fs.RemoveFile(ctx, "in"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fs.Read(ctx, "in/data.csv"); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := fs.ReadFile(ctx, "in/data.csv"); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("read after delete: %v, want not_found", err)
 	}
-	if _, err := fs.Read(ctx, "../etc/passwd"); !errors.Is(err, sandbox.ErrInvalidRequest) {
+	if _, err := fs.ReadFile(ctx, "../etc/passwd"); !errors.Is(err, sandbox.ErrInvalidRequest) {
 		t.Errorf("path escape: %v", err)
 	}
 }

@@ -204,7 +204,11 @@ func (rt *Runtime) takeState(ctx context.Context) error {
 // Run runs req in a fresh sandbox, which is destroyed after.
 func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	start := time.Now()
-	b, warm, err := rt.acquire(ctx, req.Limits)
+	img, err := rt.pick(req.Packages, req.Image)
+	if err != nil {
+		return nil, err
+	}
+	b, warm, err := rt.acquire(ctx, img, req.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -240,16 +244,20 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 
 // NewSession starts a sandbox whose Python process lives as long as the session.
 func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.Session, error) {
-	b, _, err := rt.acquire(ctx, opts.Limits)
+	img, err := rt.pick(opts.Packages, opts.Image)
+	if err != nil {
+		return nil, err
+	}
+	b, _, err := rt.acquire(ctx, img, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
 	return &session{rt: rt, b: b, limits: opts.Limits}, nil
 }
 
-// acquire takes a slot and a sandbox for limits: a warm one if they are the defaults, else a new
-// one.
-func (rt *Runtime) acquire(ctx context.Context, l sandbox.Limits) (*box, bool, error) {
+// acquire takes a slot and a sandbox of img for limits: a warm one if img is the default image and
+// the limits are the defaults, else a new one.
+func (rt *Runtime) acquire(ctx context.Context, img image.Image, l sandbox.Limits) (*box, bool, error) {
 	wait := time.NewTimer(rt.opts.QueueTimeout)
 	defer wait.Stop()
 	select {
@@ -266,7 +274,7 @@ func (rt *Runtime) acquire(ctx context.Context, l sandbox.Limits) (*box, bool, e
 		<-rt.slots
 		return nil, false, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the heavy runtime is shut down")
 	}
-	if rt.poolable(l) {
+	if img.Dir == rt.img.Dir && rt.poolable(l) {
 		for len(rt.warm) > 0 {
 			b := rt.warm[0]
 			rt.warm = rt.warm[1:]
@@ -281,7 +289,7 @@ func (rt *Runtime) acquire(ctx context.Context, l sandbox.Limits) (*box, bool, e
 		}
 	}
 	rt.mu.Unlock()
-	b, err := rt.startBox(ctx, rt.boxLimits(l))
+	b, err := rt.startBox(ctx, img, rt.boxLimits(l))
 	if err != nil {
 		<-rt.slots
 		return nil, false, err
@@ -355,7 +363,7 @@ func (rt *Runtime) refill() {
 				return
 			}
 			rt.mu.Unlock()
-			b, err := rt.startBox(rt.ctx, rt.opts.DefaultLimits)
+			b, err := rt.startBox(rt.ctx, rt.img, rt.opts.DefaultLimits)
 			if err != nil {
 				if rt.ctx.Err() != nil {
 					rt.mu.Lock()

@@ -32,6 +32,9 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's sandbox has ended (an earlier run was stopped or the sandbox died); its state is gone").
 			WithHint("close this session and create a new one")
 	}
+	if err := s.checkPackages(req.Packages, req.Image); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	res, _, err := s.b.run(ctx, req, true, s.rt.opts.Grace)
 	for _, r := range []*sandbox.Result{res, errResult(err)} {
@@ -43,9 +46,6 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	s.rt.stats.count(err)
 	return res, err
 }
-
-// Files returns the session's file operations.
-func (s *session) Files() *Files { return &Files{b: s.b} }
 
 // Stats asks the guest for the sandbox's resource use, with the cgroup's memory peak.
 func (s *session) Stats(ctx context.Context) (*proto.Stats, int64, error) {

@@ -1,0 +1,63 @@
+package heavy
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Images returns the built images, the runtime's default first. The list is read from the image
+// store on each call, so an image built while the daemon runs can be asked for at once.
+func (rt *Runtime) Images() []image.Image {
+	all, err := rt.opts.Layout.Images().List()
+	if err != nil {
+		rt.log.Warn("heavy: cannot list images", "err", err)
+	}
+	out := []image.Image{rt.img}
+	for _, img := range all {
+		if img.Manifest.Name != rt.img.Manifest.Name {
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+// pick chooses the image for a request: the named one, which must have packages, or else the
+// first (the default first) that has all the packages.
+func (rt *Runtime) pick(packages []string, name string) (image.Image, error) {
+	if name == "" && len(packages) == 0 {
+		return rt.img, nil
+	}
+	imgs := rt.Images()
+	if name == "" {
+		return image.Pick(imgs, packages)
+	}
+	i := slices.IndexFunc(imgs, func(img image.Image) bool { return img.Manifest.Name == name })
+	if i < 0 {
+		var names []string
+		for _, img := range imgs {
+			names = append(names, img.Manifest.Name)
+		}
+		return image.Image{}, sandbox.Errorf(sandbox.KindInvalidRequest, "no heavy image is named %q; built images: %s", name, strings.Join(names, ", ")).
+			WithHint("ask for one of these, or add a recipe under images/ and run `agentbox image build %s`", name)
+	}
+	return image.Pick(imgs[i:i+1], packages)
+}
+
+// checkPackages refuses a session run that asks for packages its sandbox's image lacks: a
+// session's image is chosen when it is created.
+func (s *session) checkPackages(packages []string, name string) error {
+	if name != "" && name != s.b.img.Manifest.Name {
+		return sandbox.Errorf(sandbox.KindInvalidRequest, "this session runs image %q, not %q", s.b.img.Manifest.Name, name).
+			WithHint("choose the image when creating the session")
+	}
+	for _, p := range packages {
+		if !s.b.img.Manifest.Has(p) {
+			return sandbox.Errorf(sandbox.KindInvalidRequest, "this session's image %q has no package %q; it offers %s", s.b.img.Manifest.Name, p, s.b.img.Manifest.Offer(8)).
+				WithHint("a session's image is chosen when it is created: create a session with these packages")
+		}
+	}
+	return nil
+}

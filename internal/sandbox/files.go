@@ -1,0 +1,106 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// files returns the file operations of an open session, or an invalid_request error naming the
+// tier when its sessions have none.
+func (m *Manager) files(id string) (*session, SessionFiles, error) {
+	s, err := m.get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs, ok := s.impl.(SessionFiles)
+	if !ok {
+		return nil, nil, Errorf(KindInvalidRequest, "%s sessions have no file operations between runs", s.info.Tier).
+			WithHint("pass files with each run (the run's files field), or use a heavy session")
+	}
+	return s, fs, nil
+}
+
+// touch marks a session used, so a client that only moves files keeps it from the idle reaper.
+func (m *Manager) touch(s *session) {
+	m.mu.Lock()
+	s.info.LastUsed = time.Now().UTC()
+	m.mu.Unlock()
+}
+
+// WriteFile writes content to path in a session's file system, creating parent directories.
+func (m *Manager) WriteFile(ctx context.Context, id, path string, content []byte) error {
+	p, err := CleanPath(path)
+	if err != nil {
+		return err
+	}
+	if int64(len(content)) > m.policy.MaxFileBytes {
+		return Errorf(KindInvalidRequest, "file %s is %d bytes, more than the %d a file may have", p, len(content), m.policy.MaxFileBytes).
+			WithHint("split the file, or raise limits.max_file_bytes in the daemon's configuration")
+	}
+	s, fs, err := m.files(id)
+	if err != nil {
+		return err
+	}
+	defer m.touch(s)
+	if err := fs.WriteFile(ctx, p, content); err != nil {
+		return fmt.Errorf("session %s: write %s: %w", id, p, err)
+	}
+	return nil
+}
+
+// ReadFile returns the content of path in a session's file system.
+func (m *Manager) ReadFile(ctx context.Context, id, path string) ([]byte, error) {
+	p, err := CleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	s, fs, err := m.files(id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.touch(s)
+	b, err := fs.ReadFile(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: read %s: %w", id, p, err)
+	}
+	return b, nil
+}
+
+// ListFiles lists everything under path in a session's file system.
+func (m *Manager) ListFiles(ctx context.Context, id, path string) ([]FileInfo, error) {
+	if path == "" {
+		path = WorkDir
+	}
+	p, err := CleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	s, fs, err := m.files(id)
+	if err != nil {
+		return nil, err
+	}
+	defer m.touch(s)
+	l, err := fs.ListFiles(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: list %s: %w", id, p, err)
+	}
+	return l, nil
+}
+
+// RemoveFile removes path (a directory with everything under it) from a session's file system.
+func (m *Manager) RemoveFile(ctx context.Context, id, path string) error {
+	p, err := CleanPath(path)
+	if err != nil {
+		return err
+	}
+	s, fs, err := m.files(id)
+	if err != nil {
+		return err
+	}
+	defer m.touch(s)
+	if err := fs.RemoveFile(ctx, p); err != nil {
+		return fmt.Errorf("session %s: remove %s: %w", id, p, err)
+	}
+	return nil
+}
