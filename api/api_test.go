@@ -46,6 +46,12 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"RuntimeHealth":        api.RuntimeHealth{},
 		"ErrorResponse":        api.ErrorResponse{},
 		"ErrorDetail":          api.ErrorDetail{},
+		"Artifact":             api.Artifact{},
+		"Output":               api.Output{},
+		"FileInfo":             api.FileInfo{},
+		"FileList":             api.FileList{},
+		"Image":                api.Image{},
+		"ImageList":            api.ImageList{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

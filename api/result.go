@@ -1,5 +1,7 @@
 package api
 
+import "encoding/json"
+
 // Result is what a run produced: the body of a successful run and the "result" member of an
 // error body when a limit ended the run (then it holds the output produced before the limit).
 //
@@ -23,6 +25,12 @@ type Result struct {
 	StderrTruncated bool `json:"stderr_truncated"`
 	// Files are the files the code created or changed. Never null.
 	Files []OutputFile `json:"files"`
+	// Artifacts are what the run made besides output and files: figures drawn with matplotlib
+	// come back as PNG artifacts. Their content is fetched with GET /v1/artifacts/{id}. Never null.
+	Artifacts []Artifact `json:"artifacts"`
+	// Outputs are rich values the run displayed: the value of its last expression, when it is
+	// not None, in each representation it offers. Never null.
+	Outputs []Output `json:"outputs"`
 	// Timings say where the time went.
 	Timings Timings `json:"timings"`
 }
@@ -65,4 +73,25 @@ type Timings struct {
 	TotalMS float64 `json:"total_ms"`
 	// Pool is "warm" when a ready interpreter served the run, "cold" when one was started for it.
 	Pool string `json:"pool"`
+}
+
+// Artifact describes something a run made, kept by the daemon for download.
+type Artifact struct {
+	// ID names the artifact in GET /v1/artifacts/{id}.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// MIME is the content's media type, e.g. "image/png".
+	MIME string `json:"mime"`
+	Size int64  `json:"size"`
+	// SHA256 is the content's hash, hex-encoded.
+	SHA256 string `json:"sha256"`
+}
+
+// Output is one value a run displayed. Text is always there; HTML and JSON when the value offers
+// them (a pandas DataFrame offers both).
+type Output struct {
+	Text string `json:"text"`
+	HTML string `json:"html,omitempty"`
+	// JSON is a JSON document, e.g. a DataFrame in pandas' "table" orientation.
+	JSON json.RawMessage `json:"json,omitempty"`
 }

@@ -41,6 +41,14 @@ type RunRequest struct {
 	// Deterministic, when set, fixes the clock and the random source so that the same request
 	// gives the same output.
 	Deterministic *Deterministic `json:"deterministic,omitempty"`
+	// Packages the code needs, by name ("pandas", "scikit-learn"). The heavy tier runs the code in
+	// an image that has them all; with runtime auto, asking for packages means heavy. Packages are
+	// chosen among built images, never installed on demand: one no image has is invalid_request,
+	// and the message lists what the images offer (GET /v1/images).
+	Packages []string `json:"packages,omitempty"`
+	// Image names a heavy image. Default: the first image that has Packages (the daemon's default
+	// image first).
+	Image string `json:"image,omitempty"`
 }
 
 // InputFile is a file given to a run.

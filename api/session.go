@@ -16,6 +16,9 @@ type CreateSessionRequest struct {
 	FilesLimit  int64 `json:"files_limit,omitempty"`
 	// Env is the environment of every run in the session.
 	Env map[string]string `json:"env,omitempty"`
+	// Packages and Image choose a heavy session's image, as in RunRequest; they imply heavy.
+	Packages []string `json:"packages,omitempty"`
+	Image    string   `json:"image,omitempty"`
 }
 
 // Session describes an open session.
@@ -46,4 +49,42 @@ type Limits struct {
 type SessionList struct {
 	// Sessions are the open sessions, oldest first. Never null.
 	Sessions []Session `json:"sessions"`
+}
+
+// FileInfo describes a file or directory of a session (GET /v1/sessions/{id}/files).
+type FileInfo struct {
+	// Path is absolute inside the sandbox.
+	Path string `json:"path"`
+	// Size is the file's length in bytes (0 for a directory).
+	Size    int64     `json:"size"`
+	Dir     bool      `json:"dir"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// FileList is the body of GET /v1/sessions/{id}/files.
+type FileList struct {
+	// Files are every file and directory under the path asked for, recursively, sorted by path.
+	// Never null.
+	Files []FileInfo `json:"files"`
+}
+
+// Image is a heavy image the daemon can run (GET /v1/images).
+type Image struct {
+	Name string `json:"name"`
+	// Hash identifies the build (a hash of the recipe).
+	Hash string `json:"hash"`
+	// Default: warm sandboxes run this image, and requests without packages get it.
+	Default bool   `json:"default"`
+	Python  string `json:"python"`
+	// Packages maps the image's Python distributions to their versions. Never null.
+	Packages  map[string]string `json:"packages"`
+	SizeBytes int64             `json:"size_bytes"`
+	Built     time.Time         `json:"built"`
+}
+
+// ImageList is the body of GET /v1/images.
+type ImageList struct {
+	// Images are the built images, the default first. Never null; empty when the daemon does
+	// not run the heavy tier.
+	Images []Image `json:"images"`
 }

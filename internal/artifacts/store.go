@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -95,26 +96,33 @@ func (s *Store) Put(a *sandbox.Artifact) error {
 	return nil
 }
 
-// Get returns an artifact's description and the path of its content.
-func (s *Store) Get(id string) (sandbox.Artifact, string, error) {
+// Open returns an artifact's description and its content, which the caller closes.
+func (s *Store) Open(id string) (sandbox.Artifact, io.ReadSeekCloser, error) {
 	if !validID(id) {
-		return sandbox.Artifact{}, "", fmt.Errorf("artifact %q: %w", id, sandbox.ErrNotFound)
+		return sandbox.Artifact{}, nil, fmt.Errorf("artifact %q: %w", id, sandbox.ErrNotFound)
 	}
 	b, err := os.ReadFile(filepath.Join(s.dir, id+".json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return sandbox.Artifact{}, "", fmt.Errorf("artifact %q (artifacts are kept %v): %w", id, s.ttl, sandbox.ErrNotFound)
+		return sandbox.Artifact{}, nil, fmt.Errorf("artifact %q (artifacts are kept %v): %w", id, s.ttl, sandbox.ErrNotFound)
 	}
 	if err != nil {
-		return sandbox.Artifact{}, "", err
+		return sandbox.Artifact{}, nil, err
 	}
 	var m meta
 	if err := json.Unmarshal(b, &m); err != nil {
-		return sandbox.Artifact{}, "", fmt.Errorf("artifact %q: damaged description: %w", id, err)
+		return sandbox.Artifact{}, nil, fmt.Errorf("artifact %q: damaged description: %w", id, err)
 	}
 	if time.Since(m.Created) > s.ttl {
-		return sandbox.Artifact{}, "", fmt.Errorf("artifact %q expired (artifacts are kept %v): %w", id, s.ttl, sandbox.ErrNotFound)
+		return sandbox.Artifact{}, nil, fmt.Errorf("artifact %q expired (artifacts are kept %v): %w", id, s.ttl, sandbox.ErrNotFound)
 	}
-	return m.Artifact, filepath.Join(s.dir, id+".bin"), nil
+	f, err := os.Open(filepath.Join(s.dir, id+".bin"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return sandbox.Artifact{}, nil, fmt.Errorf("artifact %q: %w", id, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Artifact{}, nil, err
+	}
+	return m.Artifact, f, nil
 }
 
 func validID(id string) bool {

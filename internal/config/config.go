@@ -30,6 +30,36 @@ type Config struct {
 	Limits   LimitsConfig   `json:"limits"`
 	Sessions SessionsConfig `json:"sessions"`
 	Nano     NanoConfig     `json:"nano"`
+	Heavy    HeavyConfig    `json:"heavy"`
+	// ArtifactsTTL is how long artifacts (figures) stay downloadable. Default 24h.
+	ArtifactsTTL Duration `json:"artifacts_ttl"`
+	// ArtifactsDir is where artifacts are kept. Default DATA_DIR/artifacts.
+	ArtifactsDir string `json:"artifacts_dir"`
+}
+
+// Heavy tier modes.
+const (
+	HeavyAuto = "auto" // run it when this machine can, say why not otherwise
+	HeavyOn   = "on"   // a daemon that cannot run it does not start
+	HeavyOff  = "off"
+)
+
+// HeavyConfig sizes the heavy tier (gVisor).
+type HeavyConfig struct {
+	// Enabled is auto (default), on or off. In auto the daemon runs the heavy tier when it is
+	// root and runsc and the default image are built, and logs why not otherwise.
+	Enabled string `json:"enabled"`
+	// Image is the default image: the one warm sandboxes run. Default python-datascience.
+	Image string `json:"image"`
+	// Warm is how many sandboxes are kept booted. Default 2; 0 disables the pool.
+	Warm *int `json:"warm"`
+	// MaxSandboxes caps heavy sandboxes in use at once (runs and sessions). Default 16.
+	MaxSandboxes int `json:"max_sandboxes"`
+	// CPUs caps each sandbox's CPU use in cores. Default 1.
+	CPUs float64 `json:"cpus"`
+	// StateDir holds the heavy tier's sandboxes while they run. Default DATA_DIR/heavy. One
+	// daemon per state directory: a second one is refused.
+	StateDir string `json:"state_dir"`
 }
 
 // LimitsConfig is the limits policy (see sandbox.Policy).
@@ -89,7 +119,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Default returns the configuration with every default filled in.
 func Default() Config {
 	p := sandbox.DefaultPolicy()
-	warm := 2
+	warm, heavyWarm := 2, 2
 	workers := runtime.NumCPU()
 	if workers < 2 {
 		workers = 2
@@ -111,8 +141,10 @@ func Default() Config {
 			MaxFiles:           p.MaxFiles,
 			MaxFileBytes:       p.MaxFileBytes,
 		},
-		Sessions: SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
-		Nano:     NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(25 * time.Millisecond)},
+		Sessions:     SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
+		Nano:         NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(25 * time.Millisecond)},
+		Heavy:        HeavyConfig{Enabled: HeavyAuto, Image: "python-datascience", Warm: &heavyWarm, MaxSandboxes: 16, CPUs: 1},
+		ArtifactsTTL: Duration(24 * time.Hour),
 	}
 }
 
@@ -179,6 +211,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: nano.workers must be at least 1")
 	case c.Nano.Warm != nil && (*c.Nano.Warm < 0 || *c.Nano.Warm > 16):
 		return fmt.Errorf("config: nano.warm must be between 0 and 16")
+	case c.Heavy.Enabled != HeavyAuto && c.Heavy.Enabled != HeavyOn && c.Heavy.Enabled != HeavyOff:
+		return fmt.Errorf("config: heavy.enabled is %q; use auto, on or off", c.Heavy.Enabled)
+	case c.Heavy.Warm != nil && (*c.Heavy.Warm < 0 || *c.Heavy.Warm > 64):
+		return fmt.Errorf("config: heavy.warm must be between 0 and 64")
+	case c.Heavy.MaxSandboxes < 1:
+		return fmt.Errorf("config: heavy.max_sandboxes must be at least 1")
+	case c.Heavy.CPUs < 0:
+		return fmt.Errorf("config: heavy.cpus must not be negative")
+	case c.ArtifactsTTL <= 0:
+		return fmt.Errorf("config: artifacts_ttl must be positive")
 	}
 	return nil
 }
@@ -218,6 +260,30 @@ func (c Config) WarmPerWorker() int {
 
 // NanoDir is where the nano tier's artifacts live: the CPython WASI build and its compilation cache.
 func (c Config) NanoDir() string { return filepath.Join(c.DataDir, "nano") }
+
+// HeavyStateDir is where the heavy tier keeps its running sandboxes.
+func (c Config) HeavyStateDir() string {
+	if c.Heavy.StateDir != "" {
+		return c.Heavy.StateDir
+	}
+	return filepath.Join(c.DataDir, "heavy")
+}
+
+// HeavyWarm is the configured heavy pool size.
+func (c Config) HeavyWarm() int {
+	if c.Heavy.Warm == nil {
+		return 2
+	}
+	return *c.Heavy.Warm
+}
+
+// ArtifactsPath is where artifacts are kept for download.
+func (c Config) ArtifactsPath() string {
+	if c.ArtifactsDir != "" {
+		return c.ArtifactsDir
+	}
+	return filepath.Join(c.DataDir, "artifacts")
+}
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }

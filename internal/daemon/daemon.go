@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/agentbox-dev/agentbox/internal/artifacts"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -19,16 +21,16 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		return nil, err
 	}
 	policy := cfg.Policy()
-	artifacts := nano.Artifacts{Dir: cfg.NanoDir()}
-	if err := artifacts.Check(); err != nil {
+	nanoFiles := nano.Artifacts{Dir: cfg.NanoDir()}
+	if err := nanoFiles.Check(); err != nil {
 		return nil, err
 	}
 	// Workers see the compilation cache read-only: make sure it holds this binary's compilation.
-	if _, err := nano.WarmCache(ctx, artifacts); err != nil {
+	if _, err := nano.WarmCache(ctx, nanoFiles); err != nil {
 		return nil, fmt.Errorf("nano compilation cache: %w", err)
 	}
 	nr, err := nano.New(ctx, nano.Options{
-		Artifacts:          artifacts,
+		Artifacts:          nanoFiles,
 		Workers:            cfg.Nano.Workers,
 		Warm:               cfg.WarmPerWorker(),
 		Grace:              cfg.Nano.Grace.D(),
@@ -39,16 +41,68 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	if err != nil {
 		return nil, fmt.Errorf("nano runtime: %w", err)
 	}
+	runtimes := map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: nr}
+	closeAll := func() {
+		for _, rt := range runtimes {
+			rt.Close()
+		}
+	}
+	hr, err := newHeavy(ctx, cfg, policy, log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	if hr != nil {
+		runtimes[sandbox.TierHeavy] = hr
+	}
+	store, err := artifacts.Open(cfg.ArtifactsPath(), artifacts.Options{TTL: cfg.ArtifactsTTL.D()})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
-		Runtimes:    map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: nr},
+		Runtimes:    runtimes,
 		Policy:      &policy,
 		MaxSessions: cfg.Sessions.Max,
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),
+		Artifacts:   store,
 		Logger:      log,
 	})
 	if err != nil {
-		nr.Close()
+		closeAll()
 		return nil, err
 	}
 	return m, nil
+}
+
+// newHeavy builds the heavy tier as cfg.Heavy.Enabled says: nil (and a log line saying why) when
+// it is off, or in auto mode when this machine cannot run it.
+func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, log *slog.Logger) (*heavy.Runtime, error) {
+	if cfg.Heavy.Enabled == config.HeavyOff {
+		log.Info("heavy tier off (heavy.enabled is off)")
+		return nil, nil
+	}
+	warm := cfg.HeavyWarm()
+	if warm == 0 {
+		warm = -1 // heavy.Options: negative disables the pool
+	}
+	hr, err := heavy.New(ctx, heavy.Options{
+		Layout:        heavy.LayoutFor(cfg.DataDir),
+		StateDir:      cfg.HeavyStateDir(),
+		Image:         cfg.Heavy.Image,
+		Warm:          warm,
+		MaxSandboxes:  cfg.Heavy.MaxSandboxes,
+		CPUs:          cfg.Heavy.CPUs,
+		DefaultLimits: policy.Defaults,
+		Logger:        log,
+	})
+	if err == nil {
+		return hr, nil
+	}
+	if cfg.Heavy.Enabled == config.HeavyOn {
+		return nil, fmt.Errorf("heavy runtime: %w", err)
+	}
+	e := sandbox.AsError(err)
+	log.Warn("heavy tier unavailable; running nano only", "reason", e.Message, "hint", e.Hint)
+	return nil, nil
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -103,4 +104,23 @@ func (m *Manager) RemoveFile(ctx context.Context, id, path string) error {
 		return fmt.Errorf("session %s: remove %s: %w", id, p, err)
 	}
 	return nil
+}
+
+// Artifact returns a stored artifact's description and content, which the caller closes.
+func (m *Manager) Artifact(id string) (Artifact, io.ReadSeekCloser, error) {
+	if m.artifacts == nil {
+		return Artifact{}, nil, fmt.Errorf("artifact %q (this daemon keeps no artifacts): %w", id, ErrNotFound)
+	}
+	return m.artifacts.Open(id)
+}
+
+// Images lists the images of every runtime that runs images.
+func (m *Manager) Images() []ImageInfo {
+	out := []ImageInfo{}
+	for _, t := range m.Tiers() {
+		if c, ok := m.runtimes[t].(Catalog); ok {
+			out = append(out, c.Images()...)
+		}
+	}
+	return out
 }

@@ -1,6 +1,10 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+	"io"
+	"time"
+)
 
 // Runtime is what a tier must do. Implementations are safe for concurrent use.
 //
@@ -50,4 +54,25 @@ type SessionFiles interface {
 type ArtifactStore interface {
 	// Put stores a.Content, sets a.ID, Size and SHA256, and clears a.Content.
 	Put(a *Artifact) error
+	// Open returns a stored artifact's description and content; an unknown or expired ID is
+	// ErrNotFound.
+	Open(id string) (Artifact, io.ReadSeekCloser, error)
+}
+
+// Catalog is an optional ability of a Runtime that runs images: it lists them, so a client can
+// see what packages it may ask for.
+type Catalog interface {
+	Images() []ImageInfo
+}
+
+// ImageInfo describes an image a runtime can run.
+type ImageInfo struct {
+	Name    string `json:"name"`
+	Hash    string `json:"hash"`
+	Default bool   `json:"default"`
+	Python  string `json:"python"`
+	// Packages maps Python distribution names to versions.
+	Packages  map[string]string `json:"packages"`
+	SizeBytes int64             `json:"size_bytes"`
+	Built     time.Time         `json:"built"`
 }

@@ -26,7 +26,9 @@ func RunRequestFromAPI(in api.RunRequest) (sandbox.RunRequest, error) {
 			StderrBytes: in.StderrLimit,
 			FilesBytes:  in.FilesLimit,
 		},
-		Env: in.Env,
+		Env:      in.Env,
+		Packages: in.Packages,
+		Image:    in.Image,
 	}
 	for _, f := range in.Files {
 		out.Files = append(out.Files, sandbox.File{Path: f.Path, Content: f.Content})
@@ -65,7 +67,9 @@ func sessionOptionsFromAPI(in api.CreateSessionRequest) (sandbox.SessionOptions,
 			StderrBytes: in.StderrLimit,
 			FilesBytes:  in.FilesLimit,
 		},
-		Env: in.Env,
+		Env:      in.Env,
+		Packages: in.Packages,
+		Image:    in.Image,
 	}, nil
 }
 
@@ -118,6 +122,8 @@ func ResultToAPI(r *sandbox.Result) *api.Result {
 		StdoutTruncated: r.StdoutTruncated,
 		StderrTruncated: r.StderrTruncated,
 		Files:           make([]api.OutputFile, 0, len(r.Files)),
+		Artifacts:       make([]api.Artifact, 0, len(r.Artifacts)),
+		Outputs:         make([]api.Output, 0, len(r.Outputs)),
 		Routing:         api.Routing{Tier: string(r.Runtime), Reasons: []string{}},
 		Timings: api.Timings{
 			QueueMS:   millis(r.Timing.Queue),
@@ -136,6 +142,12 @@ func ResultToAPI(r *sandbox.Result) *api.Result {
 	}
 	for _, f := range r.Files {
 		out.Files = append(out.Files, api.OutputFile{Path: f.Path, Content: f.Content, Size: int64(len(f.Content))})
+	}
+	for _, a := range r.Artifacts {
+		out.Artifacts = append(out.Artifacts, api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256})
+	}
+	for _, o := range r.Outputs {
+		out.Outputs = append(out.Outputs, api.Output{Text: o.Text, HTML: o.HTML, JSON: o.JSON})
 	}
 	return out
 }

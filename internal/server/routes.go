@@ -28,6 +28,12 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}", h: s.handleGetSession},
 		{method: http.MethodDelete, pattern: "/v1/sessions/{id}", h: s.handleCloseSession},
 		{method: http.MethodPost, pattern: "/v1/sessions/{id}/run", h: s.handleRunInSession},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}/files", h: s.handleListFiles},
+		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/files", h: s.handleRemoveFile},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}/files/content", h: s.handleReadFile},
+		{method: http.MethodPut, pattern: "/v1/sessions/{id}/files/content", h: s.handleWriteFile},
+		{method: http.MethodGet, pattern: "/v1/artifacts/{id}", h: s.handleGetArtifact},
+		{method: http.MethodGet, pattern: "/v1/images", h: s.handleListImages},
 		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
 		{method: http.MethodGet, pattern: "/metrics", quiet: true, h: s.handleMetrics},
 	}

@@ -8,9 +8,26 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// Images returns the built images, the runtime's default first. The list is read from the image
+// Interface guards.
+var _ sandbox.Catalog = (*Runtime)(nil)
+
+// Images describes the built images for clients, the default first.
+func (rt *Runtime) Images() []sandbox.ImageInfo {
+	var out []sandbox.ImageInfo
+	for i, img := range rt.images() {
+		m := img.Manifest
+		pk := make(map[string]string, len(m.Python))
+		for _, d := range m.Python {
+			pk[d.Name] = d.Version
+		}
+		out = append(out, sandbox.ImageInfo{Name: m.Name, Hash: m.Hash, Default: i == 0, Python: m.PythonVersion, Packages: pk, SizeBytes: m.SizeBytes, Built: m.Built})
+	}
+	return out
+}
+
+// images returns the built images, the runtime's default first. The list is read from the image
 // store on each call, so an image built while the daemon runs can be asked for at once.
-func (rt *Runtime) Images() []image.Image {
+func (rt *Runtime) images() []image.Image {
 	all, err := rt.opts.Layout.Images().List()
 	if err != nil {
 		rt.log.Warn("heavy: cannot list images", "err", err)
@@ -30,7 +47,7 @@ func (rt *Runtime) pick(packages []string, name string) (image.Image, error) {
 	if name == "" && len(packages) == 0 {
 		return rt.img, nil
 	}
-	imgs := rt.Images()
+	imgs := rt.images()
 	if name == "" {
 		return image.Pick(imgs, packages)
 	}

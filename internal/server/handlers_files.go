@@ -1,0 +1,129 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// A session's files are addressed by the query parameter path: absolute inside the sandbox, or
+// relative to /home/user. The content routes move raw bytes, so a client can stream a file
+// without base64.
+
+// GET /v1/sessions/{id}/files?path=DIR
+func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	list, err := s.m.ListFiles(r.Context(), id, r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, sessionError(id, err))
+		return
+	}
+	out := api.FileList{Files: make([]api.FileInfo, 0, len(list))}
+	for _, f := range list {
+		out.Files = append(out.Files, api.FileInfo{Path: f.Path, Size: f.Size, Dir: f.Dir, ModTime: f.ModTime})
+	}
+	sort.Slice(out.Files, func(i, j int) bool { return out.Files[i].Path < out.Files[j].Path })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// GET /v1/sessions/{id}/files/content?path=FILE
+func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	path, err := pathParam(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, err := s.m.ReadFile(r.Context(), id, path)
+	if err != nil {
+		s.fail(w, r, sessionError(id, err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+// PUT /v1/sessions/{id}/files/content?path=FILE with the file's bytes as the body.
+func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	path, err := pathParam(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if r.ContentLength > s.maxBody {
+		s.fail(w, r, tooLarge(s.maxBody))
+		return
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(baseWriter(w), r.Body, s.maxBody))
+	if err != nil {
+		s.fail(w, r, tooLarge(s.maxBody))
+		return
+	}
+	if err := s.m.WriteFile(r.Context(), id, path, b); err != nil {
+		s.fail(w, r, sessionError(id, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// DELETE /v1/sessions/{id}/files?path=PATH
+func (s *Server) handleRemoveFile(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	path, err := pathParam(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.m.RemoveFile(r.Context(), id, path); err != nil {
+		s.fail(w, r, sessionError(id, err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func pathParam(r *http.Request) (string, error) {
+	p := r.URL.Query().Get("path")
+	if p == "" {
+		return "", invalid("the query parameter path is missing").
+			WithHint("add ?path=FILE (absolute, or relative to %s)", sandbox.WorkDir)
+	}
+	return p, nil
+}
+
+// GET /v1/artifacts/{id}
+func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	a, rc, err := s.m.Artifact(id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", a.MIME)
+	w.Header().Set("ETag", strconv.Quote(a.SHA256))
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", a.Name))
+	w.Header().Set("Cache-Control", "private, max-age=86400, immutable")
+	http.ServeContent(w, r, "", time.Time{}, rc)
+}
+
+// GET /v1/images
+func (s *Server) handleListImages(w http.ResponseWriter, r *http.Request) {
+	out := api.ImageList{Images: []api.Image{}}
+	for _, i := range s.m.Images() {
+		pk := i.Packages
+		if pk == nil {
+			pk = map[string]string{}
+		}
+		out.Images = append(out.Images, api.Image{Name: i.Name, Hash: i.Hash, Default: i.Default, Python: i.Python, Packages: pk, SizeBytes: i.SizeBytes, Built: i.Built})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
