@@ -82,3 +82,17 @@ func (f *fileFlag) Set(s string) error {
 	*f = append(*f, fileSpec{local: local, remote: remote})
 	return nil
 }
+
+// listFlag collects names given repeatedly or comma-separated.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			*l = append(*l, n)
+		}
+	}
+	return nil
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
 )
 
@@ -23,6 +24,8 @@ type RunOptions struct {
 	File string
 	// Runtime is auto, nano or heavy; empty means auto.
 	Runtime string
+	// Packages the code needs; they choose a heavy image (and so the heavy tier).
+	Packages []string
 	// Timeout (seconds) and MemoryMB; zero means the server's default.
 	Timeout  float64
 	MemoryMB int64
@@ -114,7 +117,7 @@ func buildRequest(opts RunOptions) (api.RunRequest, error) {
 	if err != nil {
 		return api.RunRequest{}, fmt.Errorf("read the code: %w", err)
 	}
-	req := api.RunRequest{Code: string(code), Runtime: opts.Runtime, Timeout: opts.Timeout, MemoryMB: opts.MemoryMB}
+	req := api.RunRequest{Code: string(code), Runtime: opts.Runtime, Timeout: opts.Timeout, MemoryMB: opts.MemoryMB, Packages: opts.Packages}
 	for _, f := range opts.Files {
 		b, err := os.ReadFile(f.Local)
 		if err != nil {
@@ -165,6 +168,11 @@ func pickRunner(ctx context.Context, opts RunOptions) (runner, func(), int) {
 	cfg.Nano.Workers = 1
 	warm := 0
 	cfg.Nano.Warm = &warm
+	// Nor booted heavy sandboxes; and a run that cannot go to heavy does not start that tier.
+	cfg.Heavy.Warm = &warm
+	if opts.Runtime == api.RuntimeNano || opts.Runtime != api.RuntimeHeavy && len(opts.Packages) == 0 {
+		cfg.Heavy.Enabled = config.HeavyOff
+	}
 	log := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := opts.NewManager(ctx, cfg, log)
 	if err != nil {
@@ -247,9 +255,10 @@ func printJSON(w io.Writer, v any) {
 func runCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	opts := RunOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	var (
-		timeout secondsFlag
-		memory  mebibytesFlag
-		files   fileFlag
+		timeout  secondsFlag
+		memory   mebibytesFlag
+		files    fileFlag
+		packages listFlag
 	)
 	fs := newFlagSet("run", `Usage: agentbox run [flags] FILE
        agentbox run [flags] -          (read the code from stdin)
@@ -267,10 +276,12 @@ Examples:
   agentbox run script.py
   echo 'print(1+1)' | agentbox run -
   agentbox run --timeout 5 --memory 512 --file data.csv script.py
-  agentbox run --json --runtime nano script.py`, stderr)
+  agentbox run --json --runtime nano script.py
+  agentbox run --package pandas analysis.py`, stderr)
 	fs.StringVar(&opts.Runtime, "runtime", "", "runtime: auto (the router picks by the code's imports), nano or heavy (default auto)")
 	fs.Var(&timeout, "timeout", "wall-clock limit in `seconds` (30, 2.5) or a duration (1m30s) (default: the server's, 30s)")
 	fs.Var(&memory, "memory", "memory limit in `MiB` (512) or with a unit (2G) (default: the server's, 256)")
+	fs.Var(&packages, "package", "a Python package the code needs, e.g. pandas (picks a heavy image that has it); repeatable or comma-separated")
 	fs.Var(&files, "file", "upload a file before the code starts: `LOCAL[:REMOTE]`; REMOTE is relative to /home/user (default: LOCAL's base name); repeatable")
 	fs.BoolVar(&opts.JSON, "json", false, "print the whole result as JSON (stdout, stderr, exit_code, error, files, timings, ...)")
 	fs.StringVar(&opts.URL, "url", "", "daemon `URL` (default $AGENTBOX_URL or http://127.0.0.1:8420)")
@@ -291,7 +302,7 @@ Examples:
 		return exitUsage
 	}
 	opts.File = pos[0]
-	opts.Timeout, opts.MemoryMB = float64(timeout), int64(memory)
+	opts.Timeout, opts.MemoryMB, opts.Packages = float64(timeout), int64(memory), packages
 	for _, f := range files {
 		opts.Files = append(opts.Files, FileSpec{Local: f.local, Remote: f.remote})
 	}

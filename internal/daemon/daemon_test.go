@@ -37,13 +37,24 @@ const key = "test-key-0123456789"
 
 // start runs the whole daemon (real jailed nano workers, real HTTP server on loopback) from the
 // data directory `agentbox setup` filled.
+// The heavy tier is off here; heavy_test.go starts a daemon with it.
 func start(t *testing.T) (*client.Client, string) {
+	t.Helper()
+	return startWith(t, func(c *config.Config) { c.Heavy.Enabled = config.HeavyOff })
+}
+
+// startWith starts a daemon whose configuration edit changed. Per-node state (heavy sandboxes,
+// artifacts) goes to the test's own directories; the built runtimes come from the data directory.
+func startWith(t *testing.T, edit func(*config.Config)) (*client.Client, string) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
 	if err := (nano.Artifacts{Dir: cfg.NanoDir()}).Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}
+	cfg.Heavy.StateDir = t.TempDir()
+	cfg.ArtifactsDir = t.TempDir()
+	edit(&cfg)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
