@@ -326,9 +326,23 @@ func TestDaemonDeathLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	parent := rt.cgroupParent
 	rt.Close()
 	if ents, _ := os.ReadDir(filepath.Join(state, "run")); len(ents) > 1 { // .lock
 		t.Errorf("bundles left: %v", ents)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "state")); len(ents) > 0 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("runsc state left: %v", names)
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", parent)); len(dirs) > 0 {
+		t.Errorf("cgroups left: %v", dirs)
+	}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, parent)); err == nil {
+		t.Errorf("cgroup left: %s", parent)
 	}
 }
 
@@ -347,7 +361,8 @@ func TestHelperDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = s
+	// Killed mid-run: the session's cell is sleeping when the daemon dies.
+	go s.Run(context.Background(), &sandbox.RunRequest{Code: "import time\nprint('running', flush=True)\ntime.sleep(60)\n", Limits: limits(t, 60*time.Second)})
 	for rt.Health(context.Background()); ; time.Sleep(50 * time.Millisecond) {
 		rt.mu.Lock()
 		n := len(rt.warm)

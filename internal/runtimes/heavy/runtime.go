@@ -423,8 +423,10 @@ func (rt *Runtime) Close() error {
 	wg.Wait()
 	rt.wg.Wait()
 	// runsc keeps one shared empty network namespace bind-mounted in its state directory.
-	for syscall.Unmount(filepath.Join(rt.runsc.state, "null-netns"), syscall.MNT_DETACH) == nil {
+	netns := filepath.Join(rt.runsc.state, "null-netns")
+	for syscall.Unmount(netns, syscall.MNT_DETACH) == nil {
 	}
+	_ = os.Remove(netns)
 	removeCgroupParent(rt.cgroupParent)
 	if rt.lock != nil {
 		rt.lock.Close()
