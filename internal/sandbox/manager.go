@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"sort"
@@ -27,7 +28,10 @@ type ManagerOptions struct {
 	SessionIdle time.Duration
 	// Artifacts keeps what runs produce besides output. Nil: artifacts are dropped from results.
 	Artifacts ArtifactStore
-	Logger    *slog.Logger
+	// Audit receives an event per session and per run. Nil: nothing is recorded. The Manager
+	// closes it at Close when it is an io.Closer.
+	Audit  AuditSink
+	Logger *slog.Logger
 }
 
 // Manager is where every request meets the limits, the router and the runtimes. It keeps the
@@ -39,6 +43,7 @@ type Manager struct {
 	maxSessions int
 	idle        time.Duration
 	artifacts   ArtifactStore
+	audit       AuditSink
 	log         *slog.Logger
 
 	mu       sync.Mutex
@@ -84,6 +89,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		maxSessions: opts.MaxSessions,
 		idle:        opts.SessionIdle,
 		artifacts:   opts.Artifacts,
+		audit:       opts.Audit,
 		log:         opts.Logger,
 		sessions:    map[string]*session{},
 		stop:        make(chan struct{}),
@@ -169,8 +175,8 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 	return rt, d, nil
 }
 
-// Run runs one request in a fresh sandbox.
-func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
+// run runs one request in a fresh sandbox; Run (audit.go) records it.
+func (m *Manager) run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}
@@ -245,8 +251,8 @@ func annotate(res *Result, err error, d Decision) {
 	}
 }
 
-// CreateSession starts a stateful session.
-func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
+// createSession starts a stateful session; CreateSession (audit.go) records it.
+func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
 	if err := CheckEnv(opts.Env); err != nil {
 		return SessionInfo{}, err
 	}
@@ -305,8 +311,8 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	return s.info, nil
 }
 
-// RunInSession runs req in an open session. Runs of one session are serialised.
-func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
+// runInSession runs req in an open session; RunInSession (audit.go) records it.
+func (m *Manager) runInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}
@@ -390,8 +396,8 @@ func (m *Manager) Sessions() []SessionInfo {
 	return out
 }
 
-// CloseSession ends a session. A run in progress is stopped.
-func (m *Manager) CloseSession(id string) error {
+// closeSession ends a session; CloseSession (audit.go) records it.
+func (m *Manager) closeSession(id string) error {
 	m.mu.Lock()
 	s, ok := m.sessions[id]
 	if !ok || s.impl == nil {
@@ -424,7 +430,7 @@ func (m *Manager) reap() {
 		m.mu.Unlock()
 		for _, id := range expired {
 			m.log.Info("session idle, closing", "session", id, "idle_timeout", m.idle)
-			_ = m.CloseSession(id)
+			_ = m.endSession(id, AuditSessionExpire, fmt.Sprintf("idle for %v", m.idle))
 		}
 	}
 }
@@ -445,11 +451,17 @@ func (m *Manager) Close() error {
 	for _, s := range ss {
 		if s.impl != nil {
 			_ = s.impl.Close()
+			m.auditEnd(AuditSessionClose, m.infoOf(s), "daemon shutdown")
 		}
 	}
 	var first error
 	for _, rt := range m.runtimes {
 		if err := rt.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if c, ok := m.audit.(io.Closer); ok {
+		if err := c.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
