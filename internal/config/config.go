@@ -35,6 +35,27 @@ type Config struct {
 	ArtifactsTTL Duration `json:"artifacts_ttl"`
 	// ArtifactsDir is where artifacts are kept. Default DATA_DIR/artifacts.
 	ArtifactsDir string `json:"artifacts_dir"`
+
+	// Audit is the audit log.
+	Audit AuditConfig `json:"audit"`
+}
+
+// AuditConfig configures the audit log (internal/audit): a record per session event, run, egress
+// request and policy change, in an append-only file with signed checkpoints.
+type AuditConfig struct {
+	// Enabled keeps the log. Default true. One process at a time holds a log: a second daemon (or
+	// local engine of `agentbox run`) on the same directory does not start.
+	Enabled bool `json:"enabled"`
+	// Dir holds the log, its checkpoints and its signing key. Default DATA_DIR/audit.
+	Dir string `json:"dir"`
+	// CheckpointRecords and CheckpointInterval say when a checkpoint is signed: after this many
+	// records or this long after the last one, whichever comes first. Defaults 256 and 10s; the
+	// interval bounds what a machine crash can lose and what only the hash chain vouches for.
+	CheckpointRecords  int      `json:"checkpoint_records"`
+	CheckpointInterval Duration `json:"checkpoint_interval"`
+	// SyncEveryRecord fsyncs every record instead of at each checkpoint. Default false: a killed
+	// daemon loses nothing either way; this guards against power loss, at ~0.2 ms per record.
+	SyncEveryRecord bool `json:"sync_every_record"`
 }
 
 // Heavy tier modes.
@@ -145,6 +166,7 @@ func Default() Config {
 		Nano:         NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(25 * time.Millisecond)},
 		Heavy:        HeavyConfig{Enabled: HeavyAuto, Image: "python-datascience", Warm: &heavyWarm, MaxSandboxes: 16, CPUs: 1},
 		ArtifactsTTL: Duration(24 * time.Hour),
+		Audit:        AuditConfig{Enabled: true, CheckpointRecords: 256, CheckpointInterval: Duration(10 * time.Second)},
 	}
 }
 
@@ -221,6 +243,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: heavy.cpus must not be negative")
 	case c.ArtifactsTTL <= 0:
 		return fmt.Errorf("config: artifacts_ttl must be positive")
+	case c.Audit.CheckpointRecords < 1 || c.Audit.CheckpointInterval <= 0:
+		return fmt.Errorf("config: audit.checkpoint_records and audit.checkpoint_interval must be positive")
 	}
 	return nil
 }
@@ -283,6 +307,14 @@ func (c Config) ArtifactsPath() string {
 		return c.ArtifactsDir
 	}
 	return filepath.Join(c.DataDir, "artifacts")
+}
+
+// AuditDir is where the audit log lives.
+func (c Config) AuditDir() string {
+	if c.Audit.Dir != "" {
+		return c.Audit.Dir
+	}
+	return filepath.Join(c.DataDir, "audit")
 }
 
 // D returns d as a time.Duration.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
+	"github.com/agentbox-dev/agentbox/internal/audit"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
@@ -60,19 +61,55 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		closeAll()
 		return nil, err
 	}
+	auditLog, err := openAudit(cfg, log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	var sink sandbox.AuditSink // stays a nil interface when the log is off
+	if auditLog != nil {
+		sink = auditLog
+	}
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
 		Runtimes:    runtimes,
 		Policy:      &policy,
 		MaxSessions: cfg.Sessions.Max,
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),
 		Artifacts:   store,
+		Audit:       sink,
 		Logger:      log,
 	})
 	if err != nil {
 		closeAll()
+		if auditLog != nil {
+			auditLog.Close()
+		}
 		return nil, err
 	}
 	return m, nil
+}
+
+// openAudit opens the audit log as cfg.Audit says: nil when it is off. The Manager closes it.
+func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
+	if !cfg.Audit.Enabled {
+		log.Warn("audit log off (audit.enabled is false): sessions and runs are not recorded")
+		return nil, nil
+	}
+	l, err := audit.Open(cfg.AuditDir(), audit.Options{
+		CheckpointRecords:  cfg.Audit.CheckpointRecords,
+		CheckpointInterval: cfg.Audit.CheckpointInterval.D(),
+		SyncEveryRecord:    cfg.Audit.SyncEveryRecord,
+		Logger:             log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	r := l.Opened()
+	for _, w := range r.Warnings {
+		log.Warn("audit log: " + w)
+	}
+	log.Info("audit log open", "dir", l.Dir(), "records", r.Records, "ok", r.OK())
+	return l, nil
 }
 
 // newHeavy builds the heavy tier as cfg.Heavy.Enabled says: nil (and a log line saying why) when

@@ -54,6 +54,7 @@ func startWith(t *testing.T, edit func(*config.Config)) (*client.Client, string)
 	}
 	cfg.Heavy.StateDir = t.TempDir()
 	cfg.ArtifactsDir = t.TempDir()
+	cfg.Audit.Dir = t.TempDir()
 	edit(&cfg)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := daemon.NewManager(context.Background(), cfg, log)
