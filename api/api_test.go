@@ -52,6 +52,15 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"FileList":             api.FileList{},
 		"Image":                api.Image{},
 		"ImageList":            api.ImageList{},
+		"AuditList":            api.AuditList{},
+		"AuditRecord":          api.AuditRecord{},
+		"AuditRun":             api.AuditRun{},
+		"AuditLimits":          api.AuditLimits{},
+		"AuditLifecycle":       api.AuditLifecycle{},
+		"AuditEgress":          api.AuditEgress{},
+		"AuditPolicy":          api.AuditPolicy{},
+		"AuditAlert":           api.AuditAlert{},
+		"AuditRepair":          api.AuditRepair{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

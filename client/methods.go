@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/api"
 )
@@ -92,4 +94,50 @@ func (c *Client) Health(ctx context.Context) (*api.Health, error) {
 			Hint:    "the answer did not come from an agentbox daemon; check the URL"}
 	}
 	return &h, nil
+}
+
+// AuditQuery filters GET /v1/audit. Zero fields match everything.
+type AuditQuery struct {
+	Session, Kind, Decision string
+	Since, Until            time.Time
+	// Limit is how many of the most recent matching records to return (server default 100, at
+	// most 1000).
+	Limit int
+}
+
+// Audit reads the daemon's audit log (GET /v1/audit): the most recent records that match q,
+// oldest first.
+func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]api.AuditRecord, error) {
+	v := url.Values{}
+	for name, val := range map[string]string{"session": q.Session, "kind": q.Kind, "decision": q.Decision} {
+		if val != "" {
+			v.Set(name, val)
+		}
+	}
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.Format(time.RFC3339Nano))
+	}
+	if q.Limit != 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	path := "/v1/audit"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var l api.AuditList
+	if err := c.do(ctx, http.MethodGet, path, nil, &l, http.StatusOK); err != nil {
+		return nil, err
+	}
+	out := make([]api.AuditRecord, 0, len(l.Records))
+	for _, raw := range l.Records {
+		var r api.AuditRecord
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return nil, fmt.Errorf("agentbox client: GET /v1/audit: record: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

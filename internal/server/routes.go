@@ -34,6 +34,7 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodPut, pattern: "/v1/sessions/{id}/files/content", h: s.handleWriteFile},
 		{method: http.MethodGet, pattern: "/v1/artifacts/{id}", h: s.handleGetArtifact},
 		{method: http.MethodGet, pattern: "/v1/images", h: s.handleListImages},
+		{method: http.MethodGet, pattern: "/v1/audit", h: s.handleAudit},
 		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
 		{method: http.MethodGet, pattern: "/metrics", quiet: true, h: s.handleMetrics},
 	}

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// AuditList is the body of GET /v1/audit.
+type AuditList struct {
+	// Records are the matching records, oldest first: the most recent `limit` of them. Each is
+	// the record's line of the audit log byte for byte (so its hash can be checked), an
+	// AuditRecord. Never null.
+	Records []json.RawMessage `json:"records"`
+}
+
+// AuditRecord is one record of the daemon's audit log: a session event, a run, an egress request,
+// a policy change, or the log reporting on itself. Exactly one of the kind-specific objects is
+// set.
+type AuditRecord struct {
+	// Seq is the record's 0-based position in the log.
+	Seq int64 `json:"seq"`
+	// Time is when the record was written, UTC.
+	Time time.Time `json:"time"`
+	// Kind is session.create, session.close, session.expire, run, egress, policy.change, alert or
+	// log.repair.
+	Kind    string `json:"kind"`
+	Session string `json:"session,omitempty"`
+	// Decision is allow or deny (runs and session creations: deny means refused before any code
+	// ran), or the egress proxy's decision.
+	Decision  string          `json:"decision,omitempty"`
+	Run       *AuditRun       `json:"run,omitempty"`
+	Lifecycle *AuditLifecycle `json:"lifecycle,omitempty"`
+	Egress    *AuditEgress    `json:"egress,omitempty"`
+	Policy    *AuditPolicy    `json:"policy,omitempty"`
+	Alert     *AuditAlert     `json:"alert,omitempty"`
+	Repair    *AuditRepair    `json:"repair,omitempty"`
+	// Prev is the hash of the record before; empty for record 0.
+	Prev string `json:"prev,omitempty"`
+	// Hash is the hex SHA-256 of the record's line without its hash field.
+	Hash string `json:"hash"`
+}
+
+// AuditRun describes one run. The code is not kept, only its hash.
+type AuditRun struct {
+	CodeSHA256 string       `json:"code_sha256"`
+	CodeBytes  int          `json:"code_bytes"`
+	Tier       string       `json:"tier,omitempty"`
+	Reasons    []string     `json:"reasons,omitempty"`
+	Limits     *AuditLimits `json:"limits,omitempty"`
+	Packages   []string     `json:"packages,omitempty"`
+	Image      string       `json:"image,omitempty"`
+	// Outcome is ok, exception, exit_nonzero or error.
+	Outcome    string  `json:"outcome"`
+	Exception  string  `json:"exception,omitempty"`
+	ExitCode   int     `json:"exit_code"`
+	ErrorKind  string  `json:"error_kind,omitempty"`
+	Error      string  `json:"error,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// AuditLimits are the effective limits of a run or session.
+type AuditLimits struct {
+	TimeoutMS   int64 `json:"timeout_ms"`
+	MemoryBytes int64 `json:"memory_bytes"`
+	StdoutBytes int64 `json:"stdout_bytes"`
+	StderrBytes int64 `json:"stderr_bytes"`
+	FilesBytes  int64 `json:"files_bytes"`
+}
+
+// AuditLifecycle describes a session's creation or end.
+type AuditLifecycle struct {
+	Tier     string       `json:"tier,omitempty"`
+	Limits   *AuditLimits `json:"limits,omitempty"`
+	Packages []string     `json:"packages,omitempty"`
+	Image    string       `json:"image,omitempty"`
+	// Reason says why a session ended.
+	Reason    string  `json:"reason,omitempty"`
+	Runs      int     `json:"runs,omitempty"`
+	AgeMS     float64 `json:"age_ms,omitempty"`
+	ErrorKind string  `json:"error_kind,omitempty"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// AuditEgress describes a request a sandbox made to the outside, secrets redacted.
+type AuditEgress struct {
+	Method      string            `json:"method"`
+	URL         string            `json:"url"`
+	Status      int               `json:"status,omitempty"`
+	Decision    string            `json:"decision"`
+	Rules       []string          `json:"rules,omitempty"`
+	Detectors   []string          `json:"detectors,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	BodyExcerpt string            `json:"body_excerpt,omitempty"`
+}
+
+// AuditPolicy describes a policy change.
+type AuditPolicy struct {
+	Actor   string          `json:"actor,omitempty"`
+	Summary string          `json:"summary"`
+	Before  json.RawMessage `json:"before,omitempty"`
+	After   json.RawMessage `json:"after,omitempty"`
+}
+
+// AuditAlert is the log reporting on itself (signs of tampering found at start).
+type AuditAlert struct {
+	Message string `json:"message"`
+}
+
+// AuditRepair says what the daemon cut from the end of the log at start (a write a crash cut
+// short).
+type AuditRepair struct {
+	Line    int64  `json:"line"`
+	Bytes   int64  `json:"bytes"`
+	SHA256  string `json:"sha256"`
+	Excerpt string `json:"excerpt,omitempty"`
+	Reason  string `json:"reason"`
+}
