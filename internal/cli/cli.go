@@ -31,6 +31,7 @@ Commands:
   setup         fetch and prepare what the runtimes need (run once after install)
   bench         measure start and run times against baselines
   image         build and list the heavy tier's images (image build NAME, image list)
+  audit         check the audit log's signatures and hashes, or read it (audit verify, audit query)
   version       print the version
 
 Quick start:
@@ -74,6 +75,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return benchCmd(ctx, rest, stdout, stderr)
 	case "image":
 		return imageCmd(ctx, rest, stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "agentbox %s\n", VersionString())
 		return exitOK
