@@ -1,11 +1,13 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -114,7 +116,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.f.Close()
 		return nil, err
 	}
-	if l.cpf, err = os.OpenFile(filepath.Join(dir, CheckpointsFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+	if l.cpf, err = openCheckpoints(filepath.Join(dir, CheckpointsFile), l.log); err != nil {
 		l.f.Close()
 		return nil, fmt.Errorf("audit checkpoints: %w", err)
 	}
@@ -148,6 +150,29 @@ func (l *Log) recover(v note.Verifier) error {
 		l.tornBytes = st.torn
 	}
 	return nil
+}
+
+// openCheckpoints opens the checkpoints file for appending. A last line without its newline is a
+// checkpoint a crash cut short (the records it would have signed are signed again at Open): it is
+// cut, or the next checkpoint would be glued to it.
+func openCheckpoints(path string, log *slog.Logger) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	if err == nil && len(b) > 0 && b[len(b)-1] != '\n' {
+		keep := int64(bytes.LastIndexByte(b, '\n') + 1)
+		log.Warn("audit checkpoints: cut a torn last line", "bytes", int64(len(b))-keep)
+		if err = f.Truncate(keep); err == nil {
+			err = f.Sync()
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // afterOpen appends what Open has to say and signs what a crash left unsigned.

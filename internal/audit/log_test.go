@@ -364,7 +364,8 @@ func editCheckpoints(t *testing.T, dir string, edit func([][]byte) [][]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cps := edit(bytes.SplitAfter(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")))
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	cps := edit(lines[:len(lines)-1]) // each with its newline
 	if err := os.WriteFile(path, bytes.Join(cps, nil), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -577,5 +578,28 @@ func TestQuery(t *testing.T) {
 	}
 	if _, err := QueryFile(context.Background(), path, Filter{Limit: MaxQueryLimit + 1}); err == nil {
 		t.Error("a limit above the maximum was accepted")
+	}
+}
+
+// TestTornCheckpoint: a checkpoint cut short by a crash is ignored by Verify (with a warning)
+// and cut by Open, which signs the records again.
+func TestTornCheckpoint(t *testing.T) {
+	t.Parallel()
+	opts := testOptions()
+	dir := writeLog(t, 10, opts)
+	editCheckpoints(t, dir, func(cps [][]byte) [][]byte {
+		return append(cps, []byte(`{"size":11,"root":"abc`))
+	})
+	if r := verify(t, dir); !r.OK() || r.Checkpoints != 1 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "checkpoint cut short") {
+		t.Fatalf("torn checkpoint: %v %q", r, r.Warnings)
+	}
+	l, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append(context.Background(), sample(3))
+	l.Close()
+	if r := verify(t, dir); !r.OK() || r.Checkpoints != 2 || len(r.Warnings) != 0 || r.Records != 11 {
+		t.Fatalf("after open: %v %q", r, r.Warnings)
 	}
 }

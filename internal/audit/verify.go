@@ -422,7 +422,7 @@ func (s *scan) finish() {
 				n, n+1, len(s.torn), beyond.label()))
 		} else {
 			s.report.Warnings = append(s.report.Warnings, fmt.Sprintf(
-				"line %d is incomplete (%d bytes without a newline, sha256 %s): a write cut short by a crash; the daemon cuts it at its next start and records a %s record",
+				"line %d is incomplete (%d bytes without a newline, sha256 %s): a write cut short by a crash (or being made right now, if a daemon is running); the daemon cuts a torn line at its next start and records a %s record",
 				n+1, len(s.torn), hex.EncodeToString(sum[:8]), KindRepair))
 		}
 	}
