@@ -52,6 +52,8 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"FileList":             api.FileList{},
 		"Image":                api.Image{},
 		"ImageList":            api.ImageList{},
+		"SetIntentRequest":     api.SetIntentRequest{},
+		"Intent":               api.Intent{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"sort"
@@ -27,6 +28,10 @@ type ManagerOptions struct {
 	SessionIdle time.Duration
 	// Artifacts keeps what runs produce besides output. Nil: artifacts are dropped from results.
 	Artifacts ArtifactStore
+	// Egress keeps sessions' intents. Nil: intents are refused.
+	Egress Intents
+	// Closers are closed after the runtimes when the Manager closes (the egress gateway).
+	Closers []io.Closer
 	Logger    *slog.Logger
 }
 
@@ -39,6 +44,8 @@ type Manager struct {
 	maxSessions int
 	idle        time.Duration
 	artifacts   ArtifactStore
+	egress      Intents
+	closers     []io.Closer
 	log         *slog.Logger
 
 	mu       sync.Mutex
@@ -58,7 +65,15 @@ type SessionInfo struct {
 	Runs      int       `json:"runs"`
 	// IdleTimeout is how long the session may stay unused before it is closed.
 	IdleTimeout time.Duration `json:"idle_timeout"`
+	// Network says the session's sandbox reaches out through the egress gateway, under
+	// EgressProfile.
+	Network       bool   `json:"network"`
+	EgressProfile string `json:"egress_profile,omitempty"`
 }
+
+// DefaultEgressProfile is the egress profile of a request that asks for network without naming
+// one.
+const DefaultEgressProfile = "default"
 
 type session struct {
 	// run serialises runs of one session; held for the whole run.
@@ -84,6 +99,8 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		maxSessions: opts.MaxSessions,
 		idle:        opts.SessionIdle,
 		artifacts:   opts.Artifacts,
+		egress:      opts.Egress,
+		closers:     opts.Closers,
 		log:         opts.Logger,
 		sessions:    map[string]*session{},
 		stop:        make(chan struct{}),
@@ -144,6 +161,10 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 			d = Decision{Tier: TierHeavy, Reasons: []string{"heavy: " + imageReason(req.Packages, req.Image)}}
 			break
 		}
+		if req.Network {
+			d = Decision{Tier: TierHeavy, Reasons: []string{"heavy: network requested (only heavy sandboxes have a way out)"}}
+			break
+		}
 		var err error
 		if d, err = m.router.Route(req); err != nil {
 			return nil, d, err
@@ -152,6 +173,10 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 		if wantsImage {
 			return nil, d, Errorf(KindInvalidRequest, "the nano runtime has no images or packages, and this request asks for %s", imageReason(req.Packages, req.Image)).
 				WithHint("use runtime heavy (or auto), or drop packages and image")
+		}
+		if req.Network {
+			return nil, d, Errorf(KindInvalidRequest, "the nano runtime never has network, and this request asks for it").
+				WithHint("use runtime heavy (or auto) for network through the egress gateway")
 		}
 		d = Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}
 	default:
@@ -185,6 +210,10 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	r := *req
 	r.Limits = limits
 	r.Tier = d.Tier
+	r.ID = "run_" + newID()[3:]
+	if r.Network && r.EgressProfile == "" {
+		r.EgressProfile = DefaultEgressProfile
+	}
 	res, err := rt.Run(ctx, &r)
 	annotate(res, err, d)
 	m.keepArtifacts(res, err)
@@ -258,8 +287,11 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, err
 	}
 	opts.Limits = limits
-	if (opts.Tier == "" || opts.Tier == TierAuto) && (len(opts.Packages) > 0 || opts.Image != "") {
+	if (opts.Tier == "" || opts.Tier == TierAuto) && (len(opts.Packages) > 0 || opts.Image != "" || opts.Network) {
 		opts.Tier = TierHeavy
+	}
+	if opts.Network && opts.EgressProfile == "" {
+		opts.EgressProfile = DefaultEgressProfile
 	}
 	if opts.Tier == "" || opts.Tier == TierAuto {
 		// A session has no code yet to route by; nano starts in milliseconds and a run that needs
@@ -269,7 +301,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 			opts.Tier = m.Tiers()[0]
 		}
 	}
-	rt, _, err := m.route(&RunRequest{Tier: opts.Tier, Packages: opts.Packages, Image: opts.Image})
+	rt, _, err := m.route(&RunRequest{Tier: opts.Tier, Packages: opts.Packages, Image: opts.Image, Network: opts.Network})
 	if err != nil {
 		return SessionInfo{}, err
 	}
@@ -285,7 +317,8 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
 	id := newID()
-	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle}}
+	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle, Network: opts.Network, EgressProfile: opts.EgressProfile}}
+	opts.ID = id
 	s.active = true
 	m.sessions[id] = s
 	m.mu.Unlock()
@@ -317,6 +350,10 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	if req.Tier != "" && req.Tier != TierAuto && req.Tier != s.info.Tier {
 		return nil, Errorf(KindInvalidRequest, "session %q runs %s, not %s", id, s.info.Tier, req.Tier).
 			WithHint("leave runtime empty in session runs")
+	}
+	if req.Network && !s.info.Network || req.EgressProfile != "" && req.EgressProfile != s.info.EgressProfile {
+		return nil, Errorf(KindInvalidRequest, "network and egress_profile are fixed when a session is created (this one: network %v, profile %q)", s.info.Network, s.info.EgressProfile).
+			WithHint("create a session with network (POST /v1/sessions with \"network\": true)")
 	}
 	limits := s.info.Limits
 	if req.Limits.Timeout != 0 {
@@ -401,6 +438,9 @@ func (m *Manager) CloseSession(id string) error {
 	delete(m.sessions, id)
 	m.mu.Unlock()
 	m.log.Info("session closed", "session", id)
+	if m.egress != nil {
+		m.egress.Forget(id)
+	}
 	return s.impl.Close()
 }
 
@@ -450,6 +490,11 @@ func (m *Manager) Close() error {
 	var first error
 	for _, rt := range m.runtimes {
 		if err := rt.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, c := range m.closers {
+		if err := c.Close(); err != nil && first == nil {
 			first = err
 		}
 	}

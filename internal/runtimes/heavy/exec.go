@@ -68,7 +68,7 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 	f := &proto.Frame{Op: proto.OpRun, Run: &proto.RunRequest{
 		Code:        req.Code,
 		Files:       files,
-		Env:         req.Env,
+		Env:         b.envFor(req.Env),
 		Session:     session,
 		Timeout:     l.Timeout,
 		Grace:       grace,

@@ -64,6 +64,8 @@ type agent struct {
 	runs     int
 	restarts int
 	reaper   *reaper
+
+	egress egress
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either
@@ -169,6 +171,10 @@ func (a *agent) dispatch(f *proto.Frame) error {
 		return a.answer(f.ID, a.deleteFile(f.Path))
 	case proto.OpStats:
 		return a.send(&proto.Frame{Op: proto.OpStats, ID: f.ID, Stats: a.stats()})
+	case proto.OpEgress:
+		return a.answer(f.ID, a.enableEgress(f.CA, f.Port))
+	case proto.OpConnOpen, proto.OpConnData, proto.OpConnAck, proto.OpConnClose:
+		return a.handleTunnel(f)
 	}
 	return fmt.Errorf("unknown request %q", f.Op)
 }

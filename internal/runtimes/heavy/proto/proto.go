@@ -20,11 +20,12 @@ import (
 	"io"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/tunnel"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // Version is the protocol version. Bump it on any incompatible change of the frames below.
-const Version = 1
+const Version = 2
 
 // MaxFrame bounds one frame. The largest legitimate frames carry files: at most the files cap
 // (512 MiB server maximum) base64-encoded, which a single file frame never reaches because
@@ -55,6 +56,18 @@ const (
 	OpStats Op = "stats"
 	// OpShutdown ends the guest and so the sandbox. No answer.
 	OpShutdown Op = "shutdown"
+	// OpEgress opens the sandbox's way out: the guest adds CA (the egress gateway's certificate)
+	// to the sandbox's trust store and listens on 127.0.0.1:Port, carrying each connection to
+	// the daemon as a tunnel stream. Answer: OpOK or OpError.
+	OpEgress Op = "egress"
+)
+
+// Tunnel streams (both directions; ID 0, Conn names the stream). See package tunnel.
+const (
+	OpConnOpen  Op = "conn_open"
+	OpConnData  Op = "conn_data"
+	OpConnAck   Op = "conn_ack"
+	OpConnClose Op = "conn_close"
 )
 
 // Answers (guest → daemon).
@@ -107,6 +120,13 @@ type Frame struct {
 
 	// OpStats.
 	Stats *Stats `json:"stats,omitempty"`
+
+	// OpEgress.
+	CA   []byte `json:"ca,omitempty"`
+	Port int    `json:"port,omitempty"`
+	// Tunnel frames: the stream, and for OpConnAck the bytes consumed (data travels in Data).
+	Conn uint64 `json:"conn,omitempty"`
+	Ack  int64  `json:"ack,omitempty"`
 
 	// OpError.
 	Error *Error `json:"error,omitempty"`
@@ -232,4 +252,38 @@ func Read(r io.Reader, f *Frame, max int) error {
 		return errors.New("proto: bad frame: no op")
 	}
 	return nil
+}
+
+// TunnelFrame turns a tunnel frame into a protocol frame.
+func TunnelFrame(f tunnel.Frame) *Frame {
+	out := &Frame{Conn: f.Stream}
+	switch f.Kind {
+	case tunnel.KindOpen:
+		out.Op = OpConnOpen
+	case tunnel.KindData:
+		out.Op, out.Data = OpConnData, f.Data
+	case tunnel.KindAck:
+		out.Op, out.Ack = OpConnAck, f.Ack
+	case tunnel.KindClose:
+		out.Op = OpConnClose
+	}
+	return out
+}
+
+// AsTunnel returns the tunnel frame a protocol frame carries, or false for other frames.
+func (f *Frame) AsTunnel() (tunnel.Frame, bool) {
+	t := tunnel.Frame{Stream: f.Conn}
+	switch f.Op {
+	case OpConnOpen:
+		t.Kind = tunnel.KindOpen
+	case OpConnData:
+		t.Kind, t.Data = tunnel.KindData, f.Data
+	case OpConnAck:
+		t.Kind, t.Ack = tunnel.KindAck, f.Ack
+	case OpConnClose:
+		t.Kind = tunnel.KindClose
+	default:
+		return t, false
+	}
+	return t, true
 }
