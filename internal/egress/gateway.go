@@ -451,7 +451,7 @@ func (g *Gateway) resolveChecked(ctx context.Context, p *Profile, t Target, expl
 	}
 	if ip, err := netip.ParseAddr(t.Host); err == nil {
 		if err := checkAddr(ip, p.allowPrivate); err != nil {
-			return nil, &SSRFError{Host: t.Host, Reason: err.Error()}
+			return nil, &SSRFError{Host: t.Host, Reason: "address " + err.Error()}
 		}
 		return []netip.Addr{ip}, nil
 	}

@@ -64,7 +64,7 @@ func checkAddr(ip netip.Addr, allow []*net.IPNet) error {
 	}
 	for _, p := range blocked {
 		if p.Contains(ip) {
-			return fmt.Errorf("address %s is in %s (%s): refused", ip, p, blockedName(p))
+			return fmt.Errorf("%s is in %s (%s)", ip, p, blockedName(p))
 		}
 	}
 	return nil
@@ -120,6 +120,9 @@ func (d *dialer) dialChecked(ctx context.Context, p *Profile, host string, port 
 	}
 	var addrs []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
+		if err := checkAddr(ip, p.allowPrivate); err != nil {
+			return nil, netip.Addr{}, &SSRFError{Host: host, Reason: "address " + err.Error()}
+		}
 		addrs = []netip.Addr{ip}
 	} else {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -136,7 +139,7 @@ func (d *dialer) dialChecked(ctx context.Context, p *Profile, host string, port 
 	// whole, so a client cannot fall back onto the private one.
 	for _, a := range addrs {
 		if err := checkAddr(a, p.allowPrivate); err != nil {
-			return nil, netip.Addr{}, &SSRFError{Host: host, Reason: err.Error()}
+			return nil, netip.Addr{}, &SSRFError{Host: host, Reason: fmt.Sprintf("%s resolves to %v", host, err)}
 		}
 	}
 	var last error
