@@ -36,7 +36,9 @@ func (g *gateway) CheckProfile(name string) error {
 }
 
 // endSession is set once the Manager exists: the gateway's alerts can end sessions.
-type endSession struct{ f atomic.Pointer[func(id, reason string)] }
+type endSession struct {
+	f atomic.Pointer[func(id, reason string)]
+}
 
 func (e *endSession) call(id, reason string) {
 	if f := e.f.Load(); f != nil {

@@ -16,27 +16,27 @@ import (
 var blocked = func() []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range []string{
-		"0.0.0.0/8",       // "this network", unspecified
-		"10.0.0.0/8",      // RFC 1918
-		"100.64.0.0/10",   // CGNAT (RFC 6598)
-		"127.0.0.0/8",     // loopback
-		"169.254.0.0/16",  // link-local, cloud metadata
-		"172.16.0.0/12",   // RFC 1918
-		"192.0.0.0/24",    // IETF protocol assignments
-		"192.168.0.0/16",  // RFC 1918
-		"198.18.0.0/15",   // benchmarking
-		"224.0.0.0/4",     // multicast
-		"240.0.0.0/4",     // reserved, broadcast
-		"::/128",          // unspecified
-		"::1/128",         // loopback
-		"64:ff9b::/96",    // NAT64: embeds IPv4 addresses
-		"64:ff9b:1::/48",  // local-use NAT64
-		"100::/64",        // discard
-		"2001:db8::/32",   // documentation
-		"2002::/16",       // 6to4: embeds IPv4 addresses
-		"fc00::/7",        // unique local (fd00:ec2::254 is AWS's metadata)
-		"fe80::/10",       // link-local
-		"ff00::/8",        // multicast
+		"0.0.0.0/8",      // "this network", unspecified
+		"10.0.0.0/8",     // RFC 1918
+		"100.64.0.0/10",  // CGNAT (RFC 6598)
+		"127.0.0.0/8",    // loopback
+		"169.254.0.0/16", // link-local, cloud metadata
+		"172.16.0.0/12",  // RFC 1918
+		"192.0.0.0/24",   // IETF protocol assignments
+		"192.168.0.0/16", // RFC 1918
+		"198.18.0.0/15",  // benchmarking
+		"224.0.0.0/4",    // multicast
+		"240.0.0.0/4",    // reserved, broadcast
+		"::/128",         // unspecified
+		"::1/128",        // loopback
+		"64:ff9b::/96",   // NAT64: embeds IPv4 addresses
+		"64:ff9b:1::/48", // local-use NAT64
+		"100::/64",       // discard
+		"2001:db8::/32",  // documentation
+		"2002::/16",      // 6to4: embeds IPv4 addresses
+		"fc00::/7",       // unique local (fd00:ec2::254 is AWS's metadata)
+		"fe80::/10",      // link-local
+		"ff00::/8",       // multicast
 	} {
 		out = append(out, netip.MustParsePrefix(s))
 	}

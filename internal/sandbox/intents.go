@@ -74,4 +74,3 @@ func (m *Manager) Intent(id string) (IntentInfo, error) {
 	}
 	return IntentInfo{Name: name, Expires: exp.UTC()}, nil
 }
-

@@ -32,7 +32,7 @@ type ManagerOptions struct {
 	Egress Intents
 	// Closers are closed after the runtimes when the Manager closes (the egress gateway).
 	Closers []io.Closer
-	Logger    *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Manager is where every request meets the limits, the router and the runtimes. It keeps the

@@ -54,7 +54,7 @@ type Options struct {
 	// Egress is the gateway sandboxes with network reach the world through. Nil: a request for
 	// network is refused.
 	Egress Egress
-	Logger       *slog.Logger
+	Logger *slog.Logger
 }
 
 // Runtime is the heavy tier.
