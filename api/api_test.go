@@ -54,6 +54,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"ImageList":            api.ImageList{},
 		"SetIntentRequest":     api.SetIntentRequest{},
 		"Intent":               api.Intent{},
+		"ReloadResult":         api.ReloadResult{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

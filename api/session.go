@@ -110,3 +110,9 @@ type ImageList struct {
 	// not run the heavy tier.
 	Images []Image `json:"images"`
 }
+
+// ReloadResult is the body of POST /v1/egress/reload.
+type ReloadResult struct {
+	// Profiles are the egress profiles now in force.
+	Profiles []string `json:"profiles"`
+}

@@ -13,16 +13,32 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/egress"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// gateway adapts the egress gateway to what the heavy tier asks of it.
+// gateway adapts the egress gateway to what the heavy tier and the Manager ask of it.
 type gateway struct {
 	*egress.Gateway
-	ca []byte
+	ca  []byte
+	dir string // profiles
+}
+
+// ReloadPolicy reads the profiles again; an error leaves the old ones in force.
+func (g *gateway) ReloadPolicy() ([]string, error) {
+	ps, err := egress.LoadProfiles(g.dir)
+	if err != nil {
+		return nil, err
+	}
+	g.SetProfiles(ps)
+	return ps.Names(), nil
 }
 
 // Interface guards.
-var _ heavy.Egress = (*gateway)(nil)
+var (
+	_ heavy.Egress           = (*gateway)(nil)
+	_ sandbox.Intents        = (*gateway)(nil)
+	_ sandbox.PolicyReloader = (*gateway)(nil)
+)
 
 func (g *gateway) Serve(c net.Conn, session, profile string) error {
 	return g.Gateway.Serve(c, egress.Sandbox{Session: session, Profile: profile})
@@ -102,7 +118,7 @@ func newGateway(cfg config.Config, rec egress.Recorder, insp egress.Inspector, e
 		return nil, err
 	}
 	log.Info("egress gateway ready", "profiles", ps.Names(), "ca", cfg.EgressDir())
-	return &gateway{Gateway: g, ca: ca.CertPEM}, nil
+	return &gateway{Gateway: g, ca: ca.CertPEM, dir: cfg.EgressProfilesDir()}, nil
 }
 
 // hostsResolver answers pinned names from a table and the rest from the system.

@@ -74,3 +74,26 @@ func (m *Manager) Intent(id string) (IntentInfo, error) {
 	}
 	return IntentInfo{Name: name, Expires: exp.UTC()}, nil
 }
+
+// PolicyReloader is an optional ability of the Egress gateway: reading its policy files again.
+type PolicyReloader interface {
+	// ReloadPolicy reads the profiles again and returns their names; on an error the profiles
+	// in force stay.
+	ReloadPolicy() ([]string, error)
+}
+
+// ReloadEgressPolicy reads the egress profiles again (SIGHUP, POST /v1/egress/reload). A file
+// with an error leaves the old profiles in force and says which line is wrong.
+func (m *Manager) ReloadEgressPolicy() ([]string, error) {
+	r, ok := m.egress.(PolicyReloader)
+	if !ok {
+		return nil, Errorf(KindRuntimeUnavailable, "this daemon has no egress gateway")
+	}
+	names, err := r.ReloadPolicy()
+	if err != nil {
+		m.log.Error("egress policy not reloaded; the old one stays", "err", err)
+		return nil, Errorf(KindInvalidRequest, "egress policy not reloaded (the old one stays): %v", err)
+	}
+	m.log.Info("egress policy reloaded", "profiles", names)
+	return names, nil
+}

@@ -37,6 +37,7 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/intent", h: s.handleClearIntent},
 		{method: http.MethodGet, pattern: "/v1/artifacts/{id}", h: s.handleGetArtifact},
 		{method: http.MethodGet, pattern: "/v1/images", h: s.handleListImages},
+		{method: http.MethodPost, pattern: "/v1/egress/reload", h: s.handleReloadEgress},
 		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
 		{method: http.MethodGet, pattern: "/metrics", quiet: true, h: s.handleMetrics},
 	}
