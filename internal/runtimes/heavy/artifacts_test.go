@@ -111,6 +111,35 @@ plt = show = None
 		}
 		checkPNG(t, res.Artifacts[0], "figure-1.png")
 	})
+	t.Run("session", func(t *testing.T) {
+		// A figure comes back with the cell that drew it, and only with it; a cell stopped at its
+		// timeout closes its figures undrawn, and the session goes on.
+		l := limits(t, 60*time.Second)
+		s := newSession(t, rt, l)
+		cell := func(code string) (*sandbox.Result, error) {
+			rl := l
+			if strings.Contains(code, "while True") {
+				rl.Timeout = 2 * time.Second
+			}
+			return s.Run(context.Background(), &sandbox.RunRequest{Code: code, Limits: rl})
+		}
+		if res, err := cell("import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"); err != nil || len(res.Artifacts) != 1 {
+			t.Fatalf("first cell: %v %+v %s", err, res, staleGuest)
+		}
+		if res, err := cell("plt.show()\nx = 1\n"); err != nil || len(res.Artifacts) != 0 {
+			t.Fatalf("a cell without figures: %v %+v", err, res)
+		}
+		_, err := cell("plt.plot([3, 1])\nwhile True:\n    pass\n")
+		r := sandbox.AsError(err)
+		if r == nil || r.Kind != sandbox.KindTimeout || r.Result == nil || len(r.Result.Artifacts) != 0 || !strings.Contains(r.Result.Stderr, "closed without being drawn") {
+			t.Fatalf("a cell stopped at its timeout: %v", err)
+		}
+		res, err := cell("plt.plot([1, 3])\nplt.show()\nprint(x)\n")
+		if err != nil || res.Stdout != "1\n" || len(res.Artifacts) != 1 {
+			t.Fatalf("after the timeout: %v %+v", err, res)
+		}
+		checkPNG(t, res.Artifacts[0], "figure-1.png")
+	})
 	t.Run("no matplotlib", func(t *testing.T) {
 		res := run(t, "import sys\nprint('matplotlib' in sys.modules, 'agentbox_inline' in sys.modules)\n")
 		if res.Stdout != "False False\n" || len(res.Artifacts) != 0 || len(res.Outputs) != 0 {
