@@ -119,6 +119,8 @@ func defaultEnv(workdir string) []string {
 		"LOGNAME=user",
 		"LANG=C.UTF-8",
 		"TMPDIR=/tmp",
+		// For the code's own Python subprocesses: the REPL gives matplotlib a backend of its
+		// own (see repl.py), which returns figures as artifacts.
 		"MPLBACKEND=Agg",
 		"MPLCONFIGDIR=/var/cache/agentbox/matplotlib",
 		"PYTHONDONTWRITEBYTECODE=1",

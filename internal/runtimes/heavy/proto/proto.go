@@ -32,6 +32,24 @@ const Version = 2
 // request files are bounded far below.
 const MaxFrame = 768 << 20
 
+// What one run returns besides its streams and files. The guest keeps to these caps (its REPL
+// drops what does not fit and says so on the run's stderr); the daemon checks them again.
+const (
+	// MaxArtifacts and MaxArtifactsBytes bound a run's artifacts (the figures it drew): 64 of
+	// them, 32 MiB in all. A figure is typically 10–100 KB; the cap is fixed rather than taken
+	// from the files limit because the result frame carries both.
+	MaxArtifacts      = 64
+	MaxArtifactsBytes = 32 << 20
+	// MaxOutputs bounds the rich outputs of a run (today only its last expression's value).
+	MaxOutputs = 16
+	// MaxOutputText bounds an output's text (longer text is cut, and says so); MaxOutputHTML and
+	// MaxOutputJSON its HTML and JSON (a longer one is left out: half a table or half a JSON
+	// document is worse than none).
+	MaxOutputText = 64 << 10
+	MaxOutputHTML = 1 << 20
+	MaxOutputJSON = 4 << 20
+)
+
 // Op says what a frame is.
 type Op string
 
@@ -159,6 +177,10 @@ type RunResult struct {
 	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
 	// Files the cell created or changed under the work directory.
 	Files []sandbox.File `json:"files,omitempty"`
+	// Artifacts the cell produced (its matplotlib figures, as PNG), in order.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Outputs are the rich values the cell displayed: the value of its last expression.
+	Outputs []sandbox.Output `json:"outputs,omitempty"`
 	// FilesTruncated: more files changed than FilesBytes allowed to return.
 	FilesTruncated bool `json:"files_truncated,omitempty"`
 	// TimedOut: the guest interrupted the cell at its timeout.
@@ -172,6 +194,14 @@ type RunResult struct {
 	Elapsed time.Duration `json:"elapsed"`
 	// CPU is the CPU time the Python process (and children it waited for) used during the cell.
 	CPU time.Duration `json:"cpu"`
+}
+
+// Artifact is one artifact of a run as the guest sends it. The daemon works out its size and hash
+// itself.
+type Artifact struct {
+	Name    string `json:"name"`
+	MIME    string `json:"mime"`
+	Content []byte `json:"content"`
 }
 
 // FileInfo is one entry of OpFiles.
