@@ -47,7 +47,10 @@ def show(*args, **kwargs):
 
 def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     loads, dumps = json.loads, json.dumps
-    o_read, o_write, o_exit, o_chdir = os.read, os.write, os._exit, os.chdir
+    o_read, o_write, o_exit, o_chdir, o_getpid = os.read, os.write, os._exit, os.chdir, os.getpid
+    # A child the code forked (os.fork() without exec) comes back into this loop with the REPL's
+    # pipes: it must never report, or the agent would take its result for the cell's.
+    pid0 = o_getpid()
     environ = os.environ
     base_env = dict(environ)
     modules = sys.modules
@@ -80,6 +83,11 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         return data
 
     def report(msg):
+        if o_getpid() != pid0:
+            if "exit" in msg:
+                flush()
+                o_exit(msg["exit"] & 0xFF)
+            return
         try:
             data = dumps(msg).encode()
             with write_lock:
