@@ -194,6 +194,18 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 	return rt, d, nil
 }
 
+// Route returns the decision Run would make for req, without running it.
+func (m *Manager) Route(req *RunRequest) (Decision, error) {
+	if err := m.policy.CheckRequest(req); err != nil {
+		return Decision{}, err
+	}
+	if _, err := m.policy.Apply(req.Limits); err != nil {
+		return Decision{}, err
+	}
+	_, d, err := m.route(req)
+	return d, err
+}
+
 // Run runs one request in a fresh sandbox.
 func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {

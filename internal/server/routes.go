@@ -23,6 +23,7 @@ type route struct {
 func (s *Server) routeTable() []route {
 	return []route{
 		{method: http.MethodPost, pattern: "/v1/run", h: s.handleRun},
+		{method: http.MethodPost, pattern: "/v1/route", h: s.handleRoute},
 		{method: http.MethodGet, pattern: "/v1/sessions", h: s.handleListSessions},
 		{method: http.MethodPost, pattern: "/v1/sessions", h: s.handleCreateSession},
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}", h: s.handleGetSession},
