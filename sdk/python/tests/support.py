@@ -13,7 +13,7 @@ Reply = Tuple[int, Any]  # (status, JSON-able body or bytes)
 
 
 class Stub:
-    """An HTTP server answering from a script. Each reply is (status, body) or a function of the
+    """An HTTP server answering from a script. Each reply is (status, body[, content type]) or a function of the
     recorded request (a dict: method, path, headers, body) returning one; the last reply repeats.
     Requests are recorded in order."""
 
@@ -38,10 +38,11 @@ class Stub:
                 reply = stub.replies[min(len(stub.requests), len(stub.replies)) - 1]
                 if callable(reply):
                     reply = reply(req)
-                status, out = reply
+                status, out = reply[0], reply[1]
+                ctype = reply[2] if len(reply) > 2 else ("text/html" if isinstance(out, bytes) else "application/json")
                 data = out if isinstance(out, bytes) else json.dumps(out).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json" if not isinstance(out, bytes) else "text/html")
+                self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("X-Request-Id", f"req-{len(stub.requests)}")
                 self.end_headers()
