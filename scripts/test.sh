@@ -14,6 +14,9 @@ go vet ./...
 # One package at a time: several packages hold deadline promises (a run stops within 100 ms of its
 # timeout), and two packages spinning sandboxes at once on a 2-core machine measure the machine,
 # not the promise.
-go test -p 1 -count=1 -timeout 30m ./... "$@"
-# The Python SDK, installed as a user would and run against daemons its tests start.
-scripts/sdk-test.sh
+status=0
+go test -p 1 -count=1 -timeout 30m ./... "$@" || status=$?
+# The Python SDK, installed as a user would and run against daemons its tests start. It runs even
+# when a Go test failed, so one run reports both; the script fails if either did.
+scripts/sdk-test.sh || status=$?
+exit "$status"

@@ -38,6 +38,14 @@ from . import _codec
 from .models import ErrorResponse, Result
 
 
+def _rebuild(cls: type, args: tuple, state: dict) -> BaseException:
+    """Unpickle an exception of this module without calling its __init__ (multiprocessing)."""
+    e = cls.__new__(cls)
+    e.args = args
+    e.__dict__.update(state)
+    return e
+
+
 class AgentboxError(Exception):
     """An error the agentbox API answered with (or, for subclasses that say so, a transport error).
 
@@ -71,6 +79,9 @@ class AgentboxError(Exception):
 
     def __str__(self) -> str:
         return self._text()
+
+    def __reduce__(self):  # type: ignore[override]
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
 
 
 class InvalidRequest(AgentboxError):
@@ -185,6 +196,9 @@ class CodeError(Exception):
         else:
             head = f"{prefix} exited with status {result.exit_code}"
         super().__init__(head + (f"\n\nRemote traceback:\n{self.traceback.rstrip()}" if self.traceback else ""))
+
+    def __reduce__(self):  # type: ignore[override]
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
 
     @property
     def stdout(self) -> str:

@@ -180,3 +180,15 @@ def test_function_source_of_nested_function():
 
     src, imports = _function_source(inner)
     assert src.startswith("def inner(v):") and imports == []
+
+
+def test_exceptions_survive_pickling():
+    import pickle
+
+    res = _codec.decode(models.Result, {"exit_code": 1, "error": {"name": "E", "value": "v", "traceback": "t"}})
+    for e in [agentbox.TimeoutError("timeout", "too slow", hint="h", status=408, result=res, request_id="r"),
+              agentbox.DaemonUnreachable(None, "no daemon"),
+              agentbox.TaskError("t", res, attempts=2)]:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e) and back.__dict__.keys() == e.__dict__.keys()
+    assert pickle.loads(pickle.dumps(agentbox.TimeoutError("timeout", "m", status=408))).status == 408
