@@ -25,7 +25,7 @@ from .config import SandboxConfig, parse_duration, parse_memory
 from .errors import (ERROR_CLASSES, AgentboxError, CodeError, Conflict, DaemonUnreachable, InternalError,
                      InvalidRequest, MemoryLimitExceeded, NotFound, OutputLimitExceeded, PolicyViolation,
                      RuntimeUnavailable, TimeoutError, Unauthorized)
-from .models import (Artifact, FileInfo, Health, Image, InputFile, Output, OutputFile, PyError, Result, Routing,
+from .models import (Artifact, FileInfo, Health, Image, InputFile, Intent, Output, OutputFile, PyError, Result, Routing,
                      Session, Timings)
 from .sandbox import Files, Sandbox
 from .task import Task, TaskError, task
@@ -35,7 +35,7 @@ __all__ = [
     "DEFAULT_URL", "Client",
     "Sandbox", "SandboxConfig", "Files", "parse_duration", "parse_memory",
     "Result", "PyError", "Routing", "Artifact", "Output", "OutputFile", "Timings", "InputFile", "FileInfo",
-    "Session", "Image", "Health",
+    "Session", "Image", "Health", "Intent",
     "task", "Task", "TaskError",
     "AgentboxError", "CodeError", "ERROR_CLASSES", "InvalidRequest", "Unauthorized", "PolicyViolation", "NotFound",
     "TimeoutError", "Conflict", "MemoryLimitExceeded", "OutputLimitExceeded", "InternalError",

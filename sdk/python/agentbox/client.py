@@ -20,8 +20,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import _codec
 from ._version import __version__
 from .errors import DaemonUnreachable, from_response
-from .models import (CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Result, Routing,
-                     RunRequest, Session, SessionList)
+from .models import (CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, ReloadResult,
+                     Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -40,6 +40,10 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "removeFile": ("DELETE", "/v1/sessions/{id}/files"),
     "readFile": ("GET", "/v1/sessions/{id}/files/content"),
     "writeFile": ("PUT", "/v1/sessions/{id}/files/content"),
+    "getIntent": ("GET", "/v1/sessions/{id}/intent"),
+    "setIntent": ("PUT", "/v1/sessions/{id}/intent"),
+    "clearIntent": ("DELETE", "/v1/sessions/{id}/intent"),
+    "reloadEgressPolicy": ("POST", "/v1/egress/reload"),
     "getArtifact": ("GET", "/v1/artifacts/{id}"),
     "listImages": ("GET", "/v1/images"),
     "health": ("GET", "/v1/health"),
@@ -224,6 +228,28 @@ class Client:
     def remove_file(self, id: str, path: str) -> None:
         """Remove a file, or a directory with everything under it."""
         self._request("removeFile", id=id, query={"path": path}, ok=(204,))
+
+    # --- egress (sessions with network) ---------------------------------------------------
+
+    def set_intent(self, id: str, name: str, ttl: Optional[float] = None) -> Intent:
+        """Make ``name`` the session's current intent for ``ttl`` seconds (None: its maximum).
+
+        The intent opens the egress rules the session's profile names for it, until it expires
+        or is cleared.
+        """
+        return self._json("setIntent", Intent, id=id, body=SetIntentRequest(name=name, ttl=ttl))
+
+    def clear_intent(self, id: str) -> None:
+        """End the session's current intent."""
+        self._request("clearIntent", id=id, ok=(204,))
+
+    def get_intent(self, id: str) -> Intent:
+        """The session's current intent (``name`` "" when none)."""
+        return self._json("getIntent", Intent, id=id)
+
+    def reload_egress_policy(self) -> List[str]:
+        """Read the daemon's egress profiles again; returns their names."""
+        return self._json("reloadEgressPolicy", ReloadResult).profiles
 
     # --- operations ----------------------------------------------------------------------
 

@@ -84,6 +84,11 @@ class SandboxConfig:
             (256 MiB).
         env: Environment variables of the code.
         image: A heavy image by name (see Client.images()); implies heavy.
+        network: Give the sandbox a way out through the daemon's egress gateway (heavy only; it
+            implies heavy). Every request is checked by the egress profile, the SSRF guard and
+            DLP; a refused one gets HTTP 403 with the reason in its body.
+        egress_profile: The egress profile (default "default"; also "strict", "api-only" or the
+            operator's own).
     """
 
     runtime: str = "auto"
@@ -92,6 +97,8 @@ class SandboxConfig:
     memory: Union[None, int, str] = None
     env: Dict[str, str] = field(default_factory=dict)
     image: Optional[str] = None
+    network: bool = False
+    egress_profile: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -114,5 +121,5 @@ class SandboxConfig:
 
     @property
     def wants_image(self) -> bool:
-        """Whether packages or an image are asked for (which means the heavy tier)."""
-        return bool(self.packages) or bool(self.image)
+        """Whether packages, an image or network are asked for (which means the heavy tier)."""
+        return bool(self.packages) or bool(self.image) or self.network

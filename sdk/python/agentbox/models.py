@@ -59,6 +59,9 @@ class RunRequest:
     deterministic: Optional[Deterministic] = None
     packages: Optional[List[str]] = None
     image: Optional[str] = None
+    #: A way out through the daemon's egress gateway (heavy only), under egress_profile.
+    network: Optional[bool] = None
+    egress_profile: Optional[str] = None
 
 
 @dataclass
@@ -74,6 +77,33 @@ class CreateSessionRequest:
     env: Optional[Dict[str, str]] = None
     packages: Optional[List[str]] = None
     image: Optional[str] = None
+    network: Optional[bool] = None
+    egress_profile: Optional[str] = None
+
+
+@dataclass
+class SetIntentRequest:
+    """Body of ``PUT /v1/sessions/{id}/intent``."""
+
+    #: An intent the session's egress profile defines, e.g. "weather-lookup".
+    name: str = ""
+    #: Seconds the intent lasts; None means the intent's maximum.
+    ttl: Optional[float] = None
+
+
+@dataclass
+class Intent:
+    """A session's current intent; ``name`` is "" when it has none."""
+
+    name: str = ""
+    expires_at: Optional[_dt.datetime] = None
+
+
+@dataclass
+class ReloadResult:
+    """Body of ``POST /v1/egress/reload``: the egress profiles now in force."""
+
+    profiles: List[str] = field(default_factory=list)
 
 
 # --- results -------------------------------------------------------------------------------
@@ -270,6 +300,9 @@ class Session:
     runs: int = 0
     #: Seconds the session may stay unused before the daemon closes it.
     idle_timeout: float = 0.0
+    #: The session reaches out through the egress gateway, under egress_profile.
+    network: bool = False
+    egress_profile: str = ""
 
 
 @dataclass
@@ -348,6 +381,7 @@ SCHEMAS = {
     for cls in (
         InputFile, Deterministic, RunRequest, CreateSessionRequest, PyError, Routing, OutputFile,
         Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
-        ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse,
+        ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
+        ReloadResult,
     )
 }

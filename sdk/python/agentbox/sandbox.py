@@ -10,7 +10,7 @@ from typing import Dict, Iterable, List, Optional, Union
 from .client import Client
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, NotFound
-from .models import CreateSessionRequest, FileInfo, InputFile, Result, Routing, RunRequest, Session
+from .models import CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session
 
 log = logging.getLogger("agentbox")
 
@@ -149,7 +149,8 @@ class Sandbox:
             merged = {**cfg.env, **(env or {})}
             return self.client.run(RunRequest(
                 code=code, runtime=cfg.runtime, timeout=t, memory_mb=cfg.memory_mb, env=merged or None,
-                files=_input_files(files), packages=cfg.packages or None, image=cfg.image))
+                files=_input_files(files), packages=cfg.packages or None, image=cfg.image,
+                network=cfg.network or None, egress_profile=cfg.egress_profile))
         created = self._ensure_session(first_code=code)
         sid = self._handle.session.id  # type: ignore[union-attr]
         try:
@@ -198,7 +199,8 @@ class Sandbox:
                     routing = Routing(tier="heavy", reasons=["heavy: session files are used before any run"])
             self._handle.session = self.client.create_session(CreateSessionRequest(
                 runtime=runtime, timeout=cfg.timeout_seconds, memory_mb=cfg.memory_mb, env=cfg.env or None,
-                packages=cfg.packages or None, image=cfg.image))
+                packages=cfg.packages or None, image=cfg.image, network=cfg.network or None,
+                egress_profile=cfg.egress_profile))
             self._routing = routing
             log.debug("agentbox: session %s on %s", self._handle.session.id, self._handle.session.runtime)
             return True
@@ -214,6 +216,22 @@ class Sandbox:
                 log.warning("agentbox: the daemon at %s has no POST /v1/route; auto sessions start on its default "
                             "tier (nano) unless packages or an image are given", self.client.url)
             return None
+
+    # --- egress intents ------------------------------------------------------------------
+
+    def set_intent(self, name: str, ttl: Union[None, float, str] = None) -> Intent:
+        """Declare what the agent is about to do: the intent opens the egress rules the session's
+        profile names for it (e.g. "weather-lookup" opens the weather API), for ``ttl`` (seconds
+        or "10m"; default the intent's maximum) or until :meth:`clear_intent`. Needs
+        ``SandboxConfig(network=True)``.
+        """
+        self._ensure_session(first_code=None)
+        return self.client.set_intent(self._handle.session.id, name, parse_duration(ttl))  # type: ignore[union-attr]
+
+    def clear_intent(self) -> None:
+        """End the current intent: its rules close at once."""
+        self._ensure_session(first_code=None)
+        self.client.clear_intent(self._handle.session.id)  # type: ignore[union-attr]
 
     # --- lifecycle -----------------------------------------------------------------------
 
