@@ -3,9 +3,11 @@ module github.com/agentbox-dev/agentbox
 go 1.26.3
 
 require (
+	github.com/elazarl/goproxy v1.9.2
 	github.com/prometheus/client_golang v1.23.2
 	github.com/tetratelabs/wazero v1.12.0
 	golang.org/x/mod v0.34.0
+	golang.org/x/net v0.52.0
 	golang.org/x/sys v0.44.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -33,6 +35,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/exp v0.0.0-20250711185948-6ae5c78190dc // indirect
 	golang.org/x/sync v0.20.0 // indirect
+	golang.org/x/text v0.36.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	gvisor.dev/gvisor v0.0.0-20260905035102-160fafc42237 // indirect

@@ -61,6 +61,9 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"AuditPolicy":          api.AuditPolicy{},
 		"AuditAlert":           api.AuditAlert{},
 		"AuditRepair":          api.AuditRepair{},
+		"SetIntentRequest":     api.SetIntentRequest{},
+		"Intent":               api.Intent{},
+		"ReloadResult":         api.ReloadResult{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

@@ -49,6 +49,12 @@ type RunRequest struct {
 	// Image names a heavy image. Default: the first image that has Packages (the daemon's default
 	// image first).
 	Image string `json:"image,omitempty"`
+	// Network gives the sandbox a way out through the daemon's egress gateway, under
+	// EgressProfile (default "default"): HTTP and HTTPS through the gateway's proxy only, each
+	// request checked by the profile, the SSRF guard and DLP. Heavy only; with runtime auto it
+	// means heavy. In a session run it must match the session.
+	Network       bool   `json:"network,omitempty"`
+	EgressProfile string `json:"egress_profile,omitempty"`
 }
 
 // InputFile is a file given to a run.

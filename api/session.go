@@ -19,6 +19,9 @@ type CreateSessionRequest struct {
 	// Packages and Image choose a heavy session's image, as in RunRequest; they imply heavy.
 	Packages []string `json:"packages,omitempty"`
 	Image    string   `json:"image,omitempty"`
+	// Network and EgressProfile are as in RunRequest, for the session's whole life.
+	Network       bool   `json:"network,omitempty"`
+	EgressProfile string `json:"egress_profile,omitempty"`
 }
 
 // Session describes an open session.
@@ -34,6 +37,25 @@ type Session struct {
 	Runs int `json:"runs"`
 	// IdleTimeout is how many seconds the session may stay unused before the daemon closes it.
 	IdleTimeout float64 `json:"idle_timeout"`
+	// Network says the session reaches out through the egress gateway, under EgressProfile.
+	Network       bool   `json:"network"`
+	EgressProfile string `json:"egress_profile,omitempty"`
+}
+
+// SetIntentRequest is the body of PUT /v1/sessions/{id}/intent.
+type SetIntentRequest struct {
+	// Name is one of the intents the session's egress profile defines.
+	Name string `json:"name"`
+	// TTL is how many seconds the intent lasts; 0 or missing means the intent's maximum.
+	TTL float64 `json:"ttl,omitempty"`
+}
+
+// Intent is a session's current intent (GET and PUT /v1/sessions/{id}/intent).
+type Intent struct {
+	// Name is the intent, or "" when the session has none.
+	Name string `json:"name"`
+	// ExpiresAt is when the intent ends, or null when there is none.
+	ExpiresAt *time.Time `json:"expires_at"`
 }
 
 // Limits are effective limits, in the units of RunRequest.
@@ -87,4 +109,10 @@ type ImageList struct {
 	// Images are the built images, the default first. Never null; empty when the daemon does
 	// not run the heavy tier.
 	Images []Image `json:"images"`
+}
+
+// ReloadResult is the body of POST /v1/egress/reload.
+type ReloadResult struct {
+	// Profiles are the egress profiles now in force.
+	Profiles []string `json:"profiles"`
 }

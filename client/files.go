@@ -111,3 +111,28 @@ func (c *Client) raw(ctx context.Context, method, path string, body io.Reader, c
 	}
 	return resp, nil
 }
+
+// SetIntent makes name the session's current intent for ttl seconds (0: the intent's maximum)
+// (PUT /v1/sessions/{id}/intent).
+func (c *Client) SetIntent(ctx context.Context, id, name string, ttl float64) (*api.Intent, error) {
+	var in api.Intent
+	if err := c.do(ctx, http.MethodPut, "/v1/sessions/"+url.PathEscape(id)+"/intent", api.SetIntentRequest{Name: name, TTL: ttl}, &in, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// ClearIntent ends the session's intent (DELETE /v1/sessions/{id}/intent).
+func (c *Client) ClearIntent(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id)+"/intent", nil, nil, http.StatusNoContent)
+}
+
+// Intent returns the session's current intent; Name is "" when it has none
+// (GET /v1/sessions/{id}/intent).
+func (c *Client) Intent(ctx context.Context, id string) (*api.Intent, error) {
+	var in api.Intent
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+url.PathEscape(id)+"/intent", nil, &in, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}

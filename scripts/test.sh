@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test, as CI does: installs what the tests need, builds, runs `agentbox setup` so the
-# real runtimes are there, then the Go tests. On CI (CI=true) a test that would skip because
-# root, a runtime or an artifact is missing fails instead.
+# real runtimes are there, then the Go tests and the Python SDK's tests. On CI (CI=true) a test
+# that would skip because root, a runtime or an artifact is missing fails instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/host-deps.sh npm ca-certificates
@@ -14,4 +14,9 @@ go vet ./...
 # One package at a time: several packages hold deadline promises (a run stops within 100 ms of its
 # timeout), and two packages spinning sandboxes at once on a 2-core machine measure the machine,
 # not the promise.
-go test -p 1 -count=1 -timeout 30m ./... "$@"
+status=0
+go test -p 1 -count=1 -timeout 30m ./... "$@" || status=$?
+# The Python SDK, installed as a user would and run against daemons its tests start. It runs even
+# when a Go test failed, so one run reports both; the script fails if either did.
+scripts/sdk-test.sh || status=$?
+exit "$status"

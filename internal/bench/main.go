@@ -17,7 +17,8 @@ import (
 
 // subcommands are the benchmarks `agentbox bench` knows. heavy and egress are planned.
 var subcommands = map[string]func(ctx context.Context, args []string, out io.Writer) error{
-	"nano": mainNano,
+	"nano":   mainNano,
+	"egress": mainEgress,
 }
 
 // Main runs `agentbox bench SUBCOMMAND [flags]`, writing the report to out and progress to stderr.

@@ -6,7 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/config"
@@ -103,6 +106,17 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
+	// SIGHUP reloads the egress policy, as daemons do their configuration.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			if _, err := m.ReloadEgressPolicy(); err != nil {
+				log.Error("SIGHUP", "err", err)
+			}
+		}
+	}()
 	if err := srv.Serve(ctx, ln); err != nil {
 		return err
 	}

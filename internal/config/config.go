@@ -31,6 +31,7 @@ type Config struct {
 	Sessions SessionsConfig `json:"sessions"`
 	Nano     NanoConfig     `json:"nano"`
 	Heavy    HeavyConfig    `json:"heavy"`
+	Egress   EgressConfig   `json:"egress"`
 	// ArtifactsTTL is how long artifacts (figures) stay downloadable. Default 24h.
 	ArtifactsTTL Duration `json:"artifacts_ttl"`
 	// ArtifactsDir is where artifacts are kept. Default DATA_DIR/artifacts.
@@ -64,6 +65,23 @@ const (
 	HeavyOn   = "on"   // a daemon that cannot run it does not start
 	HeavyOff  = "off"
 )
+
+// EgressConfig configures the egress gateway heavy sandboxes with network go out through.
+type EgressConfig struct {
+	// Enabled runs the gateway (default true). Off, requests for network are refused.
+	Enabled *bool `json:"enabled"`
+	// Dir holds the gateway's CA (created on first start). Default DATA_DIR/egress.
+	Dir string `json:"dir"`
+	// ProfilesDir holds policy profiles (*.yaml) on top of the shipped default, strict and
+	// api-only; a file may override a shipped profile by name. Default DATA_DIR/egress/profiles.
+	ProfilesDir string `json:"profiles_dir"`
+	// Hosts pins names to addresses for the gateway's resolver, like /etc/hosts (the SSRF guard
+	// still checks them).
+	Hosts map[string][]string `json:"hosts"`
+	// UpstreamCAFile adds PEM certificates to the roots the gateway verifies origins with (an
+	// internal CA). Default: the system's roots only.
+	UpstreamCAFile string `json:"upstream_ca_file"`
+}
 
 // HeavyConfig sizes the heavy tier (gVisor).
 type HeavyConfig struct {
@@ -299,6 +317,25 @@ func (c Config) HeavyWarm() int {
 		return 2
 	}
 	return *c.Heavy.Warm
+}
+
+// EgressEnabled says whether the gateway runs.
+func (c Config) EgressEnabled() bool { return c.Egress.Enabled == nil || *c.Egress.Enabled }
+
+// EgressDir is where the gateway keeps its CA.
+func (c Config) EgressDir() string {
+	if c.Egress.Dir != "" {
+		return c.Egress.Dir
+	}
+	return filepath.Join(c.DataDir, "egress")
+}
+
+// EgressProfilesDir is where policy profiles are read from.
+func (c Config) EgressProfilesDir() string {
+	if c.Egress.ProfilesDir != "" {
+		return c.Egress.ProfilesDir
+	}
+	return filepath.Join(c.EgressDir(), "profiles")
 }
 
 // ArtifactsPath is where artifacts are kept for download.

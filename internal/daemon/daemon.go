@@ -5,6 +5,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
@@ -48,7 +49,21 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 			rt.Close()
 		}
 	}
-	hr, err := newHeavy(ctx, cfg, policy, log)
+	end := &endSession{}
+	gw, err := newGateway(cfg, logRecorder{log}, nil, end, log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	if gw != nil {
+		closeAll = func() {
+			for _, rt := range runtimes {
+				rt.Close()
+			}
+			gw.Close()
+		}
+	}
+	hr, err := newHeavy(ctx, cfg, policy, gw, log)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -70,7 +85,7 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	if auditLog != nil {
 		sink = auditLog
 	}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{
+	mopts := sandbox.ManagerOptions{
 		Runtimes:    runtimes,
 		Policy:      &policy,
 		MaxSessions: cfg.Sessions.Max,
@@ -78,7 +93,12 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		Artifacts:   store,
 		Audit:       sink,
 		Logger:      log,
-	})
+	}
+	if gw != nil {
+		mopts.Egress = gw
+		mopts.Closers = []io.Closer{gw}
+	}
+	m, err := sandbox.NewManager(mopts)
 	if err != nil {
 		closeAll()
 		if auditLog != nil {
@@ -86,6 +106,11 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		}
 		return nil, err
 	}
+	closeSession := func(id, reason string) {
+		log.Warn("ending a session after egress violations", "session", id, "reason", reason)
+		_ = m.CloseSession(id)
+	}
+	end.f.Store(&closeSession)
 	return m, nil
 }
 
@@ -114,7 +139,7 @@ func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 
 // newHeavy builds the heavy tier as cfg.Heavy.Enabled says: nil (and a log line saying why) when
 // it is off, or in auto mode when this machine cannot run it.
-func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, log *slog.Logger) (*heavy.Runtime, error) {
+func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, gw *gateway, log *slog.Logger) (*heavy.Runtime, error) {
 	if cfg.Heavy.Enabled == config.HeavyOff {
 		log.Info("heavy tier off (heavy.enabled is off)")
 		return nil, nil
@@ -123,7 +148,7 @@ func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, log
 	if warm == 0 {
 		warm = -1 // heavy.Options: negative disables the pool
 	}
-	hr, err := heavy.New(ctx, heavy.Options{
+	opts := heavy.Options{
 		Layout:        heavy.LayoutFor(cfg.DataDir),
 		StateDir:      cfg.HeavyStateDir(),
 		Image:         cfg.Heavy.Image,
@@ -132,7 +157,11 @@ func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, log
 		CPUs:          cfg.Heavy.CPUs,
 		DefaultLimits: policy.Defaults,
 		Logger:        log,
-	})
+	}
+	if gw != nil {
+		opts.Egress = gw
+	}
+	hr, err := heavy.New(ctx, opts)
 	if err == nil {
 		return hr, nil
 	}

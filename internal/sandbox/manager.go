@@ -28,8 +28,12 @@ type ManagerOptions struct {
 	SessionIdle time.Duration
 	// Artifacts keeps what runs produce besides output. Nil: artifacts are dropped from results.
 	Artifacts ArtifactStore
+	// Egress keeps sessions' intents. Nil: intents are refused.
+	Egress Intents
+	// Closers are closed after the runtimes when the Manager closes (the egress gateway).
+	Closers []io.Closer
 	// Audit receives an event per session and per run. Nil: nothing is recorded. The Manager
-	// closes it at Close when it is an io.Closer.
+	// closes it at Close when it is an io.Closer, after the Closers.
 	Audit  AuditSink
 	Logger *slog.Logger
 }
@@ -43,6 +47,8 @@ type Manager struct {
 	maxSessions int
 	idle        time.Duration
 	artifacts   ArtifactStore
+	egress      Intents
+	closers     []io.Closer
 	audit       AuditSink
 	log         *slog.Logger
 
@@ -63,7 +69,15 @@ type SessionInfo struct {
 	Runs      int       `json:"runs"`
 	// IdleTimeout is how long the session may stay unused before it is closed.
 	IdleTimeout time.Duration `json:"idle_timeout"`
+	// Network says the session's sandbox reaches out through the egress gateway, under
+	// EgressProfile.
+	Network       bool   `json:"network"`
+	EgressProfile string `json:"egress_profile,omitempty"`
 }
+
+// DefaultEgressProfile is the egress profile of a request that asks for network without naming
+// one.
+const DefaultEgressProfile = "default"
 
 type session struct {
 	// run serialises runs of one session; held for the whole run.
@@ -89,6 +103,8 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		maxSessions: opts.MaxSessions,
 		idle:        opts.SessionIdle,
 		artifacts:   opts.Artifacts,
+		egress:      opts.Egress,
+		closers:     opts.Closers,
 		audit:       opts.Audit,
 		log:         opts.Logger,
 		sessions:    map[string]*session{},
@@ -150,6 +166,10 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 			d = Decision{Tier: TierHeavy, Reasons: []string{"heavy: " + imageReason(req.Packages, req.Image)}}
 			break
 		}
+		if req.Network {
+			d = Decision{Tier: TierHeavy, Reasons: []string{"heavy: network requested (only heavy sandboxes have a way out)"}}
+			break
+		}
 		var err error
 		if d, err = m.router.Route(req); err != nil {
 			return nil, d, err
@@ -158,6 +178,10 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 		if wantsImage {
 			return nil, d, Errorf(KindInvalidRequest, "the nano runtime has no images or packages, and this request asks for %s", imageReason(req.Packages, req.Image)).
 				WithHint("use runtime heavy (or auto), or drop packages and image")
+		}
+		if req.Network {
+			return nil, d, Errorf(KindInvalidRequest, "the nano runtime never has network, and this request asks for it").
+				WithHint("use runtime heavy (or auto) for network through the egress gateway")
 		}
 		d = Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}
 	default:
@@ -173,6 +197,18 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 			WithHint("this daemon runs %v", m.Tiers())
 	}
 	return rt, d, nil
+}
+
+// Route returns the decision Run would make for req, without running it.
+func (m *Manager) Route(req *RunRequest) (Decision, error) {
+	if err := m.policy.CheckRequest(req); err != nil {
+		return Decision{}, err
+	}
+	if _, err := m.policy.Apply(req.Limits); err != nil {
+		return Decision{}, err
+	}
+	_, d, err := m.route(req)
+	return d, err
 }
 
 // run runs one request in a fresh sandbox; Run (audit.go) records it.
@@ -191,6 +227,10 @@ func (m *Manager) run(ctx context.Context, req *RunRequest) (*Result, error) {
 	r := *req
 	r.Limits = limits
 	r.Tier = d.Tier
+	r.ID = "run_" + newID()[3:]
+	if r.Network && r.EgressProfile == "" {
+		r.EgressProfile = DefaultEgressProfile
+	}
 	res, err := rt.Run(ctx, &r)
 	annotate(res, err, d)
 	m.keepArtifacts(res, err)
@@ -264,8 +304,11 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, err
 	}
 	opts.Limits = limits
-	if (opts.Tier == "" || opts.Tier == TierAuto) && (len(opts.Packages) > 0 || opts.Image != "") {
+	if (opts.Tier == "" || opts.Tier == TierAuto) && (len(opts.Packages) > 0 || opts.Image != "" || opts.Network) {
 		opts.Tier = TierHeavy
+	}
+	if opts.Network && opts.EgressProfile == "" {
+		opts.EgressProfile = DefaultEgressProfile
 	}
 	if opts.Tier == "" || opts.Tier == TierAuto {
 		// A session has no code yet to route by; nano starts in milliseconds and a run that needs
@@ -275,7 +318,7 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 			opts.Tier = m.Tiers()[0]
 		}
 	}
-	rt, _, err := m.route(&RunRequest{Tier: opts.Tier, Packages: opts.Packages, Image: opts.Image})
+	rt, _, err := m.route(&RunRequest{Tier: opts.Tier, Packages: opts.Packages, Image: opts.Image, Network: opts.Network})
 	if err != nil {
 		return SessionInfo{}, err
 	}
@@ -291,7 +334,8 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
 	id := newID()
-	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle}}
+	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle, Network: opts.Network, EgressProfile: opts.EgressProfile}}
+	opts.ID = id
 	s.active = true
 	m.sessions[id] = s
 	m.mu.Unlock()
@@ -323,6 +367,10 @@ func (m *Manager) runInSession(ctx context.Context, id string, req *RunRequest) 
 	if req.Tier != "" && req.Tier != TierAuto && req.Tier != s.info.Tier {
 		return nil, Errorf(KindInvalidRequest, "session %q runs %s, not %s", id, s.info.Tier, req.Tier).
 			WithHint("leave runtime empty in session runs")
+	}
+	if req.Network && !s.info.Network || req.EgressProfile != "" && req.EgressProfile != s.info.EgressProfile {
+		return nil, Errorf(KindInvalidRequest, "network and egress_profile are fixed when a session is created (this one: network %v, profile %q)", s.info.Network, s.info.EgressProfile).
+			WithHint("create a session with network (POST /v1/sessions with \"network\": true)")
 	}
 	limits := s.info.Limits
 	if req.Limits.Timeout != 0 {
@@ -407,6 +455,9 @@ func (m *Manager) closeSession(id string) error {
 	delete(m.sessions, id)
 	m.mu.Unlock()
 	m.log.Info("session closed", "session", id)
+	if m.egress != nil {
+		m.egress.Forget(id)
+	}
 	return s.impl.Close()
 }
 
@@ -457,6 +508,11 @@ func (m *Manager) Close() error {
 	var first error
 	for _, rt := range m.runtimes {
 		if err := rt.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, c := range m.closers {
+		if err := c.Close(); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -64,6 +64,12 @@ type RunRequest struct {
 	Packages []string `json:"packages,omitempty"`
 	// Image asks the heavy tier for an image by name. Empty: the first image with Packages.
 	Image string `json:"image,omitempty"`
+	// Network gives the sandbox a way out through the egress gateway, under EgressProfile
+	// (default "default"). Only the heavy tier has it; without it a sandbox has no network.
+	Network       bool   `json:"network,omitempty"`
+	EgressProfile string `json:"egress_profile,omitempty"`
+	// ID names the run in egress records and counters; the Manager sets it.
+	ID string `json:"id,omitempty"`
 }
 
 // PyError is the exception the user's code raised. It is part of a result, not an API error.
@@ -144,4 +150,9 @@ type SessionOptions struct {
 	// Packages and Image choose the heavy tier's image, as in RunRequest.
 	Packages []string `json:"packages,omitempty"`
 	Image    string   `json:"image,omitempty"`
+	// Network and EgressProfile are as in RunRequest, for the session's whole life.
+	Network       bool   `json:"network,omitempty"`
+	EgressProfile string `json:"egress_profile,omitempty"`
+	// ID is the session's ID; the Manager sets it.
+	ID string `json:"id,omitempty"`
 }

@@ -26,9 +26,11 @@ func RunRequestFromAPI(in api.RunRequest) (sandbox.RunRequest, error) {
 			StderrBytes: in.StderrLimit,
 			FilesBytes:  in.FilesLimit,
 		},
-		Env:      in.Env,
-		Packages: in.Packages,
-		Image:    in.Image,
+		Env:           in.Env,
+		Packages:      in.Packages,
+		Image:         in.Image,
+		Network:       in.Network,
+		EgressProfile: in.EgressProfile,
 	}
 	for _, f := range in.Files {
 		out.Files = append(out.Files, sandbox.File{Path: f.Path, Content: f.Content})
@@ -67,9 +69,11 @@ func sessionOptionsFromAPI(in api.CreateSessionRequest) (sandbox.SessionOptions,
 			StderrBytes: in.StderrLimit,
 			FilesBytes:  in.FilesLimit,
 		},
-		Env:      in.Env,
-		Packages: in.Packages,
-		Image:    in.Image,
+		Env:           in.Env,
+		Packages:      in.Packages,
+		Image:         in.Image,
+		Network:       in.Network,
+		EgressProfile: in.EgressProfile,
 	}, nil
 }
 
@@ -169,9 +173,11 @@ func SessionToAPI(s sandbox.SessionInfo) api.Session {
 			StderrLimit: s.Limits.StderrBytes,
 			FilesLimit:  s.Limits.FilesBytes,
 		},
-		CreatedAt:   s.CreatedAt,
-		LastUsed:    s.LastUsed,
-		Runs:        s.Runs,
-		IdleTimeout: s.IdleTimeout.Seconds(),
+		CreatedAt:     s.CreatedAt,
+		LastUsed:      s.LastUsed,
+		Runs:          s.Runs,
+		IdleTimeout:   s.IdleTimeout.Seconds(),
+		Network:       s.Network,
+		EgressProfile: s.EgressProfile,
 	}
 }

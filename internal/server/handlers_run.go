@@ -23,6 +23,27 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	s.answerRun(w, r, string(req.Tier), res, err)
 }
 
+// POST /v1/route
+func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request) {
+	var in api.RunRequest
+	if err := decode(w, r, s.maxBody, &in, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := RunRequestFromAPI(in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	d, err := s.m.Route(&req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := api.Routing{Tier: string(d.Tier), Reasons: append([]string{}, d.Reasons...)}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // POST /v1/sessions/{id}/run
 func (s *Server) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")

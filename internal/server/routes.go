@@ -23,6 +23,7 @@ type route struct {
 func (s *Server) routeTable() []route {
 	return []route{
 		{method: http.MethodPost, pattern: "/v1/run", h: s.handleRun},
+		{method: http.MethodPost, pattern: "/v1/route", h: s.handleRoute},
 		{method: http.MethodGet, pattern: "/v1/sessions", h: s.handleListSessions},
 		{method: http.MethodPost, pattern: "/v1/sessions", h: s.handleCreateSession},
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}", h: s.handleGetSession},
@@ -32,8 +33,12 @@ func (s *Server) routeTable() []route {
 		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/files", h: s.handleRemoveFile},
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}/files/content", h: s.handleReadFile},
 		{method: http.MethodPut, pattern: "/v1/sessions/{id}/files/content", h: s.handleWriteFile},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}/intent", h: s.handleGetIntent},
+		{method: http.MethodPut, pattern: "/v1/sessions/{id}/intent", h: s.handleSetIntent},
+		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/intent", h: s.handleClearIntent},
 		{method: http.MethodGet, pattern: "/v1/artifacts/{id}", h: s.handleGetArtifact},
 		{method: http.MethodGet, pattern: "/v1/images", h: s.handleListImages},
+		{method: http.MethodPost, pattern: "/v1/egress/reload", h: s.handleReloadEgress},
 		{method: http.MethodGet, pattern: "/v1/audit", h: s.handleAudit},
 		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
 		{method: http.MethodGet, pattern: "/metrics", quiet: true, h: s.handleMetrics},

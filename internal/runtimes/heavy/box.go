@@ -35,6 +35,7 @@ type box struct {
 	runsc  runscCmd
 	limits sandbox.Limits // what it was made with: memory and files (the overlay size)
 	img    image.Image
+	egress boxEgress
 
 	startTime time.Duration
 	python    string
@@ -150,6 +151,7 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 		b.cleanup()
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: start runsc: %v", err)
 	}
+	b.egress.mux = b.newTunnel(rt.opts.Egress)
 	go b.logStderr(errPipe)
 	go func() {
 		b.exitErr = b.cmd.Wait()
@@ -207,6 +209,14 @@ func (b *box) read(r io.Reader, hello chan<- error) {
 			hello <- nil
 			continue
 		}
+		if t, ok := f.AsTunnel(); ok {
+			if err := b.egress.mux.Handle(t); err != nil {
+				b.fail(err.Error())
+				b.failPending()
+				return
+			}
+			continue
+		}
 		b.mu.Lock()
 		c := b.pending[f.ID]
 		if c != nil && f.Op != proto.OpOutput {
@@ -241,6 +251,9 @@ func (b *box) fail(why string) {
 
 // failPending wakes every waiting request: the guest is gone.
 func (b *box) failPending() {
+	if b.egress.mux != nil {
+		b.egress.mux.Close(nil)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for id, c := range b.pending {

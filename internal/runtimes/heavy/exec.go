@@ -2,6 +2,8 @@ package heavy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -68,7 +70,7 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 	f := &proto.Frame{Op: proto.OpRun, Run: &proto.RunRequest{
 		Code:        req.Code,
 		Files:       files,
-		Env:         req.Env,
+		Env:         b.envFor(req.Env),
 		Session:     session,
 		Timeout:     l.Timeout,
 		Grace:       grace,
@@ -115,6 +117,8 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 		res.StdoutTruncated = res.StdoutTruncated || r.StdoutTruncated
 		res.StderrTruncated = res.StderrTruncated || r.StderrTruncated
 		res.Files = boundFiles(r.Files, l.FilesBytes)
+		res.Artifacts = artifacts(r.Artifacts)
+		res.Outputs = proto.BoundOutputs(r.Outputs)
 		switch {
 		case r.TimedOut:
 			res.Error, res.ExitCode = nil, -1
@@ -145,6 +149,27 @@ func boundFiles(fs []sandbox.File, limit int64) []sandbox.File {
 		}
 		total += int64(len(f.Content))
 		out = append(out, f)
+	}
+	return out
+}
+
+// artifacts checks the guest's artifacts again (well formed, within proto.MaxArtifacts and
+// proto.MaxArtifactsBytes) and works out their sizes and hashes. IDs are the Manager's to give.
+func artifacts(as []proto.Artifact) []sandbox.Artifact {
+	var checked proto.RunResult
+	for _, a := range as {
+		checked.AddArtifact(a)
+	}
+	var out []sandbox.Artifact
+	for _, a := range checked.Artifacts {
+		sum := sha256.Sum256(a.Content)
+		out = append(out, sandbox.Artifact{
+			Name:    a.Name,
+			MIME:    a.MIME,
+			Size:    int64(len(a.Content)),
+			SHA256:  hex.EncodeToString(sum[:]),
+			Content: a.Content,
+		})
 	}
 	return out
 }

@@ -178,3 +178,21 @@ func TestHostileCodeThenNextSession(t *testing.T) {
 		})
 	}
 }
+
+// A child the code forks and lets run on (no exec, no _exit) finishes the cell in its own process
+// and must not speak for it: the cell's result is the parent's, and the next cell sees the
+// parent's state.
+func TestForkedChildDoesNotReport(t *testing.T) {
+	rt := newTestRuntime(t, Options{Warm: -1})
+	l := limits(t, 20*time.Second)
+	s := newSession(t, rt, l)
+	for i := range 3 {
+		res, err := s.Run(context.Background(), &sandbox.RunRequest{Limits: l, Code: "import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(0.2)\n    x = 'child'\n    raise SystemExit(7)\nx = 'parent %d' % " + strconv.Itoa(i) + "\nos.waitpid(pid, 0)\nprint('waited')\n"})
+		if err != nil || res.ExitCode != 0 || res.Stdout != "waited\n" {
+			t.Fatalf("cell %d: %+v %v", i, res, err)
+		}
+		if got := mustRun(t, s, l, "print(x)\n"); got != "parent "+strconv.Itoa(i)+"\n" {
+			t.Fatalf("after cell %d the session sees %q", i, got)
+		}
+	}
+}

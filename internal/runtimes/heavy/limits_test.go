@@ -134,7 +134,13 @@ func TestMemoryLimit(t *testing.T) {
 // A fork bomb meets RLIMIT_NPROC inside the sandbox.
 func TestForkBomb(t *testing.T) {
 	rt := newTestRuntime(t, Options{Warm: -1, MaxProcesses: 64})
-	res, err := rt.Run(context.Background(), &sandbox.RunRequest{Limits: limits(t, 20*time.Second), Code: `
+	// Each forked Python costs 5–8 MiB in gVisor (it breaks copy-on-write in pieces of up to
+	// 2 MiB, and where they fall depends on the REPL's layout): 64 of them are near 256 MiB plus
+	// the runtime's overhead, so with the default limit the memory limit could stop the bomb
+	// first. This test is about the process limit.
+	l := limits(t, 20*time.Second)
+	l.MemoryBytes = 1 << 30
+	res, err := rt.Run(context.Background(), &sandbox.RunRequest{Limits: l, Code: `
 import os, time
 n = 0
 try:

@@ -51,7 +51,10 @@ type Options struct {
 	Grace time.Duration
 	// StartTimeout bounds a sandbox's start. Default 60s.
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// Egress is the gateway sandboxes with network reach the world through. Nil: a request for
+	// network is refused.
+	Egress Egress
+	Logger *slog.Logger
 }
 
 // Runtime is the heavy tier.
@@ -208,9 +211,20 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 	if err != nil {
 		return nil, err
 	}
+	if req.Network {
+		if err := rt.checkEgress(req.EgressProfile); err != nil {
+			return nil, err
+		}
+	}
 	b, warm, err := rt.acquire(ctx, img, req.Limits)
 	if err != nil {
 		return nil, err
+	}
+	if req.Network {
+		if err := rt.enableEgress(ctx, b, req.ID, req.EgressProfile); err != nil {
+			rt.release(b, true)
+			return nil, err
+		}
 	}
 	queued := time.Since(start)
 	rr := *req
@@ -248,9 +262,20 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 	if err != nil {
 		return nil, err
 	}
+	if opts.Network {
+		if err := rt.checkEgress(opts.EgressProfile); err != nil {
+			return nil, err
+		}
+	}
 	b, _, err := rt.acquire(ctx, img, opts.Limits)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Network {
+		if err := rt.enableEgress(ctx, b, opts.ID, opts.EgressProfile); err != nil {
+			rt.release(b, true)
+			return nil, err
+		}
 	}
 	return &session{rt: rt, b: b, limits: opts.Limits}, nil
 }

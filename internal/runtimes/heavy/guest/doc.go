@@ -7,7 +7,10 @@
 // Python, streams stdout and stderr back as the code prints them (up to the run's caps, the rest
 // is dropped and flagged), interrupts the cell at its timeout (KeyboardInterrupt; if the cell does
 // not end within the grace period the Python process is killed and restarted, and the result says
-// the state is lost), and returns the files the code created or changed.
+// the state is lost), and returns the files the code created or changed, the figures it drew
+// (matplotlib figures shown or left open, as PNG artifacts, sent by the REPL as each is drawn) and
+// the value of its last expression (text, HTML and JSON, as Jupyter would display it; it is not
+// printed). These are bounded by the caps in package proto.
 //
 // As init it also reaps every orphaned process. When its stdin ends or a frame is broken it kills
 // everything and exits, which ends the sandbox: a dead daemon never leaves a sandbox running.

@@ -64,6 +64,8 @@ type agent struct {
 	runs     int
 	restarts int
 	reaper   *reaper
+
+	egress egress
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either
@@ -117,6 +119,8 @@ func defaultEnv(workdir string) []string {
 		"LOGNAME=user",
 		"LANG=C.UTF-8",
 		"TMPDIR=/tmp",
+		// For the code's own Python subprocesses: the REPL gives matplotlib a backend of its
+		// own (see repl.py), which returns figures as artifacts.
 		"MPLBACKEND=Agg",
 		"MPLCONFIGDIR=/var/cache/agentbox/matplotlib",
 		"PYTHONDONTWRITEBYTECODE=1",
@@ -169,6 +173,10 @@ func (a *agent) dispatch(f *proto.Frame) error {
 		return a.answer(f.ID, a.deleteFile(f.Path))
 	case proto.OpStats:
 		return a.send(&proto.Frame{Op: proto.OpStats, ID: f.ID, Stats: a.stats()})
+	case proto.OpEgress:
+		return a.answer(f.ID, a.enableEgress(f.CA, f.Port))
+	case proto.OpConnOpen, proto.OpConnData, proto.OpConnAck, proto.OpConnClose:
+		return a.handleTunnel(f)
 	}
 	return fmt.Errorf("unknown request %q", f.Op)
 }

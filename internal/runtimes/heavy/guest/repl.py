@@ -4,7 +4,25 @@
 # little-endian length and JSON; stdout and stderr are pipes the agent streams to the daemon.
 # Everything the loop needs is bound to locals first, so user code that rebinds sys, os or json
 # affects only itself.
+#
+# Besides its exit and error, a run reports:
+#   - its figures: matplotlib figures shown with plt.show() or left open when the cell ends come
+#     back as PNG artifacts, each in its own report ({"artifact": ...}) as soon as it is drawn, so
+#     neither this process nor the agent holds them all at once. Matplotlib is not imported for
+#     this: an import hook points it, when the code imports it, at a backend kept in this file.
+#   - the value of its last expression, as Jupyter shows it: repr, _repr_html_, and JSON (a pandas
+#     DataFrame's to_json(orient="table"), or _repr_json_), each bounded; nothing is printed.
+#
+# Startup imports only what an interpreter has loaded anyway or small C modules (_ast, binascii):
+# in gVisor a process the code forks copies the parts of this one's memory that either touches, in
+# pieces of up to 2 MiB, so what the REPL allocates is paid again by every fork.
+import _ast
+import _frozen_importlib
+import _frozen_importlib_external
+import _thread
+import binascii
 import builtins
+import io
 import json
 import linecache
 import os
@@ -13,10 +31,26 @@ import sys
 import traceback
 import types
 
+# The matplotlib backend the REPL sets when the code imports matplotlib (module://agentbox_inline).
+# It draws with Agg; show() hands every open figure to the REPL, which sends it as a PNG artifact
+# of the run and closes it. _agentbox_show is put into the module by the REPL.
+BACKEND_SOURCE = '''
+from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas
+from matplotlib.backend_bases import FigureManagerBase as FigureManager
 
-def _agentbox_repl(REQ=3, REP=4):
+
+def show(*args, **kwargs):
+    """Return every open figure as a PNG artifact of the run, and close it."""
+    _agentbox_show()
+'''
+
+
+def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     loads, dumps = json.loads, json.dumps
-    o_read, o_write, o_exit, o_chdir = os.read, os.write, os._exit, os.chdir
+    o_read, o_write, o_exit, o_chdir, o_getpid = os.read, os.write, os._exit, os.chdir, os.getpid
+    # A child the code forked (os.fork() without exec) comes back into this loop with the REPL's
+    # pipes: it must never report, or the agent would take its result for the cell's.
+    pid0 = o_getpid()
     environ = os.environ
     base_env = dict(environ)
     modules = sys.modules
@@ -26,6 +60,15 @@ def _agentbox_repl(REQ=3, REP=4):
     BaseExc, SysExit, KbdInt = BaseException, SystemExit, KeyboardInterrupt
     o_signal, SIGINT, SIG_IGN = signal.signal, signal.SIGINT, signal.SIG_IGN
     default_int_handler = signal.default_int_handler
+    parse_flags, Expr, Expression = _ast.PyCF_ONLY_AST, _ast.Expr, _ast.Expression
+    BytesIO, b2a_base64 = io.BytesIO, binascii.b2a_base64
+    get_ident, main_ident, write_lock = _thread.get_ident, _thread.get_ident(), _thread.allocate_lock()
+    PathFinder, ModuleSpec = _frozen_importlib_external.PathFinder, _frozen_importlib.ModuleSpec
+    meta_path = sys.meta_path
+    Exc = Exception
+    # What one run may return; the agent sends its own caps with each request.
+    limits = {"artifacts": 64, "artifact_bytes": 32 << 20, "text": 64 << 10, "html": 1 << 20, "json": 4 << 20}
+    figs = {"kept": 0, "bytes": 0, "dropped": 0}  # this run's artifacts
     # Only a running cell is interrupted (the C handler adds no frame to its traceback); between
     # cells SIGINT is ignored, so the loop itself is never interrupted.
     o_signal(SIGINT, SIG_IGN)
@@ -40,13 +83,41 @@ def _agentbox_repl(REQ=3, REP=4):
         return data
 
     def report(msg):
+        if o_getpid() != pid0:
+            if "exit" in msg:
+                flush()
+                o_exit(msg["exit"] & 0xFF)
+            return
         try:
             data = dumps(msg).encode()
-            mv = memoryview(len(data).to_bytes(4, "little") + data)
-            while mv:
-                mv = mv[o_write(REP, mv):]
+            with write_lock:
+                for mv in (memoryview(len(data).to_bytes(4, "little")), memoryview(data)):
+                    while mv:
+                        mv = mv[o_write(REP, mv):]
         except BaseExc:
             o_exit(125)  # the agent sees the process end: a broken REPL
+
+    def report_in_cell(msg):
+        # A report written while code runs (an artifact) must not be cut by KeyboardInterrupt:
+        # the interrupt waits until the report is out. Only the main thread gets signals.
+        if get_ident() != main_ident:
+            report(msg)
+            return
+        interrupted = []
+        previous = o_signal(SIGINT, lambda signum, frame: interrupted.append(signum))
+        try:
+            report(msg)
+        finally:
+            o_signal(SIGINT, previous)
+        if interrupted and callable(previous):
+            previous(SIGINT, None)
+
+    def note(text):
+        try:
+            real_stderr.write("[agentbox] " + text + "\n")
+            real_stderr.flush()
+        except BaseExc:
+            pass
 
     def exit_status(e):
         code = e.code
@@ -86,6 +157,210 @@ def _agentbox_repl(REQ=3, REP=4):
             except BaseExc:
                 pass
 
+    def describe_exc(e):
+        try:
+            return "%s: %s" % (type(e).__name__, e)
+        except BaseExc:
+            return type(e).__name__
+
+    # Figures. Only pyplot's figures are "open" (Gcf); matplotlib is looked up in sys.modules, never
+    # imported here, and what the code does to its own names (plt, show) does not matter.
+    def send_figure(fig):
+        if figs["kept"] >= limits["artifacts"]:
+            figs["dropped"] += 1
+            return
+        buf = BytesIO()
+        fig.savefig(buf, format="png")
+        data = buf.getvalue()
+        del buf
+        if figs["bytes"] + len(data) > limits["artifact_bytes"]:
+            figs["dropped"] += 1
+            return
+        figs["kept"] += 1
+        figs["bytes"] += len(data)
+        name = "figure-%d.png" % figs["kept"]
+        report_in_cell({"artifact": {"name": name, "mime": "image/png", "content": b2a_base64(data, newline=False).decode("ascii")}})
+
+    def open_figures():
+        helpers = modules.get("matplotlib._pylab_helpers")
+        if helpers is None:
+            return None, []
+        return helpers.Gcf, helpers.Gcf.get_all_fig_managers()
+
+    def show_figures(strict):
+        # Sends every open figure and closes them all. plt.show() is strict: a figure that cannot
+        # be drawn raises there, as savefig would; at the end of a run it is a note on stderr.
+        gcf, managers = open_figures()
+        try:
+            for m in managers:
+                try:
+                    send_figure(m.canvas.figure)
+                except Exc as e:
+                    if strict:
+                        raise
+                    note("figure %s could not be drawn: %s" % (m.num, describe_exc(e)))
+        finally:
+            if managers:
+                gcf.destroy_all()
+
+    def end_figures(draw):
+        # At the end of a run, open figures are sent, as Jupyter's inline backend does; after an
+        # interrupt (or a timeout) there is no time to draw them, and they are closed.
+        try:
+            if draw:
+                o_signal(SIGINT, default_int_handler)
+                show_figures(False)
+            else:
+                gcf, managers = open_figures()
+                if managers:
+                    gcf.destroy_all()
+                    note("%d open figure(s) closed without being drawn: the run was interrupted" % len(managers))
+        except KbdInt:
+            gcf, managers = open_figures()
+            if managers:
+                gcf.destroy_all()
+            note("figures not drawn: the run was interrupted")
+        finally:
+            o_signal(SIGINT, SIG_IGN)
+        if figs["dropped"]:
+            note("%d figure(s) dropped: a run returns at most %d artifacts and %d MiB of them"
+                 % (figs["dropped"], limits["artifacts"], limits["artifact_bytes"] >> 20))
+
+    class BackendLoader:
+        """Makes the agentbox_inline backend module from BACKEND_SOURCE."""
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            module._agentbox_show = lambda: show_figures(True)
+            exec(compile(BACKEND_SOURCE, "<agentbox_inline>", "exec", dont_inherit=True), module.__dict__)
+
+    class MatplotlibLoader:
+        """Loads matplotlib as usual, then makes agentbox_inline its backend unless the run's
+        environment chose another (MPLBACKEND). The module keeps matplotlib's own loader."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            try:
+                self.inner.exec_module(module)
+            finally:
+                module.__loader__ = self.inner
+                if module.__spec__ is not None:
+                    module.__spec__.loader = self.inner
+            if environ.get("MPLBACKEND") == base_env.get("MPLBACKEND"):
+                try:
+                    module.rcParams["backend"] = "module://" + BACKEND
+                except Exc:
+                    pass
+
+    backend_loader = BackendLoader()
+
+    class Finder:
+        """Finds the backend module, and hooks matplotlib's import; asks nothing of any other."""
+
+        def find_spec(self, name, path=None, target=None):
+            if name == BACKEND:
+                return ModuleSpec(name, backend_loader)
+            if name != "matplotlib":
+                return None
+            spec = PathFinder.find_spec(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = MatplotlibLoader(spec.loader)
+            return spec
+
+    meta_path.insert(0, Finder())
+
+    # The value of a run's last expression.
+    def last_expression(tree, code):
+        # Takes a trailing expression statement off the module; a trailing semicolon hides the
+        # value, as in Jupyter.
+        body = tree.body
+        if not body or not isinstance(body[-1], Expr):
+            return None
+        node = body[-1]
+        try:
+            rest = code.split("\n")[node.end_lineno - 1].encode("utf-8", "surrogatepass")[node.end_col_offset:]
+        except Exc:
+            rest = b""
+        if rest.lstrip(b" \t").startswith(b";"):
+            return None
+        body.pop()
+        return Expression(node.value)
+
+    def fits(s, cap):
+        return len(s) <= cap and (len(s) * 4 <= cap or len(s.encode("utf-8", "surrogatepass")) <= cap)
+
+    def bound_text(s, cap):
+        if fits(s, cap):
+            return s
+        marker = " …[truncated]"
+        return s[:cap].encode("utf-8", "surrogatepass")[:cap - len(marker.encode())].decode("utf-8", "ignore") + marker
+
+    def rich(value, method):
+        try:
+            f = getattr(value, method, None)
+            if f is None or not callable(f):
+                return None
+            r = f()
+            if isinstance(r, tuple):  # (data, metadata), as IPython allows
+                r = r[0] if r else None
+            return r
+        except Exc as e:
+            note("%s() of the value failed: %s" % (method, describe_exc(e)))
+            return None
+
+    def represent(value, text):
+        out = {"text": bound_text(text, limits["text"])}
+        try:
+            if isinstance(value, type) or getattr(value, "_agentbox_no_such_attribute_", None) is not None:
+                return out  # a class, or an object that claims every attribute
+        except Exc:
+            return out
+        html = rich(value, "_repr_html_")
+        if isinstance(html, str) and fits(html, limits["html"]):
+            out["html"] = html
+        js = None
+        pd = modules.get("pandas")
+        try:
+            frame = pd is not None and isinstance(value, (pd.DataFrame, pd.Series))
+        except Exc:
+            frame = False
+        if frame:
+            # Each cell costs at least 5 bytes of JSON ("c":1,): a frame that cannot fit is not
+            # converted at all.
+            try:
+                cells = len(value) * ((value.shape[1] if value.ndim > 1 else 1) + 1)
+                if cells * 5 <= limits["json"]:
+                    js = value.to_json(orient="table")
+            except Exc as e:
+                note("to_json() of the value failed: %s" % describe_exc(e))
+        else:
+            data = rich(value, "_repr_json_")
+            if data is not None:
+                try:
+                    js = data if isinstance(data, str) else dumps(data, allow_nan=False)
+                except Exc as e:
+                    note("_repr_json_() of the value is not JSON: %s" % describe_exc(e))
+        if isinstance(js, str) and fits(js, limits["json"]):
+            out["json"] = js
+        # A figure made without pyplot is not open anywhere: its value is its picture.
+        mfigure = modules.get("matplotlib.figure")
+        try:
+            if mfigure is not None and isinstance(value, mfigure.Figure) and getattr(value.canvas, "manager", None) is None:
+                send_figure(value)
+        except Exc as e:
+            note("the figure could not be drawn: %s" % describe_exc(e))
+        return out
+
     main = types.ModuleType("__main__")
     main.__dict__.update(__builtins__=builtins, __spec__=None, __loader__=None, __annotations__={})
     modules["__main__"] = main
@@ -97,7 +372,9 @@ def _agentbox_repl(REQ=3, REP=4):
         except BaseExc:
             pass
     # Warm what the first run would pay for.
-    exec(compile("pass", "<string>", "exec", dont_inherit=True), {"__builtins__": builtins})
+    warm = compile("None", "<string>", "exec", parse_flags, dont_inherit=True)
+    exec(compile(warm, "<string>", "exec", dont_inherit=True), {"__builtins__": builtins})
+    del warm
     report({"ready": sys.version.split()[0]})
     runs = 0
     while True:
@@ -110,6 +387,8 @@ def _agentbox_repl(REQ=3, REP=4):
             environ.update(req.get("env") or {})
             if req.get("chdir"):
                 o_chdir(req["chdir"])
+            limits.update(req.get("limits") or {})
+            figs.update(kept=0, bytes=0, dropped=0)
             code = req["code"]
             fname = "<run-%d>" % runs if req.get("session") else "<string>"
             lcache[fname] = (len(code), None, code.splitlines(True), fname)
@@ -117,20 +396,34 @@ def _agentbox_repl(REQ=3, REP=4):
             if not isinstance(main, types.ModuleType):
                 main = types.ModuleType("__main__")
                 modules["__main__"] = main
-            exit_code, error = 0, None
+            exit_code, error, outputs, value = 0, None, None, None
+            # The code and its last expression run in this frame, which describe() leaves out of
+            # tracebacks; both are compiled under fname, so line numbers are the cell's.
             try:
                 o_signal(SIGINT, default_int_handler)
-                exec(compile(code, fname, "exec", dont_inherit=True), main.__dict__)
-                o_signal(SIGINT, SIG_IGN)
+                tree = compile(code, fname, "exec", parse_flags, dont_inherit=True)
+                last = last_expression(tree, code)
+                exec(compile(tree, fname, "exec", dont_inherit=True), main.__dict__)
+                if last is not None:
+                    value = eval(compile(last, fname, "eval", dont_inherit=True), main.__dict__)
+                    if value is not None:
+                        outputs = [represent(value, repr(value))]
+                end_figures(True)
             except SysExit as e:
                 o_signal(SIGINT, SIG_IGN)
                 exit_code = exit_status(e)
+                end_figures(True)
+            except KbdInt as e:
+                o_signal(SIGINT, SIG_IGN)
+                exit_code, error = 1, describe(e)
+                end_figures(False)
             except BaseExc as e:
                 o_signal(SIGINT, SIG_IGN)
                 exit_code, error = 1, describe(e)
-            del main, code, req
+                end_figures(True)
+            main = code = req = tree = last = value = None
             flush()
-            report({"exit": exit_code, "error": error})
+            report({"exit": exit_code, "error": error, "outputs": outputs})
         except KbdInt:
             # An interrupt that landed between the cell's end and its report.
             o_signal(SIGINT, SIG_IGN)

@@ -124,7 +124,7 @@ func (a *agent) doRun(r *activeRun) {
 	}
 	before := snapshot(a.cfg.WorkDir)
 	cpu0 := cpuTime(py.pid)
-	if err := py.send(map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session}); err != nil {
+	if err := py.send(map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}); err != nil {
 		log.Printf("python did not take the request: %v", err)
 	}
 	var timeout, kill <-chan time.Time
@@ -145,7 +145,15 @@ func (a *agent) doRun(r *activeRun) {
 	for done := false; !done; {
 		select {
 		case rep := <-py.reports:
-			res.ExitCode, res.Error = parseReport(rep)
+			if raw, ok := rep["artifact"]; ok {
+				// A figure, sent as soon as it was drawn; the cell goes on.
+				var art proto.Artifact
+				if err := json.Unmarshal(raw, &art); err != nil || !res.AddArtifact(art) {
+					log.Printf("dropped an artifact report of run %d (%d bytes)", r.id, len(raw))
+				}
+				continue
+			}
+			res.ExitCode, res.Error, res.Outputs = parseReport(rep)
 			done = true
 		case <-py.exited:
 			// The cell ended the process (os._exit, a crash) or was killed below.
@@ -182,8 +190,24 @@ func (a *agent) doRun(r *activeRun) {
 	res.Files, res.FilesTruncated = changedFiles(a.cfg.WorkDir, before, r.req.FilesBytes)
 }
 
+// replLimits are the caps the REPL keeps to, sent with each cell.
+var replLimits = map[string]int{
+	"artifacts":      proto.MaxArtifacts,
+	"artifact_bytes": proto.MaxArtifactsBytes,
+	"text":           proto.MaxOutputText,
+	"html":           proto.MaxOutputHTML,
+	"json":           proto.MaxOutputJSON,
+}
+
+// replOutput is an output as the REPL reports it: its JSON is a string of JSON text.
+type replOutput struct {
+	Text string  `json:"text"`
+	HTML string  `json:"html"`
+	JSON *string `json:"json"`
+}
+
 // parseReport reads the REPL's report of a cell.
-func parseReport(rep map[string]json.RawMessage) (int, *sandbox.PyError) {
+func parseReport(rep map[string]json.RawMessage) (int, *sandbox.PyError, []sandbox.Output) {
 	var code int
 	var pe *sandbox.PyError
 	_ = json.Unmarshal(rep["exit"], &code)
@@ -191,7 +215,17 @@ func parseReport(rep map[string]json.RawMessage) (int, *sandbox.PyError) {
 		pe = &sandbox.PyError{}
 		_ = json.Unmarshal(e, pe)
 	}
-	return code, pe
+	var ros []replOutput
+	_ = json.Unmarshal(rep["outputs"], &ros)
+	outs := make([]sandbox.Output, 0, len(ros))
+	for _, ro := range ros {
+		o := sandbox.Output{Text: ro.Text, HTML: ro.HTML}
+		if ro.JSON != nil {
+			o.JSON = json.RawMessage(*ro.JSON)
+		}
+		outs = append(outs, o)
+	}
+	return code, pe, proto.BoundOutputs(outs)
 }
 
 // fileState is what a snapshot remembers of a file.

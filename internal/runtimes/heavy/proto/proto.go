@@ -20,16 +20,35 @@ import (
 	"io"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/tunnel"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // Version is the protocol version. Bump it on any incompatible change of the frames below.
-const Version = 1
+const Version = 2
 
 // MaxFrame bounds one frame. The largest legitimate frames carry files: at most the files cap
 // (512 MiB server maximum) base64-encoded, which a single file frame never reaches because
 // request files are bounded far below.
 const MaxFrame = 768 << 20
+
+// What one run returns besides its streams and files. The guest keeps to these caps (its REPL
+// drops what does not fit and says so on the run's stderr); the daemon checks them again.
+const (
+	// MaxArtifacts and MaxArtifactsBytes bound a run's artifacts (the figures it drew): 64 of
+	// them, 32 MiB in all. A figure is typically 10–100 KB; the cap is fixed rather than taken
+	// from the files limit because the result frame carries both.
+	MaxArtifacts      = 64
+	MaxArtifactsBytes = 32 << 20
+	// MaxOutputs bounds the rich outputs of a run (today only its last expression's value).
+	MaxOutputs = 16
+	// MaxOutputText bounds an output's text (longer text is cut, and says so); MaxOutputHTML and
+	// MaxOutputJSON its HTML and JSON (a longer one is left out: half a table or half a JSON
+	// document is worse than none).
+	MaxOutputText = 64 << 10
+	MaxOutputHTML = 1 << 20
+	MaxOutputJSON = 4 << 20
+)
 
 // Op says what a frame is.
 type Op string
@@ -55,6 +74,18 @@ const (
 	OpStats Op = "stats"
 	// OpShutdown ends the guest and so the sandbox. No answer.
 	OpShutdown Op = "shutdown"
+	// OpEgress opens the sandbox's way out: the guest adds CA (the egress gateway's certificate)
+	// to the sandbox's trust store and listens on 127.0.0.1:Port, carrying each connection to
+	// the daemon as a tunnel stream. Answer: OpOK or OpError.
+	OpEgress Op = "egress"
+)
+
+// Tunnel streams (both directions; ID 0, Conn names the stream). See package tunnel.
+const (
+	OpConnOpen  Op = "conn_open"
+	OpConnData  Op = "conn_data"
+	OpConnAck   Op = "conn_ack"
+	OpConnClose Op = "conn_close"
 )
 
 // Answers (guest → daemon).
@@ -108,6 +139,13 @@ type Frame struct {
 	// OpStats.
 	Stats *Stats `json:"stats,omitempty"`
 
+	// OpEgress.
+	CA   []byte `json:"ca,omitempty"`
+	Port int    `json:"port,omitempty"`
+	// Tunnel frames: the stream, and for OpConnAck the bytes consumed (data travels in Data).
+	Conn uint64 `json:"conn,omitempty"`
+	Ack  int64  `json:"ack,omitempty"`
+
 	// OpError.
 	Error *Error `json:"error,omitempty"`
 }
@@ -139,6 +177,10 @@ type RunResult struct {
 	StderrTruncated bool             `json:"stderr_truncated,omitempty"`
 	// Files the cell created or changed under the work directory.
 	Files []sandbox.File `json:"files,omitempty"`
+	// Artifacts the cell produced (its matplotlib figures, as PNG), in order.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Outputs are the rich values the cell displayed: the value of its last expression.
+	Outputs []sandbox.Output `json:"outputs,omitempty"`
 	// FilesTruncated: more files changed than FilesBytes allowed to return.
 	FilesTruncated bool `json:"files_truncated,omitempty"`
 	// TimedOut: the guest interrupted the cell at its timeout.
@@ -152,6 +194,14 @@ type RunResult struct {
 	Elapsed time.Duration `json:"elapsed"`
 	// CPU is the CPU time the Python process (and children it waited for) used during the cell.
 	CPU time.Duration `json:"cpu"`
+}
+
+// Artifact is one artifact of a run as the guest sends it. The daemon works out its size and hash
+// itself.
+type Artifact struct {
+	Name    string `json:"name"`
+	MIME    string `json:"mime"`
+	Content []byte `json:"content"`
 }
 
 // FileInfo is one entry of OpFiles.
@@ -232,4 +282,38 @@ func Read(r io.Reader, f *Frame, max int) error {
 		return errors.New("proto: bad frame: no op")
 	}
 	return nil
+}
+
+// TunnelFrame turns a tunnel frame into a protocol frame.
+func TunnelFrame(f tunnel.Frame) *Frame {
+	out := &Frame{Conn: f.Stream}
+	switch f.Kind {
+	case tunnel.KindOpen:
+		out.Op = OpConnOpen
+	case tunnel.KindData:
+		out.Op, out.Data = OpConnData, f.Data
+	case tunnel.KindAck:
+		out.Op, out.Ack = OpConnAck, f.Ack
+	case tunnel.KindClose:
+		out.Op = OpConnClose
+	}
+	return out
+}
+
+// AsTunnel returns the tunnel frame a protocol frame carries, or false for other frames.
+func (f *Frame) AsTunnel() (tunnel.Frame, bool) {
+	t := tunnel.Frame{Stream: f.Conn}
+	switch f.Op {
+	case OpConnOpen:
+		t.Kind = tunnel.KindOpen
+	case OpConnData:
+		t.Kind, t.Data = tunnel.KindData, f.Data
+	case OpConnAck:
+		t.Kind, t.Ack = tunnel.KindAck, f.Ack
+	case OpConnClose:
+		t.Kind = tunnel.KindClose
+	default:
+		return t, false
+	}
+	return t, true
 }

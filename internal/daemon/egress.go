@@ -1,0 +1,146 @@
+package daemon
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/egress"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// gateway adapts the egress gateway to what the heavy tier and the Manager ask of it.
+type gateway struct {
+	*egress.Gateway
+	ca  []byte
+	dir string // profiles
+}
+
+// ReloadPolicy reads the profiles again; an error leaves the old ones in force.
+func (g *gateway) ReloadPolicy() ([]string, error) {
+	ps, err := egress.LoadProfiles(g.dir)
+	if err != nil {
+		return nil, err
+	}
+	g.SetProfiles(ps)
+	return ps.Names(), nil
+}
+
+// Interface guards.
+var (
+	_ heavy.Egress           = (*gateway)(nil)
+	_ sandbox.Intents        = (*gateway)(nil)
+	_ sandbox.PolicyReloader = (*gateway)(nil)
+)
+
+func (g *gateway) Serve(c net.Conn, session, profile string) error {
+	return g.Gateway.Serve(c, egress.Sandbox{Session: session, Profile: profile})
+}
+
+func (g *gateway) CA() []byte { return g.ca }
+
+func (g *gateway) CheckProfile(name string) error {
+	_, err := g.Profile(name)
+	return err
+}
+
+// endSession is set once the Manager exists: the gateway's alerts can end sessions.
+type endSession struct {
+	f atomic.Pointer[func(id, reason string)]
+}
+
+func (e *endSession) call(id, reason string) {
+	if f := e.f.Load(); f != nil {
+		(*f)(id, reason)
+	}
+}
+
+// newGateway builds the egress gateway, or nil when it is off.
+func newGateway(cfg config.Config, rec egress.Recorder, insp egress.Inspector, end *endSession, log *slog.Logger) (*gateway, error) {
+	if !cfg.EgressEnabled() {
+		log.Info("egress gateway off: sandboxes have no network")
+		return nil, nil
+	}
+	ps, err := egress.LoadProfiles(cfg.EgressProfilesDir())
+	if err != nil {
+		return nil, fmt.Errorf("egress policy: %w", err)
+	}
+	ca, err := egress.LoadOrCreateCA(cfg.EgressDir())
+	if err != nil {
+		return nil, err
+	}
+	var roots *x509.CertPool
+	if cfg.Egress.UpstreamCAFile != "" {
+		roots, err = x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		pem, err := os.ReadFile(cfg.Egress.UpstreamCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("egress upstream CA: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("egress upstream CA %s: no PEM certificate in it", cfg.Egress.UpstreamCAFile)
+		}
+	}
+	var resolver egress.Resolver = net.DefaultResolver
+	if len(cfg.Egress.Hosts) > 0 {
+		h := hostsResolver{table: map[string][]netip.Addr{}, next: net.DefaultResolver}
+		for name, addrs := range cfg.Egress.Hosts {
+			for _, a := range addrs {
+				ip, err := netip.ParseAddr(a)
+				if err != nil {
+					return nil, fmt.Errorf("egress.hosts %s: %q is not an IP address", name, a)
+				}
+				h.table[name] = append(h.table[name], ip)
+			}
+		}
+		resolver = h
+	}
+	g, err := egress.New(egress.Options{
+		Profiles:      ps,
+		CA:            ca,
+		Resolver:      resolver,
+		Inspector:     insp,
+		Recorder:      rec,
+		UpstreamRoots: roots,
+		EndSession:    end.call,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("egress gateway ready", "profiles", ps.Names(), "ca", cfg.EgressDir())
+	return &gateway{Gateway: g, ca: ca.CertPEM, dir: cfg.EgressProfilesDir()}, nil
+}
+
+// hostsResolver answers pinned names from a table and the rest from the system.
+type hostsResolver struct {
+	table map[string][]netip.Addr
+	next  egress.Resolver
+}
+
+func (h hostsResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if a, ok := h.table[host]; ok {
+		return a, nil
+	}
+	return h.next.LookupNetIP(ctx, network, host)
+}
+
+// logRecorder writes egress events and alerts to the log, until the audit log takes them.
+type logRecorder struct{ log *slog.Logger }
+
+func (r logRecorder) Egress(e egress.Event) {
+	r.log.Info("egress", "session", e.Session, "method", e.Method, "url", e.URL, "decision", e.Decision, "status", e.Status, "rules", e.Rules, "detectors", e.Detectors, "reason", e.Reason)
+}
+
+func (r logRecorder) Alert(a egress.Alert) {
+	r.log.Warn("egress alert", "session", a.Session, "violations", a.Violations, "window", a.Window, "ended", a.Ended)
+}

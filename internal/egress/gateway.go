@@ -1,0 +1,637 @@
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/elazarl/goproxy"
+)
+
+// Sandbox is what the gateway knows of the sandbox a connection comes from.
+type Sandbox struct {
+	// Session is the session's ID, or the run's for a one-shot run: intents and violation
+	// counters are kept by it.
+	Session string
+	// Profile names the egress profile.
+	Profile string
+}
+
+// DLPResult is what the DLP stage found in a request.
+type DLPResult struct {
+	// Action is the strongest action of the findings: "" (nothing found), log, redact or block.
+	Action string
+	// Detectors are the detectors that matched, e.g. ["payment_card"].
+	Detectors []string
+	// Reason is written for the agent: what was found where, never the value itself.
+	Reason string
+	// Redacted is true when the request was rewritten with the matches replaced.
+	Redacted bool
+}
+
+// Inspector is the DLP stage. When apply is false (warn mode) it must not change the request.
+type Inspector interface {
+	Inspect(r *http.Request, cfg *DLP, apply bool) (DLPResult, error)
+}
+
+// Recorder receives every egress decision and alert (the audit log).
+type Recorder interface {
+	Egress(Event)
+	Alert(Alert)
+}
+
+// Event is one request through the gateway.
+type Event struct {
+	Time    time.Time
+	Session string
+	Profile string
+	Mode    Mode
+	Intent  string
+	Method  string
+	// URL is the request's URL; for a tunnel, the host and port.
+	URL string
+	// Addr is the address dialed, when one was.
+	Addr string
+	// Status is the origin's answer, or the gateway's own (403) when it refused.
+	Status int
+	// Decision: allowed, denied, blocked (DLP), redacted, warned (warn mode: would have been
+	// denied or blocked), refused (SSRF guard), failed (the origin could not be reached).
+	Decision  string
+	Rules     []string
+	Detectors []string
+	Reason    string
+	// Headers are the request's headers with values of Authorization-like headers masked.
+	Headers  map[string]string
+	Duration time.Duration
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Profiles Profiles
+	CA       *CA
+	// Resolver resolves names for the SSRF guard. Default net.DefaultResolver.
+	Resolver Resolver
+	// Inspector is the DLP stage. Nil: no DLP.
+	Inspector Inspector
+	// Recorder receives events. Nil: events are only logged at debug level.
+	Recorder Recorder
+	// UpstreamRoots verifies origins' certificates. Default: the system's roots.
+	UpstreamRoots *x509.CertPool
+	// EndSession is called when an alert ends a session (enforce mode, alerts.end_session).
+	EndSession func(session, reason string)
+	// DialTimeout bounds a connection to an origin. Default 10s.
+	DialTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+// Gateway is the egress proxy shared by every sandbox of the daemon.
+type Gateway struct {
+	opts     Options
+	profiles atomic.Pointer[Profiles]
+	ca       *CA
+	dialer   dialer
+	proxy    *goproxy.ProxyHttpServer
+	log      *slog.Logger
+	monitor  *monitor
+
+	mu         sync.Mutex
+	intents    map[string]intentState
+	transports map[string]*http.Transport // by profile: pooled connections stay within a profile
+
+	ln     *chanListener
+	server *http.Server
+}
+
+type intentState struct {
+	name    string
+	profile string
+	expires time.Time
+}
+
+// New builds the gateway and starts serving connections given to Serve.
+func New(opts Options) (*Gateway, error) {
+	if len(opts.Profiles) == 0 {
+		return nil, errors.New("egress: no profiles")
+	}
+	if opts.CA == nil {
+		return nil, errors.New("egress: no CA")
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = net.DefaultResolver
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 10 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	g := &Gateway{opts: opts, ca: opts.CA, log: opts.Logger, intents: map[string]intentState{}, transports: map[string]*http.Transport{}}
+	ps := opts.Profiles
+	g.profiles.Store(&ps)
+	nd := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
+	g.dialer = dialer{resolver: opts.Resolver, timeout: opts.DialTimeout, dial: nd.DialContext}
+	g.monitor = newMonitor(g)
+	g.proxy = g.newProxy()
+	g.ln = newChanListener()
+	g.server = &http.Server{
+		Handler:           g.proxy,
+		ReadHeaderTimeout: 30 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if sc, ok := c.(*sandboxConn); ok {
+				return context.WithValue(ctx, sandboxKey{}, sc.sb)
+			}
+			return ctx
+		},
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+	}
+	go g.server.Serve(g.ln)
+	return g, nil
+}
+
+// Close stops the gateway and ends every connection it serves.
+func (g *Gateway) Close() error {
+	err := g.server.Close()
+	g.mu.Lock()
+	for _, t := range g.transports {
+		t.CloseIdleConnections()
+	}
+	g.mu.Unlock()
+	return err
+}
+
+// Serve takes a connection from a sandbox (the proxy's client side) and serves it. It returns at
+// once; the gateway closes c when done.
+func (g *Gateway) Serve(c net.Conn, sb Sandbox) error {
+	return g.ln.push(&sandboxConn{Conn: c, sb: sb})
+}
+
+// SetProfiles replaces the profiles (a reload). Sessions keep their profile by name.
+func (g *Gateway) SetProfiles(ps Profiles) { g.profiles.Store(&ps) }
+
+// Profiles returns the profiles in force.
+func (g *Gateway) Profiles() Profiles { return *g.profiles.Load() }
+
+// Profile returns a profile by name.
+func (g *Gateway) Profile(name string) (*Profile, error) {
+	ps := g.Profiles()
+	p, ok := ps[name]
+	if !ok {
+		return nil, fmt.Errorf("no egress profile %q (profiles: %s)", name, strings.Join(ps.Names(), ", "))
+	}
+	return p, nil
+}
+
+// SetIntent makes name the session's current intent for ttl (0: the intent's maximum).
+func (g *Gateway) SetIntent(session, profile, name string, ttl time.Duration) (time.Time, error) {
+	p, err := g.Profile(profile)
+	if err != nil {
+		return time.Time{}, err
+	}
+	in, ok := p.Intents[name]
+	if !ok {
+		var names []string
+		for n := range p.Intents {
+			names = append(names, n)
+		}
+		return time.Time{}, fmt.Errorf("profile %s has no intent %q (intents: %s)", profile, name, strings.Join(names, ", "))
+	}
+	maxTTL := time.Duration(in.MaxTTL)
+	if ttl <= 0 || ttl > maxTTL {
+		if ttl > maxTTL {
+			return time.Time{}, fmt.Errorf("intent %s may last at most %v, not %v", name, maxTTL, ttl)
+		}
+		ttl = maxTTL
+	}
+	exp := time.Now().Add(ttl)
+	g.mu.Lock()
+	g.intents[session] = intentState{name: name, profile: profile, expires: exp}
+	g.mu.Unlock()
+	return exp, nil
+}
+
+// ClearIntent ends the session's current intent.
+func (g *Gateway) ClearIntent(session string) {
+	g.mu.Lock()
+	delete(g.intents, session)
+	g.mu.Unlock()
+}
+
+// Intent returns the session's current intent and when it ends, or "" when none.
+func (g *Gateway) Intent(session string) (string, time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	st, ok := g.intents[session]
+	if !ok {
+		return "", time.Time{}
+	}
+	if time.Now().After(st.expires) {
+		delete(g.intents, session)
+		return "", time.Time{}
+	}
+	return st.name, st.expires
+}
+
+// Forget drops what the gateway keeps of a session (its intent and counters).
+func (g *Gateway) Forget(session string) {
+	g.ClearIntent(session)
+	g.monitor.forget(session)
+}
+
+type sandboxKey struct{}
+
+type sandboxConn struct {
+	net.Conn
+	sb Sandbox
+}
+
+// reqState travels in a request's context from the policy check to the dial.
+type reqState struct {
+	sb       Sandbox
+	profile  *Profile
+	explicit bool         // the port was named by a rule: dangerous ports are allowed
+	addrs    []netip.Addr // checked addresses to dial
+	ev       *Event
+	start    time.Time
+}
+
+type reqStateKey struct{}
+
+func (g *Gateway) sandboxOf(ctx *goproxy.ProxyCtx) (Sandbox, bool) {
+	if sb, ok := ctx.UserData.(Sandbox); ok {
+		return sb, true
+	}
+	sb, ok := ctx.Req.Context().Value(sandboxKey{}).(Sandbox)
+	return sb, ok
+}
+
+func (g *Gateway) newProxy() *goproxy.ProxyHttpServer {
+	p := goproxy.NewProxyHttpServer()
+	p.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	p.Verbose = false
+	p.KeepDestinationHeaders = true
+	p.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "agentbox egress: this is a forward proxy; send absolute URLs (HTTP_PROXY) or CONNECT (HTTPS_PROXY)", http.StatusBadRequest)
+	})
+	// Nothing goes out but through roundTrip below; this transport is never used directly.
+	p.Tr = &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("egress: no route")
+	}}
+	p.OnRequest().HandleConnectFunc(g.handleConnect)
+	p.OnRequest().DoFunc(g.handleRequest)
+	p.ConnectDialWithReq = g.connectDial
+	return p
+}
+
+// handleConnect decides a CONNECT. Everything is intercepted, denied hosts included (their
+// requests then get a readable 403), except pass-through hosts the policy allows, which are
+// tunnelled after the SSRF guard.
+func (g *Gateway) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	sb, ok := g.sandboxOf(ctx)
+	if !ok {
+		return goproxy.RejectConnect, host
+	}
+	ctx.UserData = sb
+	mitm := &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: g.tlsConfig}
+	p, err := g.Profile(sb.Profile)
+	if err != nil {
+		return mitm, host // the inner requests get the error
+	}
+	t := target(host, "", "", 443)
+	if p.isPassthrough(t.Host) && p.Mode != ModeDisabled {
+		intent, _ := g.Intent(sb.Session)
+		if d := p.Decide(t, intent); d.Allowed {
+			g.record(Event{Session: sb.Session, Profile: p.Name, Mode: p.Mode, Intent: intent, Method: "CONNECT", URL: host, Decision: "allowed", Rules: []string{d.Rule, "passthrough"}})
+			return goproxy.OkConnect, host
+		}
+	}
+	return mitm, host
+}
+
+func (g *Gateway) tlsConfig(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	leaf, err := g.ca.Leaf(strings.ToLower(h))
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*leaf}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}, nil
+}
+
+// connectDial dials a pass-through tunnel under the SSRF guard.
+func (g *Gateway) connectDial(req *http.Request, network, addr string) (net.Conn, error) {
+	sb, _ := req.Context().Value(sandboxKey{}).(Sandbox)
+	p, err := g.Profile(sb.Profile)
+	if err != nil {
+		return nil, err
+	}
+	t := target(addr, "", "", 443)
+	intent, _ := g.Intent(sb.Session)
+	c, a, err := g.dialer.dialChecked(req.Context(), p, t.Host, t.Port, p.portExplicit(t, intent))
+	ev := Event{Session: sb.Session, Profile: p.Name, Mode: p.Mode, Intent: intent, Method: "CONNECT", URL: addr, Decision: "allowed", Rules: []string{"passthrough"}}
+	if err != nil {
+		ev.Decision, ev.Reason, ev.Status = "refused", err.Error(), http.StatusForbidden
+		g.violation(sb, p, ev)
+		return nil, err
+	}
+	ev.Addr = a.String()
+	return c, nil
+}
+
+// target makes a Target from a host[:port] and a URL's method and path.
+func target(hostport, method, path string, defaultPort int) Target {
+	host, port := hostport, defaultPort
+	if h, ps, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+		if n, err := strconv.Atoi(ps); err == nil {
+			port = n
+		}
+	}
+	host = strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	return Target{Host: host, Port: port, Method: method, Path: path}
+}
+
+// handleRequest is every request, plain or intercepted: policy, SSRF guard, DLP.
+func (g *Gateway) handleRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+	start := time.Now()
+	sb, ok := g.sandboxOf(ctx)
+	if !ok {
+		return req, refuse(req, http.StatusForbidden, "agentbox egress: a connection of unknown origin")
+	}
+	p, err := g.Profile(sb.Profile)
+	if err != nil {
+		return req, refuse(req, http.StatusForbidden, "agentbox egress: "+err.Error())
+	}
+	defPort := 80
+	if req.URL.Scheme == "https" {
+		defPort = 443
+	}
+	t := target(req.URL.Host, req.Method, req.URL.EscapedPath(), defPort)
+	intent, _ := g.Intent(sb.Session)
+	ev := &Event{Time: start.UTC(), Session: sb.Session, Profile: p.Name, Mode: p.Mode, Intent: intent, Method: req.Method, URL: redactURL(req.URL.String()), Headers: maskHeaders(req.Header)}
+	enforce := p.Mode == ModeEnforce
+	warned := false
+	if p.Mode != ModeDisabled {
+		d := p.Decide(t, intent)
+		ev.Rules = append(ev.Rules, d.Rule)
+		if !d.Allowed {
+			if enforce {
+				ev.Decision, ev.Reason, ev.Status = "denied", d.Reason, http.StatusForbidden
+				ev.Duration = time.Since(start)
+				g.violation(sb, p, *ev)
+				return req, refuse(req, http.StatusForbidden, "agentbox egress: denied: "+d.Reason)
+			}
+			warned, ev.Reason = true, d.Reason
+		}
+	}
+	// The SSRF guard resolves now and pins the addresses the dial will use.
+	explicit := p.portExplicit(t, intent)
+	addrs, err := g.resolveChecked(req.Context(), p, t, explicit)
+	if err != nil {
+		ev.Decision, ev.Reason, ev.Status = "refused", err.Error(), http.StatusForbidden
+		ev.Duration = time.Since(start)
+		g.violation(sb, p, *ev)
+		return req, refuse(req, http.StatusForbidden, "agentbox egress: "+err.Error())
+	}
+	if p.Mode != ModeDisabled && g.opts.Inspector != nil {
+		res, err := g.opts.Inspector.Inspect(req, &p.DLP, enforce)
+		if err != nil {
+			ev.Decision, ev.Reason, ev.Status = "blocked", "the request could not be scanned: "+err.Error(), http.StatusForbidden
+			ev.Duration = time.Since(start)
+			g.violation(sb, p, *ev)
+			return req, refuse(req, http.StatusForbidden, "agentbox egress: blocked: the request could not be scanned: "+err.Error())
+		}
+		ev.Detectors = res.Detectors
+		switch {
+		case res.Action == "block" && enforce:
+			ev.Decision, ev.Reason, ev.Status = "blocked", res.Reason, http.StatusForbidden
+			ev.Duration = time.Since(start)
+			g.violation(sb, p, *ev)
+			return req, refuse(req, http.StatusForbidden, "agentbox egress: blocked: "+res.Reason)
+		case res.Action == "block" || res.Action == "redact" && !enforce:
+			warned = true
+			ev.Reason = strings.TrimPrefix(ev.Reason+"; "+res.Reason, "; ")
+		case res.Action == "redact":
+			ev.Decision = "redacted"
+			ev.Reason = res.Reason
+		}
+		if res.Redacted {
+			ev.Headers = maskHeaders(req.Header)
+			ev.URL = redactURL(req.URL.String())
+		}
+	}
+	if ev.Decision == "" {
+		ev.Decision = "allowed"
+	}
+	if warned {
+		ev.Decision = "warned"
+	}
+	st := &reqState{sb: sb, profile: p, explicit: explicit, addrs: addrs, ev: ev, start: start}
+	req = req.WithContext(context.WithValue(req.Context(), reqStateKey{}, st))
+	ctx.RoundTripper = goproxy.RoundTripperFunc(g.roundTrip)
+	return req, nil
+}
+
+func (g *Gateway) resolveChecked(ctx context.Context, p *Profile, t Target, explicit bool) ([]netip.Addr, error) {
+	if containsInt(p.DangerousPorts, t.Port) && !explicit {
+		return nil, &SSRFError{Host: t.Host, Reason: fmt.Sprintf("port %d is a dangerous port (allow it with a rule that names the port)", t.Port)}
+	}
+	if ip, err := netip.ParseAddr(t.Host); err == nil {
+		if err := checkAddr(ip, p.allowPrivate); err != nil {
+			return nil, &SSRFError{Host: t.Host, Reason: "address " + err.Error()}
+		}
+		return []netip.Addr{ip}, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	addrs, err := g.dialer.resolver.LookupNetIP(lctx, "ip", t.Host)
+	cancel()
+	if err != nil {
+		return nil, &SSRFError{Host: t.Host, Reason: fmt.Sprintf("cannot resolve %s: %v", t.Host, err)}
+	}
+	if len(addrs) == 0 {
+		return nil, &SSRFError{Host: t.Host, Reason: "the name has no addresses"}
+	}
+	for _, a := range addrs {
+		if err := checkAddr(a, p.allowPrivate); err != nil {
+			return nil, &SSRFError{Host: t.Host, Reason: fmt.Sprintf("%s resolves to %v", t.Host, err)}
+		}
+	}
+	return addrs, nil
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// roundTrip sends a checked request through its profile's transport, dialing only the addresses
+// the guard checked, and records the outcome.
+func (g *Gateway) roundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
+	st, _ := req.Context().Value(reqStateKey{}).(*reqState)
+	if st == nil {
+		return nil, errors.New("egress: request without a policy decision")
+	}
+	resp, err := g.transport(st.profile).RoundTrip(req)
+	ev := *st.ev
+	ev.Duration = time.Since(st.start)
+	if err != nil {
+		if ev.Decision == "allowed" || ev.Decision == "redacted" {
+			ev.Decision = "failed"
+		}
+		ev.Reason = strings.TrimPrefix(ev.Reason+"; "+err.Error(), "; ")
+	} else {
+		ev.Status = resp.StatusCode
+	}
+	if ev.Decision == "warned" {
+		// Warn mode: what enforce would have refused went out, and counts as a violation.
+		g.violation(st.sb, st.profile, ev)
+	} else {
+		g.record(ev)
+	}
+	return resp, err
+}
+
+func (g *Gateway) transport(p *Profile) *http.Transport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if t, ok := g.transports[p.Name]; ok {
+		return t
+	}
+	t := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			st, _ := ctx.Value(reqStateKey{}).(*reqState)
+			if st == nil {
+				return nil, errors.New("egress: dial without a policy decision")
+			}
+			_, port, _ := net.SplitHostPort(addr)
+			var last error
+			for _, a := range st.addrs {
+				c, err := g.dialer.dial(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+				if err == nil {
+					st.ev.Addr = a.String()
+					return c, nil
+				}
+				last = err
+			}
+			return nil, last
+		},
+		TLSClientConfig:       &tls.Config{RootCAs: g.opts.UpstreamRoots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     false,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       60 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		Proxy:                 nil,
+	}
+	g.transports[p.Name] = t
+	return t
+}
+
+// refuse is the gateway's own answer: a 403 whose body says why, so an agent can read it.
+func refuse(req *http.Request, status int, reason string) *http.Response {
+	resp := goproxy.NewResponse(req, goproxy.ContentTypeText, status, reason+"\n")
+	resp.Header.Set("X-Agentbox-Egress", "refused")
+	return resp
+}
+
+func (g *Gateway) record(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	g.log.Debug("egress", "session", ev.Session, "method", ev.Method, "url", ev.URL, "decision", ev.Decision, "status", ev.Status, "reason", ev.Reason)
+	if g.opts.Recorder != nil {
+		g.opts.Recorder.Egress(ev)
+	}
+}
+
+// violation records ev and counts it against the session.
+func (g *Gateway) violation(sb Sandbox, p *Profile, ev Event) {
+	g.record(ev)
+	g.monitor.count(sb, p, ev)
+}
+
+// sensitiveHeaders have their values masked in events.
+var sensitiveHeaders = map[string]bool{"Authorization": true, "Proxy-Authorization": true, "Cookie": true, "Set-Cookie": true, "X-Api-Key": true, "Api-Key": true, "X-Auth-Token": true}
+
+func maskHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		val := strings.Join(v, ", ")
+		if sensitiveHeaders[http.CanonicalHeaderKey(k)] {
+			val = "[masked]"
+		}
+		if len(val) > 512 {
+			val = val[:512] + "…"
+		}
+		out[k] = val
+	}
+	return out
+}
+
+// redactURL drops userinfo from a URL for the record.
+func redactURL(s string) string {
+	if i := strings.Index(s, "://"); i >= 0 {
+		if at := strings.IndexByte(s[i+3:], '@'); at >= 0 {
+			if slash := strings.IndexByte(s[i+3:], '/'); slash < 0 || at < slash {
+				s = s[:i+3] + "[masked]@" + s[i+3+at+1:]
+			}
+		}
+	}
+	return s
+}
+
+// chanListener is a net.Listener fed by Serve.
+type chanListener struct {
+	ch     chan net.Conn
+	done   chan struct{}
+	closed sync.Once
+}
+
+func newChanListener() *chanListener {
+	return &chanListener{ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *chanListener) push(c net.Conn) error {
+	select {
+	case l.ch <- c:
+		return nil
+	case <-l.done:
+		c.Close()
+		return net.ErrClosed
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.closed.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return &net.UnixAddr{Name: "agentbox-egress", Net: "unix"} }
+
+var _ io.Closer = (*Gateway)(nil)

@@ -1,0 +1,17 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/agentbox-dev/agentbox/api"
+)
+
+// POST /v1/egress/reload
+func (s *Server) handleReloadEgress(w http.ResponseWriter, r *http.Request) {
+	names, err := s.m.ReloadEgressPolicy()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ReloadResult{Profiles: names})
+}

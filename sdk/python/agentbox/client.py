@@ -1,0 +1,262 @@
+"""The low-level client: one method per operation of api/openapi.yaml, wire types in and out.
+
+Most programs want :class:`agentbox.Sandbox`; this is what it is built on, and what to use for
+listing sessions, images or the daemon's health.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import pathlib
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.client import HTTPException
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _codec
+from ._version import __version__
+from .errors import DaemonUnreachable, from_response
+from .models import (CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, ReloadResult,
+                     Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
+
+#: Where ``agentbox serve`` listens unless told otherwise.
+DEFAULT_URL = "http://127.0.0.1:8420"
+
+#: Every operation the SDK calls, as (method, path) with the spec's {id} placeholders. A Go test
+#: (api/sdk_contract_test.go) checks each against api/openapi.yaml.
+ROUTES: Dict[str, Tuple[str, str]] = {
+    "run": ("POST", "/v1/run"),
+    "route": ("POST", "/v1/route"),
+    "listSessions": ("GET", "/v1/sessions"),
+    "createSession": ("POST", "/v1/sessions"),
+    "getSession": ("GET", "/v1/sessions/{id}"),
+    "closeSession": ("DELETE", "/v1/sessions/{id}"),
+    "runInSession": ("POST", "/v1/sessions/{id}/run"),
+    "listFiles": ("GET", "/v1/sessions/{id}/files"),
+    "removeFile": ("DELETE", "/v1/sessions/{id}/files"),
+    "readFile": ("GET", "/v1/sessions/{id}/files/content"),
+    "writeFile": ("PUT", "/v1/sessions/{id}/files/content"),
+    "getIntent": ("GET", "/v1/sessions/{id}/intent"),
+    "setIntent": ("PUT", "/v1/sessions/{id}/intent"),
+    "clearIntent": ("DELETE", "/v1/sessions/{id}/intent"),
+    "reloadEgressPolicy": ("POST", "/v1/egress/reload"),
+    "getArtifact": ("GET", "/v1/artifacts/{id}"),
+    "listImages": ("GET", "/v1/images"),
+    "health": ("GET", "/v1/health"),
+}
+
+#: Seconds a call other than a run may take. Runs get their own timeout plus RUN_MARGIN.
+DEFAULT_TIMEOUT = 60.0
+#: Seconds added to a run's own timeout for the HTTP wait (start, queue, transfer).
+RUN_MARGIN = 30.0
+#: The HTTP wait of a run that names no timeout: the server's default maximum (600 s) plus margin.
+RUN_TIMEOUT_UNKNOWN = 600.0 + RUN_MARGIN
+
+
+def default_data_dir() -> pathlib.Path:
+    """The daemon's default data directory: AGENTBOX_DATA_DIR, else $XDG_CACHE_HOME/agentbox or
+    ~/.cache/agentbox (the daemon's own rule)."""
+    d = os.environ.get("AGENTBOX_DATA_DIR")
+    if d:
+        return pathlib.Path(d)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(cache) / "agentbox"
+
+
+def api_key_from_env() -> str:
+    """AGENTBOX_API_KEY, else the api_key file the daemon keeps in its data directory, else ""."""
+    k = os.environ.get("AGENTBOX_API_KEY", "")
+    if k:
+        return k
+    try:
+        return (default_data_dir() / "api_key").read_text().strip()
+    except OSError:
+        return ""
+
+
+def url_from_env() -> str:
+    """AGENTBOX_URL, else DEFAULT_URL."""
+    return os.environ.get("AGENTBOX_URL") or DEFAULT_URL
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Client:
+    """A client of one agentbox daemon. Safe to share between threads (it keeps no connection).
+
+    Args:
+        url: The daemon's base URL. Default AGENTBOX_URL, else http://127.0.0.1:8420.
+        api_key: The bearer key. Default AGENTBOX_API_KEY, else the api_key file in the daemon's
+            data directory (AGENTBOX_DATA_DIR or ~/.cache/agentbox), which ``agentbox serve``
+            creates on first start. An empty key is allowed: health() needs none, and other
+            calls then raise :class:`~agentbox.Unauthorized` with a hint.
+        timeout: Seconds a call other than a run may take (default 60). A run waits for its own
+            timeout plus 30 s.
+
+    Proxies from the environment (http_proxy...) are used except for loopback addresses, as
+    Go's HTTP client does.
+    """
+
+    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None, *,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        base = (url or url_from_env()).rstrip("/")
+        u = urllib.parse.urlsplit(base)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"agentbox: URL {base!r} must be http:// or https:// with a host")
+        self.url = base
+        self.api_key = api_key_from_env() if api_key is None else api_key
+        self.timeout = timeout
+        handlers = [urllib.request.ProxyHandler({})] if _is_loopback(u.hostname) else []
+        self._opener = urllib.request.build_opener(*handlers)
+
+    def __repr__(self) -> str:
+        return f"Client(url={self.url!r})"
+
+    # --- transport -----------------------------------------------------------------------
+
+    def _request(self, op: str, *, id: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
+                 raw: Optional[bytes] = None, timeout: Optional[float] = None,
+                 ok: Tuple[int, ...] = (200,)) -> Tuple[int, bytes, str]:
+        method, path = ROUTES[op]
+        if "{id}" in path:
+            if not id:
+                raise ValueError(f"agentbox: {op} needs an id")
+            path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        url = self.url + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        headers = {"User-Agent": f"agentbox-python/{__version__}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(_codec.encode(body)).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        elif raw is not None:
+            data = raw
+            headers["Content-Type"] = "application/octet-stream"
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
+        try:
+            with self._opener.open(req, timeout=timeout or self.timeout) as resp:
+                return resp.status, resp.read(), resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as e:
+            status, payload, rid = e.code, e.read(), e.headers.get("X-Request-Id", "")
+            e.close()
+            if status in ok:
+                return status, payload, e.headers.get("Content-Type", "")
+            raise from_response(status, payload, rid, self) from None
+        except (urllib.error.URLError, HTTPException, OSError, socket.timeout) as e:
+            reason = getattr(e, "reason", e)
+            raise DaemonUnreachable(None, f"{method} {url}: {reason}",
+                                    hint="is `agentbox serve` running there? AGENTBOX_URL sets the address") from e
+
+    def _json(self, op: str, cls: Any, **kw: Any) -> Any:
+        _, payload, _ = self._request(op, **kw)
+        return _codec.decode(cls, json.loads(payload.decode("utf-8")))
+
+    @staticmethod
+    def _run_wait(timeout: Optional[float]) -> float:
+        return (timeout + RUN_MARGIN) if timeout else RUN_TIMEOUT_UNKNOWN
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def run(self, req: RunRequest) -> Result:
+        """Run code once in a fresh sandbox (``POST /v1/run``)."""
+        res = self._json("run", Result, body=req, timeout=self._run_wait(req.timeout))
+        return res._bind(self)
+
+    def route(self, req: RunRequest) -> Routing:
+        """Ask where the daemon would run ``req``, without running it (``POST /v1/route``).
+
+        Raises :class:`~agentbox.NotFound` on a daemon that does not offer the route.
+        """
+        return self._json("route", Routing, body=req)
+
+    def artifact(self, id: str) -> Tuple[bytes, str]:
+        """Download an artifact: its bytes and media type (``GET /v1/artifacts/{id}``)."""
+        _, payload, ctype = self._request("getArtifact", id=id)
+        return payload, ctype
+
+    # --- sessions ------------------------------------------------------------------------
+
+    def create_session(self, req: Optional[CreateSessionRequest] = None) -> Session:
+        """Start a stateful session (``POST /v1/sessions``)."""
+        return self._json("createSession", Session, body=req or CreateSessionRequest(), ok=(201,),
+                          timeout=max(self.timeout, 120.0))
+
+    def get_session(self, id: str) -> Session:
+        return self._json("getSession", Session, id=id)
+
+    def list_sessions(self) -> List[Session]:
+        """Open sessions, oldest first."""
+        return self._json("listSessions", SessionList).sessions
+
+    def close_session(self, id: str) -> None:
+        """Close a session (``DELETE /v1/sessions/{id}``); a run in progress is stopped."""
+        self._request("closeSession", id=id, ok=(204,))
+
+    def run_in_session(self, id: str, req: RunRequest) -> Result:
+        """Run code in a session's interpreter (``POST /v1/sessions/{id}/run``)."""
+        res = self._json("runInSession", Result, id=id, body=req, timeout=self._run_wait(req.timeout))
+        return res._bind(self)
+
+    # --- session files (heavy sessions) --------------------------------------------------
+
+    def list_files(self, id: str, path: str = "/home/user") -> List[FileInfo]:
+        """Everything under ``path`` in a session, recursively, sorted by path."""
+        return self._json("listFiles", FileList, id=id, query={"path": path}).files
+
+    def read_file(self, id: str, path: str) -> bytes:
+        _, payload, _ = self._request("readFile", id=id, query={"path": path})
+        return payload
+
+    def write_file(self, id: str, path: str, data: bytes) -> None:
+        """Upload ``data`` to ``path``, creating parent directories and replacing a file."""
+        self._request("writeFile", id=id, query={"path": path}, raw=bytes(data), ok=(204,))
+
+    def remove_file(self, id: str, path: str) -> None:
+        """Remove a file, or a directory with everything under it."""
+        self._request("removeFile", id=id, query={"path": path}, ok=(204,))
+
+    # --- egress (sessions with network) ---------------------------------------------------
+
+    def set_intent(self, id: str, name: str, ttl: Optional[float] = None) -> Intent:
+        """Make ``name`` the session's current intent for ``ttl`` seconds (None: its maximum).
+
+        The intent opens the egress rules the session's profile names for it, until it expires
+        or is cleared.
+        """
+        return self._json("setIntent", Intent, id=id, body=SetIntentRequest(name=name, ttl=ttl))
+
+    def clear_intent(self, id: str) -> None:
+        """End the session's current intent."""
+        self._request("clearIntent", id=id, ok=(204,))
+
+    def get_intent(self, id: str) -> Intent:
+        """The session's current intent (``name`` "" when none)."""
+        return self._json("getIntent", Intent, id=id)
+
+    def reload_egress_policy(self) -> List[str]:
+        """Read the daemon's egress profiles again; returns their names."""
+        return self._json("reloadEgressPolicy", ReloadResult).profiles
+
+    # --- operations ----------------------------------------------------------------------
+
+    def images(self) -> List[Image]:
+        """The heavy tier's images, the default first, with the packages each offers."""
+        return self._json("listImages", ImageList).images
+
+    def health(self) -> Health:
+        """The daemon's version and each runtime's state. Needs no key; a 503 still returns Health."""
+        return self._json("health", Health, ok=(200, 503))

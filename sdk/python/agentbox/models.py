@@ -1,0 +1,387 @@
+"""The API's JSON types, one dataclass per schema of api/openapi.yaml.
+
+Field names are the wire names, member for member; a Go test (api/sdk_contract_test.go) reads
+:data:`SCHEMAS` and checks it against the spec, so a renamed field fails CI instead of a user's
+program. Units are the wire's: timeouts in seconds, memory in MiB, limits in bytes, timings in
+milliseconds; file contents are ``bytes`` here (base64 on the wire).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import pathlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client  # noqa: F401
+
+PathLike = Union[str, pathlib.PurePath]
+
+
+# --- requests ------------------------------------------------------------------------------
+
+
+@dataclass
+class InputFile:
+    """A file written into the sandbox before the code starts."""
+
+    #: Absolute inside the sandbox, or relative to /home/user. ".." is refused.
+    path: str = ""
+    content: bytes = b""
+
+
+@dataclass
+class Deterministic:
+    """Fixes the clock and the random source so the same request gives the same output."""
+
+    #: What the wall clock reads at the start. Default (None) 1970-01-01T00:00:00Z.
+    time: Optional[_dt.datetime] = None
+    seed: int = 0
+
+
+@dataclass
+class RunRequest:
+    """Body of ``POST /v1/run`` and ``POST /v1/sessions/{id}/run``. None means the server's default."""
+
+    code: str = ""
+    #: "auto" (default), "nano" or "heavy".
+    runtime: Optional[str] = None
+    #: Seconds (fractions allowed).
+    timeout: Optional[float] = None
+    memory_mb: Optional[int] = None
+    stdout_limit: Optional[int] = None
+    stderr_limit: Optional[int] = None
+    files_limit: Optional[int] = None
+    files: Optional[List[InputFile]] = None
+    env: Optional[Dict[str, str]] = None
+    deterministic: Optional[Deterministic] = None
+    packages: Optional[List[str]] = None
+    image: Optional[str] = None
+    #: A way out through the daemon's egress gateway (heavy only), under egress_profile.
+    network: Optional[bool] = None
+    egress_profile: Optional[str] = None
+
+
+@dataclass
+class CreateSessionRequest:
+    """Body of ``POST /v1/sessions``."""
+
+    runtime: Optional[str] = None
+    timeout: Optional[float] = None
+    memory_mb: Optional[int] = None
+    stdout_limit: Optional[int] = None
+    stderr_limit: Optional[int] = None
+    files_limit: Optional[int] = None
+    env: Optional[Dict[str, str]] = None
+    packages: Optional[List[str]] = None
+    image: Optional[str] = None
+    network: Optional[bool] = None
+    egress_profile: Optional[str] = None
+
+
+@dataclass
+class SetIntentRequest:
+    """Body of ``PUT /v1/sessions/{id}/intent``."""
+
+    #: An intent the session's egress profile defines, e.g. "weather-lookup".
+    name: str = ""
+    #: Seconds the intent lasts; None means the intent's maximum.
+    ttl: Optional[float] = None
+
+
+@dataclass
+class Intent:
+    """A session's current intent; ``name`` is "" when it has none."""
+
+    name: str = ""
+    expires_at: Optional[_dt.datetime] = None
+
+
+@dataclass
+class ReloadResult:
+    """Body of ``POST /v1/egress/reload``: the egress profiles now in force."""
+
+    profiles: List[str] = field(default_factory=list)
+
+
+# --- results -------------------------------------------------------------------------------
+
+
+@dataclass
+class PyError:
+    """An exception raised by the user's code: not an API error, the run itself succeeded."""
+
+    #: The exception's class name, e.g. "ZeroDivisionError".
+    name: str = ""
+    #: str() of the exception, e.g. "division by zero".
+    value: str = ""
+    #: The formatted traceback, as Python prints it.
+    traceback: str = ""
+
+
+@dataclass
+class Routing:
+    """Which tier ran the code and why, written for people."""
+
+    tier: str = ""
+    reasons: List[str] = field(default_factory=list)
+
+
+@dataclass
+class OutputFile:
+    """A file the code created or changed."""
+
+    #: Absolute inside the sandbox.
+    path: str = ""
+    content: bytes = b""
+    size: int = 0
+
+    def save(self, path: PathLike) -> pathlib.Path:
+        """Write the file's content to ``path`` on this machine and return that path."""
+        p = pathlib.Path(path)
+        p.write_bytes(self.content)
+        return p
+
+
+@dataclass
+class Artifact:
+    """Something a run made besides output and files, e.g. a matplotlib figure as PNG.
+
+    The daemon keeps the content for its artifacts_ttl (24 hours by default); :meth:`read`
+    downloads it and :meth:`save` writes it to a file.
+    """
+
+    id: str = ""
+    #: e.g. "figure-1.png".
+    name: str = ""
+    #: The media type, e.g. "image/png".
+    mime: str = ""
+    size: int = 0
+    #: Hex-encoded sha256 of the content.
+    sha256: str = ""
+    # The client that downloads the content (a Client; Any so that get_type_hints need not import it).
+    _client: Any = field(default=None, repr=False, compare=False)
+    _content: Optional[bytes] = field(default=None, repr=False, compare=False)
+
+    def read(self) -> bytes:
+        """Download the content (``GET /v1/artifacts/{id}``) once, checking it against sha256."""
+        if self._content is None:
+            if self._client is None:
+                raise ValueError(f"artifact {self.id} is not bound to a client; use Client.artifact")
+            data, _ = self._client.artifact(self.id)
+            if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256.lower():
+                from .errors import AgentboxError
+
+                raise AgentboxError(None, f"artifact {self.id}: the download does not match its sha256",
+                                    hint="download it again; if it keeps failing, the daemon's artifact store is damaged")
+            self._content = data
+        return self._content
+
+    def save(self, path: PathLike) -> pathlib.Path:
+        """Download the artifact and write it to ``path`` (a PNG for figures); return the path.
+
+        A directory as ``path`` keeps the artifact's own name inside it.
+        """
+        p = pathlib.Path(path)
+        if p.is_dir():
+            p = p / (pathlib.PurePosixPath(self.name).name or self.id)
+        p.write_bytes(self.read())
+        return p
+
+
+@dataclass
+class Output:
+    """A rich value the run displayed (the value of its last expression when not None).
+
+    ``text`` is always there; ``html`` and ``json`` when the value offers them (a pandas
+    DataFrame offers both). The SDK lists these as :attr:`Result.results`.
+    """
+
+    text: str = ""
+    html: Optional[str] = None
+    json: Any = None
+
+
+@dataclass
+class Timings:
+    """Where the time went, in milliseconds."""
+
+    queue_ms: float = 0.0
+    start_ms: float = 0.0
+    execute_ms: float = 0.0
+    total_ms: float = 0.0
+    #: "warm" when a ready interpreter served the run, "cold" when one was started for it.
+    pool: str = ""
+
+
+@dataclass
+class Result:
+    """What a run produced.
+
+    A Python exception in the code is not an API error: the run answers normally,
+    :attr:`exit_code` is 1 and :attr:`error` holds the exception; :meth:`raise_for_error` turns
+    it into a Python exception when you would rather have one. Limits (timeout, memory, output)
+    are API errors; their exception carries this object as ``.result``.
+    """
+
+    stdout: str = ""
+    stderr: str = ""
+    #: 0 when the code ran to the end, 1 after an uncaught exception, else sys.exit's argument.
+    exit_code: int = 0
+    #: The exception the code raised, or None.
+    error: Optional[PyError] = None
+    #: The tier that ran the code: "nano" or "heavy".
+    runtime: str = ""
+    routing: Routing = field(default_factory=Routing)
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    #: Files the code created or changed.
+    files: List[OutputFile] = field(default_factory=list)
+    #: Figures and other things to download; see :meth:`Artifact.save`.
+    artifacts: List[Artifact] = field(default_factory=list)
+    #: Rich values on the wire; read them as :attr:`results`.
+    outputs: List[Output] = field(default_factory=list)
+    timings: Timings = field(default_factory=Timings)
+
+    @property
+    def results(self) -> List[Output]:
+        """Rich values the run displayed (the API's ``outputs``), each with text/html/json."""
+        return self.outputs
+
+    @property
+    def duration(self) -> float:
+        """Seconds the run took inside the daemon (``timings.total_ms``)."""
+        return self.timings.total_ms / 1000.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the code ran to the end without an exception and exited 0."""
+        return self.error is None and self.exit_code == 0
+
+    def raise_for_error(self) -> "Result":
+        """Raise :class:`agentbox.CodeError` if the code raised or exited non-zero; else return self."""
+        if not self.ok:
+            from .errors import CodeError
+
+            raise CodeError(self)
+        return self
+
+    def _bind(self, client: "Client") -> "Result":
+        for a in self.artifacts:
+            a._client = client
+        return self
+
+
+# --- sessions and files --------------------------------------------------------------------
+
+
+@dataclass
+class Limits:
+    """A session's effective limits, in the units of RunRequest."""
+
+    timeout: float = 0.0
+    memory_mb: int = 0
+    stdout_limit: int = 0
+    stderr_limit: int = 0
+    files_limit: int = 0
+
+
+@dataclass
+class Session:
+    """An open session."""
+
+    id: str = ""
+    runtime: str = ""
+    limits: Limits = field(default_factory=Limits)
+    created_at: Optional[_dt.datetime] = None
+    last_used: Optional[_dt.datetime] = None
+    runs: int = 0
+    #: Seconds the session may stay unused before the daemon closes it.
+    idle_timeout: float = 0.0
+    #: The session reaches out through the egress gateway, under egress_profile.
+    network: bool = False
+    egress_profile: str = ""
+
+
+@dataclass
+class SessionList:
+    sessions: List[Session] = field(default_factory=list)
+
+
+@dataclass
+class FileInfo:
+    """A file or directory of a session."""
+
+    #: Absolute inside the sandbox.
+    path: str = ""
+    size: int = 0
+    dir: bool = False
+    mod_time: Optional[_dt.datetime] = None
+
+
+@dataclass
+class FileList:
+    files: List[FileInfo] = field(default_factory=list)
+
+
+# --- operations ----------------------------------------------------------------------------
+
+
+@dataclass
+class Image:
+    """A heavy image the daemon can run, and the Python packages it offers."""
+
+    name: str = ""
+    hash: str = ""
+    default: bool = False
+    python: str = ""
+    packages: Dict[str, str] = field(default_factory=dict)
+    size_bytes: int = 0
+    built: Optional[_dt.datetime] = None
+
+
+@dataclass
+class ImageList:
+    images: List[Image] = field(default_factory=list)
+
+
+@dataclass
+class RuntimeHealth:
+    name: str = ""
+    ok: bool = False
+    state: str = ""
+
+
+@dataclass
+class Health:
+    #: "ok", "degraded" or "unavailable".
+    status: str = ""
+    version: str = ""
+    runtimes: List[RuntimeHealth] = field(default_factory=list)
+
+
+@dataclass
+class ErrorDetail:
+    code: str = ""
+    message: str = ""
+    hint: str = ""
+
+
+@dataclass
+class ErrorResponse:
+    error: ErrorDetail = field(default_factory=ErrorDetail)
+    result: Optional[Result] = None
+
+
+#: Every wire type by the name of its schema in api/openapi.yaml.
+SCHEMAS = {
+    cls.__name__: cls
+    for cls in (
+        InputFile, Deterministic, RunRequest, CreateSessionRequest, PyError, Routing, OutputFile,
+        Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
+        ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
+        ReloadResult,
+    )
+}
