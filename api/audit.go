@@ -49,6 +49,9 @@ type AuditRun struct {
 	Limits     *AuditLimits `json:"limits,omitempty"`
 	Packages   []string     `json:"packages,omitempty"`
 	Image      string       `json:"image,omitempty"`
+	// Network says the run could reach out through the egress gateway, under EgressProfile.
+	Network       bool   `json:"network,omitempty"`
+	EgressProfile string `json:"egress_profile,omitempty"`
 	// Outcome is ok, exception, exit_nonzero or error.
 	Outcome    string  `json:"outcome"`
 	Exception  string  `json:"exception,omitempty"`
@@ -69,10 +72,12 @@ type AuditLimits struct {
 
 // AuditLifecycle describes a session's creation or end.
 type AuditLifecycle struct {
-	Tier     string       `json:"tier,omitempty"`
-	Limits   *AuditLimits `json:"limits,omitempty"`
-	Packages []string     `json:"packages,omitempty"`
-	Image    string       `json:"image,omitempty"`
+	Tier          string       `json:"tier,omitempty"`
+	Limits        *AuditLimits `json:"limits,omitempty"`
+	Packages      []string     `json:"packages,omitempty"`
+	Image         string       `json:"image,omitempty"`
+	Network       bool         `json:"network,omitempty"`
+	EgressProfile string       `json:"egress_profile,omitempty"`
 	// Reason says why a session ended.
 	Reason    string  `json:"reason,omitempty"`
 	Runs      int     `json:"runs,omitempty"`
@@ -83,27 +88,42 @@ type AuditLifecycle struct {
 
 // AuditEgress describes a request a sandbox made to the outside, secrets redacted.
 type AuditEgress struct {
-	Method      string            `json:"method"`
-	URL         string            `json:"url"`
-	Status      int               `json:"status,omitempty"`
+	Method string `json:"method"`
+	URL    string `json:"url"`
+	Addr   string `json:"addr,omitempty"`
+	Status int    `json:"status,omitempty"`
+	// Decision is the gateway's: allowed, denied, blocked, redacted, warned, refused or failed.
 	Decision    string            `json:"decision"`
+	Profile     string            `json:"profile,omitempty"`
+	Mode        string            `json:"mode,omitempty"`
+	Intent      string            `json:"intent,omitempty"`
 	Rules       []string          `json:"rules,omitempty"`
 	Detectors   []string          `json:"detectors,omitempty"`
+	Reason      string            `json:"reason,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
 	BodyExcerpt string            `json:"body_excerpt,omitempty"`
+	DurationMS  float64           `json:"duration_ms,omitempty"`
 }
 
 // AuditPolicy describes a policy change.
 type AuditPolicy struct {
 	Actor   string          `json:"actor,omitempty"`
 	Summary string          `json:"summary"`
+	Error   string          `json:"error,omitempty"`
 	Before  json.RawMessage `json:"before,omitempty"`
 	After   json.RawMessage `json:"after,omitempty"`
 }
 
-// AuditAlert is the log reporting on itself (signs of tampering found at start).
+// AuditAlert is something an operator should look at: the log reporting on itself (source
+// "audit": signs of tampering found at start) or the egress gateway's alert on repeated
+// violations (source "egress").
 type AuditAlert struct {
-	Message string `json:"message"`
+	Source     string `json:"source"`
+	Message    string `json:"message"`
+	Profile    string `json:"profile,omitempty"`
+	Violations int    `json:"violations,omitempty"`
+	Window     string `json:"window,omitempty"`
+	Ended      bool   `json:"ended,omitempty"`
 }
 
 // AuditRepair says what the daemon cut from the end of the log at start (a write a crash cut

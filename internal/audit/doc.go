@@ -24,6 +24,9 @@
 // with nanoseconds; kind is session.create, session.close, session.expire, run, egress,
 // policy.change, alert or log.repair, with one object of that kind's fields (run, lifecycle,
 // egress, policy, alert, repair). The leaf data is the line's exact bytes, without the newline.
+// The Manager writes sessions, runs, intents and egress policy reloads (sandbox.AuditSink); the
+// daemon writes the egress gateway's decisions and alerts (internal/daemon/audit.go). decision
+// uses common words across kinds: allow, deny, and for egress also redact and warn.
 //
 // Every record carries two hashes besides the tree: hash, the SHA-256 of the line with its hash
 // field cut off (the bytes as written, so verifying never re-encodes JSON), and prev, the hash of

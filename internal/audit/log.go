@@ -192,7 +192,7 @@ func (l *Log) afterOpen() error {
 	if r := l.opened; !r.OK() {
 		l.log.Error("audit log: signs of tampering", "dir", l.dir, "first", r.Problems[0].Message, "problems", len(r.Problems)+r.Omitted)
 		msg := fmt.Sprintf("at open, verification found %d problems; the first: %s", len(r.Problems)+r.Omitted, r.Problems[0].Message)
-		if err := l.appendLocked(&Record{Kind: KindAlert, Alert: &Alert{Message: excerpt(msg, MaxExcerpt)}}); err != nil {
+		if err := l.appendLocked(&Record{Kind: KindAlert, Alert: &Alert{Source: "audit", Message: excerpt(msg, MaxExcerpt)}}); err != nil {
 			return err
 		}
 	}
@@ -381,7 +381,7 @@ func maskHeaders(h map[string]string) map[string]string {
 	}
 	out := make(map[string]string, len(h))
 	for k, v := range h {
-		if credentialHeaders[strings.ToLower(k)] && v != "" && !strings.Contains(v, "[REDACTED]") {
+		if credentialHeaders[strings.ToLower(k)] && v != "" && !strings.Contains(v, "[REDACTED") && v != "[masked]" {
 			scheme, _, found := strings.Cut(v, " ")
 			v = "[REDACTED]"
 			if found && strings.ToLower(k) != "cookie" && strings.ToLower(k) != "set-cookie" {

@@ -63,6 +63,9 @@ type Run struct {
 	Limits     *Limits  `json:"limits,omitempty"`
 	Packages   []string `json:"packages,omitempty"`
 	Image      string   `json:"image,omitempty"`
+	// Network says the run could reach out through the egress gateway, under EgressProfile.
+	Network       bool   `json:"network,omitempty"`
+	EgressProfile string `json:"egress_profile,omitempty"`
 	// Outcome is ok, exception, exit_nonzero or error.
 	Outcome    string  `json:"outcome"`
 	Exception  string  `json:"exception,omitempty"`
@@ -83,15 +86,18 @@ type Limits struct {
 
 // Lifecycle describes a session's creation or end.
 type Lifecycle struct {
-	Tier      string   `json:"tier,omitempty"`
-	Limits    *Limits  `json:"limits,omitempty"`
-	Packages  []string `json:"packages,omitempty"`
-	Image     string   `json:"image,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	Runs      int      `json:"runs,omitempty"`
-	AgeMS     float64  `json:"age_ms,omitempty"`
-	ErrorKind string   `json:"error_kind,omitempty"`
-	Error     string   `json:"error,omitempty"`
+	Tier     string   `json:"tier,omitempty"`
+	Limits   *Limits  `json:"limits,omitempty"`
+	Packages []string `json:"packages,omitempty"`
+	Image    string   `json:"image,omitempty"`
+	// Network and EgressProfile as in Run.
+	Network       bool    `json:"network,omitempty"`
+	EgressProfile string  `json:"egress_profile,omitempty"`
+	Reason        string  `json:"reason,omitempty"`
+	Runs          int     `json:"runs,omitempty"`
+	AgeMS         float64 `json:"age_ms,omitempty"`
+	ErrorKind     string  `json:"error_kind,omitempty"`
+	Error         string  `json:"error,omitempty"`
 }
 
 // Egress describes one request a sandbox made to the outside, as the governance proxy saw and
@@ -99,17 +105,31 @@ type Lifecycle struct {
 // Append also masks credential headers (see maskHeaders) and bounds the excerpt.
 type Egress struct {
 	Method string `json:"method"`
-	URL    string `json:"url"`
-	// Status is the upstream's status code; 0 when the request was not sent.
-	Status   int    `json:"status,omitempty"`
+	// URL is the request's URL; for a tunnel, the host and port.
+	URL string `json:"url"`
+	// Addr is the address dialed, when one was.
+	Addr string `json:"addr,omitempty"`
+	// Status is the origin's status code, or the gateway's own when it refused; 0 when there
+	// was no answer.
+	Status int `json:"status,omitempty"`
+	// Decision is the gateway's own: allowed, denied, blocked (DLP), redacted, warned, refused
+	// (SSRF guard) or failed (the origin could not be reached). The record's top-level decision
+	// is the same in the common vocabulary (allow, deny, redact, warn).
 	Decision string `json:"decision"`
-	// Rules and Detectors name the policy rules that matched and the DLP detectors that fired.
+	// Profile, Mode and Intent are the egress profile, its mode and the session's intent then.
+	Profile string `json:"profile,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+	Intent  string `json:"intent,omitempty"`
+	// Rules and Detectors name the policy rules that matched and the DLP detectors that fired;
+	// Reason says why, for people.
 	Rules     []string `json:"rules,omitempty"`
 	Detectors []string `json:"detectors,omitempty"`
+	Reason    string   `json:"reason,omitempty"`
 	// Headers are the request's headers, secrets redacted.
 	Headers map[string]string `json:"headers,omitempty"`
 	// BodyExcerpt is the start of the request body, secrets redacted, at most MaxExcerpt bytes.
-	BodyExcerpt string `json:"body_excerpt,omitempty"`
+	BodyExcerpt string  `json:"body_excerpt,omitempty"`
+	DurationMS  float64 `json:"duration_ms,omitempty"`
 }
 
 // Policy describes a change of the egress or limits policy.
@@ -117,14 +137,24 @@ type Policy struct {
 	// Actor is who changed it (an API key's name, "config file").
 	Actor   string `json:"actor,omitempty"`
 	Summary string `json:"summary"`
+	// Error says why a change was refused.
+	Error string `json:"error,omitempty"`
 	// Before and After are the policy documents, as JSON.
 	Before json.RawMessage `json:"before,omitempty"`
 	After  json.RawMessage `json:"after,omitempty"`
 }
 
-// Alert is the log reporting on itself.
+// Alert is something an operator should look at: the log reporting on itself (source
+// "audit"), or the egress gateway's alert on repeated violations (source "egress").
 type Alert struct {
+	Source  string `json:"source"`
 	Message string `json:"message"`
+	// Egress alerts: the profile, how many violations within which window, and whether the
+	// session was ended for them.
+	Profile    string `json:"profile,omitempty"`
+	Violations int    `json:"violations,omitempty"`
+	Window     string `json:"window,omitempty"`
+	Ended      bool   `json:"ended,omitempty"`
 }
 
 // Repair says what Open cut from the end of the file.

@@ -30,33 +30,40 @@ func FromEvent(ev sandbox.AuditEvent) Record {
 	r := Record{Kind: Kind(ev.Kind), Session: ev.Session, Decision: ev.Decision}
 	if a := ev.Run; a != nil {
 		r.Run = &Run{
-			CodeSHA256: a.CodeSHA256,
-			CodeBytes:  a.CodeBytes,
-			Tier:       string(a.Tier),
-			Reasons:    a.Reasons,
-			Limits:     limitsOf(a.Limits),
-			Packages:   a.Packages,
-			Image:      a.Image,
-			Outcome:    a.Outcome,
-			Exception:  a.Exception,
-			ExitCode:   a.ExitCode,
-			ErrorKind:  string(a.ErrorKind),
-			Error:      a.Error,
-			DurationMS: ms(a.Duration),
+			CodeSHA256:    a.CodeSHA256,
+			CodeBytes:     a.CodeBytes,
+			Tier:          string(a.Tier),
+			Reasons:       a.Reasons,
+			Limits:        limitsOf(a.Limits),
+			Packages:      a.Packages,
+			Image:         a.Image,
+			Network:       a.Network,
+			EgressProfile: a.EgressProfile,
+			Outcome:       a.Outcome,
+			Exception:     a.Exception,
+			ExitCode:      a.ExitCode,
+			ErrorKind:     string(a.ErrorKind),
+			Error:         a.Error,
+			DurationMS:    ms(a.Duration),
 		}
 	}
 	if a := ev.Lifecycle; a != nil {
 		r.Lifecycle = &Lifecycle{
-			Tier:      string(a.Tier),
-			Limits:    limitsOf(a.Limits),
-			Packages:  a.Packages,
-			Image:     a.Image,
-			Reason:    a.Reason,
-			Runs:      a.Runs,
-			AgeMS:     ms(a.Age),
-			ErrorKind: string(a.ErrorKind),
-			Error:     a.Error,
+			Tier:          string(a.Tier),
+			Limits:        limitsOf(a.Limits),
+			Packages:      a.Packages,
+			Image:         a.Image,
+			Network:       a.Network,
+			EgressProfile: a.EgressProfile,
+			Reason:        a.Reason,
+			Runs:          a.Runs,
+			AgeMS:         ms(a.Age),
+			ErrorKind:     string(a.ErrorKind),
+			Error:         a.Error,
 		}
+	}
+	if a := ev.Policy; a != nil {
+		r.Policy = &Policy{Summary: a.Summary, Error: a.Error}
 	}
 	return r
 }

@@ -60,6 +60,8 @@ func (b *bencher) inProcess(ctx context.Context, warm int) (target, error) {
 	cfg.DataDir = b.opts.DataDir
 	cfg.Nano.Warm = &warm
 	cfg.Listen = "127.0.0.1:0"
+	// Its own audit log: a daemon of the user's may hold the data directory's.
+	cfg.Audit.Dir = filepath.Join(b.opts.DataDir, "bench", "audit")
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

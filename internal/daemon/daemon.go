@@ -9,7 +9,6 @@ import (
 	"log/slog"
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
-	"github.com/agentbox-dev/agentbox/internal/audit"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
@@ -44,24 +43,29 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		return nil, fmt.Errorf("nano runtime: %w", err)
 	}
 	runtimes := map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: nr}
+	// The audit log opens first: the egress gateway writes to it from its start.
+	auditLog, err := openAudit(cfg, log)
+	if err != nil {
+		nr.Close()
+		return nil, err
+	}
+	var gw *gateway
 	closeAll := func() {
 		for _, rt := range runtimes {
 			rt.Close()
 		}
+		if gw != nil {
+			gw.Close()
+		}
+		if auditLog != nil {
+			auditLog.Close()
+		}
 	}
 	end := &endSession{}
-	gw, err := newGateway(cfg, logRecorder{log}, nil, end, log)
+	gw, err = newGateway(cfg, egressRecorder(auditLog, log), nil, end, log)
 	if err != nil {
 		closeAll()
 		return nil, err
-	}
-	if gw != nil {
-		closeAll = func() {
-			for _, rt := range runtimes {
-				rt.Close()
-			}
-			gw.Close()
-		}
 	}
 	hr, err := newHeavy(ctx, cfg, policy, gw, log)
 	if err != nil {
@@ -72,11 +76,6 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		runtimes[sandbox.TierHeavy] = hr
 	}
 	store, err := artifacts.Open(cfg.ArtifactsPath(), artifacts.Options{TTL: cfg.ArtifactsTTL.D()})
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	auditLog, err := openAudit(cfg, log)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -101,40 +100,14 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	m, err := sandbox.NewManager(mopts)
 	if err != nil {
 		closeAll()
-		if auditLog != nil {
-			auditLog.Close()
-		}
 		return nil, err
 	}
 	closeSession := func(id, reason string) {
 		log.Warn("ending a session after egress violations", "session", id, "reason", reason)
-		_ = m.CloseSession(id)
+		_ = m.EndSession(id, "ended by an egress alert: "+reason)
 	}
 	end.f.Store(&closeSession)
 	return m, nil
-}
-
-// openAudit opens the audit log as cfg.Audit says: nil when it is off. The Manager closes it.
-func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
-	if !cfg.Audit.Enabled {
-		log.Warn("audit log off (audit.enabled is false): sessions and runs are not recorded")
-		return nil, nil
-	}
-	l, err := audit.Open(cfg.AuditDir(), audit.Options{
-		CheckpointRecords:  cfg.Audit.CheckpointRecords,
-		CheckpointInterval: cfg.Audit.CheckpointInterval.D(),
-		SyncEveryRecord:    cfg.Audit.SyncEveryRecord,
-		Logger:             log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	r := l.Opened()
-	for _, w := range r.Warnings {
-		log.Warn("audit log: " + w)
-	}
-	log.Info("audit log open", "dir", l.Dir(), "records", r.Records, "ok", r.OK())
-	return l, nil
 }
 
 // newHeavy builds the heavy tier as cfg.Heavy.Enabled says: nil (and a log line saying why) when

@@ -43,6 +43,8 @@ const (
 	AuditSessionClose  AuditKind = "session.close"
 	AuditSessionExpire AuditKind = "session.expire"
 	AuditRun           AuditKind = "run"
+	// AuditPolicyChange: the egress policy was reloaded, or a session's intent set or cleared.
+	AuditPolicyChange AuditKind = "policy.change"
 )
 
 // Decisions of audit events.
@@ -54,7 +56,7 @@ const (
 	AuditDeny = "deny"
 )
 
-// AuditEvent is one thing the Manager did. Exactly one of Run and Lifecycle is set.
+// AuditEvent is one thing the Manager did. Exactly one of Run, Lifecycle and Policy is set.
 type AuditEvent struct {
 	Kind AuditKind
 	// Session is the session's ID; empty for one-shot runs.
@@ -63,6 +65,16 @@ type AuditEvent struct {
 	Decision  string
 	Run       *RunAudit
 	Lifecycle *SessionAudit
+	Policy    *PolicyAudit
+}
+
+// PolicyAudit describes a policy change.
+type PolicyAudit struct {
+	// Summary says what changed: "egress profiles reloaded: default, strict",
+	// "intent weather-lookup set until 2026-11-22T08:50:00Z".
+	Summary string
+	// Error says why a change was refused (a policy file with an error).
+	Error string
 }
 
 // RunAudit describes one run: what code, where it went and why, under which limits, and how it
@@ -78,6 +90,9 @@ type RunAudit struct {
 	Limits   Limits
 	Packages []string
 	Image    string
+	// Network says the run could reach out through the egress gateway, under EgressProfile.
+	Network       bool
+	EgressProfile string
 	// Outcome is "ok", "exception" (Exception names it), "exit_nonzero", or "error" (ErrorKind
 	// and Error say which).
 	Outcome   string
@@ -95,6 +110,9 @@ type SessionAudit struct {
 	Limits   Limits
 	Packages []string
 	Image    string
+	// Network and EgressProfile as in RunAudit.
+	Network       bool
+	EgressProfile string
 	// Reason says why a session ended: "closed by request", "idle for 10m0s", "daemon shutdown".
 	Reason string
 	// Runs and Age are the session's count of runs and time since creation, at its end.
@@ -166,9 +184,10 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
 	info, err := m.createSession(ctx, opts)
 	if m.audit != nil {
-		a := &SessionAudit{Tier: opts.Tier, Limits: opts.Limits, Packages: opts.Packages, Image: opts.Image}
+		a := &SessionAudit{Tier: opts.Tier, Limits: opts.Limits, Packages: opts.Packages, Image: opts.Image,
+			Network: opts.Network, EgressProfile: opts.EgressProfile}
 		if err == nil {
-			a.Tier, a.Limits = info.Tier, info.Limits
+			a.Tier, a.Limits, a.EgressProfile = info.Tier, info.Limits, info.EgressProfile
 		} else {
 			e := AsError(err)
 			a.ErrorKind, a.Error = e.Kind, clip(e.Error(), maxAuditMessage)
@@ -181,6 +200,12 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 // CloseSession ends a session. A run in progress is stopped.
 func (m *Manager) CloseSession(id string) error {
 	return m.endSession(id, AuditSessionClose, "closed by request")
+}
+
+// EndSession closes a session for a reason of the daemon's own (an egress alert), which its
+// audit record gives.
+func (m *Manager) EndSession(id, reason string) error {
+	return m.endSession(id, AuditSessionClose, reason)
 }
 
 // endSession closes a session and records why it ended.
@@ -198,8 +223,21 @@ func (m *Manager) auditEnd(kind AuditKind, info SessionInfo, reason string) {
 		return
 	}
 	m.emit(context.Background(), AuditEvent{Kind: kind, Session: info.ID, Lifecycle: &SessionAudit{
-		Tier: info.Tier, Limits: info.Limits, Reason: reason, Runs: info.Runs, Age: time.Since(info.CreatedAt),
+		Tier: info.Tier, Limits: info.Limits, Network: info.Network, EgressProfile: info.EgressProfile,
+		Reason: reason, Runs: info.Runs, Age: time.Since(info.CreatedAt),
 	}})
+}
+
+// auditPolicy records a policy change; err is why it was refused.
+func (m *Manager) auditPolicy(session, summary string, err error) {
+	if m.audit == nil {
+		return
+	}
+	a, decision := &PolicyAudit{Summary: summary}, AuditAllow
+	if err != nil {
+		a.Error, decision = clip(err.Error(), maxAuditMessage), AuditDeny
+	}
+	m.emit(context.Background(), AuditEvent{Kind: AuditPolicyChange, Session: session, Decision: decision, Policy: a})
 }
 
 // emit hands ev to the sink. The request's cancellation does not stop the record: a client that
@@ -233,7 +271,14 @@ func runAudit(req *RunRequest, limits Limits, res *Result, err error, took time.
 		Limits:     limits,
 		Packages:   req.Packages,
 		Image:      req.Image,
+		Network:    req.Network,
 		Duration:   took,
+	}
+	if req.Network {
+		a.EgressProfile = req.EgressProfile
+		if a.EgressProfile == "" {
+			a.EgressProfile = DefaultEgressProfile
+		}
 	}
 	r := res
 	if e := AsError(err); e != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"slices"
 	"sync"
@@ -145,5 +146,82 @@ func TestQueryAuditWithoutLog(t *testing.T) {
 	m, _ := newManager(t, sandbox.ManagerOptions{Audit: &recordingSink{}})
 	if _, err := m.QueryAudit(context.Background(), sandbox.AuditFilter{}); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Fatalf("got %v, want not_found", err)
+	}
+}
+
+// fakeGateway keeps intents and reloads its policy as told.
+type fakeGateway struct{ reloadErr error }
+
+// Interface guards.
+var (
+	_ sandbox.Intents        = (*fakeGateway)(nil)
+	_ sandbox.PolicyReloader = (*fakeGateway)(nil)
+)
+
+func (g *fakeGateway) SetIntent(_, _, name string, ttl time.Duration) (time.Time, error) {
+	if name != "weather-lookup" {
+		return time.Time{}, errors.New("no intent " + name + " in the profile")
+	}
+	return time.Date(2026, 11, 22, 8, 50, 0, 0, time.UTC), nil
+}
+func (g *fakeGateway) ClearIntent(string)                {}
+func (g *fakeGateway) Intent(string) (string, time.Time) { return "", time.Time{} }
+func (g *fakeGateway) Forget(string)                     {}
+func (g *fakeGateway) ReloadPolicy() ([]string, error) {
+	return []string{"default", "strict"}, g.reloadErr
+}
+
+func TestManagerAuditsPolicyChanges(t *testing.T) {
+	sink, gw := &recordingSink{}, &fakeGateway{}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{
+		Runtimes: map[sandbox.Tier]sandbox.Runtime{sandbox.TierHeavy: &fakeRuntime{}},
+		Egress:   gw,
+		Audit:    sink,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	info, err := m.CreateSession(context.Background(), sandbox.SessionOptions{Network: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SetIntent(info.ID, "weather-lookup", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SetIntent(info.ID, "exfiltrate", 0); err == nil {
+		t.Fatal("an unknown intent was set")
+	}
+	if err := m.ClearIntent(info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ReloadEgressPolicy(); err != nil {
+		t.Fatal(err)
+	}
+	gw.reloadErr = errors.New("strict.yaml line 3: unknown key")
+	if _, err := m.ReloadEgressPolicy(); err == nil {
+		t.Fatal("a broken policy was reloaded")
+	}
+	type change struct{ session, decision, summary, err string }
+	var got []change
+	for _, e := range sink.all() {
+		if e.Kind == sandbox.AuditSessionCreate {
+			if !e.Lifecycle.Network || e.Lifecycle.EgressProfile != sandbox.DefaultEgressProfile {
+				t.Errorf("session create %+v", e.Lifecycle)
+			}
+		}
+		if e.Kind == sandbox.AuditPolicyChange {
+			got = append(got, change{e.Session, e.Decision, e.Policy.Summary, e.Policy.Error})
+		}
+	}
+	want := []change{
+		{info.ID, "allow", "intent weather-lookup set until 2026-11-22T08:50:00Z", ""},
+		{info.ID, "deny", "intent exfiltrate refused", "no intent exfiltrate in the profile"},
+		{info.ID, "allow", "intent cleared", ""},
+		{"", "allow", "egress profiles reloaded: default, strict", ""},
+		{"", "deny", "egress profiles not reloaded; the old ones stay", "strict.yaml line 3: unknown key"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("policy changes\n got %q\nwant %q", got, want)
 	}
 }

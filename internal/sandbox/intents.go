@@ -1,6 +1,10 @@
 package sandbox
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Intents is the egress gateway as the Manager sees it: a session's current intent opens the
 // rules its egress profile names for that intent, for as long as it lasts.
@@ -44,8 +48,10 @@ func (m *Manager) SetIntent(id, name string, ttl time.Duration) (IntentInfo, err
 	}
 	exp, err := m.egress.SetIntent(id, s.info.EgressProfile, name, ttl)
 	if err != nil {
+		m.auditPolicy(id, fmt.Sprintf("intent %s refused", name), err)
 		return IntentInfo{}, Errorf(KindInvalidRequest, "%v", err)
 	}
+	m.auditPolicy(id, fmt.Sprintf("intent %s set until %s", name, exp.UTC().Format(time.RFC3339)), nil)
 	m.touch(s)
 	m.log.Info("intent set", "session", id, "intent", name, "expires", exp)
 	return IntentInfo{Name: name, Expires: exp.UTC()}, nil
@@ -58,6 +64,7 @@ func (m *Manager) ClearIntent(id string) error {
 		return err
 	}
 	m.egress.ClearIntent(id)
+	m.auditPolicy(id, "intent cleared", nil)
 	m.touch(s)
 	m.log.Info("intent cleared", "session", id)
 	return nil
@@ -90,6 +97,11 @@ func (m *Manager) ReloadEgressPolicy() ([]string, error) {
 		return nil, Errorf(KindRuntimeUnavailable, "this daemon has no egress gateway")
 	}
 	names, err := r.ReloadPolicy()
+	if err != nil {
+		m.auditPolicy("", "egress profiles not reloaded; the old ones stay", err)
+	} else {
+		m.auditPolicy("", "egress profiles reloaded: "+strings.Join(names, ", "), nil)
+	}
 	if err != nil {
 		m.log.Error("egress policy not reloaded; the old one stays", "err", err)
 		return nil, Errorf(KindInvalidRequest, "egress policy not reloaded (the old one stays): %v", err)

@@ -171,14 +171,16 @@ func TestAuditRecordWireType(t *testing.T) {
 	lim := &audit.Limits{TimeoutMS: 1, MemoryBytes: 2, StdoutBytes: 3, StderrBytes: 4, FilesBytes: 5}
 	for _, r := range []audit.Record{
 		{Kind: audit.KindRun, Session: "sb_1", Decision: "allow", Run: &audit.Run{CodeSHA256: "ab", CodeBytes: 1, Tier: "heavy",
-			Reasons: []string{"r"}, Limits: lim, Packages: []string{"pandas"}, Image: "img", Outcome: "error", Exception: "E",
+			Reasons: []string{"r"}, Limits: lim, Packages: []string{"pandas"}, Image: "img", Network: true, EgressProfile: "default",
+			Outcome: "error", Exception: "E",
 			ExitCode: 1, ErrorKind: "timeout", Error: "slow", DurationMS: 1.5}},
 		{Kind: audit.KindSessionClose, Session: "sb_1", Lifecycle: &audit.Lifecycle{Tier: "nano", Limits: lim, Packages: []string{"x"},
-			Image: "i", Reason: "idle", Runs: 2, AgeMS: 3, ErrorKind: "k", Error: "e"}},
-		{Kind: audit.KindEgress, Decision: "deny", Egress: &audit.Egress{Method: "GET", URL: "https://x/", Status: 403, Decision: "deny",
-			Rules: []string{"r"}, Detectors: []string{"d"}, Headers: map[string]string{"A": "b"}, BodyExcerpt: "x"}},
-		{Kind: audit.KindPolicyChange, Policy: &audit.Policy{Actor: "a", Summary: "s", Before: json.RawMessage(`{"a":1}`), After: json.RawMessage(`[2]`)}},
-		{Kind: audit.KindAlert, Alert: &audit.Alert{Message: "m"}},
+			Image: "i", Network: true, EgressProfile: "strict", Reason: "idle", Runs: 2, AgeMS: 3, ErrorKind: "k", Error: "e"}},
+		{Kind: audit.KindEgress, Decision: "deny", Egress: &audit.Egress{Method: "GET", URL: "https://x/", Addr: "1.2.3.4:443", Status: 403,
+			Decision: "denied", Profile: "p", Mode: "enforce", Intent: "i", Rules: []string{"r"}, Detectors: []string{"d"}, Reason: "why",
+			Headers: map[string]string{"A": "b"}, BodyExcerpt: "x", DurationMS: 2}},
+		{Kind: audit.KindPolicyChange, Policy: &audit.Policy{Actor: "a", Summary: "s", Error: "e", Before: json.RawMessage(`{"a":1}`), After: json.RawMessage(`[2]`)}},
+		{Kind: audit.KindAlert, Alert: &audit.Alert{Source: "egress", Message: "m", Profile: "p", Violations: 3, Window: "5m0s", Ended: true}},
 		{Kind: audit.KindRepair, Repair: &audit.Repair{Line: 1, Bytes: 2, SHA256: "c", Excerpt: "e", Reason: "r"}},
 	} {
 		if err := l.Append(ctx, r); err != nil {
