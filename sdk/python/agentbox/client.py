@@ -6,6 +6,7 @@ listing sessions, images or the daemon's health.
 
 from __future__ import annotations
 
+import datetime as _dt
 import ipaddress
 import json
 import os
@@ -20,8 +21,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import _codec
 from ._version import __version__
 from .errors import DaemonUnreachable, from_response
-from .models import (CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, ReloadResult,
-                     Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
+from .models import (AuditList, AuditRecord, CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList,
+                     Intent, ReloadResult, Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -46,6 +47,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "reloadEgressPolicy": ("POST", "/v1/egress/reload"),
     "getArtifact": ("GET", "/v1/artifacts/{id}"),
     "listImages": ("GET", "/v1/images"),
+    "queryAudit": ("GET", "/v1/audit"),
     "health": ("GET", "/v1/health"),
 }
 
@@ -256,6 +258,24 @@ class Client:
     def images(self) -> List[Image]:
         """The heavy tier's images, the default first, with the packages each offers."""
         return self._json("listImages", ImageList).images
+
+    def audit(self, *, session: Optional[str] = None, kind: Optional[str] = None, decision: Optional[str] = None,
+              since: Optional[_dt.datetime] = None, until: Optional[_dt.datetime] = None,
+              limit: Optional[int] = None) -> List[AuditRecord]:
+        """Records of the daemon's audit log (``GET /v1/audit``), oldest first: the most recent
+        ``limit`` (default 100, at most 1000) that match every filter given. ``kind`` "session"
+        matches session.create, session.close and session.expire; ``since <= time < until``.
+        """
+        query: Dict[str, str] = {}
+        for name, v in (("session", session), ("kind", kind), ("decision", decision)):
+            if v:
+                query[name] = v
+        for name, t in (("since", since), ("until", until)):
+            if t is not None:
+                query[name] = _codec.format_time(t)
+        if limit is not None:
+            query["limit"] = str(limit)
+        return self._json("queryAudit", AuditList, query=query).records
 
     def health(self) -> Health:
         """The daemon's version and each runtime's state. Needs no key; a 503 still returns Health."""

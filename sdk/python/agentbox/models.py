@@ -375,6 +375,143 @@ class ErrorResponse:
     result: Optional[Result] = None
 
 
+# --- audit log -----------------------------------------------------------------------------
+
+
+@dataclass
+class AuditLimits:
+    """The effective limits of an audited run or session (milliseconds and bytes)."""
+
+    timeout_ms: int = 0
+    memory_bytes: int = 0
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    files_bytes: int = 0
+
+
+@dataclass
+class AuditRun:
+    """One run: the code's SHA-256 (not the code), where it went and why, and how it ended."""
+
+    code_sha256: str = ""
+    code_bytes: int = 0
+    tier: Optional[str] = None
+    reasons: Optional[List[str]] = None
+    limits: Optional[AuditLimits] = None
+    packages: Optional[List[str]] = None
+    image: Optional[str] = None
+    network: Optional[bool] = None
+    egress_profile: Optional[str] = None
+    #: "ok", "exception", "exit_nonzero" or "error".
+    outcome: str = ""
+    exception: Optional[str] = None
+    exit_code: int = 0
+    error_kind: Optional[str] = None
+    error: Optional[str] = None
+    duration_ms: float = 0.0
+
+
+@dataclass
+class AuditLifecycle:
+    """A session's creation or end."""
+
+    tier: Optional[str] = None
+    limits: Optional[AuditLimits] = None
+    packages: Optional[List[str]] = None
+    image: Optional[str] = None
+    network: Optional[bool] = None
+    egress_profile: Optional[str] = None
+    #: Why a session ended, e.g. "idle for 10m0s".
+    reason: Optional[str] = None
+    runs: Optional[int] = None
+    age_ms: Optional[float] = None
+    error_kind: Optional[str] = None
+    error: Optional[str] = None
+
+
+@dataclass
+class AuditEgress:
+    """A request a sandbox made through the egress gateway, secrets redacted."""
+
+    method: str = ""
+    url: str = ""
+    addr: Optional[str] = None
+    status: Optional[int] = None
+    #: The gateway's: allowed, denied, blocked, redacted, warned, refused or failed.
+    decision: str = ""
+    profile: Optional[str] = None
+    mode: Optional[str] = None
+    intent: Optional[str] = None
+    rules: Optional[List[str]] = None
+    detectors: Optional[List[str]] = None
+    reason: Optional[str] = None
+    headers: Optional[Dict[str, str]] = None
+    body_excerpt: Optional[str] = None
+    duration_ms: Optional[float] = None
+
+
+@dataclass
+class AuditPolicy:
+    """A policy change (egress profiles reloaded, an intent set or cleared)."""
+
+    actor: Optional[str] = None
+    summary: str = ""
+    error: Optional[str] = None
+    before: Any = None
+    after: Any = None
+
+
+@dataclass
+class AuditAlert:
+    """Something to look at: ``source`` "audit" (tampering found at start) or "egress" (violations)."""
+
+    source: str = ""
+    message: str = ""
+    profile: Optional[str] = None
+    violations: Optional[int] = None
+    window: Optional[str] = None
+    ended: Optional[bool] = None
+
+
+@dataclass
+class AuditRepair:
+    """What the daemon cut from the end of its log at start (a write a crash cut short)."""
+
+    line: int = 0
+    bytes: int = 0
+    sha256: str = ""
+    excerpt: Optional[str] = None
+    reason: str = ""
+
+
+@dataclass
+class AuditRecord:
+    """One record of the daemon's audit log; one of run, lifecycle, egress, policy, alert, repair is set."""
+
+    seq: int = 0
+    time: Optional[_dt.datetime] = None
+    #: session.create, session.close, session.expire, run, egress, policy.change, alert or log.repair.
+    kind: str = ""
+    session: Optional[str] = None
+    #: allow or deny (runs, session creations, policy changes); allow, deny, redact or warn (egress).
+    decision: Optional[str] = None
+    run: Optional[AuditRun] = None
+    lifecycle: Optional[AuditLifecycle] = None
+    egress: Optional[AuditEgress] = None
+    policy: Optional[AuditPolicy] = None
+    alert: Optional[AuditAlert] = None
+    repair: Optional[AuditRepair] = None
+    prev: Optional[str] = None
+    hash: str = ""
+
+
+@dataclass
+class AuditList:
+    """Body of ``GET /v1/audit``."""
+
+    records: List[AuditRecord] = field(default_factory=list)
+
+
 #: Every wire type by the name of its schema in api/openapi.yaml.
 SCHEMAS = {
     cls.__name__: cls
@@ -382,6 +519,7 @@ SCHEMAS = {
         InputFile, Deterministic, RunRequest, CreateSessionRequest, PyError, Routing, OutputFile,
         Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
-        ReloadResult,
+        ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,
+        AuditAlert, AuditRepair,
     )
 }

@@ -59,7 +59,8 @@ class Daemon:
     def __init__(self, name: str, config: Dict[str, Any]) -> None:
         self.name = name
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix=f"agentbox-sdk-{name}-"))
-        self.config = dict(config, listen="127.0.0.1:0", artifacts_dir=str(self.dir / "artifacts"))
+        self.config = dict(config, listen="127.0.0.1:0", artifacts_dir=str(self.dir / "artifacts"),
+                           audit={"dir": str(self.dir / "audit")})
         self.config.setdefault("heavy", {})
         if self.config["heavy"].get("enabled") != "off":
             self.config["heavy"] = dict(self.config["heavy"], state_dir=str(self.dir / "heavy"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+
 import pytest
 
 import agentbox
@@ -177,3 +180,28 @@ def test_packages_skip_the_routing_question(stub):
         box.run("x = 1")
     assert [r["path"] for r in stub.requests][:1] == ["/v1/sessions"]
     assert stub.requests[0]["body"] == {"runtime": "auto", "packages": ["pandas"]}
+
+
+# --- the audit log ---------------------------------------------------------------------------
+
+def test_audit_query_is_sent_and_decoded(stub):
+    rec = {"seq": 7, "time": "2026-11-22T08:40:00.123456789Z", "kind": "run", "session": "sb_1", "decision": "allow",
+           "run": {"code_sha256": "ab" * 32, "code_bytes": 8, "tier": "nano", "reasons": ["nano: stub"],
+                   "outcome": "exception", "exception": "ZeroDivisionError", "exit_code": 1, "duration_ms": 2.5},
+           "prev": "cd" * 32, "hash": "ef" * 32}
+    stub.script((200, {"records": [rec]}))
+    since = dt.datetime(2026, 11, 22, 8, 0, tzinfo=dt.timezone.utc)
+    got = Client(stub.url, "k").audit(session="sb_1", kind="run", decision="allow", since=since, limit=5)
+    path = stub.requests[0]["path"]
+    assert path.startswith("/v1/audit?") and "session=sb_1" in path and "kind=run" in path and "limit=5" in path
+    assert "since=2026-11-22T08%3A00%3A00Z" in path
+    assert len(got) == 1 and got[0].seq == 7 and got[0].run.exception == "ZeroDivisionError"
+    assert got[0].time.microsecond == 123456 and got[0].run.reasons == ["nano: stub"]
+
+
+def test_audit_records_runs(daemon):
+    code = "print('audited')"
+    Sandbox(stateful=False).run(code)
+    want = hashlib.sha256(code.encode()).hexdigest()
+    runs = Client().audit(kind="run", limit=1000)
+    assert any(r.run.code_sha256 == want and r.run.outcome == "ok" and r.run.reasons for r in runs)
