@@ -50,9 +50,10 @@
 // (and the checkpoint file after it), so a checkpoint never covers records a crash of the machine
 // could lose; between checkpoints a power loss can lose at most the last CheckpointInterval of
 // records. Options.SyncEveryRecord fsyncs every record instead. Measured here (2 cores, ext4 on a
-// virtual disk, BenchmarkAppend): 12 µs per run record with the checkpoint's fsync and signature
-// spread over 256 records, 0.22 ms with an fsync per record, 18x; the daemon appends once per run,
-// whose own cost is milliseconds, so either is affordable, and the default keeps the lock short.
+// virtual disk, BenchmarkAppend, 2026-11-22): 11 µs per run record with the checkpoint's fsync
+// and signature spread over 256 records, 0.23 ms with an fsync per record, 20x. The daemon
+// appends once per run, whose own cost is milliseconds, so either is affordable; the default
+// keeps the lock short.
 //
 // A write a crash cut short leaves a last line without its newline. Verify reports it as a
 // warning when no checkpoint covers it (a crash, not tampering) and as a problem when one does
@@ -63,10 +64,11 @@
 //
 // The log keeps only the tree's right edge (one hash per level, see frontier): that is all
 // tlog needs to add a leaf and compute a root. Open rebuilds it by reading the whole file, which
-// it does anyway to verify the log before appending to it: 1.0 s for 100 000 records here
-// (BenchmarkOpen1e5; Verify alone 0.8 s, 8 µs per record, mostly JSON decoding and hashing). A
-// file of stored hashes would make Open constant-time and allow inclusion proofs; it is the next
-// step when logs reach millions of records (or rotate the log then).
+// it does anyway to verify the log before appending to it: 0.65–1.0 s for 100 000 records here
+// (BenchmarkOpen1e5; BenchmarkVerify1e5 0.78 s, 8 µs per record, mostly JSON decoding and
+// hashing; the machine's load moves these by ±30%). A file of stored hashes would make Open
+// constant-time and allow inclusion proofs; it is the next step when logs reach millions of
+// records (or rotate the log then).
 //
 // # Verification
 //
