@@ -178,7 +178,7 @@ json.dump(out, sys.stdout)
 	return out
 }
 
-// Every case here, as CPython judges it: what the router reports must be what
+// Every case here, and every snippet, as CPython judges it: what the router reports must be what
 // CPython raises (class and line always; message and column where the error is one of the rules
 // the scan implements), and code CPython compiles must never be reported.
 func TestSyntaxMatchesCPython(t *testing.T) {
@@ -189,6 +189,9 @@ func TestSyntaxMatchesCPython(t *testing.T) {
 	}
 	for _, c := range validCases {
 		srcs, names = append(srcs, c.code), append(names, c.name)
+	}
+	for _, s := range loadSnippets(t) {
+		srcs, names = append(srcs, s.code), append(names, "snippet "+s.name)
 	}
 	want := cpythonErrors(t, py, srcs)
 	for i, src := range srcs {
