@@ -48,7 +48,7 @@ func BenchmarkRoute(b *testing.B) {
 			b.SetBytes(int64(len(in.code)))
 			medianLoop(b, func() {
 				p := getParser()
-				p.Parse(in.code, nil).Close()
+				parse(p, in.code).Close()
 				putParser(p)
 			})
 		})

@@ -38,7 +38,11 @@
 //
 // # Cost
 //
-// tree-sitter calls back into Go for every allocation unless told otherwise; this package makes it
-// use the C library's allocator (alloc.go). Parsers are reused; the tree is not walked node by
-// node (each step would be a cgo call) but asked only where the source holds the word import.
+// Parsing is the cost; the rest is small. tree-sitter calls back into Go for every allocation
+// unless told otherwise; this package makes it use the C library's allocator (alloc.go). Parsers
+// are reused; the tree is not walked node by node (each step would be a cgo call) but asked only
+// where the source holds the word import. A parse has a time budget (parseBudget: 100 ms plus
+// 1 µs per byte), because tree-sitter's error recovery can take minutes over a few hundred KB of
+// broken code and this runs in the daemon; code not read in time runs in nano, and the
+// ModuleNotFoundError fallback covers its imports.
 package router

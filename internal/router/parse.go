@@ -1,9 +1,9 @@
 package router
 
 import (
-	"bytes"
 	"runtime"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	sitter "github.com/tree-sitter/go-tree-sitter"
@@ -48,6 +48,9 @@ type Analysis struct {
 	// Doubt is set when the grammar found an error the analysis is not sure of (tree-sitter's
 	// grammar and CPython 3.11's differ in corners): the interpreter decides.
 	Doubt *SyntaxError
+	// Unread is set when the grammar could not read the code within its time budget
+	// (parseBudget): Imports are then unknown, not empty.
+	Unread bool
 }
 
 // Target is an interpreter the code may run on, for conditions such as
@@ -92,36 +95,71 @@ func putParser(p *sitter.Parser) {
 // Conditions are judged against targets; with none, every branch counts.
 func Analyze(src []byte, targets ...Target) *Analysis {
 	p := getParser()
-	tree := p.Parse(src, nil)
+	tree := parse(p, src)
 	putParser(p)
+	a := &Analysis{}
+	if tree == nil {
+		a.Unread = true
+		a.Err, a.Doubt = scanOnly(scan(src))
+		return a
+	}
 	defer tree.Close()
 	root := tree.RootNode()
-	a := &Analysis{}
 	w := walker{src: src, a: a, targets: targets}
 	w.imports(root)
 	if root.HasError() {
 		a.Err, a.Doubt = syntaxError(src, root)
-	} else if hasIndentation(src) {
-		// The grammar is blind to indentation mistakes; CPython's rules are checked here.
-		if sr := scan(src); sr.lexErr != nil && sr.lexErr.Name != "SyntaxError" {
-			a.Err = sr.lexErr
-		} else if sr.blockErr != nil {
-			a.Err = sr.blockErr
-		} else if sr.lexErr != nil {
-			// A tokenizer error the grammar does not see: our scan and the grammar disagree.
-			a.Doubt = sr.lexErr
-		}
+	} else {
+		// The grammar is blind to indentation mistakes and to CPython's nesting limit.
+		a.Err, a.Doubt = scanOnly(scan(src))
 	}
 	return a
 }
 
-// hasIndentation reports whether any line may open or close a block: a ':' anywhere, or a line
-// starting with whitespace. Code without either cannot have an indentation error.
-func hasIndentation(src []byte) bool {
-	if bytes.IndexByte(src, ':') >= 0 || len(src) > 0 && (src[0] == ' ' || src[0] == '\t') {
-		return true
+// scanOnly judges the scan of code the grammar has no error in (or could not read): indentation
+// errors and the nesting limit are things the grammar does not check, so they stand; another
+// tokenizer error means the scan and the grammar disagree, and the interpreter decides.
+func scanOnly(sr scanResult) (sure, doubt *SyntaxError) {
+	lex := sr.lexErr
+	switch {
+	case sr.blockErr != nil && (lex == nil || before(sr.blockErr, lex)):
+		return sr.blockErr, nil
+	case lex == nil:
+		return nil, nil
+	case lex.Name != "SyntaxError" || lex.Msg == "too many nested parentheses":
+		return lex, nil
 	}
-	return bytes.Contains(src, []byte("\n ")) || bytes.Contains(src, []byte("\n\t"))
+	return nil, lex
+}
+
+func before(a, b *SyntaxError) bool {
+	return a.Line < b.Line || a.Line == b.Line && a.Column < b.Column
+}
+
+// readChunk is how much source tree-sitter gets per read. go-tree-sitter copies each chunk into
+// C memory and keeps it until the parse ends, and tree-sitter reads again after each jump of its
+// lexer (many, in error recovery): handing it the whole rest of the source each time made a
+// 900 KB file of errors take minutes.
+const readChunk = 4 << 10
+
+// parseBudget bounds one parse: 100 ms plus 1 µs per byte (1.1 s for the largest code a request
+// may carry). Valid code parses at about 4 MB/s here, four times inside it; tree-sitter's error
+// recovery can take minutes on a few hundred KB of broken code, and this runs in the daemon.
+func parseBudget(n int) time.Duration {
+	return 100*time.Millisecond + time.Duration(n)*time.Microsecond
+}
+
+// parse returns the tree of src, or nil if parsing took longer than its budget.
+func parse(p *sitter.Parser, src []byte) *sitter.Tree {
+	deadline := time.Now().Add(parseBudget(len(src)))
+	return p.ParseWithOptions(func(i int, _ sitter.Point) []byte {
+		if i >= len(src) {
+			return nil
+		}
+		return src[i:min(i+readChunk, len(src))]
+	}, nil, &sitter.ParseOptions{ProgressCallback: func(sitter.ParseState) bool {
+		return time.Now().After(deadline)
+	}})
 }
 
 // syntaxError decides what to report for a tree the grammar found errors in: the scan's
@@ -131,6 +169,10 @@ func hasIndentation(src []byte) bool {
 func syntaxError(src []byte, root *sitter.Node) (sure, doubt *SyntaxError) {
 	sr := scan(src)
 	if sr.lexErr != nil {
+		// The parser stops at an indentation error before the tokenizer reaches a later one.
+		if e := sr.blockErr; e != nil && before(e, sr.lexErr) {
+			return e, nil
+		}
 		return sr.lexErr, nil
 	}
 	n := firstError(root)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -90,10 +91,11 @@ type verdict struct {
 	nano  []string // why nano will do, and notes
 	// absent are the required imports nano lacks, for an explicit nano request.
 	absent []Import
+	cat    *catalog
 }
 
 func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
-	var v verdict
+	v := verdict{cat: &catalog{r: r}}
 	v.heavy = r.limitReasons(req)
 	local := localModules(req.Files)
 	var inNano, inputs, relative, optional []string
@@ -124,7 +126,7 @@ func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
 				if r.nano.has(top) {
 					shown = name
 				}
-				if img := r.offeredBy(top); img != "" {
+				if img := v.cat.offeredBy(top); img != "" {
 					if len(byImage[img]) == 0 {
 						imageOrder = append(imageOrder, img)
 					}
@@ -147,6 +149,7 @@ func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
 	}
 
 	switch {
+	case a.Unread:
 	case len(inNano) == 0 && len(inputs) == 0:
 		v.nano = append(v.nano, "nano: no imports")
 	case len(inNano) > 0:
@@ -166,6 +169,9 @@ func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
 	}
 	if a.Doubt != nil {
 		v.nano = append(v.nano, fmt.Sprintf("nano: the grammar could not read line %d; the interpreter decides", a.Doubt.Line))
+	}
+	if a.Unread {
+		v.nano = append(v.nano, fmt.Sprintf("nano: the code took longer than %v to read, so its imports are unknown (a ModuleNotFoundError in nano is retried in heavy)", parseBudget(len(req.Code)).Round(time.Millisecond)))
 	}
 	return v
 }
@@ -192,7 +198,7 @@ func (r *Router) checkNano(req *sandbox.RunRequest, v verdict) (sandbox.Decision
 	if len(v.absent) > 0 {
 		imp := v.absent[0]
 		where := "it is not in the nano build"
-		if img := r.offeredBy(imp.Top()); img != "" {
+		if img := v.cat.offeredBy(imp.Top()); img != "" {
 			where += "; heavy image " + img + " has it"
 		}
 		return sandbox.Decision{}, sandbox.Errorf(sandbox.KindInvalidRequest, "runtime nano cannot import %s (line %d): %s", imp.Module, imp.Line, where).
@@ -239,14 +245,25 @@ func (r *Router) checkNanoLimits(req *sandbox.RunRequest) error {
 
 func mib(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', -1, 64) + " MiB" }
 
+// catalog is the heavy images as one Route sees them: listed once (the heavy runtime reads
+// them from disk) and only if an import needs looking up.
+type catalog struct {
+	r      *Router
+	imgs   []sandbox.ImageInfo
+	loaded bool
+}
+
 // offeredBy returns the first image (the default first) that can import the top-level module,
 // or "".
-func (r *Router) offeredBy(top string) string {
-	if r.images == nil || top == "" {
+func (c *catalog) offeredBy(top string) string {
+	if c.r.images == nil || top == "" {
 		return ""
 	}
-	for _, img := range r.images() {
-		if r.imageModules(img)[top] {
+	if !c.loaded {
+		c.imgs, c.loaded = c.r.images(), true
+	}
+	for _, img := range c.imgs {
+		if c.r.imageModules(img)[top] {
 			return img.Name
 		}
 	}

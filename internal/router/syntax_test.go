@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // syntaxCases are code with errors, and what CPython 3.11 says of each (name, message, line,
@@ -48,6 +51,8 @@ var syntaxCases = []struct {
 	{"incomplete import", "import pandas as\n", SyntaxError{Name: "SyntaxError", Msg: "invalid syntax", Line: 1}},
 	{"from without names", "from . import\n", SyntaxError{Name: "SyntaxError", Msg: "invalid syntax", Line: 1}},
 	{"crlf never closed", "x = 1\r\nprint(x\r\n", SyntaxError{Name: "SyntaxError", Msg: "'(' was never closed", Line: 2, Column: 6}},
+	{"nesting limit", strings.Repeat("(", 201) + strings.Repeat(")", 201) + "\n", SyntaxError{Name: "SyntaxError", Msg: "too many nested parentheses", Line: 1, Column: 201}},
+	{"indent before tokenizer error", "  x = 1\ny = 'abc\n", SyntaxError{Name: "IndentationError", Msg: "unexpected indent", Line: 1, Column: 2}},
 }
 
 // validCases are code CPython 3.11 compiles; the router must not call any of it an error.
@@ -119,6 +124,25 @@ func TestSyntaxDoubts(t *testing.T) {
 		if a.Err != nil {
 			t.Errorf("%q: reported %v; it is valid Python", code, a.Err)
 		}
+	}
+}
+
+// Broken code that tree-sitter's error recovery takes minutes over is cut off at the parse budget;
+// the code then runs and the interpreter reports.
+func TestParseBudget(t *testing.T) {
+	src := []byte(strings.Repeat("def (:\n  ]]\n", 30000)) // 350 KB; minutes unbounded
+	start := time.Now()
+	a := Analyze(src)
+	took := time.Since(start)
+	if !a.Unread || a.Err != nil {
+		t.Errorf("unread %v, error %v; want an unread analysis without a reported error", a.Unread, a.Err)
+	}
+	if budget := parseBudget(len(src)); took > 2*budget+time.Second {
+		t.Errorf("took %v, budget %v", took, budget)
+	}
+	d, err := New(fixtureOptions(t)).Route(&sandbox.RunRequest{Code: string(src), Tier: sandbox.TierAuto})
+	if err != nil || d.Tier != sandbox.TierNano || !strings.Contains(strings.Join(d.Reasons, "\n"), "its imports are unknown") {
+		t.Errorf("routed %+v, %v", d, err)
 	}
 }
 
