@@ -3,12 +3,22 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // Routing end to end, the heavy tier off: the router built from the module list setup probed.
@@ -104,4 +114,56 @@ func TestDaemonHeavyRouting(t *testing.T) {
 			t.Fatalf("got %+v", res)
 		}
 	})
+}
+
+// A data directory whose module list is missing (a build installed before the list existed, or
+// rebuilt by hand): the daemon probes the build in its own workers at start and keeps the list.
+func TestDaemonMakesMissingModuleList(t *testing.T) {
+	testenv.RequireRoot(t)
+	src := nano.Artifacts{Dir: config.Default().NanoDir()}
+	if err := src.Check(); err != nil {
+		testenv.Skip(t, err.Error())
+	}
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Heavy.Enabled = config.HeavyOff
+	cfg.ArtifactsDir = t.TempDir()
+	a := nano.Artifacts{Dir: cfg.NanoDir()}
+	// Link the installed build and its compilation cache, all but the module list.
+	err := filepath.WalkDir(src.Dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src.Dir, p)
+		dst := filepath.Join(a.Dir, rel)
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(dst, 0o755)
+		case rel == nano.ModulesFile:
+			return nil
+		}
+		return os.Link(p, dst)
+	})
+	if err != nil {
+		testenv.Skip(t, "cannot link the installed build: "+err.Error())
+	}
+	if err := os.Chmod(cfg.DataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m, err := daemon.NewManager(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	list, err := nano.ReadModules(a)
+	if err != nil {
+		t.Fatalf("no module list after start: %v", err)
+	}
+	if !slices.Contains(list.Available, "json") || slices.Contains(list.Available, "ssl") {
+		t.Errorf("list of %d modules: json expected, ssl not", len(list.Available))
+	}
+	res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "import json\nprint(json.dumps(1))\n"})
+	if err != nil || res.Stdout != "1\n" || !slices.Equal(res.Routing.Reasons, []string{"nano: imports only json (all in nano)"}) {
+		t.Fatalf("got %+v, %v", res, err)
+	}
 }
