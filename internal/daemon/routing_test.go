@@ -142,10 +142,10 @@ func TestDaemonMakesMissingModuleList(t *testing.T) {
 		case rel == nano.ModulesFile:
 			return nil
 		}
-		return os.Link(p, dst)
+		return linkOrCopy(p, dst)
 	})
 	if err != nil {
-		testenv.Skip(t, "cannot link the installed build: "+err.Error())
+		t.Fatal(err)
 	}
 	if err := os.Chmod(cfg.DataDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -166,4 +166,16 @@ func TestDaemonMakesMissingModuleList(t *testing.T) {
 	if err != nil || res.Stdout != "1\n" || !slices.Equal(res.Routing.Reasons, []string{"nano: imports only json (all in nano)"}) {
 		t.Fatalf("got %+v, %v", res, err)
 	}
+}
+
+// linkOrCopy links src to dst, or copies it where a link cannot cross file systems.
+func linkOrCopy(src, dst string) error {
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }

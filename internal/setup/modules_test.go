@@ -23,7 +23,7 @@ func TestNanoModulesStep(t *testing.T) {
 		testenv.Skip(t, err.Error())
 	}
 	a := nano.Artifacts{Dir: filepath.Join(t.TempDir(), "nano")}
-	// Link the build and its compilation cache rather than copy 12 MB and hundreds of MB.
+	// Link the build and its compilation cache (some 50 MB) where the file system allows.
 	err := filepath.WalkDir(src.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -36,10 +36,10 @@ func TestNanoModulesStep(t *testing.T) {
 		if rel == nano.ModulesFile {
 			return nil
 		}
-		return os.Link(p, dst)
+		return linkOrCopy(p, dst)
 	})
 	if err != nil {
-		testenv.Skip(t, "cannot link the installed build into a temporary directory: "+err.Error())
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var out bytes.Buffer
@@ -75,4 +75,16 @@ func TestNanoModulesStep(t *testing.T) {
 	if !strings.Contains(out.String(), "nano: probed the build:") {
 		t.Errorf("a stale list was kept: %q", out.String())
 	}
+}
+
+// linkOrCopy links src to dst, or copies it where a link cannot cross file systems.
+func linkOrCopy(src, dst string) error {
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
 }
