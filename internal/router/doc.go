@@ -18,9 +18,10 @@
 //     image does (the run then fails in heavy with the interpreter's own ModuleNotFoundError);
 //   - everything else runs in nano.
 //
-// Imports the code can do without do not count: those in a try whose handlers catch ImportError
-// (or in such a handler), under contextlib.suppress(ImportError), or under a condition that is
-// false on every tier (if TYPE_CHECKING, sys.version_info and sys.platform tests).
+// Imports the code can do without do not count: those in a try whose ImportError handler carries
+// on without them (it does not raise or exit), those in such a handler, those under
+// contextlib.suppress(ImportError), and those under a condition that is false on every tier (if
+// TYPE_CHECKING, sys.version_info and sys.platform tests).
 //
 // What nano can import is measured, not typed: `agentbox setup` imports every candidate module in
 // the nano interpreter and writes the outcome to DATA/nano/modules.json (nano.ProbeModules). What

@@ -282,6 +282,23 @@ func (w *walker) catchesImportError(try *sitter.Node) bool {
 	for i := uint(0); i < try.NamedChildCount(); i++ {
 		c := try.NamedChild(i)
 		if (c.Kind() == "except_clause" || c.Kind() == "except_group_clause") && w.handlesImportError(c, true) {
+			return !w.givesUp(c)
+		}
+	}
+	return false
+}
+
+// givesUp reports whether an except clause ends the program or raises rather than carrying on
+// without the module (`except ImportError: sys.exit("pip install numpy")`): the import is then
+// needed, not optional. The clause's text is searched, strings and all, so a message that
+// mentions raise counts too; that errs towards the tier that has the module.
+func (w *walker) givesUp(clause *sitter.Node) bool {
+	b := w.src[clause.StartByte():clause.EndByte()]
+	if len(words(b, []byte("raise"))) > 0 {
+		return true
+	}
+	for _, call := range []string{"exit(", "quit(", "abort(", "SystemExit"} {
+		if bytes.Contains(b, []byte(call)) {
 			return true
 		}
 	}
