@@ -4,7 +4,7 @@
 # that would skip because root, a runtime or an artifact is missing fails instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/host-deps.sh npm ca-certificates
+scripts/host-deps.sh npm ca-certificates gcc libc6-dev
 scripts/build.sh
 bin/agentbox setup
 if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then

@@ -3,7 +3,7 @@
 # (`agentbox setup`, idempotent and cached), then `agentbox serve` in the foreground.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/host-deps.sh npm ca-certificates
+scripts/host-deps.sh npm ca-certificates gcc libc6-dev
 scripts/build.sh
 bin/agentbox setup
 exec bin/agentbox serve "$@"

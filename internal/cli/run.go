@@ -94,7 +94,7 @@ func RunCode(ctx context.Context, opts RunOptions) int {
 		fmt.Fprintf(opts.Stderr, "agentbox run: %v\n", err)
 		return exitUsage
 	}
-	r, closeRunner, code := pickRunner(ctx, opts)
+	r, closeRunner, code := pickRunner(ctx, opts, req.Code)
 	if r == nil {
 		return code
 	}
@@ -130,7 +130,7 @@ func buildRequest(opts RunOptions) (api.RunRequest, error) {
 
 // pickRunner finds the daemon or starts a local engine. On failure it has reported the problem
 // and returns a nil runner and the exit code.
-func pickRunner(ctx context.Context, opts RunOptions) (runner, func(), int) {
+func pickRunner(ctx context.Context, opts RunOptions, code string) (runner, func(), int) {
 	noop := func() {}
 	if !opts.Local {
 		url, explicit := opts.URL, true
@@ -170,7 +170,7 @@ func pickRunner(ctx context.Context, opts RunOptions) (runner, func(), int) {
 	cfg.Nano.Warm = &warm
 	// Nor booted heavy sandboxes; and a run that cannot go to heavy does not start that tier.
 	cfg.Heavy.Warm = &warm
-	if opts.Runtime == api.RuntimeNano || opts.Runtime != api.RuntimeHeavy && len(opts.Packages) == 0 {
+	if opts.Runtime == api.RuntimeNano || opts.Runtime != api.RuntimeHeavy && len(opts.Packages) == 0 && !mayNeedHeavy(cfg, code) {
 		cfg.Heavy.Enabled = config.HeavyOff
 	}
 	log := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -4,12 +4,14 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/router"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -75,6 +77,11 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	if hr != nil {
 		runtimes[sandbox.TierHeavy] = hr
 	}
+	rt, err := newRouter(ctx, nanoFiles, nr, hr, log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	store, err := artifacts.Open(cfg.ArtifactsPath(), artifacts.Options{TTL: cfg.ArtifactsTTL.D()})
 	if err != nil {
 		closeAll()
@@ -86,6 +93,7 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	}
 	mopts := sandbox.ManagerOptions{
 		Runtimes:    runtimes,
+		Router:      rt,
 		Policy:      &policy,
 		MaxSessions: cfg.Sessions.Max,
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),
@@ -108,6 +116,40 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	}
 	end.f.Store(&closeSession)
 	return m, nil
+}
+
+// newRouter builds the router from what the nano build can import (DATA/nano/modules.json, made
+// by `agentbox setup`) and what the heavy images offer. A missing or stale module list (the
+// interpreter was rebuilt since) is made again here, by running the probe in nano's own jailed
+// workers, and written back for the next start: the daemon then starts a second or so later
+// rather than not at all.
+func newRouter(ctx context.Context, a nano.Artifacts, nr *nano.Runtime, hr *heavy.Runtime, log *slog.Logger) (*router.Router, error) {
+	mods, err := nano.ReadModules(a)
+	if errors.Is(err, nano.ErrNoModules) {
+		log.Warn("nano: probing what the build can import", "reason", err)
+		maxMem := nr.MaxLimits().MemoryBytes
+		run := func(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+			req.Limits.MemoryBytes = min(req.Limits.MemoryBytes, maxMem)
+			return nr.Run(ctx, req)
+		}
+		if mods, err = nano.ProbeModules(ctx, a, run); err == nil {
+			log.Info("nano: module list made", "importable", len(mods.Available), "took", mods.ProbeTime)
+			if werr := nano.WriteModules(a, mods); werr != nil {
+				log.Warn("nano: cannot keep the module list; it will be made again at the next start", "err", werr)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("nano module list: %w", err)
+	}
+	opts := router.Options{
+		Nano:    router.NanoModules{Version: mods.Version, Available: mods.Available, Unavailable: mods.Unavailable},
+		NanoMax: nr.MaxLimits(),
+	}
+	if hr != nil {
+		opts.Images = hr.Images
+	}
+	return router.New(opts), nil
 }
 
 // newHeavy builds the heavy tier as cfg.Heavy.Enabled says: nil (and a log line saying why) when

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -157,11 +158,22 @@ func (m *Manager) Runtime(t Tier) (Runtime, bool) {
 	return r, ok
 }
 
+// route picks the runtime of a request whose limits are already applied. Packages and images
+// always mean heavy and are decided here; so is an explicit heavy request. Auto and nano requests
+// go to the router, which reads the code.
 func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 	var d Decision
 	wantsImage := len(req.Packages) > 0 || req.Image != ""
 	switch req.Tier {
-	case "", TierAuto:
+	case "", TierAuto, TierNano:
+		if req.Tier == TierNano && wantsImage {
+			return nil, d, Errorf(KindInvalidRequest, "the nano runtime has no images or packages, and this request asks for %s", imageReason(req.Packages, req.Image)).
+				WithHint("use runtime heavy (or auto), or drop packages and image")
+		}
+		if req.Tier == TierNano && req.Network {
+			return nil, d, Errorf(KindInvalidRequest, "the nano runtime never has network, and this request asks for it").
+				WithHint("use runtime heavy (or auto) for network through the egress gateway")
+		}
 		if wantsImage {
 			d = Decision{Tier: TierHeavy, Reasons: []string{"heavy: " + imageReason(req.Packages, req.Image)}}
 			break
@@ -174,16 +186,6 @@ func (m *Manager) route(req *RunRequest) (Runtime, Decision, error) {
 		if d, err = m.router.Route(req); err != nil {
 			return nil, d, err
 		}
-	case TierNano:
-		if wantsImage {
-			return nil, d, Errorf(KindInvalidRequest, "the nano runtime has no images or packages, and this request asks for %s", imageReason(req.Packages, req.Image)).
-				WithHint("use runtime heavy (or auto), or drop packages and image")
-		}
-		if req.Network {
-			return nil, d, Errorf(KindInvalidRequest, "the nano runtime never has network, and this request asks for it").
-				WithHint("use runtime heavy (or auto) for network through the egress gateway")
-		}
-		d = Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}
 	default:
 		d = Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}
 	}
@@ -211,7 +213,9 @@ func (m *Manager) Route(req *RunRequest) (Decision, error) {
 	return d, err
 }
 
-// run runs one request in a fresh sandbox; Run (audit.go) records it.
+// run runs one request in a fresh sandbox; Run (audit.go) records it. In auto mode, a nano run
+// that fails with ModuleNotFoundError for a module a heavy image has is run again, once, in heavy
+// (see retry).
 func (m *Manager) run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
@@ -220,21 +224,84 @@ func (m *Manager) run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, d, err := m.route(req)
+	r := *req
+	r.Limits = limits
+	if r.Tier == "" {
+		r.Tier = TierAuto
+	}
+	rt, d, err := m.route(&r)
 	if err != nil {
 		return nil, err
 	}
-	r := *req
-	r.Limits = limits
+	if d.SyntaxError != nil {
+		// The code cannot run: answer with its error as the interpreter would, without a sandbox.
+		e := *d.SyntaxError
+		res := &Result{ExitCode: 1, Error: &e, Stderr: e.Traceback, Runtime: d.Tier}
+		annotate(res, nil, d)
+		m.log.Debug("run", "runtime", d.Tier, "routing", d.Reasons, "exit_code", 1)
+		return res, nil
+	}
 	r.Tier = d.Tier
 	r.ID = "run_" + newID()[3:]
 	if r.Network && r.EgressProfile == "" {
 		r.EgressProfile = DefaultEgressProfile
 	}
 	res, err := rt.Run(ctx, &r)
+	if auto := req.Tier == "" || req.Tier == TierAuto; auto && d.Tier == TierNano {
+		if hr, hd, ok := m.retry(res, err, d); ok {
+			h := r
+			h.Tier = TierHeavy
+			if spent := res.Timing.Total; spent > 0 && spent < h.Limits.Timeout {
+				h.Limits.Timeout -= spent // the retry has what the first try left of the budget
+			}
+			d = hd
+			res, err = hr.Run(ctx, &h)
+		}
+	}
 	annotate(res, err, d)
 	m.keepArtifacts(res, err)
+	m.log.Debug("run", "runtime", d.Tier, "routing", d.Reasons, "kind", KindOf(err))
 	return res, err
+}
+
+// retry decides whether a nano result is worth a second run in heavy: the code raised
+// ModuleNotFoundError for a module whose top-level package a heavy image can import (the import
+// the router could not see, or one behind a guard that did not hold). It returns the heavy
+// runtime and the decision that says so.
+func (m *Manager) retry(res *Result, err error, d Decision) (Runtime, Decision, bool) {
+	if err != nil || res == nil || res.Error == nil || res.Error.Name != "ModuleNotFoundError" {
+		return nil, d, false
+	}
+	mod, ok := missingModule(res.Error.Value)
+	if !ok {
+		return nil, d, false
+	}
+	hr, ok := m.runtimes[TierHeavy]
+	if !ok {
+		return nil, d, false
+	}
+	cat, ok := hr.(Catalog)
+	if !ok {
+		return nil, d, false
+	}
+	top, _, _ := strings.Cut(mod, ".")
+	for _, img := range cat.Images() {
+		if slices.Contains(img.Modules, top) {
+			reasons := append(slices.Clone(d.Reasons), fmt.Sprintf("heavy: retried after ModuleNotFoundError: No module named '%s' in nano", mod))
+			return hr, Decision{Tier: TierHeavy, Reasons: reasons}, true
+		}
+	}
+	return nil, d, false
+}
+
+// missingModule reads the module name out of a ModuleNotFoundError's value, "No module named 'x'".
+func missingModule(value string) (string, bool) {
+	rest, ok := strings.CutPrefix(value, "No module named '")
+	if !ok {
+		return "", false
+	}
+	name, _, ok := strings.Cut(rest, "'")
+	return name, ok && name != ""
 }
 
 // keepArtifacts moves the artifacts' content of a result (and of an error's partial result) into

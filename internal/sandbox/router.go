@@ -5,10 +5,15 @@ package sandbox
 type Decision struct {
 	Tier    Tier     `json:"tier"`
 	Reasons []string `json:"reasons"`
+	// SyntaxError, when set, is the code's own syntax error, found while routing: the run is
+	// answered with it as the code's exception (exit code 1), and no sandbox starts.
+	SyntaxError *PyError `json:"-"`
 }
 
-// Router picks a tier for a request whose tier is auto. The Manager owns this interface; the
-// import-reading router is one implementation.
+// Router picks a tier for a request whose tier is auto, and checks a request for the nano tier
+// (whose code may import what nano lacks). Requests that ask for packages, an image or the heavy
+// tier are decided by the Manager and never reach it. The Manager owns this interface; the
+// import-reading router (package router) is one implementation.
 type Router interface {
 	Route(req *RunRequest) (Decision, error)
 }
@@ -17,6 +22,9 @@ type Router interface {
 // configured.
 type staticRouter struct{ tier Tier }
 
-func (r staticRouter) Route(*RunRequest) (Decision, error) {
+func (r staticRouter) Route(req *RunRequest) (Decision, error) {
+	if req.Tier == TierNano {
+		return Decision{Tier: TierNano, Reasons: []string{"nano: runtime requested"}}, nil
+	}
 	return Decision{Tier: r.tier, Reasons: []string{string(r.tier) + ": the only tier this daemon runs"}}, nil
 }

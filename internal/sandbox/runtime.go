@@ -65,6 +65,15 @@ type Catalog interface {
 	Images() []ImageInfo
 }
 
+// Capacity is an optional ability of a Runtime whose own caps are below what the policy allows
+// (nano: the Wasm memory reserve, the worker protocol's frame size): requests above them go to
+// another tier.
+type Capacity interface {
+	// MaxLimits returns the largest limits the runtime can honour; a zero field means it has no
+	// cap of its own there.
+	MaxLimits() Limits
+}
+
 // ImageInfo describes an image a runtime can run.
 type ImageInfo struct {
 	Name    string `json:"name"`
@@ -72,7 +81,11 @@ type ImageInfo struct {
 	Default bool   `json:"default"`
 	Python  string `json:"python"`
 	// Packages maps Python distribution names to versions.
-	Packages  map[string]string `json:"packages"`
-	SizeBytes int64             `json:"size_bytes"`
-	Built     time.Time         `json:"built"`
+	Packages map[string]string `json:"packages"`
+	// Modules are the top-level modules the image's Python can import: its standard library and
+	// its packages' import names (PIL for Pillow). The router and the ModuleNotFoundError
+	// fallback look imports up here.
+	Modules   []string  `json:"modules,omitempty"`
+	SizeBytes int64     `json:"size_bytes"`
+	Built     time.Time `json:"built"`
 }

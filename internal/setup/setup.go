@@ -6,6 +6,7 @@ package setup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -89,6 +90,36 @@ func Nano(ctx context.Context, dir string, opts Options, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "nano: compiled python.wasm into the cache in %v\n", time.Since(t).Round(100*time.Millisecond))
 	}
+	if err := nanoModules(ctx, a, opts.Force, out); err != nil {
+		return fmt.Errorf("setup nano: module list: %w", err)
+	}
+	return nil
+}
+
+// nanoModules records what the build can import (the router's list), by importing every
+// candidate module in the build itself. The list carries the build's hashes, so a rebuilt
+// interpreter is probed again. The probe runs in an interpreter of this process: the code is
+// ours, and the guest still sees no host file, socket or process.
+func nanoModules(ctx context.Context, a nano.Artifacts, force bool, out io.Writer) error {
+	if m, err := nano.ReadModules(a); err == nil && !force {
+		fmt.Fprintf(out, "nano: module list present (%d modules importable)\n", len(m.Available))
+		return nil
+	} else if err != nil && !errors.Is(err, nano.ErrNoModules) {
+		return err
+	}
+	run, done, err := nano.InProcess(ctx, a)
+	if err != nil {
+		return err
+	}
+	defer done()
+	m, err := nano.ProbeModules(ctx, a, run)
+	if err != nil {
+		return err
+	}
+	if err := nano.WriteModules(a, m); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "nano: probed the build: %d modules importable, %d not (%v)\n", len(m.Available), len(m.Unavailable), m.ProbeTime)
 	return nil
 }
 

@@ -20,7 +20,8 @@ func (rt *Runtime) Images() []sandbox.ImageInfo {
 		for _, d := range m.Python {
 			pk[d.Name] = d.Version
 		}
-		out = append(out, sandbox.ImageInfo{Name: m.Name, Hash: m.Hash, Default: i == 0, Python: m.PythonVersion, Packages: pk, SizeBytes: m.SizeBytes, Built: m.Built})
+		out = append(out, sandbox.ImageInfo{Name: m.Name, Hash: m.Hash, Default: i == 0, Python: m.PythonVersion, Packages: pk,
+			Modules: rt.modules.get(img), SizeBytes: m.SizeBytes, Built: m.Built})
 	}
 	return out
 }

@@ -78,6 +78,7 @@ type Runtime struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stats   counters
+	modules moduleCache
 }
 
 // Interface guards.

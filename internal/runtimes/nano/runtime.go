@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -53,9 +54,10 @@ type Runtime struct {
 
 // Interface guards.
 var (
-	_ sandbox.Runtime = (*Runtime)(nil)
-	_ sandbox.Health  = (*Runtime)(nil)
-	_ sandbox.Session = (*session)(nil)
+	_ sandbox.Runtime  = (*Runtime)(nil)
+	_ sandbox.Health   = (*Runtime)(nil)
+	_ sandbox.Capacity = (*Runtime)(nil)
+	_ sandbox.Session  = (*session)(nil)
 )
 
 // New starts the one-shot workers and waits until they are ready.
@@ -258,6 +260,13 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 func (s *session) Close() error {
 	s.p.kill()
 	return nil
+}
+
+// MaxLimits reports nano's own caps: the memory every interpreter reserves (Options.
+// MaxMemoryBytes), and the file system a run's files fit in on their way to and from a worker
+// (wire.MaxFilesBytes). Nano has no timeout cap of its own.
+func (r *Runtime) MaxLimits() sandbox.Limits {
+	return sandbox.Limits{MemoryBytes: r.opts.MaxMemoryBytes, FilesBytes: wire.MaxFilesBytes}
 }
 
 // Health reports how many one-shot workers are free.

@@ -15,6 +15,12 @@ import (
 // MaxFrame bounds one frame. Results carry at most the output caps plus the files cap, both far below.
 const MaxFrame = 512 << 20
 
+// MaxFilesBytes is the largest private file system a run can have: its files travel in one frame
+// each way (the inputs in the request, the changed files in the result), base64 makes them 4/3 as
+// large in JSON, and 64 MiB are left for the code, the output (16 MiB per stream at most) and
+// the rest. A request whose files limit is above it cannot run in nano.
+const MaxFilesBytes = (MaxFrame - 64<<20) / 4 * 3
+
 // Op says what a frame is.
 type Op string
 

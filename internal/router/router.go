@@ -1,0 +1,345 @@
+package router
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Options configure a Router.
+type Options struct {
+	// Nano is what the nano build can import. Required: a router without it would send
+	// everything to heavy.
+	Nano NanoModules
+	// Images lists the heavy tier's images and the modules each can import. Nil when this
+	// daemon runs no heavy tier: code that needs more than nano then runs in nano anyway and
+	// fails there with the interpreter's own ModuleNotFoundError.
+	Images func() []sandbox.ImageInfo
+	// NanoMax are the largest limits the nano runtime can honour (sandbox.Capacity); a request
+	// above them goes to heavy. A zero field means nano has no cap of its own there.
+	NanoMax sandbox.Limits
+}
+
+// Router reads a request's code and decides its tier. It is safe for concurrent use.
+type Router struct {
+	nano    nanoSet
+	images  func() []sandbox.ImageInfo
+	nanoMax sandbox.Limits
+	targets []Target
+
+	mu      sync.Mutex
+	modules map[string]map[string]bool // image hash → top-level modules
+}
+
+// Interface guards.
+var _ sandbox.Router = (*Router)(nil)
+
+// New builds a router. The heavy images are asked for their Python version once, here, for
+// conditions on sys.version_info.
+func New(opts Options) *Router {
+	r := &Router{nano: newNanoSet(opts.Nano), images: opts.Images, nanoMax: opts.NanoMax, modules: map[string]map[string]bool{}}
+	r.targets = []Target{{Version: opts.Nano.Version, Platform: "wasi"}}
+	if r.images != nil {
+		for _, img := range r.images() {
+			if v, ok := parseVersion(img.Python); ok {
+				r.targets = append(r.targets, Target{Version: v, Platform: "linux"})
+			}
+		}
+	}
+	return r
+}
+
+// Route decides the tier of an auto request, and checks an explicit nano request: its code must
+// parse and must not import what nano lacks. Packages and images are the Manager's business
+// (they always mean heavy); explicit heavy requests never come here.
+//
+// A syntax error the router is sure of comes back as Decision.SyntaxError: the run is answered
+// with it and no sandbox starts.
+func (r *Router) Route(req *sandbox.RunRequest) (sandbox.Decision, error) {
+	explicit := req.Tier == sandbox.TierNano
+	a := Analyze([]byte(req.Code), r.targets...)
+	if a.Err != nil {
+		e := a.Err
+		return sandbox.Decision{
+			Tier:        sandbox.TierNano,
+			Reasons:     []string{fmt.Sprintf("nano: %s at line %d, column %d (not run)", e.Name, e.Line, e.Column)},
+			SyntaxError: e.PyError(),
+		}, nil
+	}
+	v := r.verdict(req, a)
+	if explicit {
+		return r.checkNano(req, v)
+	}
+	if len(v.heavy) > 0 {
+		if r.images == nil {
+			return sandbox.Decision{Tier: sandbox.TierNano, Reasons: append(v.heavy,
+				"nano: this daemon runs no heavy tier, so the code runs in nano and may fail there")}, nil
+		}
+		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: v.heavy}, nil
+	}
+	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: v.nano}, nil
+}
+
+// verdict is what the router found, as reasons for each tier.
+type verdict struct {
+	heavy []string // why the code needs heavy; empty when nano will do
+	nano  []string // why nano will do, and notes
+	// absent are the required imports nano lacks, for an explicit nano request.
+	absent []Import
+	cat    *catalog
+}
+
+func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
+	v := verdict{cat: &catalog{r: r}}
+	v.heavy = r.limitReasons(req)
+	local := localModules(req.Files)
+	var inNano, inputs, relative, optional []string
+	byImage := map[string][]string{}
+	var imageOrder, nowhere []string
+	seen := map[string]bool{}
+	for _, imp := range a.Imports {
+		for _, name := range r.candidates(imp) {
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			top, _, _ := strings.Cut(name, ".")
+			switch {
+			case top == "":
+				relative = append(relative, name)
+			case local[top]:
+				inputs = append(inputs, top)
+			case r.nano.has(name):
+				inNano = appendOnce(inNano, top)
+			case imp.Optional:
+				optional = appendOnce(optional, top)
+			default:
+				v.absent = append(v.absent, Import{Module: name, Line: imp.Line})
+				// Name the package nano lacks: matplotlib for matplotlib.pyplot, but
+				// encodings.bz2_codec where only the submodule is missing.
+				shown := top
+				if r.nano.has(top) {
+					shown = name
+				}
+				if img := v.cat.offeredBy(top); img != "" {
+					if len(byImage[img]) == 0 {
+						imageOrder = append(imageOrder, img)
+					}
+					byImage[img] = appendOnce(byImage[img], shown)
+				} else {
+					nowhere = appendOnce(nowhere, shown)
+				}
+			}
+		}
+	}
+	for _, img := range imageOrder {
+		v.heavy = append(v.heavy, fmt.Sprintf("heavy: imports %s (not in nano; in image %s)", list(byImage[img]), img))
+	}
+	if len(nowhere) > 0 {
+		where := "not in nano nor in any image"
+		if r.images == nil {
+			where = "not in nano"
+		}
+		v.heavy = append(v.heavy, fmt.Sprintf("heavy: imports %s (%s)", list(nowhere), where))
+	}
+
+	switch {
+	case a.Unread:
+	case len(inNano) == 0 && len(inputs) == 0:
+		v.nano = append(v.nano, "nano: no imports")
+	case len(inNano) > 0:
+		v.nano = append(v.nano, fmt.Sprintf("nano: imports only %s (all in nano)", list(inNano)))
+	}
+	if len(inputs) > 0 {
+		v.nano = append(v.nano, fmt.Sprintf("nano: imports %s from the input files", list(inputs)))
+	}
+	if len(optional) > 0 {
+		v.nano = append(v.nano, fmt.Sprintf("nano: optional import of %s left out (guarded by except ImportError)", list(optional)))
+	}
+	if len(relative) > 0 {
+		v.nano = append(v.nano, fmt.Sprintf("nano: relative import %s has no package to resolve in (the interpreter will say so)", list(relative)))
+	}
+	if a.Dynamic > 0 {
+		v.nano = append(v.nano, fmt.Sprintf("nano: %d dynamic import(s) the router cannot read (a ModuleNotFoundError in nano is retried in heavy)", a.Dynamic))
+	}
+	if a.Doubt != nil {
+		v.nano = append(v.nano, fmt.Sprintf("nano: the grammar could not read line %d; the interpreter decides", a.Doubt.Line))
+	}
+	if a.Unread {
+		v.nano = append(v.nano, fmt.Sprintf("nano: the code took longer than %v to read, so its imports are unknown (a ModuleNotFoundError in nano is retried in heavy)", parseBudget(len(req.Code)).Round(time.Millisecond)))
+	}
+	return v
+}
+
+// candidates are the module names an import needs: the module, and for `from pkg import name`
+// also pkg.name where the probe knows that as a module (from encodings import bz2_codec).
+func (r *Router) candidates(imp Import) []string {
+	out := []string{imp.Module}
+	if strings.HasPrefix(imp.Module, ".") {
+		return out
+	}
+	for _, n := range imp.Names {
+		if full := imp.Module + "." + n; r.nano.known(full) {
+			out = append(out, full)
+		}
+	}
+	return out
+}
+
+// checkNano answers an explicit nano request: an import nano lacks fails it at once, before a
+// sandbox starts. (A one-shot run has nothing to import but nano's modules and its input files;
+// code that writes a module and then imports it is the one case this refuses wrongly.)
+func (r *Router) checkNano(req *sandbox.RunRequest, v verdict) (sandbox.Decision, error) {
+	if len(v.absent) > 0 {
+		imp := v.absent[0]
+		where := "it is not in the nano build"
+		if img := v.cat.offeredBy(imp.Top()); img != "" {
+			where += "; heavy image " + img + " has it"
+		}
+		return sandbox.Decision{}, sandbox.Errorf(sandbox.KindInvalidRequest, "runtime nano cannot import %s (line %d): %s", imp.Module, imp.Line, where).
+			WithHint("use runtime auto or heavy")
+	}
+	if err := r.checkNanoLimits(req); err != nil {
+		return sandbox.Decision{}, err
+	}
+	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: runtime requested"}}, nil
+}
+
+// limitReasons says which of the request's limits and inputs nano cannot take.
+func (r *Router) limitReasons(req *sandbox.RunRequest) []string {
+	var out []string
+	m, l := r.nanoMax, req.Limits
+	if m.MemoryBytes > 0 && l.MemoryBytes > m.MemoryBytes {
+		out = append(out, fmt.Sprintf("heavy: memory %s is above nano's maximum of %s", mib(l.MemoryBytes), mib(m.MemoryBytes)))
+	}
+	if m.Timeout > 0 && l.Timeout > m.Timeout {
+		out = append(out, fmt.Sprintf("heavy: timeout %v is above nano's maximum of %v", l.Timeout, m.Timeout))
+	}
+	if m.FilesBytes > 0 {
+		var in int64
+		for _, f := range req.Files {
+			in += int64(len(f.Content))
+		}
+		switch {
+		case in > m.FilesBytes:
+			out = append(out, fmt.Sprintf("heavy: input files of %s are above nano's maximum of %s", mib(in), mib(m.FilesBytes)))
+		case l.FilesBytes > m.FilesBytes:
+			out = append(out, fmt.Sprintf("heavy: files limit %s is above nano's maximum of %s", mib(l.FilesBytes), mib(m.FilesBytes)))
+		}
+	}
+	return out
+}
+
+func (r *Router) checkNanoLimits(req *sandbox.RunRequest) error {
+	if rs := r.limitReasons(req); len(rs) > 0 {
+		return sandbox.Errorf(sandbox.KindInvalidRequest, "runtime nano cannot take this request: %s", strings.TrimPrefix(rs[0], "heavy: ")).
+			WithHint("use runtime auto or heavy, or ask for less")
+	}
+	return nil
+}
+
+func mib(b int64) string { return strconv.FormatFloat(float64(b)/(1<<20), 'f', -1, 64) + " MiB" }
+
+// catalog is the heavy images as one Route sees them: listed once (the heavy runtime reads
+// them from disk) and only if an import needs looking up.
+type catalog struct {
+	r      *Router
+	imgs   []sandbox.ImageInfo
+	loaded bool
+}
+
+// offeredBy returns the first image (the default first) that can import the top-level module,
+// or "".
+func (c *catalog) offeredBy(top string) string {
+	if c.r.images == nil || top == "" {
+		return ""
+	}
+	if !c.loaded {
+		c.imgs, c.loaded = c.r.images(), true
+	}
+	for _, img := range c.imgs {
+		if c.r.imageModules(img)[top] {
+			return img.Name
+		}
+	}
+	return ""
+}
+
+func (r *Router) imageModules(img sandbox.ImageInfo) map[string]bool {
+	key := img.Name + "@" + img.Hash
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set, ok := r.modules[key]
+	if !ok {
+		set = make(map[string]bool, len(img.Modules))
+		for _, m := range img.Modules {
+			set[m] = true
+		}
+		r.modules[key] = set
+	}
+	return set
+}
+
+// localModules are the top-level modules the request's input files make importable from the
+// working directory: helper.py, pkg/__init__.py, data.so.
+func localModules(files []sandbox.File) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range files {
+		p, err := sandbox.CleanPath(f.Path)
+		if err != nil || !strings.HasPrefix(p, sandbox.WorkDir+"/") {
+			continue
+		}
+		rel := strings.TrimPrefix(p, sandbox.WorkDir+"/")
+		first, rest, nested := strings.Cut(rel, "/")
+		if nested && rest != "" {
+			out[first] = true // a package, or a namespace package
+			continue
+		}
+		if ext := path.Ext(first); ext == ".py" || ext == ".pyc" || ext == ".so" {
+			name, _, _ := strings.Cut(first, ".")
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// list joins names for a reason, the first few only.
+func list(names []string) string {
+	const show = 6
+	if len(names) <= show {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:show], ", ") + fmt.Sprintf(" and %d more", len(names)-show)
+}
+
+func appendOnce(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// parseVersion reads "3.11.2" into its numbers.
+func parseVersion(s string) ([3]int, bool) {
+	var v [3]int
+	parts := strings.SplitN(s, ".", 3)
+	if len(parts) < 2 {
+		return v, false
+	}
+	for i, p := range parts {
+		p = strings.TrimRightFunc(p, func(r rune) bool { return r < '0' || r > '9' })
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return v, false
+		}
+		v[i] = n
+	}
+	return v, true
+}

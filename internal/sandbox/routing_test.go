@@ -1,0 +1,203 @@
+package sandbox_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// tierFake is a runtime of any tier whose runs answer with result(req); as a heavy runtime it
+// also lists images.
+type tierFake struct {
+	tier   sandbox.Tier
+	result func(req *sandbox.RunRequest) *sandbox.Result
+	images []sandbox.ImageInfo
+
+	mu   sync.Mutex
+	runs []sandbox.RunRequest
+}
+
+// Interface guards.
+var (
+	_ sandbox.Runtime = (*tierFake)(nil)
+	_ sandbox.Catalog = (*tierFake)(nil)
+	_ sandbox.Router  = routerFunc(nil)
+)
+
+func (f *tierFake) Tier() sandbox.Tier { return f.tier }
+func (f *tierFake) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	f.mu.Lock()
+	f.runs = append(f.runs, *req)
+	f.mu.Unlock()
+	res := &sandbox.Result{Runtime: f.tier, Timing: sandbox.Timing{Total: 2 * time.Second}}
+	if f.result != nil {
+		res = f.result(req)
+		res.Runtime = f.tier
+	}
+	return res, nil
+}
+func (f *tierFake) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
+	return nil, sandbox.ErrConflict
+}
+func (f *tierFake) Close() error                { return nil }
+func (f *tierFake) Images() []sandbox.ImageInfo { return f.images }
+func (f *tierFake) ran() []sandbox.RunRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.runs)
+}
+func (r routerFunc) Route(req *sandbox.RunRequest) (sandbox.Decision, error) { return r(req) }
+
+type routerFunc func(req *sandbox.RunRequest) (sandbox.Decision, error)
+
+// missing answers like nano for code that imports a module it lacks.
+func missing(mod string) func(*sandbox.RunRequest) *sandbox.Result {
+	return func(*sandbox.RunRequest) *sandbox.Result {
+		return &sandbox.Result{ExitCode: 1, Stdout: "partial\n", Timing: sandbox.Timing{Total: 2 * time.Second},
+			Error: &sandbox.PyError{Name: "ModuleNotFoundError", Value: "No module named '" + mod + "'"}}
+	}
+}
+
+func tiers(t *testing.T, nano, heavy *tierFake, r sandbox.Router) *sandbox.Manager {
+	t.Helper()
+	rts := map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: nano}
+	if heavy != nil {
+		rts[sandbox.TierHeavy] = heavy
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: rts, Router: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+var toNano = routerFunc(func(req *sandbox.RunRequest) (sandbox.Decision, error) {
+	if req.Tier == sandbox.TierNano {
+		return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: runtime requested"}}, nil
+	}
+	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: 1 dynamic import(s) the router cannot read"}}, nil
+})
+
+var datascience = []sandbox.ImageInfo{{Name: "python-datascience", Modules: []string{"json", "numpy", "pandas"}}}
+
+// A ModuleNotFoundError in nano for a module an image has: run again in heavy, once, with what
+// the first try left of the timeout, and say so.
+func TestManagerRetriesInHeavy(t *testing.T) {
+	nano := &tierFake{tier: sandbox.TierNano, result: missing("pandas.core")}
+	heavy := &tierFake{tier: sandbox.TierHeavy, images: datascience, result: func(*sandbox.RunRequest) *sandbox.Result {
+		return &sandbox.Result{Stdout: "ok\n"}
+	}}
+	m := tiers(t, nano, heavy, toNano)
+	res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "m = __import__(name)", Limits: sandbox.Limits{Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Runtime != sandbox.TierHeavy || res.Stdout != "ok\n" || res.Error != nil {
+		t.Errorf("result %+v, want heavy's", res)
+	}
+	want := []string{"nano: 1 dynamic import(s) the router cannot read", "heavy: retried after ModuleNotFoundError: No module named 'pandas.core' in nano"}
+	if res.Routing == nil || res.Routing.Tier != sandbox.TierHeavy || !slices.Equal(res.Routing.Reasons, want) {
+		t.Errorf("routing %+v, want heavy %q", res.Routing, want)
+	}
+	if runs := heavy.ran(); len(runs) != 1 || runs[0].Tier != sandbox.TierHeavy || runs[0].Limits.Timeout != 8*time.Second {
+		t.Errorf("heavy ran %+v, want one run with the 8 s left", runs)
+	}
+}
+
+func TestManagerDoesNotRetry(t *testing.T) {
+	other := func(*sandbox.RunRequest) *sandbox.Result {
+		return &sandbox.Result{ExitCode: 1, Error: &sandbox.PyError{Name: "ImportError", Value: "cannot import name 'x' from 'json'"}}
+	}
+	tests := []struct {
+		name   string
+		nano   func(*sandbox.RunRequest) *sandbox.Result
+		heavy  bool
+		tier   sandbox.Tier
+		reason string
+	}{
+		{"module no image has", missing("torch"), true, sandbox.TierAuto, "nano: 1 dynamic import(s) the router cannot read"},
+		{"runtime nano requested", missing("pandas"), true, sandbox.TierNano, "nano: runtime requested"},
+		{"no heavy tier", missing("pandas"), false, sandbox.TierAuto, "nano: 1 dynamic import(s) the router cannot read"},
+		{"another exception", other, true, sandbox.TierAuto, "nano: 1 dynamic import(s) the router cannot read"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			nano := &tierFake{tier: sandbox.TierNano, result: tc.nano}
+			var heavy *tierFake
+			if tc.heavy {
+				heavy = &tierFake{tier: sandbox.TierHeavy, images: datascience}
+			}
+			m := tiers(t, nano, heavy, toNano)
+			res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "x", Tier: tc.tier})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Runtime != sandbox.TierNano || res.Error == nil || !slices.Equal(res.Routing.Reasons, []string{tc.reason}) {
+				t.Errorf("got %+v routing %+v, want nano's own result", res, res.Routing)
+			}
+			if heavy != nil && len(heavy.ran()) != 0 {
+				t.Errorf("heavy ran")
+			}
+		})
+	}
+}
+
+// A syntax error found while routing answers the run as the code's exception; no runtime runs.
+func TestManagerAnswersSyntaxErrors(t *testing.T) {
+	pe := &sandbox.PyError{Name: "SyntaxError", Value: "'(' was never closed (line 1, column 6)", Traceback: "  File \"<string>\", line 1\n    print(1\n         ^\nSyntaxError: '(' was never closed\n"}
+	r := routerFunc(func(*sandbox.RunRequest) (sandbox.Decision, error) {
+		return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: SyntaxError at line 1, column 6 (not run)"}, SyntaxError: pe}, nil
+	})
+	nano := &tierFake{tier: sandbox.TierNano}
+	m := tiers(t, nano, nil, r)
+	res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "print(1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 1 || res.Error == nil || *res.Error != *pe || res.Stderr != pe.Traceback || res.Runtime != sandbox.TierNano {
+		t.Errorf("result %+v", res)
+	}
+	if res.Routing == nil || !slices.Equal(res.Routing.Reasons, []string{"nano: SyntaxError at line 1, column 6 (not run)"}) {
+		t.Errorf("routing %+v", res.Routing)
+	}
+	if len(nano.ran()) != 0 {
+		t.Error("a sandbox ran code that cannot compile")
+	}
+}
+
+// Who decides what: packages and explicit heavy never reach the router; explicit nano does, and
+// its refusal is the request's error.
+func TestManagerRouterScope(t *testing.T) {
+	var asked []sandbox.Tier
+	r := routerFunc(func(req *sandbox.RunRequest) (sandbox.Decision, error) {
+		asked = append(asked, req.Tier)
+		if req.Tier == sandbox.TierNano {
+			return sandbox.Decision{}, sandbox.Errorf(sandbox.KindInvalidRequest, "runtime nano cannot import pandas (line 1)")
+		}
+		return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: no imports"}}, nil
+	})
+	nano := &tierFake{tier: sandbox.TierNano}
+	heavy := &tierFake{tier: sandbox.TierHeavy, images: datascience}
+	m := tiers(t, nano, heavy, r)
+	ctx := context.Background()
+	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x", Tier: sandbox.TierHeavy}); err != nil || res.Runtime != sandbox.TierHeavy {
+		t.Errorf("explicit heavy: %+v %v", res, err)
+	}
+	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x", Packages: []string{"pandas"}}); err != nil || res.Runtime != sandbox.TierHeavy {
+		t.Errorf("packages: %+v %v", res, err)
+	}
+	if _, err := m.Run(ctx, &sandbox.RunRequest{Code: "import pandas", Tier: sandbox.TierNano}); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
+		t.Errorf("explicit nano with pandas: %v, want invalid_request", err)
+	}
+	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x"}); err != nil || res.Runtime != sandbox.TierNano {
+		t.Errorf("auto: %+v %v", res, err)
+	}
+	if !slices.Equal(asked, []sandbox.Tier{sandbox.TierNano, sandbox.TierAuto}) {
+		t.Errorf("router asked for %v, want [nano auto]", asked)
+	}
+}
