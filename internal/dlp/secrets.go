@@ -70,7 +70,17 @@ func secretRules(cfg *Config) ([]regexRule, error) {
 	}
 	disabled := map[string]bool{}
 	for _, id := range cfg.DisableSecretRules {
+		if _, ok := gl.Rules[id]; !ok {
+			return nil, fmt.Errorf("dlp: DisableSecretRules: no gitleaks rule %q", id)
+		}
 		disabled[id] = true
+	}
+	for k := range cfg.Actions {
+		if id, ok := strings.CutPrefix(k, DetectorSecret+":"); ok {
+			if _, known := gl.Rules[id]; !known {
+				return nil, fmt.Errorf("dlp: detector %q: no gitleaks rule %q", k, id)
+			}
+		}
 	}
 	var out []regexRule
 	for _, id := range gl.OrderedRules {
