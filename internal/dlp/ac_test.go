@@ -7,7 +7,7 @@ import (
 )
 
 // TestACMatcher compares the automaton with a naive search, on short texts (one chain) and on
-// texts over 64 KB (two interleaved chains, with keywords placed across the middle).
+// texts over 64 KB (four interleaved chains, with keywords placed across their bounds).
 func TestACMatcher(t *testing.T) {
 	keywords := []string{"key", "token", "s.", "sk", "-----begin ", "eyj", "api", "apikey", "a", "ghp_"}
 	m := newACMatcher(keywords)
@@ -19,8 +19,10 @@ func TestACMatcher(t *testing.T) {
 			for i := range b {
 				b[i] = alphabet[rng.IntN(len(alphabet))]
 			}
-			if size > 1000 { // a keyword straddling the middle
-				copy(b[size/2-3:], "-----BEGIN ")
+			if size > 1000 { // keywords straddling the segment bounds
+				for q := 1; q < 4; q++ {
+					copy(b[size*q/4-3-round:], "-----BEGIN ")
+				}
 			}
 			want := map[[2]int]int{}
 			lower := strings.ToLower(string(b))

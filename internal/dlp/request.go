@@ -141,14 +141,18 @@ type bodyReader struct {
 
 func (b bodyReader) Close() error { return b.orig.Close() }
 
+// Interface guards
+var (
+	_ io.ReadCloser = bodyReader{}
+	_ error         = errUnsupportedEncoding("")
+)
+
 // scanRequestBody reads, decodes and scans r's body, restores r.Body and returns the rewrite to
 // apply if the verdict turns out to be redact.
 func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (func(), error) {
 	limit := s.cfg.MaxBodyBytes
 	orig := r.Body
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 512), limit)+1))
-	_, err := buf.ReadFrom(io.LimitReader(orig, limit+1))
-	raw := buf.Bytes()
+	raw, err := readAtMost(orig, limit+1, r.ContentLength)
 	r.Body = bodyReader{io.MultiReader(bytes.NewReader(raw), orig), orig}
 	if err != nil {
 		return nil, fmt.Errorf("dlp: reading the request body: %w", err)
@@ -214,6 +218,26 @@ func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (func(), error) {
 		v.Findings = append(v.Findings, unredactable(sc.findings)...)
 	}
 	return nil, nil
+}
+
+// readAtMost reads up to n bytes, sized for the expected length (-1 if unknown) so a body of the
+// length it announced is read into one allocation.
+func readAtMost(r io.Reader, n, expect int64) ([]byte, error) {
+	buf := make([]byte, 0, min(max(expect, 4096), n-1)+1)
+	for int64(len(buf)) < n {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		k, err := r.Read(buf[len(buf):min(int64(cap(buf)), n)])
+		buf = buf[:len(buf)+k]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 func sizeString(n int64) string {
