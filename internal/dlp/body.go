@@ -21,6 +21,14 @@ type scanned struct {
 	findings []Finding
 	// redacted is the re-encoded content with redact matches replaced; nil if there were none.
 	redacted []byte
+	// cut says which text was not scanned whole and why (see budget); "" if all was.
+	cut string
+}
+
+func (sc *scanned) addCut(phrase, cut string) {
+	if cut != "" && sc.cut == "" {
+		sc.cut = phrase + " was not scanned whole: " + cut
+	}
 }
 
 // ScanContent scans a body of the given Content-Type (decoded: no Content-Encoding) located at
@@ -30,6 +38,9 @@ type scanned struct {
 func (s *Scanner) ScanContent(where, contentType string, b []byte) (v Verdict, redacted []byte) {
 	sc := s.scanBody(b, contentType, where)
 	v.Findings = sc.findings
+	if sc.cut != "" {
+		s.applyCuts(&v, []string{sc.cut})
+	}
 	v.finish()
 	if v.Action == ActionRedact {
 		redacted = sc.redacted
@@ -66,8 +77,9 @@ func (s *Scanner) scanBody(b []byte, contentType, where string) scanned {
 }
 
 func (s *Scanner) scanRaw(b []byte, pl place) scanned {
-	ms := s.scanText(b)
+	ms, cut := s.scanText(b)
 	sc := scanned{findings: toFindings(b, ms, pl, 0)}
+	sc.addCut(pl.phrase, cut)
 	if hasRedact(ms) {
 		sc.redacted = applyEdits(b, redactEdits(ms))
 	}
@@ -81,9 +93,11 @@ func (s *Scanner) scanJSON(raw []byte, where, fieldPrefix, phrase string) scanne
 	if esc != nil {
 		defer putView(view) // findings and redactions copy what they need
 	}
-	ms := s.scanText(view)
+	ms, cut := s.scanText(view)
+	var sc scanned
+	sc.addCut(phrase, cut)
 	if len(ms) == 0 {
-		return scanned{}
+		return sc
 	}
 	rs, re := make([]int, len(ms)), make([]int, len(ms))
 	last := 0
@@ -133,7 +147,6 @@ func (s *Scanner) scanJSON(raw []byte, where, fieldPrefix, phrase string) scanne
 		return p < len(ms) || t.end < last
 	})
 
-	var sc scanned
 	for i := range ms {
 		pl := place{where: where, phrase: phrase}
 		if ok && paths[i] != "" {
@@ -174,7 +187,8 @@ func (s *Scanner) scanForm(b []byte, where, fieldPrefix, phrase string) scanned 
 			dv = v
 		}
 		text := []byte(dk + "=" + dv)
-		ms := s.scanText(text)
+		ms, cut := s.scanText(text)
+		sc.addCut(phrase+shortName(dk), cut)
 		if len(ms) == 0 {
 			continue
 		}
@@ -248,6 +262,7 @@ func (s *Scanner) scanMultipart(b []byte, boundary, where string) (scanned, bool
 			f := s.scanRaw([]byte(fn), place{where: where, field: "part:" + name + " filename",
 				phrase: fmt.Sprintf("the file name of multipart part %q", name)})
 			sc.findings = append(sc.findings, f.findings...)
+			sc.addCut("a multipart file name", f.cut)
 			if f.redacted != nil {
 				params["filename"] = string(f.redacted)
 				p.header.Set("Content-Disposition", mime.FormatMediaType(disp, params))
@@ -266,6 +281,9 @@ func (s *Scanner) scanMultipart(b []byte, boundary, where string) (scanned, bool
 			c = s.scanRaw(p.content, place{where: where, field: "part:" + name, phrase: phrase})
 		}
 		sc.findings = append(sc.findings, c.findings...)
+		if c.cut != "" && sc.cut == "" {
+			sc.cut = c.cut
+		}
 		if c.redacted != nil {
 			p.content = c.redacted
 			changed = true

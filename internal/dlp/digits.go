@@ -1,6 +1,9 @@
 package dlp
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Payment cards, phone numbers and SSNs are all digits in groups. One pass finds "clusters":
 // digit runs joined by short separators (space, '-', '.', '(', ')', at most 3 in a row), with an
@@ -75,7 +78,7 @@ func nextDigit(b []byte, i int) int {
 }
 
 // scanDigits runs the digit detectors over text.
-func (s *Scanner) scanDigits(text []byte, out []match) []match {
+func (s *Scanner) scanDigits(text []byte, out []match, b *budget) []match {
 	wantIBAN := s.on[DetectorIBAN]
 	wantCluster := s.on[DetectorPaymentCard] || s.on[DetectorPhone] || s.on[DetectorUSSSN]
 	var c cluster
@@ -136,10 +139,14 @@ func (s *Scanner) scanDigits(text []byte, out []match) []match {
 				out = append(out, m)
 			}
 		}
-		if s.on[DetectorPhone] {
-			if m, ok := s.phone(text, &c); ok {
+		if s.on[DetectorPhone] && b.cut == "" {
+			if m, ok := s.phone(text, &c, b); ok {
 				out = append(out, m)
 			}
+		}
+		if len(out) > maxFindingsPerText {
+			b.stop(fmt.Sprintf("it has more than %d findings", maxFindingsPerText))
+			return out
 		}
 	}
 	return out

@@ -31,6 +31,9 @@ func (s *Scanner) scanEmails(text []byte, out []match) []match {
 		if m, ok := s.emailAt(text, at); ok {
 			out = append(out, m)
 			at = m.end - 1
+			if len(out) > maxFindingsPerText {
+				return out // scanText cuts the list and says so
+			}
 		}
 	}
 }

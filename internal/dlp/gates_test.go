@@ -36,8 +36,14 @@ func TestGates(t *testing.T) {
 		}
 		return b.String()
 	}
+	fixed := []string{ // valid shapes for the exact-case gates, and their near misses
+		"A3-ASWWYB-798JRYLJVD4-23DC2-86TVM-H43EB", "a3-ASWWYB-798JRYLJVD4-23DC2-86TVM-H43EB", "xA3-ASWWYB-798JRYLJVD4-23DC2-86TVM-H43EB",
+		"4b1d" + strings.Repeat("aB3", 12) + "Xy", "4B1D" + strings.Repeat("aB3", 12) + "Xy",
+		"EAAM" + strings.Repeat("abc123XYZ0", 11), "eaam" + strings.Repeat("abc123XYZ0", 11), "EAAC" + strings.Repeat("q9", 60) + "'",
+		"EAAA" + strings.Repeat("aZ9-_", 6), "sq0atp-" + strings.Repeat("aZ9-_", 6) + " ", "SQ0ATP-" + strings.Repeat("aZ9-_", 6),
+	}
 	found := 0
-	for i := 0; i < 20000; i++ {
+	for i := 0; i < 20000+len(fixed); i++ {
 		text := pick("", "x ", `{"`, "export ", "  ") +
 			pick("", "my_", "X-", "db.", "AWS_") +
 			pick("api", "key", "token", "secret", "password", "passwd", "auth", "access", "credential", "creds", "s.", "SK", "hvs.", "Api", "API") +
@@ -48,7 +54,11 @@ func TestGates(t *testing.T) {
 			value() +
 			pick("", `"`, "'", " ", ";", `\n`, "\n", ",", ".", "}") +
 			pick("", "tail", " more text")
-		a, b := gated.scanText([]byte(text)), ungated.scanText([]byte(text))
+		if i >= 20000 {
+			text = pick("", "key: ", `"`) + fixed[i-20000] + pick("", " ", `"`)
+		}
+		a, _ := gated.scanText([]byte(text))
+		b, _ := ungated.scanText([]byte(text))
 		if len(a) != len(b) {
 			t.Fatalf("%q: %d findings with gates, %d without", text, len(a), len(b))
 		}

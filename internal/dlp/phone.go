@@ -21,7 +21,7 @@ import (
 
 var phoneContext = []string{"phone", "tel", "mobile", "cell", "fax", "sms", "whatsapp", "call"}
 
-func (s *Scanner) phone(text []byte, c *cluster) (match, bool) {
+func (s *Scanner) phone(text []byte, c *cluster, b *budget) (match, bool) {
 	g := c.groups
 	switch {
 	case c.plus:
@@ -58,6 +58,10 @@ func (s *Scanner) phone(text []byte, c *cluster) (match, bool) {
 		if ip {
 			return match{}, false
 		}
+	}
+	if b.parses--; b.parses < 0 {
+		b.stop("it has more phone number candidates than the DLP checks in one text")
+		return match{}, false
 	}
 	cand := string(text[c.start:c.end])
 	num, err := phonenumbers.Parse(cand, s.cfg.PhoneRegion)

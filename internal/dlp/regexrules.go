@@ -1,6 +1,7 @@
 package dlp
 
 import (
+	"fmt"
 	"math"
 	"regexp"
 	"regexp/syntax"
@@ -39,6 +40,9 @@ const (
 	unboundedWindow = 512
 	maxWindow       = 4096
 	maxGrownWindow  = 64 << 10
+	// maxMergedWindow caps how far overlapping windows merge, so the regex never runs over a
+	// long stretch at once (Go's regexp runs some rules at a few MB/s).
+	maxMergedWindow = 16 << 10
 )
 
 // setWindow derives the window from the regex's longest match, in bytes.
@@ -99,6 +103,7 @@ func maxMatchLen(re *syntax.Regexp) int {
 // windowRun collects a scan's keyword windows per rule and runs each rule once per merged window.
 type windowRun struct {
 	s       *Scanner
+	budget  *budget
 	text    []byte
 	jwts    []int    // starts of "eyJ"
 	pems    []int    // starts of "-----BEGIN "
@@ -116,8 +121,8 @@ type window struct {
 // scanKeywords runs the keyword automaton over text: it runs the regex rules in their windows
 // (and those without keywords over all of text) and returns the positions where JWTs and
 // private key blocks may start.
-func (s *Scanner) scanKeywords(text []byte, out []match) (ms []match, jwts, pems []int) {
-	w := &windowRun{s: s, text: text, out: out}
+func (s *Scanner) scanKeywords(text []byte, out []match, b *budget) (ms []match, jwts, pems []int) {
+	w := &windowRun{s: s, text: text, out: out, budget: b}
 	if s.ac != nil {
 		s.ac.scan(text, w.hit)
 		for _, r := range w.touched {
@@ -125,6 +130,7 @@ func (s *Scanner) scanKeywords(text []byte, out []match) (ms []match, jwts, pems
 		}
 	}
 	for _, r := range s.fullRules {
+		w.budget.windowBytes += len(text) // rules without keywords must read it all
 		w.run(r, 0, len(text), 0)
 	}
 	return w.out, w.jwts, w.pems
@@ -164,7 +170,7 @@ func (w *windowRun) hit(kw int32, end int) {
 		case !p.used:
 			*p = window{start: ws, end: we, used: true}
 			w.touched = append(w.touched, ri)
-		case ws <= p.end:
+		case ws <= p.end && max(p.end, we)-p.start <= maxMergedWindow:
 			p.start, p.end = min(p.start, ws), max(p.end, we)
 		default:
 			w.flush(ri)
@@ -187,6 +193,13 @@ func (w *windowRun) flush(ri int) {
 func (w *windowRun) run(ri, ws, we, lastEnd int) int {
 	r := &w.s.rules[ri]
 	text := w.text
+	if w.budget.cut != "" {
+		return lastEnd
+	}
+	if len(w.out) > maxFindingsPerText {
+		w.budget.stop(fmt.Sprintf("it has more than %d findings", maxFindingsPerText))
+		return lastEnd
+	}
 	for k := 0; ws > 0 && k < 64 && isWord(text[ws-1]); k++ {
 		ws--
 	}
@@ -195,6 +208,10 @@ func (w *windowRun) run(ri, ws, we, lastEnd int) int {
 	}
 	var ms [][]int
 	for {
+		if w.budget.windowBytes -= we - ws; w.budget.windowBytes < 0 {
+			w.budget.stop("its keyword matches need more regex work than the DLP spends on one text")
+			return lastEnd
+		}
 		ms = r.re.FindAllSubmatchIndex(text[ws:we], -1)
 		if len(ms) == 0 || ws+ms[len(ms)-1][1] < we || we == len(text) || we-ws >= maxGrownWindow {
 			break

@@ -27,11 +27,18 @@ import (
 func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 	var v Verdict
 	var rewrites []func()
+	var cuts []string // texts not scanned whole
+	cut := func(phrase, why string) {
+		if why != "" {
+			cuts = append(cuts, phrase+" was not scanned whole: "+why)
+		}
+	}
 
 	// URL path, host and user info.
 	if r.URL != nil {
 		if p := r.URL.Path; p != "" {
-			ms := s.scanText([]byte(p))
+			ms, why := s.scanText([]byte(p))
+			cut("the URL path", why)
 			v.Findings = append(v.Findings, toFindings([]byte(p), ms, place{where: "url", phrase: "the URL path"}, 0)...)
 			if hasRedact(ms) {
 				np := string(applyEdits([]byte(p), redactEdits(ms)))
@@ -40,7 +47,9 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 		}
 		if u := r.URL.User; u != nil {
 			t := []byte(u.String())
-			v.Findings = append(v.Findings, unredactable(toFindings(t, s.scanText(t), place{where: "userinfo", phrase: "the URL's user info"}, 0))...)
+			ms, why := s.scanText(t)
+			cut("the URL's user info", why)
+			v.Findings = append(v.Findings, unredactable(toFindings(t, ms, place{where: "userinfo", phrase: "the URL's user info"}, 0))...)
 		}
 	}
 	host := r.Host
@@ -49,13 +58,18 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 	}
 	if host != "" {
 		t := []byte(host)
-		v.Findings = append(v.Findings, unredactable(toFindings(t, s.scanText(t), place{where: "host", phrase: "the host name"}, 0))...)
+		ms, why := s.scanText(t)
+		cut("the host name", why)
+		v.Findings = append(v.Findings, unredactable(toFindings(t, ms, place{where: "host", phrase: "the host name"}, 0))...)
 	}
 
 	// Query.
 	if r.URL != nil && r.URL.RawQuery != "" {
 		sc := s.scanForm([]byte(r.URL.RawQuery), "query", "", "the query parameter ")
 		v.Findings = append(v.Findings, sc.findings...)
+		if sc.cut != "" {
+			cuts = append(cuts, sc.cut)
+		}
 		if sc.redacted != nil {
 			q := string(sc.redacted)
 			rewrites = append(rewrites, func() { r.URL.RawQuery = q })
@@ -74,7 +88,8 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 		for i, val := range r.Header[name] {
 			prefix := name + ": "
 			t := []byte(prefix + val)
-			ms := s.scanText(t)
+			ms, why := s.scanText(t)
+			cut("the header "+shortName(name), why)
 			if len(ms) == 0 {
 				continue
 			}
@@ -97,15 +112,19 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 
 	// Body.
 	if r.Body != nil && r.Body != http.NoBody {
-		rw, err := s.scanRequestBody(r, &v)
+		rw, bodyCut, err := s.scanRequestBody(r, &v)
 		if err != nil {
 			return Verdict{}, err
 		}
 		if rw != nil {
 			rewrites = append(rewrites, rw)
 		}
+		if bodyCut != "" {
+			cuts = append(cuts, bodyCut)
+		}
 	}
 
+	s.applyCuts(&v, cuts)
 	v.finish()
 	if v.Action == ActionRedact {
 		for _, rw := range rewrites {
@@ -148,14 +167,14 @@ var (
 )
 
 // scanRequestBody reads, decodes and scans r's body, restores r.Body and returns the rewrite to
-// apply if the verdict turns out to be redact.
-func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (func(), error) {
+// apply if the verdict turns out to be redact, and why the scan was cut short if it was.
+func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (rewrite func(), cut string, err error) {
 	limit := s.cfg.MaxBodyBytes
 	orig := r.Body
 	raw, err := readAtMost(orig, limit+1, r.ContentLength)
 	r.Body = bodyReader{io.MultiReader(bytes.NewReader(raw), orig), orig}
 	if err != nil {
-		return nil, fmt.Errorf("dlp: reading the request body: %w", err)
+		return nil, "", fmt.Errorf("dlp: reading the request body: %w", err)
 	}
 	codings := contentEncodings(r.Header.Get("Content-Encoding"))
 	ctype := r.Header.Get("Content-Type")
@@ -184,11 +203,11 @@ func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (func(), error) {
 		sc := s.scanBody(decoded, ctype, "body")
 		v.Findings = append(v.Findings, sc.findings...)
 		if sc.redacted == nil {
-			return nil, nil
+			return nil, sc.cut, nil
 		}
 		enc, err := encodeBody(sc.redacted, codings)
 		if err != nil { // cannot happen for the codings decodeBody accepted
-			return nil, fmt.Errorf("dlp: re-encoding the redacted body: %w", err)
+			return nil, "", fmt.Errorf("dlp: re-encoding the redacted body: %w", err)
 		}
 		return func() {
 			r.Body = bodyReader{bytes.NewReader(enc), orig}
@@ -198,7 +217,7 @@ func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (func(), error) {
 			if r.Header.Get("Content-Length") != "" {
 				r.Header.Set("Content-Length", strconv.Itoa(len(enc)))
 			}
-		}, nil
+		}, sc.cut, nil
 	}
 
 	switch s.cfg.Oversize {
@@ -216,8 +235,9 @@ func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (func(), error) {
 		v.Unscanned = unscanned + "; only its first " + sizeString(int64(len(prefix))) + " were scanned"
 		sc := s.scanRaw(prefix, place{where: "body", phrase: "the first " + sizeString(limit) + " of the body"})
 		v.Findings = append(v.Findings, unredactable(sc.findings)...)
+		return nil, sc.cut, nil
 	}
-	return nil, nil
+	return nil, "", nil
 }
 
 // readAtMost reads up to n bytes, sized for the expected length (-1 if unknown) so a body of the

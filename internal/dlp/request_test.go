@@ -424,3 +424,44 @@ func TestConcurrentScans(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkBudget checks that texts built to be slow are cut short and handled like an oversize
+// body, quickly.
+func TestWorkBudget(t *testing.T) {
+	var secrets, phones strings.Builder
+	for i := 0; secrets.Len() < 1<<20; i++ {
+		secrets.WriteString("api_key=" + strconv.FormatUint(uint64(i)*0x9E3779B97F4A7C15, 36) + "Q7x" + strconv.Itoa(i) + "Zk\n")
+	}
+	for phones.Len() < 1<<20 {
+		phones.WriteString("+1 234-567-8901 ") // parses, not valid
+	}
+	cases := []struct {
+		name, body string
+	}{
+		{"dense secrets", secrets.String()},
+		{"many findings", strings.Repeat(testCard+" ", 100000)},
+		{"phone candidates", phones.String()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, policy := range []OversizePolicy{OversizeBlock, OversizeAllowUnscanned} {
+				s := newScanner(t, Config{Oversize: policy, Actions: map[string]Action{
+					DetectorSecret: ActionRedact, DetectorPaymentCard: ActionRedact, DetectorPhone: ActionLog}})
+				r := post(t, "https://x.example.com/", "text/plain", []byte(c.body))
+				v, err := s.ScanRequest(r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(v.Unscanned, "was not scanned whole") {
+					t.Errorf("%s: unscanned %q", policy, v.Unscanned)
+				}
+				if policy == OversizeBlock && (v.Action != ActionBlock || !strings.Contains(v.Reason, "not scanned whole")) {
+					t.Errorf("%s: verdict %v %q", policy, v.Action, v.Reason)
+				}
+				if policy == OversizeAllowUnscanned && v.Action == ActionRedact {
+					t.Errorf("%s: a body not scanned whole was redacted", policy)
+				}
+			}
+		})
+	}
+}

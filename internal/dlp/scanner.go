@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/textproto"
 	"sort"
+	"strings"
 )
 
 // Scanner scans requests and texts for the entities its Config enables. It is immutable after
@@ -96,15 +97,47 @@ func (s *Scanner) Config() Config { return s.cfg }
 // Config.Concurrency allows): below it a goroutine's start-up is a noticeable share of the scan.
 const parallelMin = 1 << 20
 
-// scanText runs every enabled detector over text and returns the matches ordered by start.
-// It makes two passes: the keyword automaton (secret rules, custom detectors, JWT and private
+// Limits on the work one text may cost, so that a body built to be slow (a megabyte of
+// "api_key=<random>" lines, of valid-looking phone numbers) cannot hold the proxy for seconds.
+// A text that reaches one is "cut": what was found counts, and the rest is treated like an
+// oversize body (Config.Oversize). Ordinary traffic stays far below them: the 10 MB benchmark
+// body uses ~5 KB of regex windows (of a budget of 380 KB) and ~20 phone parses (of 10,000).
+// The slowest text found (1 MB of "api_key=<random>" lines) costs ~0.1 s per MB.
+const (
+	maxFindingsPerText = 1000
+	// windowBudget is the bytes of regex windows a text may use: 64 KiB plus its length / 32.
+	// Some gitleaks regexes run at ~0.5 MB/s in Go, so this bounds a text's regex time.
+	windowBudgetBase, windowBudgetDiv = 64 << 10, 32
+	// parseBudget is the phone candidates a text may have parsed: 500 plus one per KiB.
+	parseBudgetBase, parseBudgetDiv = 500, 1 << 10
+)
+
+// budget tracks the work spent on one text.
+type budget struct {
+	windowBytes, parses int
+	cut                 string // why the scan stopped early, or ""
+}
+
+func newBudget(n int) *budget {
+	return &budget{windowBytes: windowBudgetBase + n/windowBudgetDiv, parses: parseBudgetBase + n/parseBudgetDiv}
+}
+
+func (b *budget) stop(why string) {
+	if b.cut == "" {
+		b.cut = why
+	}
+}
+
+// scanText runs every enabled detector over text and returns the matches ordered by start, and
+// why the scan stopped early if it did (see budget). It makes two passes: the keyword automaton (secret rules, custom detectors, JWT and private
 // key candidates) and the digit and e-mail scan; for large texts they run concurrently.
-func (s *Scanner) scanText(text []byte) []match {
+func (s *Scanner) scanText(text []byte) ([]match, string) {
 	var ms, other []match
 	var jwts, pems []int
+	b1, b2 := newBudget(len(text)), newBudget(len(text)) // one per pass: they may run at once
 	pass2 := func() {
 		if s.on[DetectorPaymentCard] || s.on[DetectorPhone] || s.on[DetectorUSSSN] || s.on[DetectorIBAN] {
-			other = s.scanDigits(text, other)
+			other = s.scanDigits(text, other, b2)
 		}
 		if s.on[DetectorEmail] {
 			other = s.scanEmails(text, other)
@@ -116,10 +149,10 @@ func (s *Scanner) scanText(text []byte) []match {
 			defer close(done)
 			pass2()
 		}()
-		ms, jwts, pems = s.scanKeywords(text, nil)
+		ms, jwts, pems = s.scanKeywords(text, nil, b1)
 		<-done
 	} else {
-		ms, jwts, pems = s.scanKeywords(text, nil)
+		ms, jwts, pems = s.scanKeywords(text, nil, b1)
 		pass2()
 	}
 	ms = append(ms, other...)
@@ -149,17 +182,50 @@ func (s *Scanner) scanText(text []byte) []match {
 		}
 		dedup = append(dedup, m)
 	}
-	return dedup
+	cut := b1.cut
+	if cut == "" {
+		cut = b2.cut
+	}
+	if len(dedup) > maxFindingsPerText {
+		dedup = dedup[:maxFindingsPerText]
+		cut = fmt.Sprintf("it has more than %d findings", maxFindingsPerText)
+	}
+	return dedup, cut
 }
 
 // ScanBytes scans b as plain text and reports findings located at where (any label, e.g.
 // "mcp:tool_call"). It does not decode b; use ScanContent for structured content.
+//
+// A text built to make the scan slow is cut short (see the limits above); the verdict's Unscanned
+// then says so and, as for an oversize body, Config.Oversize decides: by default it blocks.
 func (s *Scanner) ScanBytes(where string, b []byte) Verdict {
-	ms := s.scanText(b)
+	ms, cut := s.scanText(b)
 	var v Verdict
 	v.Findings = toFindings(b, ms, place{where: where, phrase: where}, 0)
+	if cut != "" {
+		s.applyCuts(&v, []string{where + " was not scanned whole: " + cut})
+	}
 	v.finish()
 	return v
+}
+
+// applyCuts applies the oversize policy to scans cut short, once all findings are in.
+func (s *Scanner) applyCuts(v *Verdict, cuts []string) {
+	if len(cuts) == 0 {
+		return
+	}
+	msg := strings.Join(cuts, "; ")
+	if v.Unscanned != "" {
+		v.Unscanned += "; "
+	}
+	v.Unscanned += msg
+	if s.cfg.Oversize == OversizeBlock {
+		if v.forced == "" {
+			v.forced = "blocked: " + cuts[0]
+		}
+		return
+	}
+	v.Findings = unredactable(v.Findings) // a text not scanned whole cannot be redacted whole
 }
 
 // place is where a scanned text sits in the request.

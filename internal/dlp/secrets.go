@@ -149,10 +149,33 @@ func customRules(cfg *Config) ([]regexRule, error) {
 // ~200 µs in Go's regexp (its counted repetitions make a large NFA). A gate returns whether the
 // rule can match through this keyword occurrence and, if it knows, where such a match ends at
 // the latest (0 if not). TestGates checks that no gate rejects a window the regex matches.
+//
+// The rules whose keywords are short and hexadecimal-looking ("a3-", "4b1d", "eaaa") get a gate
+// too: UUIDs and hashes hit them, and a body of UUIDs would otherwise spend its regex budget.
 var secretGates = map[string]func(text []byte, kwStart, kwEnd int) (bool, int){
-	"generic-api-key":     genericGate,
-	"vault-service-token": vaultGate,
-	"twilio-api-key":      twilioGate,
+	"generic-api-key":                 genericGate,
+	"vault-service-token":             vaultGate,
+	"twilio-api-key":                  twilioGate,
+	"1password-secret-key":            exactCaseGate("A3-"),             // \bA3-[A-Z0-9]{6}-...
+	"clickhouse-cloud-api-secret-key": exactCaseGate("4b1d"),            // \b(4b1d[A-Za-z0-9]{38})\b
+	"facebook-page-access-token":      exactCaseGate("EAAM", "EAAC"),    // \b(EAA[MC](?i)[a-z0-9]{100,})
+	"square-access-token":             exactCaseGate("EAAA", "sq0atp-"), // \b((?:EAAA|sq0atp-)[\w-]{22,60})
+}
+
+// exactCaseGate is for a rule whose regex starts with \b and one of the literals, case-sensitive:
+// the keyword hit must be one of them, in that case, not preceded by a word character.
+func exactCaseGate(literals ...string) func(text []byte, kwStart, kwEnd int) (bool, int) {
+	return func(text []byte, kwStart, kwEnd int) (bool, int) {
+		if kwStart > 0 && isWord(text[kwStart-1]) {
+			return false, 0
+		}
+		for _, l := range literals {
+			if string(text[kwStart:kwEnd]) == l {
+				return true, 0
+			}
+		}
+		return false, 0
+	}
 }
 
 // genericGate: gitleaks' generic-api-key rule is
