@@ -53,3 +53,29 @@ func TestACMatcher(t *testing.T) {
 		}
 	}
 }
+
+func TestDigitMask(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		for pos := 0; pos < 8; pos++ {
+			w := uint64(c) << (8 * pos)
+			w |= 0x4141414141414141 &^ (0xff << (8 * pos)) // 'A' elsewhere
+			want := uint64(0)
+			if '0' <= c && c <= '9' {
+				want = 0x80 << (8 * pos)
+			}
+			if got := digitMask(w); got != want {
+				t.Fatalf("byte %#x at %d: mask %#x, want %#x", c, pos, got, want)
+			}
+		}
+	}
+	b := []byte("abc 12345678901234567890x 7")
+	if i := nextDigit(b, 0); i != 4 {
+		t.Errorf("nextDigit = %d", i)
+	}
+	if j := digitRunEnd(b, 4); j != 24 {
+		t.Errorf("digitRunEnd = %d", j)
+	}
+	if i := nextDigit(b, 24); i != 26 {
+		t.Errorf("nextDigit from 24 = %d", i)
+	}
+}

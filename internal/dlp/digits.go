@@ -3,6 +3,7 @@ package dlp
 import (
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 )
 
 // Payment cards, phone numbers and SSNs are all digits in groups. One pass finds "clusters":
@@ -57,20 +58,39 @@ func init() {
 func isDigit(c byte) bool { return byteClass[c]&clsDigit != 0 }
 func isWord(c byte) bool  { return byteClass[c]&clsWord != 0 }
 
-// nextDigit returns the index of the first ASCII digit in b at or after i, or len(b). It tests
+// digitMask has the high bit of each byte of w set where that byte is an ASCII digit. XOR with
+// '0' maps digits to 0-9; adding 0x76 to the low seven bits sets the high bit from 10 up, without
+// carrying into the next byte; bytes with their own high bit set are not digits either.
+func digitMask(w uint64) uint64 {
+	t := w ^ 0x3030303030303030
+	return ^(((t & 0x7f7f7f7f7f7f7f7f) + 0x7676767676767676) | t) & 0x8080808080808080
+}
+
+// nextDigit returns the index of the first ASCII digit in b at or after i, or len(b), testing
 // eight bytes at a time: text between numbers is most of what a body holds.
 func nextDigit(b []byte, i int) int {
 	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		// A byte is a digit iff its high nibble is 3 and its low nibble is below 10: XOR with 0x30
-		// gives a byte below 10, detected with the "has byte less than n" trick.
-		x := w ^ 0x3030303030303030
-		if (x-0x0a0a0a0a0a0a0a0a)&^x&0x8080808080808080 != 0 {
-			break
+		if m := digitMask(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)/8
 		}
 	}
 	for ; i < len(b); i++ {
 		if isDigit(b[i]) {
+			return i
+		}
+	}
+	return i
+}
+
+// digitRunEnd returns the index of the first non-digit in b at or after i, or len(b).
+func digitRunEnd(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := ^digitMask(binary.LittleEndian.Uint64(b[i:])) & 0x8080808080808080; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for ; i < len(b); i++ {
+		if !isDigit(b[i]) {
 			return i
 		}
 	}
@@ -85,10 +105,7 @@ func (s *Scanner) scanDigits(text []byte, out []match, b *budget) []match {
 	groups := make([][2]int, 0, maxClusterGroups)
 	n := len(text)
 	for i := nextDigit(text, 0); i < n; i = nextDigit(text, i) {
-		j := i + 1
-		for j < n && isDigit(text[j]) {
-			j++
-		}
+		j := digitRunEnd(text, i+1)
 		if wantIBAN && j-i >= 2 && i >= 2 && byteClass[text[i-1]]&clsUpper != 0 && byteClass[text[i-2]]&clsUpper != 0 &&
 			(i == 2 || !isWord(text[i-3])) {
 			if m, ok := s.iban(text, i-2); ok {
