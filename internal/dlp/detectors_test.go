@@ -49,6 +49,7 @@ func runDetectorCases(t *testing.T, cfg Config, detector string, cases []detecto
 	if pos < 10 || neg < 10 {
 		t.Errorf("%d positive and %d negative examples, want at least 10 of each", pos, neg)
 	}
+	t.Logf("%s: %d positive and %d negative examples", detector, pos, neg)
 }
 
 func only(detector string) Config {
