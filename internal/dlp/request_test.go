@@ -2,6 +2,7 @@ package dlp
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
 	"encoding/json"
@@ -461,6 +462,42 @@ func TestWorkBudget(t *testing.T) {
 				if policy == OversizeAllowUnscanned && v.Action == ActionRedact {
 					t.Errorf("%s: a body not scanned whole was redacted", policy)
 				}
+			}
+		})
+	}
+}
+
+func TestBodyVariants(t *testing.T) {
+	s := newScanner(t, redactAll())
+	var raw bytes.Buffer
+	fw, _ := flate.NewWriter(&raw, flate.BestSpeed)
+	fw.Write([]byte(`{"iban":"` + testIBAN + `"}`))
+	fw.Close()
+	cases := []struct {
+		name, ctype, encoding string
+		body                  []byte
+		field, redacted       string
+	}{
+		{"raw deflate", "application/json", "deflate", raw.Bytes(), "$.iban", `{"iban":"[REDACTED:iban]"}`},
+		{"ndjson", "application/x-ndjson", "", []byte("{\"a\":1}\n{\"b\":\"" + testIBAN + "\"}\n"), "$.b", "{\"a\":1}\n{\"b\":\"[REDACTED:iban]\"}\n"},
+		{"unfinished json keeps its path", "application/json", "", []byte(`{"a": "` + testIBAN + `"`), "$.a", `{"a": "[REDACTED:iban]"`},
+		{"unbalanced json redacted as text", "application/json", "", []byte(`]{"a": "` + testIBAN + `"}`), "", `]{"a": "[REDACTED:iban]"}`},
+		{"json in +json type", "application/vnd.api+json", "", []byte(`[{"x":"` + testIBAN + `"}]`), "$[0].x", `[{"x":"[REDACTED:iban]"}]`},
+		{"gzip then deflate", "text/plain", "deflate, gzip", gz(zl([]byte("iban " + testIBAN))), "", "iban [REDACTED:iban]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := post(t, "https://x.example.com/", c.ctype, c.body)
+			if c.encoding != "" {
+				r.Header.Set("Content-Encoding", c.encoding)
+			}
+			v, err := s.ScanRequest(r)
+			if err != nil || v.Action != ActionRedact || len(v.Findings) != 1 || v.Findings[0].Field != c.field {
+				t.Fatalf("verdict %+v, %v", v, err)
+			}
+			got, err := decodeBody(readBody(t, r), contentEncodings(c.encoding), 1<<20)
+			if err != nil || string(got) != c.redacted {
+				t.Errorf("redacted body %q (%v), want %q", got, err, c.redacted)
 			}
 		})
 	}
