@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/egress"
 	"github.com/agentbox-dev/agentbox/internal/router"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
@@ -64,7 +65,7 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		}
 	}
 	end := &endSession{}
-	gw, err = newGateway(cfg, egressRecorder(auditLog, log), nil, end, log)
+	gw, err = newGateway(cfg, egressRecorder(auditLog, log), egress.NewDLPInspector(), end, log)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -19,13 +19,14 @@ import (
 // gateway adapts the egress gateway to what the heavy tier and the Manager ask of it.
 type gateway struct {
 	*egress.Gateway
-	ca  []byte
-	dir string // profiles
+	ca   []byte
+	dir  string // profiles
+	insp *egress.DLPInspector
 }
 
 // ReloadPolicy reads the profiles again; an error leaves the old ones in force.
 func (g *gateway) ReloadPolicy() ([]string, error) {
-	ps, err := egress.LoadProfiles(g.dir)
+	ps, err := loadProfiles(g.dir, g.insp)
 	if err != nil {
 		return nil, err
 	}
@@ -63,12 +64,12 @@ func (e *endSession) call(id, reason string) {
 }
 
 // newGateway builds the egress gateway, or nil when it is off.
-func newGateway(cfg config.Config, rec egress.Recorder, insp egress.Inspector, end *endSession, log *slog.Logger) (*gateway, error) {
+func newGateway(cfg config.Config, rec egress.Recorder, insp *egress.DLPInspector, end *endSession, log *slog.Logger) (*gateway, error) {
 	if !cfg.EgressEnabled() {
 		log.Info("egress gateway off: sandboxes have no network")
 		return nil, nil
 	}
-	ps, err := egress.LoadProfiles(cfg.EgressProfilesDir())
+	ps, err := loadProfiles(cfg.EgressProfilesDir(), insp)
 	if err != nil {
 		return nil, fmt.Errorf("egress policy: %w", err)
 	}
@@ -118,7 +119,7 @@ func newGateway(cfg config.Config, rec egress.Recorder, insp egress.Inspector, e
 		return nil, err
 	}
 	log.Info("egress gateway ready", "profiles", ps.Names(), "ca", cfg.EgressDir())
-	return &gateway{Gateway: g, ca: ca.CertPEM, dir: cfg.EgressProfilesDir()}, nil
+	return &gateway{Gateway: g, ca: ca.CertPEM, dir: cfg.EgressProfilesDir(), insp: insp}, nil
 }
 
 // hostsResolver answers pinned names from a table and the rest from the system.
@@ -143,4 +144,19 @@ func (r logRecorder) Egress(e egress.Event) {
 
 func (r logRecorder) Alert(a egress.Alert) {
 	r.log.Warn("egress alert", "session", a.Session, "violations", a.Violations, "window", a.Window, "ended", a.Ended)
+}
+
+// loadProfiles reads the profiles and builds each one's DLP scanner, so a custom pattern that does
+// not compile is an error now, not at a sandbox's first request.
+func loadProfiles(dir string, insp *egress.DLPInspector) (egress.Profiles, error) {
+	ps, err := egress.LoadProfiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range ps.Names() {
+		if err := insp.Check(ps[name]); err != nil {
+			return nil, err
+		}
+	}
+	return ps, nil
 }

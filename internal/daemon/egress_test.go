@@ -274,6 +274,33 @@ except OSError:
 		t.Fatal("three violations did not end the session")
 	})
 
+	t.Run("DLP", func(t *testing.T) {
+		s := newSession("test")
+		drain := func() {
+			for len(hits) > 0 {
+				<-hits
+			}
+		}
+		drain()
+		status, body := runFetch(t, c, s, `fetch("https://api.allowed.test/pay", data=json.dumps({"card": "4111 1111 1111 1111", "amount": 5}), headers={"Content-Type": "application/json"})`)
+		if status != 403 || !strings.Contains(body, "payment card") || len(hits) != 0 {
+			t.Fatalf("a valid card number: %d %q (origin hits %d)", status, body, len(hits))
+		}
+		status, body = runFetch(t, c, s, `fetch("https://api.allowed.test/pay", data=json.dumps({"card": "4111 1111 1111 1112", "amount": 5}), headers={"Content-Type": "application/json"})`)
+		if status != 200 {
+			t.Fatalf("a number that fails Luhn: %d %q", status, body)
+		}
+		drain()
+		status, body = runFetch(t, c, s, `fetch("https://api.allowed.test/keys", headers={"Authorization": "AWS AKIAQYLPMN5HHHFPZAM2"})`)
+		if status != 200 {
+			t.Fatalf("an AWS key in a header: %d %q", status, body)
+		}
+		h := <-hits
+		if strings.Contains(h.Auth, "AKIAQYLPMN5HHHFPZAM2") || !strings.Contains(h.Auth, "REDACTED") {
+			t.Fatalf("the origin saw Authorization %q", h.Auth)
+		}
+	})
+
 	t.Run("NetworkNeedsHeavy", func(t *testing.T) {
 		_, err := c.Run(ctx, api.RunRequest{Code: "print(1)", Runtime: "nano", Network: true})
 		var e *client.Error

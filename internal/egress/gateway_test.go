@@ -402,3 +402,50 @@ func TestShippedProfiles(t *testing.T) {
 		t.Fatal("default refuses pypi.org")
 	}
 }
+
+// The real DLP stage behind the gateway: a valid card in a JSON body is blocked, an invalid one
+// is not; an AWS key in a header is redacted on its way to the origin; warn mode changes nothing.
+func TestRealDLP(t *testing.T) {
+	pol := testPolicy + `
+dlp:
+  actions: {payment_card: block, secret: redact}
+`
+	f := newFixture(t, strings.Replace(pol, "end_session: true", "end_session: false", 1), NewDLPInspector())
+	status, body := f.get(t, "POST", "https://api.allowed.test/pay", `{"card":"4111 1111 1111 1111","amount":5}`)
+	if status != 403 || !strings.Contains(body, "payment card") || strings.Contains(body, "4111") {
+		t.Fatalf("valid card: %d %q", status, body)
+	}
+	status, body = f.get(t, "POST", "https://api.allowed.test/pay", `{"card":"4111 1111 1111 1112","amount":5}`)
+	if status != 200 {
+		t.Fatalf("invalid card (Luhn): %d %q", status, body)
+	}
+	req, _ := http.NewRequest("GET", "https://api.allowed.test/k", nil)
+	req.Header.Set("Authorization", "AWS AKIAQYLPMN5HHHFPZAM2")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.Contains(string(b), "AKIAQYLPMN5HHHFPZAM2") || !strings.Contains(string(b), "REDACTED") {
+		t.Fatalf("redact: %d, the origin saw %q", resp.StatusCode, b)
+	}
+	if ev := f.rec.last(); ev.Decision != "redacted" || len(ev.Detectors) == 0 {
+		t.Fatalf("redact record: %+v", ev)
+	}
+}
+
+func TestRealDLPWarnMode(t *testing.T) {
+	pol := strings.Replace(testPolicy, "mode: enforce", "mode: warn", 1) + `
+dlp:
+  actions: {payment_card: block, secret: redact}
+`
+	f := newFixture(t, pol, NewDLPInspector())
+	status, body := f.get(t, "POST", "https://api.allowed.test/pay", `{"card":"4111 1111 1111 1111"}`)
+	if status != 200 || !strings.Contains(body, "4111 1111 1111 1111") {
+		t.Fatalf("warn mode changed or blocked the request: %d %q", status, body)
+	}
+	if ev := f.rec.last(); ev.Decision != "warned" || !strings.Contains(strings.Join(ev.Detectors, ","), "payment-card") {
+		t.Fatalf("warn record: %+v", ev)
+	}
+}

@@ -101,10 +101,12 @@ type DLP struct {
 	Actions map[string]string `yaml:"actions"`
 	// Custom detectors: a name, an RE2 pattern and an action.
 	Custom []CustomDetector `yaml:"custom"`
-	// MaxBodyBytes is how much of a body is scanned. Default 1 MiB.
+	// MaxBodyBytes is how much of a body is scanned (before and after decompression). Default
+	// 1 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
-	// Oversize is what happens to a body larger than MaxBodyBytes: block (default) or
-	// scan-prefix (scan the first MaxBodyBytes, send the rest unscanned).
+	// Oversize is what happens to a body larger than MaxBodyBytes: block (default),
+	// scan-prefix (scan the first MaxBodyBytes, send the rest unscanned; a redact finding then
+	// blocks) or allow-unscanned.
 	Oversize string `yaml:"oversize"`
 }
 
@@ -273,7 +275,8 @@ func (p *Profile) validate(root *yaml.Node) error {
 		p.allowPrivate = append(p.allowPrivate, n)
 	}
 	for det, action := range p.DLP.Actions {
-		if !slices.Contains(Detectors, det) && !slices.ContainsFunc(p.DLP.Custom, func(c CustomDetector) bool { return c.Name == det }) {
+		base, rule, _ := strings.Cut(det, ":")
+		if !(slices.Contains(Detectors, det) || base == "secret" && rule != "") && !slices.ContainsFunc(p.DLP.Custom, func(c CustomDetector) bool { return c.Name == det }) {
 			return fail(keyLine("dlp"), "dlp: unknown detector %q (known: %s)", det, strings.Join(Detectors, ", "))
 		}
 		if !validAction(action) {
@@ -291,9 +294,9 @@ func (p *Profile) validate(root *yaml.Node) error {
 	switch p.DLP.Oversize {
 	case "":
 		p.DLP.Oversize = "block"
-	case "block", "scan-prefix":
+	case "block", "scan-prefix", "allow-unscanned":
 	default:
-		return fail(keyLine("dlp"), "dlp: oversize %q, use block or scan-prefix", p.DLP.Oversize)
+		return fail(keyLine("dlp"), "dlp: oversize %q, use block, scan-prefix or allow-unscanned", p.DLP.Oversize)
 	}
 	if p.Alerts.Threshold < 0 {
 		return fail(keyLine("alerts"), "alerts: threshold must not be negative")
