@@ -256,6 +256,17 @@ except OSError:
 		if status != 200 || !strings.Contains(body, "hello from unknown.test") {
 			t.Fatalf("warn mode: %d %q", status, body)
 		}
+		recs, err := c.Audit(ctx, client.AuditQuery{Session: s, Kind: "egress"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, r := range recs {
+			found = found || r.Egress != nil && r.Egress.Decision == "warned" && strings.Contains(r.Egress.URL, "unknown.test/anything") && strings.Contains(r.Egress.Reason, "not allowed")
+		}
+		if !found {
+			t.Fatalf("warn mode left no warned egress record: %+v", recs)
+		}
 	})
 
 	t.Run("ViolationsEndSession", func(t *testing.T) {
@@ -272,6 +283,13 @@ except OSError:
 			time.Sleep(50 * time.Millisecond)
 		}
 		t.Fatal("three violations did not end the session")
+	})
+
+	t.Run("AlertAudited", func(t *testing.T) {
+		recs, err := c.Audit(ctx, client.AuditQuery{Kind: "alert"})
+		if err != nil || len(recs) == 0 || recs[len(recs)-1].Alert == nil {
+			t.Fatalf("no alert record: %+v %v", recs, err)
+		}
 	})
 
 	t.Run("DLP", func(t *testing.T) {
@@ -298,6 +316,21 @@ except OSError:
 		h := <-hits
 		if strings.Contains(h.Auth, "AKIAQYLPMN5HHHFPZAM2") || !strings.Contains(h.Auth, "REDACTED") {
 			t.Fatalf("the origin saw Authorization %q", h.Auth)
+		}
+		recs, err := c.Audit(ctx, client.AuditQuery{Session: s, Kind: "egress"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var decisions []string
+		for _, r := range recs {
+			b, _ := json.Marshal(r)
+			if strings.Contains(string(b), "AKIAQYLPMN5HHHFPZAM2") || strings.Contains(string(b), "4111 1111 1111 1111") {
+				t.Fatalf("a secret in the audit log: %s", b)
+			}
+			decisions = append(decisions, r.Egress.Decision)
+		}
+		if got := strings.Join(decisions, " "); !strings.Contains(got, "blocked") || !strings.Contains(got, "redacted") {
+			t.Fatalf("egress decisions recorded: %s", got)
 		}
 	})
 
