@@ -3,6 +3,7 @@ package heavy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -198,3 +199,24 @@ func (b *syncBuffer) String() string {
 }
 
 var _ io.Writer = (*syncBuffer)(nil)
+
+// A restored sandbox is held to its memory limit like a booted one: its cgroup is its own, and the
+// memory restored from the checkpoint counts toward it.
+func TestRestoredSandboxMemoryLimit(t *testing.T) {
+	rt := newTestRuntime(t, Options{Warm: 1})
+	l := limits(t, 30*time.Second)
+	if st := waitWarm(t, rt, 1); !st.Template {
+		t.Fatalf("no template: %s", st.TemplateInfo)
+	}
+	s := newSession(t, rt, l)
+	b := s.(*session).b
+	peak := b.cg.memoryPeak()
+	t.Logf("memory peak of a restored sandbox before any cell: %d MiB", peak>>20)
+	if peak < 30<<20 {
+		t.Errorf("the restored sandbox's cgroup saw only %d MiB: is the restored memory charged to it?", peak>>20)
+	}
+	_, err := s.Run(context.Background(), &sandbox.RunRequest{Code: "keep = []\nwhile True:\n    keep.append(bytearray(16 << 20))\n", Limits: l})
+	if !errors.Is(err, sandbox.ErrMemoryLimit) {
+		t.Fatalf("a hog in a restored sandbox: %v, want memory_limit", err)
+	}
+}
