@@ -138,7 +138,7 @@ func writeHeavyReport(w io.Writer, r *HeavyResults) {
 				continue
 			}
 			if s := row.Stats; s != nil {
-				fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", name(row), s.N, fmtMS(s.Median), fmtMS(s.P99), fmtMS(s.Min), fmtRatio(row.Ratio))
+				fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", name(row), s.N, fmtMS(s.Median), fmtMS(s.P99), fmtMS(s.Min), fmtSmallRatio(row.Ratio))
 			} else {
 				fmt.Fprintf(w, "| %s | — | — | — | — | — |\n", name(row))
 			}
@@ -231,4 +231,13 @@ func writeHeavyReport(w io.Writer, r *HeavyResults) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// fmtSmallRatio is fmtRatio, with ratios too small to print as such (a pool hit's create call
+// against a process start) shown as a bound.
+func fmtSmallRatio(x float64) string {
+	if x > 0 && x < 0.001 {
+		return "<0.001x"
+	}
+	return fmtRatio(x)
 }
