@@ -106,8 +106,9 @@
 //   - compute: a pure-Python loop and a 1e6-row pandas groupby/aggregate, imports untimed, body
 //     timed inside the interpreter, natively and in a heavy session (1 CPU).
 //
-// A Targets table holds the figures against issue 3's goals, and the header says the load
-// average at the start and the end: another busy process on a 2-core machine skews everything.
+// A Targets table holds the figures against issue 3's goals, and the header says how busy the
+// CPUs were with other work in an idle second before and after the run, and the load average:
+// another busy process on a 2-core machine skews everything.
 //
 // The nano figures depend on the CPython WASI build (the npm -O0 build is ~2x slower than the
 // -O2 one setup can build); the report's header names the build the data directory holds.

@@ -220,6 +220,7 @@ func (b *heavyBencher) machine() {
 		m.Kernel = strings.TrimSpace(string(k))
 	}
 	m.LoadBefore = loadAvg()
+	m.BusyBefore = busyCPU(time.Second)
 	l := heavy.LayoutFor(b.opts.DataDir)
 	m.Runsc = l.Runsc(heavy.RunscVersion)
 	img, err := l.Images().Get(b.opts.Image)
@@ -242,6 +243,37 @@ func loadAvg() string {
 		return ""
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// busyCPU samples /proc/stat for d while the bench itself does nothing and returns the share of
+// all CPUs that was busy (0 to 1): other work on the machine. -1 if it cannot tell.
+func busyCPU(d time.Duration) float64 {
+	read := func() (busy, total float64, ok bool) {
+		raw, err := os.ReadFile("/proc/stat")
+		if err != nil {
+			return 0, 0, false
+		}
+		line, _, _ := strings.Cut(string(raw), "\n")
+		f := strings.Fields(line)
+		if len(f) < 5 || f[0] != "cpu" {
+			return 0, 0, false
+		}
+		for i, v := range f[1:] {
+			x, _ := strconv.ParseFloat(v, 64)
+			total += x
+			if i != 3 && i != 4 { // idle, iowait
+				busy += x
+			}
+		}
+		return busy, total, true
+	}
+	b0, t0, ok0 := read()
+	time.Sleep(d)
+	b1, t1, ok1 := read()
+	if !ok0 || !ok1 || t1 <= t0 {
+		return -1
+	}
+	return (b1 - b0) / (t1 - t0)
 }
 
 // Row names and groups of the heavy report.
@@ -574,6 +606,7 @@ func (b *heavyBencher) finish() {
 	r := b.res
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Machine.LoadAfter = loadAvg()
+	r.Machine.BusyAfter = busyCPU(time.Second)
 	r.fillRatios()
 	for i := range r.Compute {
 		c := &r.Compute[i]

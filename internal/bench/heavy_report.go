@@ -33,6 +33,10 @@ type HeavyMachine struct {
 	// the end of the run: other work on the machine skews every figure.
 	LoadBefore string `json:"load_before"`
 	LoadAfter  string `json:"load_after"`
+	// BusyBefore and BusyAfter are the share of all CPUs busy with other work during a second
+	// in which the bench did nothing, before it started and after it ended (-1: unknown).
+	BusyBefore float64 `json:"busy_before"`
+	BusyAfter  float64 `json:"busy_after"`
 }
 
 // HeavyRow is one scenario. In each group one row is the baseline (Base) the others' Ratio
@@ -101,7 +105,8 @@ func writeHeavyReport(w io.Writer, r *HeavyResults) {
 	m := r.Machine
 	fmt.Fprintf(w, "## agentbox bench heavy, %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "- machine: %d CPUs, Linux %s, %s; the run took %.0f s\n", m.CPUs, orDash(m.Kernel), m.Go, r.Seconds)
-	fmt.Fprintf(w, "- load average (1, 5, 15 min): %s at the start, %s at the end\n", orDash(m.LoadBefore), orDash(m.LoadAfter))
+	fmt.Fprintf(w, "- other work on the machine: %s of the CPUs busy in an idle second before the run, %s after; load average (1, 5, 15 min) %s at the start, %s at the end (the bench's own work included)\n",
+		fmtShare(m.BusyBefore), fmtShare(m.BusyAfter), orDash(m.LoadBefore), orDash(m.LoadAfter))
 	fmt.Fprintf(w, "- heavy: image %s; runsc %s\n", orDash(m.Image), orDash(m.Runsc))
 	fmt.Fprintf(w, "- each scenario: %d untimed warm-up runs, then n timed runs; ratios divide by the baselines of this same run; medians are noisy on a small machine (±30%%)\n\n", warmup)
 
@@ -240,4 +245,11 @@ func fmtSmallRatio(x float64) string {
 		return "<0.001x"
 	}
 	return fmtRatio(x)
+}
+
+func fmtShare(x float64) string {
+	if x < 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x)
 }

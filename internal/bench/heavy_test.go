@@ -158,7 +158,7 @@ func TestHeavyReport(t *testing.T) {
 	r := &HeavyResults{
 		Started:  time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC),
 		Settings: HeavyOptions{Refill: 8, Reps: 5},
-		Machine:  HeavyMachine{CPUs: 2, LoadBefore: "0.10 0.20 0.30", Image: "python-datascience"},
+		Machine:  HeavyMachine{CPUs: 2, LoadBefore: "0.10 0.20 0.30", BusyBefore: 0.12, BusyAfter: -1, Image: "python-datascience"},
 		Rows: []HeavyRow{
 			{Group: hgStart, Name: "python3 -c, native (chroot)", Base: true, Stats: &Summary{N: 50, Median: 500, P99: 600, Min: 450}},
 			{Group: hgStart, Name: rowFirstH, Detail: "paced", Stats: &Summary{N: 50, Median: 10, P99: 20, Min: 8}},
@@ -176,7 +176,7 @@ func TestHeavyReport(t *testing.T) {
 	writeHeavyReport(&out, r)
 	s := out.String()
 	for _, want := range []string{
-		"load average (1, 5, 15 min): 0.10 0.20 0.30 at the start",
+		"12% of the CPUs busy in an idle second before the run, — after; load average (1, 5, 15 min) 0.10 0.20 0.30 at the start",
 		"| *python3 -c, native (chroot)* (baseline) | 50 | 500 | 600 | 450 | 1.00x |",
 		"| create → first pandas cell, pool hit [1] | 50 | 10.0 | 20.0 | 8.00 | 0.020x |",
 		"| session create, pool miss → boot [2] | — |",
