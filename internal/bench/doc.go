@@ -104,7 +104,8 @@
 //   - refill: from an empty, idle pool, the time until -refill (8) sandboxes are warm, by restore
 //     and by boot + import; sandboxes/s = 8 ÷ the median; the ratio divides by the boot path's.
 //   - compute: a pure-Python loop and a 1e6-row pandas groupby/aggregate, imports untimed, body
-//     timed inside the interpreter, natively and in a heavy session (1 CPU).
+//     timed inside the interpreter, natively and in a heavy session (1 CPU), repetitions
+//     alternating between the two.
 //
 // A Targets table holds the figures against issue 3's goals, and the header says how busy the
 // CPUs were with other work in an idle second before and after the run, and the load average:

@@ -34,7 +34,7 @@ type HeavyOptions struct {
 	RefillReps int `json:"refill_reps"`
 	// FillParallel is the runtime's Options.FillParallel. Default: the runtime's.
 	FillParallel int `json:"fill_parallel,omitempty"`
-	// Reps is the number of repetitions of each compute snippet per engine. Default 5.
+	// Reps is the number of repetitions of each compute snippet per engine. Default 9.
 	Reps int `json:"reps"`
 	// DataDir holds runsc and the image (from `agentbox setup`); the bench's own state and log go
 	// to DataDir/bench. Default: the daemon's default data directory.
@@ -66,7 +66,7 @@ func (o *HeavyOptions) defaults() {
 		o.RefillReps = 5
 	}
 	if o.Reps <= 0 {
-		o.Reps = 5
+		o.Reps = 9
 	}
 	if o.DataDir == "" {
 		o.DataDir = config.DefaultDataDir()
@@ -103,7 +103,7 @@ flags:
 	fs.IntVar(&o.Refill, "refill", 8, "sandboxes each refill scenario makes from an empty pool")
 	fs.IntVar(&o.RefillReps, "refill-reps", 5, "repetitions of each refill scenario (at most 3 for the boot path)")
 	fs.IntVar(&o.FillParallel, "fill-parallel", 0, "warm sandboxes made at once (default: the runtime's)")
-	fs.IntVar(&o.Reps, "reps", 5, "repetitions of each compute snippet per engine (the median is reported)")
+	fs.IntVar(&o.Reps, "reps", 9, "repetitions of each compute snippet per engine (the median is reported)")
 	fs.StringVar(&o.DataDir, "data-dir", config.DefaultDataDir(), "data directory: runsc and images, and bench/ for the bench's own state")
 	fs.StringVar(&o.Image, "image", "python-datascience", "heavy image")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
@@ -316,7 +316,7 @@ func (b *heavyBencher) withRuntime(ctx context.Context, warm int, noRestore bool
 		for _, r := range rows {
 			b.fail(groupOf(r), r, err)
 		}
-		if what == "restore" {
+		if what == "restore" { // the compute cells run natively beside heavy ones: neither ran
 			for _, s := range heavySnippets {
 				b.snippet(s.Name).Errors[engineHeavy] = err.Error()
 			}
@@ -370,7 +370,8 @@ func waitPool(ctx context.Context, e heavyEngine, warm int, limit time.Duration)
 }
 
 // nativeBaselines measures the image's python3 in a chroot: a process importing pandas and
-// printing its version, a REPL over a pipe, and the compute snippets.
+// printing its version, and a REPL over a pipe. (The compute snippets run natively beside the
+// heavy ones: see compute.)
 func (b *heavyBencher) nativeBaselines(ctx context.Context) {
 	if b.native == nil {
 		err := errors.New("no image: " + b.res.Machine.Image)
@@ -404,13 +405,6 @@ func (b *heavyBencher) nativeBaselines(ctx context.Context) {
 		b.add(hgCell, "native REPL over a pipe (chroot)", "python3 reading JSON lines, exec in one namespace, a marker line after each cell", true, lat, err)
 	}
 
-	b.progress("compute: %d snippets x %d on native python3 (chroot)", len(heavySnippets), b.opts.Reps)
-	for _, s := range heavySnippets {
-		b.computeOn(ctx, engineNative, s, func(ctx context.Context, code string) (string, error) {
-			out, _, err := p.run(ctx, code)
-			return out, err
-		})
-	}
 }
 
 // sessionCells runs sessionCode n times in s and checks that x counts up.
@@ -446,22 +440,7 @@ func (b *heavyBencher) restoreScenarios(ctx context.Context, e heavyEngine) {
 		s.Close()
 	}
 
-	b.progress("compute: %d snippets x %d in a heavy session", len(heavySnippets), b.opts.Reps)
-	for _, sn := range heavySnippets {
-		s, err := e.NewSession(ctx)
-		if err != nil {
-			b.snippet(sn.Name).Errors[engineHeavy] = err.Error()
-			continue
-		}
-		b.computeOn(ctx, engineHeavy, sn, func(ctx context.Context, code string) (string, error) {
-			res, err := s.Run(ctx, code)
-			if err == nil && res.Failure != "" {
-				err = errors.New(res.Failure)
-			}
-			return res.Stdout, err
-		})
-		s.Close()
-	}
+	b.compute(ctx, e)
 
 	e.SetWarm(0)
 	b.progress("pool miss served by a restore: %d sessions with the pool off", b.opts.N)
@@ -579,26 +558,63 @@ func (b *heavyBencher) snippet(name string) *HeavySnippet {
 	return &b.res.Compute[len(b.res.Compute)-1]
 }
 
-// computeOn runs s opts.Reps times on engine.
-func (b *heavyBencher) computeOn(ctx context.Context, engine string, s heavySnippet, run runner) {
-	r := b.snippet(s.Name)
-	code := s.wrap()
-	for i := 0; i < b.opts.Reps; i++ {
-		out, err := run(ctx, code)
-		var secs float64
-		if err == nil {
-			out, secs, err = parseTiming(out)
+// compute runs each snippet opts.Reps times natively and in a heavy session (one per snippet,
+// from the pool), alternating, so that other work on the machine hits both alike.
+func (b *heavyBencher) compute(ctx context.Context, e heavyEngine) {
+	b.progress("compute: %d snippets x %d, native (chroot) and heavy alternately", len(heavySnippets), b.opts.Reps)
+	for _, sn := range heavySnippets {
+		r := b.snippet(sn.Name)
+		engines := map[string]runner{}
+		if b.native != nil {
+			engines[engineNative] = func(ctx context.Context, code string) (string, error) {
+				out, _, err := b.native.run(ctx, code)
+				return out, err
+			}
 		}
+		s, err := e.NewSession(ctx)
 		if err != nil {
-			r.Errors[engine] = err.Error()
-			r.Times[engine] = nil
-			b.progress("compute %s on %s: FAILED: %v", s.Name, engine, err)
-			return
+			r.Errors[engineHeavy] = err.Error()
+		} else {
+			engines[engineHeavy] = func(ctx context.Context, code string) (string, error) {
+				res, err := s.Run(ctx, code)
+				if err == nil && res.Failure != "" {
+					err = errors.New(res.Failure)
+				}
+				return res.Stdout, err
+			}
 		}
-		r.Times[engine] = append(r.Times[engine], secs)
-		r.Outputs[engine] = out
+		code := sn.wrap()
+		for i := 0; i < b.opts.Reps; i++ {
+			for _, engine := range []string{engineNative, engineHeavy} {
+				run := engines[engine]
+				if run == nil {
+					continue
+				}
+				out, err := run(ctx, code)
+				var secs float64
+				if err == nil {
+					out, secs, err = parseTiming(out)
+				}
+				if err != nil {
+					r.Errors[engine] = err.Error()
+					r.Times[engine] = nil
+					delete(engines, engine)
+					b.progress("compute %s on %s: FAILED: %v", sn.Name, engine, err)
+					continue
+				}
+				r.Times[engine] = append(r.Times[engine], secs)
+				r.Outputs[engine] = out
+			}
+		}
+		if s != nil {
+			s.Close()
+		}
+		for _, engine := range []string{engineNative, engineHeavy} {
+			if t := r.Times[engine]; len(t) > 0 {
+				b.progress("compute %s on %s: median %.1f ms", sn.Name, engine, Median(t)*1000)
+			}
+		}
 	}
-	b.progress("compute %s on %s: median %.1f ms", s.Name, engine, Median(r.Times[engine])*1000)
 }
 
 // finish computes ratios, the compute medians and the targets.

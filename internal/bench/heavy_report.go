@@ -195,7 +195,7 @@ func writeHeavyReport(w io.Writer, r *HeavyResults) {
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Method: the cell's imports run untimed, then its body is timed with time.perf_counter() inside the interpreter; natively in a fresh process, in heavy in a session from the pool (limited to 1 CPU by its cgroup).")
+	fmt.Fprintln(w, "Method: the cell's imports run untimed, then its body is timed with time.perf_counter() inside the interpreter; natively in a fresh process, in heavy in one session from the pool (limited to 1 CPU by its cgroup); the two alternate, repetition by repetition.")
 	fmt.Fprintln(w)
 	for _, p := range problems {
 		fmt.Fprintf(w, "- %s\n", p)
