@@ -33,14 +33,14 @@ func waitWarm(t *testing.T, rt *Runtime, n int) PoolStats {
 }
 
 // preloaded is what a session from the pool prints for preloadProbe: the preload is imported,
-// and nothing of it is bound in the session's namespace.
+// nothing of it is bound in the session's namespace, and matplotlib is not loaded.
 const (
-	preloadProbe = "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas', 'matplotlib')), [n for n in ('numpy', 'pandas', 'matplotlib', 'np', 'pd') if n in globals()])\n"
-	preloaded    = "True []\n"
+	preloadProbe = "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas')), [n for n in ('numpy', 'pandas', 'np', 'pd') if n in globals()], 'matplotlib' in sys.modules)\n"
+	preloaded    = "True [] False\n"
 )
 
-// A session from the warm pool has numpy, pandas and matplotlib imported and an empty namespace;
-// once drained, the pool fills again, from the checkpoint.
+// A session from the warm pool has numpy and pandas imported and an empty namespace; once
+// drained, the pool fills again, from the checkpoint.
 func TestWarmPoolPreloadsAndRefills(t *testing.T) {
 	rt := newTestRuntime(t, Options{Warm: 2})
 	l := limits(t, 30*time.Second)
@@ -73,6 +73,13 @@ func TestWarmPoolPreloadsAndRefills(t *testing.T) {
 	res, err = rt.Run(context.Background(), &sandbox.RunRequest{Code: "import pandas\nprint(hasattr(pandas, 'leaked'))\n", Limits: l})
 	if err != nil || res.Stdout != "False\n" {
 		t.Fatalf("the next one-shot run: %+v %v", res, err)
+	}
+	// matplotlib is not preloaded, so a run's own MPLBACKEND still chooses its backend.
+	waitWarm(t, rt, 2)
+	res, err = rt.Run(context.Background(), &sandbox.RunRequest{Code: "import matplotlib\nprint(matplotlib.get_backend())\n",
+		Env: map[string]string{"MPLBACKEND": "svg"}, Limits: l})
+	if err != nil || res.Stdout != "svg\n" || res.Timing.Pool != "warm" {
+		t.Fatalf("a pooled run with MPLBACKEND=svg: %+v %v", res, err)
 	}
 	// The pool can be resized: shrunk at once, grown in the background.
 	rt.SetWarm(0)

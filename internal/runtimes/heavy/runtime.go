@@ -34,8 +34,8 @@ type Options struct {
 	// request, with nothing imported).
 	Warm int
 	// Preload are the modules warm sandboxes import before they count as warm, by name; the
-	// session namespace stays empty. Default DefaultPreload (numpy, pandas, matplotlib); an empty
-	// non-nil slice imports nothing.
+	// session namespace stays empty. Default DefaultPreload (numpy, pandas; see there why not
+	// matplotlib); an empty non-nil slice imports nothing.
 	Preload []string
 	// NoRestore makes every warm sandbox by booting and importing the preload. By default the
 	// runtime checkpoints one preloaded sandbox (a template, kept in StateDir/templates) and
