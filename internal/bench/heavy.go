@@ -633,6 +633,7 @@ func (b *heavyBencher) finish() {
 		}
 		if n, h := c.Median[engineNative], c.Median[engineHeavy]; n > 0 && h > 0 {
 			c.Ratio = h / n
+			c.MinRatio = Min(c.Times[engineHeavy]) / Min(c.Times[engineNative])
 			c.Mismatch = c.Outputs[engineHeavy] != c.Outputs[engineNative]
 		}
 		if len(c.Errors) == 0 {

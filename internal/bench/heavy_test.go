@@ -168,7 +168,8 @@ func TestHeavyReport(t *testing.T) {
 			{Group: hgRefill, Name: rowFillB, Base: true, Stats: &Summary{N: 3, Median: 8000, PerSecond: 1}},
 			{Group: hgRefill, Name: rowFillR, Stats: &Summary{N: 5, Median: 1000, PerSecond: 8}},
 		},
-		Compute: []HeavySnippet{{Name: "pandas: x", Median: map[string]float64{engineNative: 0.1, engineHeavy: 0.12}, Ratio: 1.2}},
+		Compute: []HeavySnippet{{Name: "pandas: x", Median: map[string]float64{engineNative: 0.1, engineHeavy: 0.12}, Ratio: 1.2,
+			Times: map[string][]float64{engineNative: {0.1, 0.09}, engineHeavy: {0.12, 0.099}}, MinRatio: 1.1}},
 	}
 	r.fillRatios()
 	r.Targets = heavyTargets(r)
@@ -182,7 +183,7 @@ func TestHeavyReport(t *testing.T) {
 		"| session create, pool miss → boot [2] | — |",
 		"| refill by restore | 5 | 8.00 | 1000 |",
 		"| 8.00x |",
-		"| pandas: x | 100 | 120 | 1.20x |",
+		"| pandas: x | 100 | 120 | 1.20x | 90.0 | 99.0 | 1.10x |",
 		"| warm-pool session to first print ≤ 20 ms (p50) | create → first pandas cell, pool hit | 10.0 ms | yes |",
 		"| refill ≥ 8 sandboxes/s | refill by restore | 8.00 sandboxes/s | yes |",
 		"| pandas-bound compute within 1.3x of native | pandas: x | 1.20x native | yes |",
