@@ -36,6 +36,10 @@ type PoolStats struct {
 	// it is (or why there is none).
 	Template     bool
 	TemplateInfo string
+	// FillFailures counts the pool's failed attempts in a row to make a warm sandbox, FillError
+	// says why the last one failed (empty after a success).
+	FillFailures int
+	FillError    string
 }
 
 // poolCounters are PoolStats' counters.
@@ -53,6 +57,7 @@ func (rt *Runtime) PoolStats() PoolStats {
 		Hits: c.hits.Load(), MissRestored: c.missRestored.Load(), MissBooted: c.missBooted.Load(),
 		FillRestored: c.fillRestored.Load(), FillBooted: c.fillBooted.Load(), RestoreFailures: c.restoreFailures.Load(),
 		Template: rt.tpl != nil, TemplateInfo: rt.tplInfo,
+		FillFailures: rt.fillFailures, FillError: rt.fillError,
 	}
 	return s
 }
@@ -190,13 +195,14 @@ func (rt *Runtime) fillOne() {
 		}
 		backoff := min(100*time.Millisecond<<min(rt.fillFailures, 9), 30*time.Second)
 		rt.fillFailures++
+		rt.fillError = err.Error()
 		rt.retryAt = time.Now().Add(backoff)
 		rt.mu.Unlock()
 		rt.log.Error("heavy: cannot start a warm sandbox, retrying", "err", err, "in", backoff)
 		time.AfterFunc(backoff, rt.refill)
 		return
 	}
-	rt.fillFailures = 0
+	rt.fillFailures, rt.fillError = 0, ""
 	if rt.closed || len(rt.warm) >= rt.opts.Warm { // shut down, or the pool shrank meanwhile
 		rt.mu.Unlock()
 		b.kill()

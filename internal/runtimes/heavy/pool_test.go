@@ -16,7 +16,8 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// waitWarm waits until the pool holds n warm sandboxes.
+// waitWarm waits until the pool holds n warm sandboxes. It gives up at once when the pool keeps
+// failing (an image whose guest is older than this tree never starts).
 func waitWarm(t *testing.T, rt *Runtime, n int) PoolStats {
 	t.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
@@ -24,6 +25,9 @@ func waitWarm(t *testing.T, rt *Runtime, n int) PoolStats {
 		st := rt.PoolStats()
 		if st.Warm >= n {
 			return st
+		}
+		if st.FillFailures >= 3 {
+			t.Fatalf("the pool cannot make warm sandboxes: %s", st.FillError)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the pool did not reach %d warm sandboxes: %+v", n, st)

@@ -94,6 +94,7 @@ type Runtime struct {
 	starting int           // warm sandboxes being made
 	// fillFailures counts failed fills in a row; no fill starts before retryAt.
 	fillFailures int
+	fillError    string
 	retryAt      time.Time
 	// tpl is the template warm sandboxes are restored from, nil while it is made (tplMaking) or
 	// when there is none; tplInfo says which.
