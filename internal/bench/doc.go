@@ -83,6 +83,34 @@
 // failed on that engine: a geomean over a subset would not compare with another run's). A
 // snippet whose output differs from native's is listed under the table.
 //
+// # agentbox bench heavy
+//
+//	sudo bin/agentbox bench heavy          # ~3 minutes on 2 cores; -json for a machine-readable form
+//	sudo bin/agentbox bench heavy -n 10 -no-boot -reps 3    # a quick look
+//
+// It drives the heavy runtime (package heavy) in this process, as root, on the data directory's
+// runsc and image, with a state directory of its own (DATA_DIR/bench/heavy; log:
+// DATA_DIR/bench/heavy.log), so a running daemon's sandboxes are never touched. Two runtimes, one
+// after the other: first the default one (pool of 2, filled by restoring a checkpoint), then one
+// with NoRestore and the pool off. The baselines are the image's own python3 run natively in a
+// chroot of the image as uid 1000 with the guest's environment, measured first, while no sandbox
+// runs. Scenarios:
+//   - session start (sequential, each when the pool is full and idle; the session is closed after
+//     its first cell): the create call alone, and create → result of the first cell
+//     `import pandas as pd; print(pd.__version__)`, served by a pool hit, by a restore (pool
+//     resized to 0) and by a boot (NoRestore, pool off: the first cell then imports pandas).
+//     Ratios divide by `python3 -c` of that cell natively, process start to exit.
+//   - cells in a warm session: sessionCode; the baseline is a native python3 REPL over a pipe.
+//   - refill: from an empty, idle pool, the time until -refill (8) sandboxes are warm, by restore
+//     and by boot + import; sandboxes/s = 8 ÷ the median; the ratio divides by the boot path's.
+//   - compute: a pure-Python loop and a 1e6-row pandas groupby/aggregate, imports untimed, body
+//     timed inside the interpreter, natively and in a heavy session (1 CPU), repetitions
+//     alternating between the two.
+//
+// A Targets table holds the figures against issue 3's goals, and the header says how busy the
+// CPUs were with other work in an idle second before and after the run, and the load average:
+// another busy process on a 2-core machine skews everything.
+//
 // The nano figures depend on the CPython WASI build (the npm -O0 build is ~2x slower than the
 // -O2 one setup can build); the report's header names the build the data directory holds.
 package bench

@@ -15,9 +15,10 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/config"
 )
 
-// subcommands are the benchmarks `agentbox bench` knows. heavy and egress are planned.
+// subcommands are the benchmarks `agentbox bench` knows.
 var subcommands = map[string]func(ctx context.Context, args []string, out io.Writer) error{
 	"nano":   mainNano,
+	"heavy":  mainHeavy,
 	"egress": mainEgress,
 }
 
@@ -29,7 +30,7 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	}
 	sort.Strings(names)
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(out, "usage: agentbox bench SUBCOMMAND [flags]\n\nsubcommands: %s (heavy and egress are not written yet)\nrun `agentbox bench nano -h` for the flags\n", strings.Join(names, ", "))
+		fmt.Fprintf(out, "usage: agentbox bench SUBCOMMAND [flags]\n\nsubcommands: %s\nrun `agentbox bench NAME -h` for a benchmark's flags\n", strings.Join(names, ", "))
 		if len(args) == 0 {
 			return errors.New("bench: name a benchmark: " + strings.Join(names, ", "))
 		}
@@ -37,7 +38,7 @@ func Main(ctx context.Context, args []string, out io.Writer) error {
 	}
 	run, ok := subcommands[args[0]]
 	if !ok {
-		return fmt.Errorf("bench: unknown benchmark %q: the benchmarks are %s (heavy and egress are not written yet)", args[0], strings.Join(names, ", "))
+		return fmt.Errorf("bench: unknown benchmark %q: the benchmarks are %s", args[0], strings.Join(names, ", "))
 	}
 	return run(ctx, args[1:], out)
 }

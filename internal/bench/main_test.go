@@ -15,13 +15,16 @@ func TestMainSubcommands(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"no subcommand", nil, "name a benchmark: nano"},
-		{"unknown lists the known ones", []string{"heavyy"}, `unknown benchmark "heavyy": the benchmarks are nano (heavy and egress are not written yet)`},
+		{"no subcommand", nil, "name a benchmark: egress, heavy, nano"},
+		{"unknown lists the known ones", []string{"heavyy"}, `unknown benchmark "heavyy": the benchmarks are egress, heavy, nano`},
 		{"bad flag", []string{"nano", "-bogus"}, "flag provided but not defined"},
 		{"bad pace", []string{"nano", "-pace", "soon"}, `-pace must be "health" or a duration`},
 		{"cold url alone", []string{"nano", "-url", "", "-cold-url", "http://x"}, "-cold-url needs -url"},
 		{"extra args", []string{"nano", "more"}, "unexpected arguments"},
 		{"n zero", []string{"nano", "-n", "0"}, "at least 1"},
+		{"heavy bad flag", []string{"heavy", "-bogus"}, "flag provided but not defined"},
+		{"heavy extra args", []string{"heavy", "more"}, "unexpected arguments"},
+		{"heavy refill zero", []string{"heavy", "-refill", "0"}, "at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,7 +40,7 @@ func TestMainSubcommands(t *testing.T) {
 
 func TestMainHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"help"}, {"nano", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"nano", "-h"}, {"heavy", "-h"}} {
 		var out bytes.Buffer
 		if err := Main(context.Background(), args, &out); err != nil {
 			t.Errorf("Main(%q) = %v", args, err)

@@ -78,9 +78,22 @@ func newID() string {
 	return "ab-" + hex.EncodeToString(b[:])
 }
 
-// startBox starts a sandbox and waits for the guest's hello.
+// startBox boots a sandbox of img (`runsc run`) and waits for the guest's hello.
 func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox.Limits) (*box, error) {
 	start := time.Now()
+	b, err := rt.newBox(img, limits)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.launch(ctx, rt, "run", nil, true); err != nil {
+		return nil, err
+	}
+	b.startTime = time.Since(start)
+	return b, nil
+}
+
+// newBox makes a sandbox's cgroup and bundle, ready to launch.
+func (rt *Runtime) newBox(img image.Image, limits sandbox.Limits) (*box, error) {
 	id := newID()
 	b := &box{
 		id:      id,
@@ -93,21 +106,37 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 		exited:  make(chan struct{}),
 		gone:    make(chan struct{}),
 	}
-	memory := limits.MemoryBytes + limits.FilesBytes + rt.opts.RuntimeOverheadBytes
-	nproc := rt.opts.MaxProcesses
+	spec := rt.boxSpec(img, limits)
 	var err error
-	if b.cg, err = newCgroups(rt.cgroupParent, id, memory, pidsLimit(nproc), rt.cpuQuota()); err != nil {
+	if b.cg, err = newCgroups(rt.cgroupParent, id, spec.memoryBytes, pidsLimit(spec.nproc), spec.cpuQuota); err != nil {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: %v", err)
 	}
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
 		b.cg.remove()
 		return nil, err
 	}
-	spec := boxSpec{img: img, memoryBytes: memory, filesBytes: limits.FilesBytes, nproc: nproc, cpuQuota: rt.cpuQuota(), cgroupsPath: "/" + b.cg.path}
+	spec.cgroupsPath = "/" + b.cg.path
 	if err := writeSpec(b.dir, spec.spec()); err != nil {
 		b.cleanup()
 		return nil, err
 	}
+	return b, nil
+}
+
+// boxSpec is what a sandbox of img with limits is made of, but for its cgroup.
+func (rt *Runtime) boxSpec(img image.Image, limits sandbox.Limits) boxSpec {
+	return boxSpec{
+		img:         img,
+		memoryBytes: limits.MemoryBytes + limits.FilesBytes + rt.opts.RuntimeOverheadBytes,
+		filesBytes:  limits.FilesBytes,
+		nproc:       rt.opts.MaxProcesses,
+		cpuQuota:    rt.cpuQuota(),
+	}
+}
+
+// runscFlags are the global runsc flags of a sandbox with limits. A checkpoint is restored with
+// the same flags it was taken with.
+func (rt *Runtime) runscFlags(limits sandbox.Limits) []string {
 	global := []string{
 		"--platform=systrap",
 		"--network=none",
@@ -116,8 +145,17 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 	if rt.cpuQuota() > 0 {
 		global = append(global, "--cpu-num-from-quota")
 	}
+	return global
+}
+
+// launch runs `runsc FLAGS verb ARGS --bundle DIR ID` with pipes of ours as the container's
+// stdio. With hello, it waits for the guest's hello frame (a boot); without (a restore: the
+// guest said hello before its checkpoint), the caller checks the guest answers. On failure the
+// sandbox is destroyed.
+func (b *box) launch(ctx context.Context, rt *Runtime, verb string, args []string, hello bool) error {
+	args = append(append([]string{verb}, args...), "--bundle", b.dir, b.id)
 	// Not tied to ctx: the sandbox outlives the request that started it (pool, session).
-	b.cmd = rt.runsc.command(context.Background(), global, "run", "--bundle", b.dir, id)
+	b.cmd = rt.runsc.command(context.Background(), rt.runscFlags(b.limits), args...)
 	b.cmd.Dir = b.dir
 	// Its own process group: a terminal's Ctrl-C reaches the daemon, which then ends sandboxes
 	// in order, not runsc directly.
@@ -133,14 +171,14 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 				p[1].Close()
 			}
 			b.cleanup()
-			return nil, err
+			return err
 		}
 		pipes[i] = [2]*os.File{r, w}
 	}
 	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = pipes[0][0], pipes[1][1], pipes[2][1]
 	b.stdin = pipes[0][1]
 	out, errPipe := pipes[1][0], pipes[2][0]
-	err = b.cmd.Start()
+	err := b.cmd.Start()
 	pipes[0][0].Close()
 	pipes[1][1].Close()
 	pipes[2][1].Close()
@@ -149,7 +187,7 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 		out.Close()
 		errPipe.Close()
 		b.cleanup()
-		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: start runsc: %v", err)
+		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: start runsc: %v", err)
 	}
 	b.egress.mux = b.newTunnel(rt.opts.Egress)
 	go b.logStderr(errPipe)
@@ -157,15 +195,18 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 		b.exitErr = b.cmd.Wait()
 		close(b.exited)
 	}()
-	hello := make(chan error, 1)
+	ready := make(chan error, 1)
 	go func() {
 		defer out.Close()
-		b.read(bufio.NewReaderSize(out, 256<<10), hello)
+		b.read(bufio.NewReaderSize(out, 256<<10), hello, ready)
 	}()
+	if !hello {
+		return nil
+	}
 	timer := time.NewTimer(rt.opts.StartTimeout)
 	defer timer.Stop()
 	select {
-	case err = <-hello:
+	case err = <-ready:
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-timer.C:
@@ -173,24 +214,23 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 	}
 	if err != nil {
 		b.kill()
-		<-b.gone
-		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: the sandbox did not start: %v (%s)", err, b.tail.String()).
+		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: the sandbox did not start: %v (%s)", err, b.tail.String()).
 			WithHint("check `agentbox image list` and that runsc works: %s", rt.runsc.path)
 	}
-	b.startTime = time.Since(start)
-	return b, nil
+	return nil
 }
 
-// read consumes the guest's frames; the first must be a hello of our protocol version.
-func (b *box) read(r io.Reader, hello chan<- error) {
-	first := true
+// read consumes the guest's frames. With hello, the first must be a hello of our protocol
+// version, and ready gets its outcome; a restored guest sends none.
+func (b *box) read(r io.Reader, hello bool, ready chan<- error) {
+	first := hello
 	for {
 		var f proto.Frame
 		err := proto.Read(r, &f, proto.MaxFrame)
 		if err != nil {
 			if first {
 				<-b.exited
-				hello <- fmt.Errorf("runsc exited (%v)", b.exitErr)
+				ready <- fmt.Errorf("runsc exited (%v)", b.exitErr)
 			} else if !errors.Is(err, io.EOF) {
 				b.fail("bad frame: " + err.Error())
 			}
@@ -200,13 +240,13 @@ func (b *box) read(r io.Reader, hello chan<- error) {
 		if first {
 			first = false
 			if f.Op != proto.OpHello || f.Version != proto.Version {
-				hello <- fmt.Errorf("the image's guest speaks %s version %d, this daemon speaks version %d: rebuild the image (agentbox image build NAME; instant when its recipe is unchanged)", f.Op, f.Version, proto.Version)
+				ready <- fmt.Errorf("the image's guest speaks %s version %d, this daemon speaks version %d: rebuild the image (agentbox image build NAME; instant when its recipe is unchanged)", f.Op, f.Version, proto.Version)
 				b.fail("wrong hello")
 				b.failPending()
 				return
 			}
 			b.python = f.PythonVersion
-			hello <- nil
+			ready <- nil
 			continue
 		}
 		if t, ok := f.AsTunnel(); ok {

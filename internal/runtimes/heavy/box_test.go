@@ -34,7 +34,7 @@ func TestBrokenGuestFrames(t *testing.T) {
 				exited: make(chan struct{}), gone: make(chan struct{}), stdin: nopCloser{io.Discard}}
 			close(b.exited)
 			hello := make(chan error, 1)
-			go b.read(guestOut, hello)
+			go b.read(guestOut, true, hello)
 			proto.Write(daemonIn, &proto.Frame{Op: proto.OpHello, Version: proto.Version})
 			if err := <-hello; err != nil {
 				t.Fatal(err)

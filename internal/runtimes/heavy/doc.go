@@ -7,6 +7,9 @@
 // writable disk is a memory overlay of fixed size, wall time is enforced by the guest (an
 // interrupt) and by the daemon (the sandbox is destroyed), and output is capped in the guest.
 //
-// Sandboxes are started ahead of time into a small warm pool; a one-shot run takes one and
-// destroys it after, a session keeps its own. See Layout for the files the tier keeps.
+// Sandboxes are started ahead of time into a small warm pool (pool.go), with numpy and pandas
+// already imported (Options.Preload); a one-shot run takes one and destroys it after,
+// a session keeps its own. The pool is filled by restoring a checkpoint of one such sandbox
+// (template.go), several times faster than booting and importing again; booting stays the
+// fallback. See Layout for the files the tier keeps.
 package heavy

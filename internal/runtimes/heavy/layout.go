@@ -19,9 +19,11 @@ import (
 //	DATA_DIR/heavy/images/             images (see package image)
 //	DATA_DIR/heavy/run/ID/             one sandbox's OCI bundle (config.json); removed when it ends
 //	DATA_DIR/heavy/state/              runsc's --root: its record of running containers
+//	DATA_DIR/heavy/templates/KEY/      a checkpoint of a preloaded sandbox the warm pool restores
+//	                                   (~50 MB; KEY hashes what it depends on, see template.go)
 //
-// run/ and state/ belong to one daemon at a time (a lock file in run/); whatever a daemon that
-// died left there is cleaned when the next one starts.
+// run/, state/ and templates/ belong to one daemon at a time (a lock file in run/); whatever a
+// daemon that died left there is cleaned when the next one starts.
 type Layout struct {
 	Dir string // DATA_DIR/heavy
 }

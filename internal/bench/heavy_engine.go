@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// heavyEngine is the heavy runtime as the heavy scenarios use it: heavy.Runtime in process, a
+// fake in tests.
+type heavyEngine interface {
+	// NewSession opens a session with the default limits (the pool's).
+	NewSession(ctx context.Context) (targetSession, error)
+	// Pool reports the warm pool.
+	Pool() heavy.PoolStats
+	// SetWarm resizes the warm pool.
+	SetWarm(n int)
+	Close() error
+}
+
+// Interface guards.
+var (
+	_ heavyEngine   = (*runtimeEngine)(nil)
+	_ targetSession = (*runtimeSession)(nil)
+)
+
+// runtimeEngine drives a heavy.Runtime in this process.
+type runtimeEngine struct {
+	rt     *heavy.Runtime
+	limits sandbox.Limits
+	log    *os.File
+}
+
+// heavyTimeout is the budget of one heavy cell: generous, for the compute snippets.
+const heavyTimeout = 5 * time.Minute
+
+// startHeavy starts a heavy runtime on the data directory's runsc and image, with a state
+// directory of the bench's own (DATA_DIR/bench/heavy) so that it never touches a running daemon's
+// sandboxes; its log goes to DATA_DIR/bench/heavy.log.
+func startHeavy(ctx context.Context, o HeavyOptions, warm int, noRestore bool) (*runtimeEngine, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the heavy tier needs root (runsc): run `sudo bin/agentbox bench heavy`")
+	}
+	dir := filepath.Join(o.DataDir, "bench")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, "heavy.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	limits, err := sandbox.DefaultPolicy().Apply(sandbox.Limits{Timeout: heavyTimeout})
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	if warm == 0 {
+		warm = -1 // the runtime's zero value is its default pool size
+	}
+	rt, err := heavy.New(ctx, heavy.Options{
+		Layout:       heavy.LayoutFor(o.DataDir),
+		Image:        o.Image,
+		StateDir:     filepath.Join(dir, "heavy"),
+		Warm:         warm,
+		NoRestore:    noRestore,
+		FillParallel: o.FillParallel,
+		Logger:       slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	return &runtimeEngine{rt: rt, limits: limits, log: logFile}, nil
+}
+
+func (e *runtimeEngine) NewSession(ctx context.Context) (targetSession, error) {
+	s, err := e.rt.NewSession(ctx, sandbox.SessionOptions{Tier: sandbox.TierHeavy, Limits: e.limits})
+	if err != nil {
+		return nil, err
+	}
+	return &runtimeSession{s: s, limits: e.limits}, nil
+}
+
+func (e *runtimeEngine) Pool() heavy.PoolStats { return e.rt.PoolStats() }
+func (e *runtimeEngine) SetWarm(n int)         { e.rt.SetWarm(n) }
+
+func (e *runtimeEngine) Close() error {
+	err := e.rt.Close()
+	e.log.Close()
+	return err
+}
+
+type runtimeSession struct {
+	s      sandbox.Session
+	limits sandbox.Limits
+}
+
+func (s *runtimeSession) Run(ctx context.Context, code string) (runResult, error) {
+	res, err := s.s.Run(ctx, &sandbox.RunRequest{Code: code, Limits: s.limits})
+	if err != nil {
+		return runResult{}, err
+	}
+	r := runResult{Stdout: res.Stdout, Pool: res.Timing.Pool, Execute: res.Timing.Execute}
+	if res.Error != nil {
+		r.Failure = res.Error.Name + ": " + res.Error.Value
+	} else if res.ExitCode != 0 {
+		r.Failure = fmt.Sprintf("exit code %d: %s", res.ExitCode, strings.TrimSpace(res.Stderr))
+	}
+	return r, nil
+}
+
+func (s *runtimeSession) Close() error { return s.s.Close() }
+
+// chrootPython runs the image's own python3 natively: chrooted into the image's root file system
+// (as `chroot ROOTFS python3 -c CODE` would, but as uid 1000 like the code in a sandbox, so it
+// cannot write into the image), with the environment the guest gives its Python.
+type chrootPython struct {
+	rootfs string
+}
+
+// chrootEnv is the guest's Python environment (guest.defaultEnv), the same in both.
+var chrootEnv = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/tmp", "LANG=C.UTF-8", "TMPDIR=/tmp", "MPLBACKEND=Agg",
+	"MPLCONFIGDIR=/var/cache/agentbox/matplotlib", "PYTHONDONTWRITEBYTECODE=1",
+}
+
+func (p chrootPython) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "/usr/bin/python3", args...)
+	cmd.Env = chrootEnv
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: p.rootfs, Credential: &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}}
+	return cmd
+}
+
+// run runs code in a fresh process and returns its stdout and the time from start to exit.
+func (p chrootPython) run(ctx context.Context, code string) (string, time.Duration, error) {
+	cmd := p.command(ctx, "-c", code)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		return "", 0, fmt.Errorf("chroot python3: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), d, nil
+}
+
+// describe is the equivalent shell command, for the notes.
+func (p chrootPython) describe() string {
+	return "chroot --userspec=1000:1000 " + p.rootfs + " /usr/bin/python3 -c CODE (environment: " + strings.Join(chrootEnv, " ") + ")"
+}
+
+// replLoop is the native REPL the session-cell baseline talks to: it reads one JSON-encoded cell a
+// line, runs it in one namespace and ends its output with a marker line. That is what a warm
+// session does, minus the sandbox, its agent and its framing.
+const replLoop = `import json, sys
+ns = {"__name__": "__main__"}
+for line in sys.stdin:
+    exec(compile(json.loads(line), "<cell>", "exec"), ns)
+    sys.stdout.write("\x00done\n")
+    sys.stdout.flush()
+`
+
+// nativeREPL is a replLoop process in the chroot.
+type nativeREPL struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+func (p chrootPython) startREPL(ctx context.Context) (*nativeREPL, error) {
+	cmd := p.command(ctx, "-u", "-c", replLoop)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &nativeREPL{cmd: cmd, in: in, out: bufio.NewReader(out)}, nil
+}
+
+// Run sends one cell and returns what it printed.
+func (r *nativeREPL) Run(ctx context.Context, code string) (runResult, error) {
+	b, _ := json.Marshal(code)
+	if _, err := r.in.Write(append(b, '\n')); err != nil {
+		return runResult{}, err
+	}
+	var out strings.Builder
+	for {
+		line, err := r.out.ReadString('\n')
+		if err != nil {
+			return runResult{}, fmt.Errorf("native REPL: %w", err)
+		}
+		if line == "\x00done\n" {
+			return runResult{Stdout: out.String()}, nil
+		}
+		out.WriteString(line)
+	}
+}
+
+func (r *nativeREPL) Close() error {
+	r.in.Close()
+	return r.cmd.Wait()
+}

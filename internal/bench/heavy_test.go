@@ -1,0 +1,210 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
+)
+
+// fakeHeavy is a heavy runtime in memory: a pool that refills one sandbox per fill after a delay,
+// sessions that keep x and print a pandas version, and destruction that takes a moment.
+type fakeHeavy struct {
+	mu       sync.Mutex
+	size     int
+	warm     int
+	starting int
+	busy     int
+	fill     time.Duration
+	hits     int64
+	misses   int64
+}
+
+var _ heavyEngine = (*fakeHeavy)(nil)
+
+func (f *fakeHeavy) NewSession(ctx context.Context) (targetSession, error) {
+	f.mu.Lock()
+	f.busy++
+	if f.warm > 0 {
+		f.warm--
+		f.hits++
+		f.mu.Unlock()
+	} else {
+		f.misses++
+		f.mu.Unlock()
+		time.Sleep(f.fill)
+	}
+	f.refill()
+	return &fakeHeavySession{f: f}, nil
+}
+
+func (f *fakeHeavy) refill() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.warm+f.starting < f.size {
+		f.starting++
+		time.AfterFunc(f.fill, func() {
+			f.mu.Lock()
+			f.starting--
+			if f.warm < f.size {
+				f.warm++
+			}
+			f.mu.Unlock()
+		})
+	}
+}
+
+func (f *fakeHeavy) Pool() heavy.PoolStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return heavy.PoolStats{Warm: f.warm, Starting: f.starting, Size: f.size, Busy: f.busy, Hits: f.hits, MissRestored: f.misses}
+}
+
+func (f *fakeHeavy) SetWarm(n int) {
+	f.mu.Lock()
+	f.size = n
+	f.warm = min(f.warm, n)
+	f.mu.Unlock()
+	f.refill()
+}
+
+func (f *fakeHeavy) Close() error { return nil }
+
+type fakeHeavySession struct {
+	f *fakeHeavy
+	x int
+}
+
+func (s *fakeHeavySession) Run(ctx context.Context, code string) (runResult, error) {
+	switch {
+	case code == firstCell:
+		return runResult{Stdout: "1.5.3\n"}, nil
+	case code == sessionCode:
+		s.x++
+		return runResult{Stdout: strconv.Itoa(s.x-1) + "\n"}, nil
+	case strings.Contains(code, "_bench_time"):
+		return runResult{Stdout: "out\n\n" + timingMarker + "0.25\n"}, nil
+	}
+	return runResult{Failure: "unexpected code"}, nil
+}
+
+func (s *fakeHeavySession) Close() error {
+	go func() {
+		time.Sleep(time.Millisecond)
+		s.f.mu.Lock()
+		s.f.busy--
+		s.f.mu.Unlock()
+	}()
+	return nil
+}
+
+func testHeavyBencher(o HeavyOptions) *heavyBencher {
+	o.Log = io.Discard
+	o.defaults()
+	b := newHeavyBencher(o)
+	b.version = "1.5.3\n"
+	return b
+}
+
+// The scenarios run on a fake runtime give every row, the refill rate and the compute times, and
+// the pool-hit sessions all met a warm sandbox.
+func TestHeavyScenariosOnFake(t *testing.T) {
+	t.Parallel()
+	b := testHeavyBencher(HeavyOptions{N: 5, NBoot: 2, Cells: 10, Refill: 3, RefillReps: 2, Reps: 2})
+	b.start = func(ctx context.Context, warm int, noRestore bool) (heavyEngine, error) {
+		f := &fakeHeavy{size: warm, fill: 2 * time.Millisecond}
+		f.refill()
+		return f, nil
+	}
+	b.run(context.Background())
+	b.finish()
+	want := map[string]int{rowHit: 5, rowFirstH: 5, rowMissR: 5, rowFirstR: 5, rowCell: 10, rowFillR: 2, rowMissB: 2, rowFirstB: 2, rowFillB: 2}
+	for _, row := range b.res.Rows {
+		n, ok := want[row.Name]
+		if !ok {
+			continue // the native baselines: no image here
+		}
+		delete(want, row.Name)
+		if row.Error != "" || row.Stats == nil || row.Stats.N != n {
+			t.Errorf("%s: %+v, want %d runs", row.Name, row, n)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing rows: %v", want)
+	}
+	for _, row := range b.res.Rows {
+		if row.Name == rowFillR && (row.Stats.PerSecond <= 0 || row.Ratio <= 0) {
+			t.Errorf("refill row: %+v", row)
+		}
+	}
+	if len(b.res.Compute) != len(heavySnippets) || b.res.Compute[0].Median[engineHeavy] != 0.25 {
+		t.Errorf("compute: %+v", b.res.Compute)
+	}
+	if len(b.res.Targets) != 5 {
+		t.Errorf("targets: %+v", b.res.Targets)
+	}
+}
+
+func TestHeavyReport(t *testing.T) {
+	t.Parallel()
+	r := &HeavyResults{
+		Started:  time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC),
+		Settings: HeavyOptions{Refill: 8, Reps: 5},
+		Machine:  HeavyMachine{CPUs: 2, LoadBefore: "0.10 0.20 0.30", BusyBefore: 0.12, BusyAfter: -1, Image: "python-datascience"},
+		Rows: []HeavyRow{
+			{Group: hgStart, Name: "python3 -c, native (chroot)", Base: true, Stats: &Summary{N: 50, Median: 500, P99: 600, Min: 450}},
+			{Group: hgStart, Name: rowFirstH, Detail: "paced", Stats: &Summary{N: 50, Median: 10, P99: 20, Min: 8}},
+			{Group: hgStart, Name: rowMissR, Stats: &Summary{N: 50, Median: 250, P99: 300, Min: 200}},
+			{Group: hgStart, Name: rowMissB, Error: "no root"},
+			{Group: hgCell, Name: rowCell, Stats: &Summary{N: 200, Median: 4, P99: 6, Min: 3}},
+			{Group: hgRefill, Name: rowFillB, Base: true, Stats: &Summary{N: 3, Median: 8000, PerSecond: 1}},
+			{Group: hgRefill, Name: rowFillR, Stats: &Summary{N: 5, Median: 1000, PerSecond: 8}},
+		},
+		Compute: []HeavySnippet{{Name: "pandas: x", Median: map[string]float64{engineNative: 0.1, engineHeavy: 0.12}, Ratio: 1.2,
+			Times: map[string][]float64{engineNative: {0.1, 0.09}, engineHeavy: {0.12, 0.099}}, MinRatio: 1.1}},
+	}
+	r.fillRatios()
+	r.Targets = heavyTargets(r)
+	var out bytes.Buffer
+	writeHeavyReport(&out, r)
+	s := out.String()
+	for _, want := range []string{
+		"12% of the CPUs busy in an idle second before the run, — after; load average (1, 5, 15 min) 0.10 0.20 0.30 at the start",
+		"| *python3 -c, native (chroot)* (baseline) | 50 | 500 | 600 | 450 | 1.00x |",
+		"| create → first pandas cell, pool hit [1] | 50 | 10.0 | 20.0 | 8.00 | 0.020x |",
+		"| session create, pool miss → boot [2] | — |",
+		"| refill by restore | 5 | 8.00 | 1000 |",
+		"| 8.00x |",
+		"| pandas: x | 100 | 120 | 1.20x | 90.0 | 99.0 | 1.10x |",
+		"| warm-pool session to first print ≤ 20 ms (p50) | create → first pandas cell, pool hit | 10.0 ms | yes |",
+		"| refill ≥ 8 sandboxes/s | refill by restore | 8.00 sandboxes/s | yes |",
+		"| pandas-bound compute within 1.3x of native | pandas: x | 1.20x native | yes |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+// The compute wrapper times only the body, and its output parses.
+func TestHeavySnippetWrapper(t *testing.T) {
+	t.Parallel()
+	py := testenv.RequireTool(t, "python3")
+	s := heavySnippet{Name: "t", Setup: "import time\n", Body: "time.sleep(0.05)\nprint('done')\n"}
+	out, err := exec.Command(py, "-c", s.wrap()).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, secs, err := parseTiming(string(out))
+	if err != nil || got != "done" || secs < 0.05 || secs > 1 {
+		t.Errorf("output %q, %v s, %v", got, secs, err)
+	}
+}
