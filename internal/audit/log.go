@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -110,7 +112,8 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	if err := unix.Flock(int(l.f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		l.f.Close()
-		return nil, fmt.Errorf("audit log %s is in use by another agentbox process (%v)", path, err)
+		return nil, sandbox.Errorf(sandbox.KindConflict, "audit log %s is in use by another agentbox process (%v)", path, err).
+			WithHint("a daemon with this data directory is running: send requests to it, or give this process another data directory (--data-dir)")
 	}
 	if err := l.recover(v); err != nil {
 		l.f.Close()

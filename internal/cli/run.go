@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // RunOptions are the flags of `agentbox run` and what tests replace.
@@ -176,7 +177,11 @@ func pickRunner(ctx context.Context, opts RunOptions, code string) (runner, func
 	log := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := opts.NewManager(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(opts.Stderr, "agentbox: could not start a local engine: %v\n", err)
+		msg := err.Error()
+		if e := sandbox.AsError(err); e.Hint != "" {
+			msg += " (hint: " + e.Hint + ")"
+		}
+		fmt.Fprintf(opts.Stderr, "agentbox: could not start a local engine: %s\n", msg)
 		return nil, nil, runExitCodes[api.CodeRuntimeUnavailable]
 	}
 	return localRunner{m: m}, func() { m.Close() }, exitOK

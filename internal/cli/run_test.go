@@ -14,6 +14,8 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
@@ -226,5 +228,18 @@ func TestMainParsesRunFlags(t *testing.T) {
 	errOut.Reset()
 	if code := cli.Main(context.Background(), []string{"bench"}, nil, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "nano") {
 		t.Errorf("bench without a benchmark name: %d %q, want an error naming the benchmarks", code, errOut.String())
+	}
+}
+
+// A local engine that cannot start says why and what to do, e.g. when a daemon holds the data
+// directory's audit log.
+func TestRunLocalEngineRefusedShowsHint(t *testing.T) {
+	busy := func(context.Context, config.Config, *slog.Logger) (*sandbox.Manager, error) {
+		return nil, sandbox.Errorf(sandbox.KindConflict, "audit log X is in use by another agentbox process").
+			WithHint("a daemon with this data directory is running: send requests to it")
+	}
+	got := runCLI(t, cli.RunOptions{File: "-", Stdin: strings.NewReader("print(1)"), Local: true, DataDir: t.TempDir(), NewManager: busy})
+	if got.code != 69 || !strings.Contains(got.stderr, "in use by another agentbox process") || !strings.Contains(got.stderr, "hint: a daemon with this data directory is running") {
+		t.Fatalf("got %+v", got)
 	}
 }

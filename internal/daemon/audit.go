@@ -23,7 +23,7 @@ func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 		Logger:             log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
+		return nil, err // audit's errors name the log already
 	}
 	r := l.Opened()
 	for _, w := range r.Warnings {
