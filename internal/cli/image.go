@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -107,17 +109,49 @@ func ImageList(opts ImageOptions) error {
 	return nil
 }
 
+// ImagePrune removes builds of images other than each one's current build. It refuses while a
+// daemon holds the heavy tier's state directory, since that daemon may run sandboxes on an old
+// build.
+func ImagePrune(opts ImageOptions) error {
+	cfg, err := loadConfig(opts.ConfigFile, "", opts.DataDir)
+	if err != nil {
+		return err
+	}
+	run := filepath.Join(cfg.HeavyStateDir(), "run")
+	if f, err := os.Open(filepath.Join(run, ".lock")); err == nil {
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			return fmt.Errorf("a daemon uses %s and may run sandboxes on an old build: stop it first", cfg.HeavyStateDir())
+		}
+		defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	}
+	pruned, err := heavy.LayoutFor(cfg.DataDir).Images().Prune()
+	var total int64
+	for _, p := range pruned {
+		fmt.Fprintf(opts.Out, "removed %s (%d MiB)\n", p.Path, p.Bytes>>20)
+		total += p.Bytes
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(opts.Out, "%d old builds removed, %d MiB freed\n", len(pruned), total>>20)
+	return nil
+}
+
 func imageCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	synopsis := `Usage: agentbox image build NAME [flags]
        agentbox image list [flags]
+       agentbox image prune [flags]
 
 build makes the heavy tier's image NAME from its recipe (images/NAME/recipe: a Debian package
 list) with debootstrap from the machine's Debian mirror, adds the guest agent, and caches it by
 a hash of the recipe: building an unchanged recipe again is instant. Needs root.
 list shows the built images with the versions of their packages.
+prune removes old builds of each image (a changed recipe keeps the previous build, ~1.2 GB); it
+refuses while a daemon uses the data directory.
 
 Recipes: ` + strings.Join(images.Names(), ", ")
-	if len(args) == 0 || (args[0] != "build" && args[0] != "list") {
+	if len(args) == 0 || (args[0] != "build" && args[0] != "list" && args[0] != "prune") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprintln(stdout, synopsis)
 			return exitOK
@@ -134,7 +168,7 @@ Recipes: ` + strings.Join(images.Names(), ", ")
 		fs.StringVar(&opts.Guest, "guest", "", "guest agent `BINARY` (default: agentbox-guest next to agentbox, in the data directory, or on PATH)")
 		fs.StringVar(&opts.Mirror, "mirror", "", "Debian mirror `URL` (default: the one apt is configured with)")
 		fs.BoolVar(&opts.Force, "force", false, "rebuild the root file system even if this recipe is cached")
-	} else {
+	} else if sub == "list" {
 		fs.BoolVar(&opts.JSON, "json", false, "print the manifests as JSON")
 		fs.BoolVar(&opts.Packages, "packages", false, "also list every Python distribution with its version")
 	}
@@ -146,8 +180,8 @@ Recipes: ` + strings.Join(images.Names(), ", ")
 	case sub == "build" && len(pos) != 1:
 		fmt.Fprintf(stderr, "agentbox image build: want one image name (recipes: %s)\n", strings.Join(images.Names(), ", "))
 		return exitUsage
-	case sub == "list" && len(pos) != 0:
-		fmt.Fprintf(stderr, "agentbox image list: unexpected argument %q\n", pos[0])
+	case sub != "build" && len(pos) != 0:
+		fmt.Fprintf(stderr, "agentbox image %s: unexpected argument %q\n", sub, pos[0])
 		return exitUsage
 	}
 	if sub == "build" {
@@ -157,6 +191,8 @@ Recipes: ` + strings.Join(images.Names(), ", ")
 			return exitFailure
 		}
 		err = ImageBuild(ctx, opts)
+	} else if sub == "prune" {
+		err = ImagePrune(opts)
 	} else {
 		err = ImageList(opts)
 	}

@@ -238,3 +238,40 @@ func TestBuildCache(t *testing.T) {
 		t.Errorf("list: %+v %v", list, err)
 	}
 }
+
+// Prune keeps each image's current build and removes the others, and leaves what is not a build
+// alone.
+func TestPrune(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	mk := func(name, hash string) string {
+		d := filepath.Join(s.Dir, name, hash)
+		if err := os.MkdirAll(filepath.Join(d, "rootfs"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "rootfs", "big"), make([]byte, 1000), 0o644)
+		if err := (Manifest{Name: name, Hash: hash}).write(d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	old, cur := mk("py", "aaaa"), mk("py", "bbbb")
+	if err := s.setCurrent("py", "bbbb"); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(s.Dir, "py", "notes")
+	os.MkdirAll(other, 0o755)
+	building := filepath.Join(s.Dir, "py", ".build-cccc-1")
+	os.MkdirAll(building, 0o755)
+	got, err := s.Prune()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Path != old || got[0].Bytes < 1000 {
+		t.Fatalf("pruned %+v", got)
+	}
+	for _, keep := range []string{cur, other, building} {
+		if _, err := os.Stat(keep); err != nil {
+			t.Errorf("%s removed", keep)
+		}
+	}
+}
