@@ -136,3 +136,14 @@ func (c *Client) Intent(ctx context.Context, id string) (*api.Intent, error) {
 	}
 	return &in, nil
 }
+
+// ReloadEgressPolicy makes the daemon read its egress profiles again (POST /v1/egress/reload) and
+// returns their names. A profile file with an error leaves the old profiles in force; the error
+// names the file and line.
+func (c *Client) ReloadEgressPolicy(ctx context.Context) ([]string, error) {
+	var r api.ReloadResult
+	if err := c.do(ctx, http.MethodPost, "/v1/egress/reload", nil, &r, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return r.Profiles, nil
+}
