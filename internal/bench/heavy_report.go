@@ -55,16 +55,16 @@ type HeavyRow struct {
 // HeavySnippet is one compute cell: seconds inside its timed part per repetition and engine
 // (native, heavy), their medians and heavy ÷ native.
 type HeavySnippet struct {
-	Name     string               `json:"name"`
-	Times    map[string][]float64 `json:"times_s"`
-	Median   map[string]float64   `json:"median_s"`
-	Ratio    float64              `json:"heavy_vs_native,omitempty"`
+	Name   string               `json:"name"`
+	Times  map[string][]float64 `json:"times_s"`
+	Median map[string]float64   `json:"median_s"`
+	Ratio  float64              `json:"heavy_vs_native,omitempty"`
 	// MinRatio divides the fastest repetitions: other work on the machine only ever adds time,
 	// so on a busy machine it is the steadier estimate of the cost itself.
-	MinRatio float64 `json:"heavy_vs_native_min,omitempty"`
-	Errors   map[string]string    `json:"errors,omitempty"`
-	Outputs  map[string]string    `json:"outputs,omitempty"`
-	Mismatch bool                 `json:"output_mismatch,omitempty"`
+	MinRatio float64           `json:"heavy_vs_native_min,omitempty"`
+	Errors   map[string]string `json:"errors,omitempty"`
+	Outputs  map[string]string `json:"outputs,omitempty"`
+	Mismatch bool              `json:"output_mismatch,omitempty"`
 }
 
 // Target is a goal a figure is held against.
