@@ -29,9 +29,8 @@ type monitor struct {
 	mu sync.Mutex
 	// times of recent violations, per session
 	recent map[string][]time.Time
-	// alerted: the window's violations already raised an alert; the next alert needs
-	// threshold new ones.
-	hc *http.Client
+	hc     *http.Client
+	counts int // calls of count, for the periodic sweep
 }
 
 func newMonitor(g *Gateway) *monitor {
@@ -54,6 +53,16 @@ func (m *monitor) count(sb Sandbox, p *Profile, ev Event) {
 	now := time.Now()
 	window := time.Duration(a.Window)
 	m.mu.Lock()
+	// One-shot runs are never forgotten by a session close: drop every session whose last
+	// violation left the window, now and then, so the map stays bounded.
+	if m.counts++; m.counts%256 == 0 {
+		stale := max(window, time.Hour) // other profiles may have longer windows
+		for s, ts := range m.recent {
+			if len(ts) == 0 || now.Sub(ts[len(ts)-1]) >= stale {
+				delete(m.recent, s)
+			}
+		}
+	}
 	ts := m.recent[sb.Session]
 	keep := ts[:0]
 	for _, t := range ts {
