@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -90,13 +89,7 @@ flags:
 	if err != nil {
 		return err
 	}
-	if o.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	writeEgressReport(out, res)
-	return nil
+	return emit(ctx, out, "egress", o.JSON, res, writeEgressReport, 0)
 }
 
 // dlpBench and dlpInspector are set by the DLP package's wiring (bench_dlp.go) when present.

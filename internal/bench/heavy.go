@@ -181,22 +181,7 @@ func RunHeavy(ctx context.Context, o HeavyOptions, out io.Writer) error {
 	b.machine()
 	b.run(ctx)
 	b.finish()
-	if o.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(b.res); err != nil {
-			return err
-		}
-	} else {
-		writeHeavyReport(out, b.res)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if b.res.Failed > 0 {
-		return fmt.Errorf("bench heavy: %d measurements failed (see the report)", b.res.Failed)
-	}
-	return nil
+	return emit(ctx, out, "heavy", o.JSON, b.res, writeHeavyReport, b.res.Failed)
 }
 
 func newHeavyBencher(o HeavyOptions) *heavyBencher {

@@ -53,22 +53,7 @@ func RunNano(ctx context.Context, o Options, out io.Writer) error {
 	b.nano(ctx)
 	b.finish()
 
-	if o.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(b.res); err != nil {
-			return err
-		}
-	} else {
-		writeReport(out, b.res)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if b.res.Failed > 0 {
-		return fmt.Errorf("bench nano: %d measurements failed (see the report)", b.res.Failed)
-	}
-	return nil
+	return emit(ctx, out, "nano", o.JSON, b.res, writeReport, b.res.Failed)
 }
 
 func (b *bencher) finish() {
