@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -447,5 +449,26 @@ dlp:
 	}
 	if ev := f.rec.last(); ev.Decision != "warned" || !strings.Contains(strings.Join(ev.Detectors, ","), "payment-card") {
 		t.Fatalf("warn record: %+v", ev)
+	}
+}
+
+// The CA is made once, with its key readable by its owner only; a key others can read is refused.
+func TestCAFiles(t *testing.T) {
+	dir := t.TempDir()
+	a, err := LoadOrCreateCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, caKeyFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key mode: %v %v", st.Mode(), err)
+	}
+	b, err := LoadOrCreateCA(dir)
+	if err != nil || !b.Cert.Equal(a.Cert) {
+		t.Fatalf("second load made another CA: %v", err)
+	}
+	os.Chmod(filepath.Join(dir, caKeyFile), 0o644)
+	if _, err := LoadOrCreateCA(dir); err == nil || !strings.Contains(err.Error(), "readable by others") {
+		t.Fatalf("a world-readable key: %v", err)
 	}
 }

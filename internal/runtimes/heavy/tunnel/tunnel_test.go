@@ -109,3 +109,28 @@ func TestWindowViolation(t *testing.T) {
 		t.Fatal("a second open of one stream was taken")
 	}
 }
+
+// A guest cannot make the daemon hold more than MaxStreams streams: past the cap, an open is
+// answered with a close.
+func TestStreamCap(t *testing.T) {
+	var mu sync.Mutex
+	var closes int
+	m := New(func(f Frame) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if f.Kind == KindClose {
+			closes++
+		}
+		return nil
+	}, func(net.Conn) {})
+	for i := range MaxStreams + 10 {
+		if err := m.Handle(Frame{Kind: KindOpen, Stream: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if m.Len() != MaxStreams || closes != 10 {
+		t.Fatalf("%d streams held, %d refused; want %d and 10", m.Len(), closes, MaxStreams)
+	}
+}
