@@ -293,6 +293,7 @@ class Session:
     """An open session."""
 
     id: str = ""
+    #: The tier the session runs on now: "nano" or "heavy" (an auto session may move to heavy).
     runtime: str = ""
     limits: Limits = field(default_factory=Limits)
     created_at: Optional[_dt.datetime] = None

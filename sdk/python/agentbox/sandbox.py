@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import Dict, Iterable, List, Optional, Union
+from typing import Callable, Dict, Iterable, List, Optional, TypeVar, Union
 
 from .client import Client
 from .config import SandboxConfig, parse_duration
@@ -15,6 +15,7 @@ from .models import CreateSessionRequest, FileInfo, InputFile, Intent, Result, R
 log = logging.getLogger("agentbox")
 
 FilesArg = Union[None, Dict[str, Union[bytes, str]], Iterable[InputFile]]
+T = TypeVar("T")
 
 
 def _input_files(files: FilesArg) -> Optional[List[InputFile]]:
@@ -26,12 +27,36 @@ def _input_files(files: FilesArg) -> Optional[List[InputFile]]:
     return list(files)
 
 
+def _seconds_text(secs: float) -> str:
+    """A duration for people, as the daemon's config writes it: 600 -> "10m", 90 -> "1m30s"."""
+    total = int(round(secs))
+    h, rest = divmod(total, 3600)
+    m, s = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (s, "s")) if v) or f"{secs:g}s"
+
+
+def _ended_hint(session_id: str, idle_timeout: float = 0.0) -> str:
+    """The hint of a NotFound for a session the SDK thought open: why it may have ended, and what now.
+
+    The daemon cannot say which of these happened (a closed session leaves nothing behind), so
+    the hint names them all; ``idle_timeout`` is the session's own, when the SDK knows it.
+    """
+    idle = f"idle for {_seconds_text(idle_timeout)}" if idle_timeout > 0 else "idle past its idle timeout"
+    return (f"session {session_id} has ended (closed, {idle}, or the daemon restarted) and its state is gone; "
+            "create a new Sandbox")
+
+
 class _SessionHandle:
-    """The session a Sandbox holds, apart from the Sandbox so that a finalizer can close it."""
+    """The session a Sandbox holds, apart from the Sandbox so that a finalizer can close it.
+
+    ``owned`` is False for a session this Sandbox attached to (:meth:`Sandbox.connect`): garbage
+    collection and interpreter exit leave such a session open for whoever else uses it.
+    """
 
     def __init__(self, client: Client) -> None:
         self.client = client
         self.session: Optional[Session] = None
+        self.owned = True
 
     def close(self) -> None:
         s, self.session = self.session, None
@@ -44,6 +69,8 @@ class _SessionHandle:
 
     def close_quietly(self) -> None:
         """Used at garbage collection and interpreter exit, where nobody could catch an error."""
+        if not self.owned:
+            return
         try:
             self.close()
         except Exception:  # noqa: BLE001
@@ -58,15 +85,17 @@ class Sandbox:
     first use of :attr:`files`) and ended by :meth:`close`, by leaving a ``with`` block, when the
     Sandbox is garbage-collected or the program exits, or by the daemon after 10 idle minutes.
     ``stateful=False`` makes every run a fresh one-shot sandbox instead (``POST /v1/run``).
+    :meth:`connect` attaches to a session another Sandbox (in this process or another) started,
+    and :meth:`detach` hands one over.
 
-    **Which tier.** With ``runtime="auto"`` (the default), a one-shot run is routed by the daemon
-    from its imports. A session's tier is fixed when it starts, so the Sandbox asks the daemon
-    where the *first* code would go (``POST /v1/route``) and starts the session there: plain
-    Python goes to nano, ``import pandas`` to heavy. If later runs need more than the first one,
-    say so up front with ``packages=[...]`` or ``runtime="heavy"``. A daemon without
-    ``/v1/route`` starts auto sessions on nano (its default for sessions) unless packages or an
-    image are given. Using :attr:`files` before any run starts a heavy session, since session
-    files are a heavy-tier feature.
+    **Which tier.** With ``runtime="auto"`` (the default) and no packages, image or network, the
+    session is created with runtime ``auto``: the daemon starts it on nano and moves it to heavy,
+    with its state, when a later run needs what nano lacks (``import pandas`` after plain
+    Python), saying so in the run's routing reasons. :attr:`runtime` is the tier of the latest
+    run. An explicit ``runtime="nano"`` or ``"heavy"``, or ``packages``, an ``image`` or
+    ``network`` (which mean heavy), fix the tier for the session's life. Using :attr:`files`
+    before any run starts a heavy session, since session files are a heavy-tier feature.
+    A one-shot run is routed by the daemon from its imports.
 
     Args:
         config: What to ask of the daemon: runtime, packages, timeout, memory, env, image.
@@ -97,6 +126,42 @@ class Sandbox:
         # script that never calls close() does not hold one of the daemon's sessions for 10 minutes.
         self._finalizer = weakref.finalize(self, _SessionHandle.close_quietly, self._handle)
 
+    @classmethod
+    def connect(cls, session_id: str, url: Optional[str] = None, api_key: Optional[str] = None, *,
+                config: Optional[SandboxConfig] = None, client: Optional[Client] = None) -> "Sandbox":
+        """A Sandbox attached to an open session, by its id: to continue, from another process (or
+        another object), a session that a Sandbox started, with its variables, imports and files.
+
+        It asks the daemon for the session (``GET /v1/sessions/{id}``), so a wrong or ended id
+        fails here, with :class:`~agentbox.NotFound`, rather than at the first run.
+
+        The session is not this Sandbox's: garbage collection and interpreter exit leave it open.
+        :meth:`close` (or leaving a ``with`` block) ends it for everyone, as the daemon has one
+        session per id; :meth:`detach` lets go of it without ending it. The Sandbox that started
+        the session closes it when it is collected or its program exits, unless it was detached
+        first: ``sid = box.detach()`` in the first process, ``Sandbox.connect(sid)`` in the next.
+
+        Args:
+            session_id: The session's id (:attr:`session_id`, e.g. "sb_1f2e3d4c5b6a7980").
+            url, api_key, client: The daemon, as for :class:`Sandbox`.
+            config: Used if the session is lost and this Sandbox starts a new one; default
+                ``SandboxConfig()``. The session's own settings were fixed when it was created.
+        """
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("agentbox: connect needs the id of an open session, e.g. box.session_id")
+        box = cls(config, url, api_key, client=client)
+        box._handle.owned = False
+        try:
+            s = box.client.get_session(session_id)
+        except NotFound as e:
+            box._closed = True
+            e.hint = (f"no open session {session_id} at {box.client.url}: the id is wrong, or the session has ended "
+                      "(closed, idle past its idle timeout, or the daemon restarted); create a new Sandbox")
+            raise
+        box._handle.session = s
+        log.debug("agentbox: connected to session %s on %s", s.id, s.runtime)
+        return box
+
     def __repr__(self) -> str:
         s = self._handle.session
         where = f"session {s.id} on {s.runtime}" if s else ("closed" if self._closed else "no session yet")
@@ -106,7 +171,8 @@ class Sandbox:
 
     @property
     def session(self) -> Optional[Session]:
-        """The session as the daemon described it when it started, or None before the first run."""
+        """The session as the daemon described it when it started (or when :meth:`connect`
+        attached to it), its ``runtime`` kept up to date from each run; None before the first run."""
         return self._handle.session
 
     @property
@@ -116,13 +182,14 @@ class Sandbox:
 
     @property
     def runtime(self) -> Optional[str]:
-        """The session's tier ("nano" or "heavy"), or None while there is no session."""
+        """The session's tier now ("nano" or "heavy"), as the latest run reported it; None while
+        there is no session. An auto session can move from nano to heavy."""
         s = self._handle.session
         return s.runtime if s else None
 
     @property
     def routing(self) -> Optional[Routing]:
-        """Why the session runs on its tier: the daemon's routing of the first code, if it was asked."""
+        """Where the latest run of the session went and why (its ``result.routing``), or None."""
         return self._routing
 
     # --- runs ----------------------------------------------------------------------------
@@ -151,7 +218,7 @@ class Sandbox:
                 code=code, runtime=cfg.runtime, timeout=t, memory_mb=cfg.memory_mb, env=merged or None,
                 files=_input_files(files), packages=cfg.packages or None, image=cfg.image,
                 network=cfg.network or None, egress_profile=cfg.egress_profile))
-        created = self._ensure_session(first_code=code)
+        self._ensure_session()
         sid = self._handle.session.id  # type: ignore[union-attr]
         try:
             res = self.client.run_in_session(sid, RunRequest(code=code, timeout=t, env=env or None,
@@ -160,62 +227,78 @@ class Sandbox:
             self._lost_session(sid, e)
             raise
         except AgentboxError as e:
-            if created and e.result is not None:
-                self._annotate(e.result)
+            if e.result is not None:
+                self._follow(sid, e.result, e)
             raise
-        if created:
-            self._annotate(res)
+        self._follow(sid, res)
         return res
 
-    def _annotate(self, res: Result) -> None:
-        """The run that started the session went to its tier for the reasons of that choice."""
-        if self._routing is not None:
-            res.routing.reasons = list(self._routing.reasons) + list(res.routing.reasons)
+    def _follow(self, sid: str, res: Result, err: Optional[AgentboxError] = None) -> None:
+        """Keep :attr:`runtime` and :attr:`routing` up to date from a run of session ``sid``: an
+        auto session moves to another tier when its code needs one, and the run says so."""
+        s = self._handle.session
+        if s is None or s.id != sid or not res.runtime:
+            return
+        self._routing = res.routing
+        if res.runtime == s.runtime:
+            return
+        before, s.runtime = s.runtime, res.runtime
+        why = "; ".join(res.routing.reasons) or "the daemon gave no reason"
+        log.info("agentbox: session %s moved from %s to %s: %s", sid, before, res.runtime, why)
+        if err is not None:
+            moved = f"the session moved from {before} to {res.runtime} for this run ({why})"
+            err.hint = f"{err.hint}; {moved}" if err.hint else moved
 
     def _lost_session(self, sid: str, e: NotFound) -> None:
+        """The daemon no longer has session ``sid``: forget it (the next run starts a new one) and
+        say in the error why that happens."""
+        idle = 0.0
         with self._lock:
             s = self._handle.session
             if s is not None and s.id == sid:
+                idle = s.idle_timeout
                 self._handle.session = None
-        e.hint = ("this Sandbox's session ended (closed, idle for too long, or stopped after a run ran past its "
-                  "timeout) and its state is gone; the next run starts a new session")
+                self._handle.owned = True  # a session this Sandbox starts next is its own
+        e.hint = _ended_hint(sid, idle) + " (or run again: this Sandbox then starts a new, empty session)"
 
-    def _ensure_session(self, first_code: Optional[str] = None, for_files: bool = False) -> bool:
-        """Start the session if there is none; say whether this call started it."""
+    def _session_call(self, call: Callable[[str], T], *, for_files: bool = False) -> T:
+        """Call ``call(session_id)`` on the session (started if need be). A NotFound there may be
+        the session's or a file's: the session is asked for, and if it is gone the error says so."""
+        self._ensure_session(for_files=for_files)
+        sid = self._handle.session.id  # type: ignore[union-attr]
+        try:
+            return call(sid)
+        except NotFound as e:
+            try:
+                self.client.get_session(sid)
+            except NotFound:
+                self._lost_session(sid, e)
+            except AgentboxError:
+                pass
+            raise
+
+    def _ensure_session(self, for_files: bool = False) -> bool:
+        """Start the session if there is none; say whether this call started it.
+
+        No question is asked of the daemon first (``POST /v1/route``): an auto session follows its
+        code from tier to tier, so its first code need not choose for the rest.
+        """
         with self._lock:
             self._check_open()
             if self._handle.session is not None:
                 return False
             cfg = self.config
             runtime = cfg.runtime
-            routing: Optional[Routing] = None
-            if runtime == "auto" and not cfg.wants_image:
-                if first_code is not None:
-                    routing = self._route(first_code)
-                    if routing is not None:
-                        runtime = routing.tier
-                elif for_files:
-                    runtime = "heavy"
-                    routing = Routing(tier="heavy", reasons=["heavy: session files are used before any run"])
+            if runtime == "auto" and not cfg.wants_image and for_files:
+                runtime = "heavy"
+                self._routing = Routing(tier="heavy", reasons=["heavy: session files are used before any run"])
             self._handle.session = self.client.create_session(CreateSessionRequest(
                 runtime=runtime, timeout=cfg.timeout_seconds, memory_mb=cfg.memory_mb, env=cfg.env or None,
                 packages=cfg.packages or None, image=cfg.image, network=cfg.network or None,
                 egress_profile=cfg.egress_profile))
-            self._routing = routing
+            self._handle.owned = True
             log.debug("agentbox: session %s on %s", self._handle.session.id, self._handle.session.runtime)
             return True
-
-    _warned_no_route = False
-
-    def _route(self, code: str) -> Optional[Routing]:
-        try:
-            return self.client.route(RunRequest(code=code, runtime="auto"))
-        except NotFound:
-            if not Sandbox._warned_no_route:
-                Sandbox._warned_no_route = True
-                log.warning("agentbox: the daemon at %s has no POST /v1/route; auto sessions start on its default "
-                            "tier (nano) unless packages or an image are given", self.client.url)
-            return None
 
     # --- egress intents ------------------------------------------------------------------
 
@@ -225,13 +308,12 @@ class Sandbox:
         or "10m"; default the intent's maximum) or until :meth:`clear_intent`. Needs
         ``SandboxConfig(network=True)``.
         """
-        self._ensure_session(first_code=None)
-        return self.client.set_intent(self._handle.session.id, name, parse_duration(ttl))  # type: ignore[union-attr]
+        t = parse_duration(ttl)
+        return self._session_call(lambda sid: self.client.set_intent(sid, name, t))
 
     def clear_intent(self) -> None:
         """End the current intent: its rules close at once."""
-        self._ensure_session(first_code=None)
-        self.client.clear_intent(self._handle.session.id)  # type: ignore[union-attr]
+        self._session_call(self.client.clear_intent)
 
     # --- lifecycle -----------------------------------------------------------------------
 
@@ -240,10 +322,23 @@ class Sandbox:
             raise ValueError("agentbox: this Sandbox is closed")
 
     def close(self) -> None:
-        """End the session (if one started) and free what it holds on the daemon. Idempotent."""
+        """End the session (if there is one) and free what it holds on the daemon. Idempotent.
+
+        This ends a session attached with :meth:`connect` too, for every Sandbox using it; use
+        :meth:`detach` to let go of a session without ending it.
+        """
         self._closed = True
         with self._lock:
             self._handle.close()
+
+    def detach(self) -> Optional[str]:
+        """Let go of the session without ending it and return its id (None if there was none), so
+        that another process can continue it with :meth:`connect`. This Sandbox is closed for
+        use afterwards; the session ends when someone closes it or after its idle timeout."""
+        self._closed = True
+        with self._lock:
+            s, self._handle.session = self._handle.session, None
+        return s.id if s else None
 
     @property
     def closed(self) -> bool:
@@ -256,9 +351,13 @@ class Sandbox:
         if exc_type is None:
             self.close()
             return
-        # Do not let a failing close hide the exception that ended the block.
+        # Do not let a failing close hide the exception that ended the block. (Not close_quietly:
+        # leaving the block ends an attached session too, as close() does.)
         self._closed = True
-        self._handle.close_quietly()
+        try:
+            self._handle.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 class Files:
@@ -272,30 +371,29 @@ class Files:
     def __init__(self, box: Sandbox) -> None:
         self._box = box
 
-    def _sid(self) -> str:
+    def _call(self, call: Callable[[str], T]) -> T:
         box = self._box
         if not box.stateful:
             raise ValueError("agentbox: files need a session; this Sandbox is stateful=False")
-        box._ensure_session(for_files=True)
-        return box._handle.session.id  # type: ignore[union-attr]
+        return box._session_call(call, for_files=True)
 
     def write(self, path: str, data: Union[bytes, str]) -> None:
         """Write ``data`` (str is encoded as UTF-8) to ``path``, creating parent directories."""
         if isinstance(data, str):
             data = data.encode("utf-8")
-        self._box.client.write_file(self._sid(), path, data)
+        self._call(lambda sid: self._box.client.write_file(sid, path, data))
 
     def read(self, path: str) -> bytes:
         """The content of the file at ``path``."""
-        return self._box.client.read_file(self._sid(), path)
+        return self._call(lambda sid: self._box.client.read_file(sid, path))
 
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read(path).decode(encoding)
 
     def list(self, path: str = "/home/user") -> List[FileInfo]:
         """Every file and directory under ``path``, recursively, sorted by path."""
-        return self._box.client.list_files(self._sid(), path)
+        return self._call(lambda sid: self._box.client.list_files(sid, path))
 
     def remove(self, path: str) -> None:
         """Remove a file, or a directory with everything under it."""
-        self._box.client.remove_file(self._sid(), path)
+        self._call(lambda sid: self._box.client.remove_file(sid, path))

@@ -80,6 +80,78 @@ def test_a_session_the_daemon_ended_is_replaced_on_the_next_run(daemon):
         assert res.stdout == "fresh\n" and box.session_id is not None
 
 
+def test_ended_session_hint_says_why(daemon):
+    box = Sandbox()
+    box.run("x = 1")
+    sid = box.session_id
+    Client().close_session(sid)
+    with pytest.raises(agentbox.NotFound) as e:
+        box.run("print(x)")
+    assert e.value.hint.startswith(f"session {sid} has ended (closed, idle for 10m, or the daemon restarted)"), e.value.hint
+    assert "create a new Sandbox" in e.value.hint and box.session is None
+    box.close()
+
+
+def test_connect_shares_the_session(daemon):
+    with Sandbox() as first:
+        first.run("x = 41")
+        second = Sandbox.connect(first.session_id)
+        assert second.session_id == first.session_id and second.runtime == first.runtime == "nano"
+        assert second.session.runs == 1
+        second.run("x += 1\ny = 'from the second'")
+        res = first.run("print(x, y)")
+        assert res.stdout == "42 from the second\n"
+        # Collecting the attached Sandbox leaves the session open.
+        del second
+        import gc
+        gc.collect()
+        assert first.run("print(x)").stdout == "42\n"
+        third = Sandbox.connect(first.session_id)
+    # The first Sandbox closed the session: the attached one learns why.
+    with pytest.raises(agentbox.NotFound) as e:
+        third.run("print(x)")
+    assert "has ended" in e.value.hint and "create a new Sandbox" in e.value.hint
+    with pytest.raises(agentbox.NotFound) as e:
+        Sandbox.connect(first.session_id)
+    assert e.value.hint.startswith(f"no open session {first.session_id} at {daemon.url}: the id is wrong, or the session has ended")
+
+
+def test_connect_from_another_process(daemon):
+    import os
+    import subprocess
+    import sys
+
+    box = Sandbox()
+    box.run("notes = ['turn 1']")
+    sid = box.detach()
+    del box  # detached: collecting it leaves the session open
+    script = ("import sys; from agentbox import Sandbox\n"
+              "box = Sandbox.connect(sys.argv[1])\n"
+              "print(box.run(\"notes.append('turn 2'); print(notes)\").stdout, end='')\n")
+    for turn in (2, 3):
+        p = subprocess.run([sys.executable, "-c", script.replace("turn 2", f"turn {turn}"), sid], capture_output=True,
+                           text=True, timeout=120, env=dict(os.environ))
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == repr([f"turn {i}" for i in range(1, turn + 1)]) + "\n"
+    # The scripts exited without closing: the session is still there, with what they did.
+    with Sandbox.connect(sid) as box:
+        assert box.run("print(len(notes))").stdout == "3\n"
+    assert sid not in {s.id for s in Client().list_sessions()}
+
+
+def test_two_turns_plain_python_then_pandas(heavy):
+    """The new user's example: turn 1 is plain Python (nano), turn 2 needs pandas. One Sandbox()
+    carries x over; the session moves to heavy and says so."""
+    with Sandbox() as box:
+        first = box.run("rows = [3, 4, 5]\nx = sum(rows)\nprint(x)")
+        assert (first.stdout, first.runtime, box.runtime) == ("12\n", "nano", "nano"), first
+        second = box.run("import pandas as pd\nprint(int(pd.Series(rows).sum() + x))")
+        assert second.ok, second.error
+        assert (second.stdout, second.runtime, box.runtime) == ("24\n", "heavy", "heavy"), second
+        assert any("nano" in r for r in second.routing.reasons), second.routing
+        assert box.run("print(x)").stdout == "12\n"
+
+
 def test_files(heavy):
     with Sandbox(SandboxConfig(runtime="heavy")) as box:
         box.files.write("data/in.txt", "hello")
@@ -126,60 +198,181 @@ def test_config_env_and_timeout(daemon):
     assert res.stdout == "1\n"
 
 
-# --- how an auto session picks its tier, against a stub (POST /v1/route) ----------------------
+# --- how a session picks its tier and follows its code, against a stub ------------------------
 
-def _session_stub(route_reply):
-    """Replies by path: route_reply for /v1/route, a session, and a result echoing its runtime."""
+SESSION = {"id": "sb_1", "runtime": "nano", "limits": {}, "created_at": "2026-01-01T00:00:00Z",
+           "last_used": "2026-01-01T00:00:00Z", "runs": 0, "idle_timeout": 600}
+
+
+def _session_stub(runs=None):
+    """Replies by path, as a daemon whose auto sessions start on nano: a session (on the tier asked
+    for), and results on that tier, except that a run whose code imports pandas moves an auto
+    session to heavy. ``runs`` maps a code to a reply of its own. Every path but these: 204."""
     from support import result_body
 
-    created = {}
+    state = {}
 
     def reply(req):
-        if req["path"] == "/v1/route":
-            return route_reply
-        if req["path"] == "/v1/sessions":
-            created.update(req["body"])
-            tier = req["body"].get("runtime", "auto")
-            created["tier"] = "nano" if tier == "auto" else tier
-            return 201, {"id": "sb_1", "runtime": created["tier"], "limits": {}, "created_at": "2026-01-01T00:00:00Z",
-                         "last_used": "2026-01-01T00:00:00Z", "runs": 0, "idle_timeout": 600}
-        if req["path"] == "/v1/sessions/sb_1/run":
-            t = created["tier"]
-            return 200, result_body(runtime=t, routing={"tier": t, "reasons": [f"{t}: session sb_1"]})
+        path, body = req["path"], req["body"]
+        if path == "/v1/sessions" and req["method"] == "POST":
+            asked = body.get("runtime", "auto")
+            state["auto"] = asked == "auto"
+            state["tier"] = "nano" if asked == "auto" else asked
+            return 201, dict(SESSION, runtime=state["tier"])
+        if path == "/v1/sessions/sb_1/run":
+            if runs and body["code"] in runs:
+                return runs[body["code"]]
+            reasons = [f"{state['tier']}: session sb_1"]
+            if state["auto"] and "pandas" in body["code"] and state["tier"] == "nano":
+                state["tier"] = "heavy"
+                reasons = ["heavy: imports pandas (not in nano); session sb_1 moved from nano, 1 earlier run replayed"]
+            t = state["tier"]
+            return 200, result_body(runtime=t, routing={"tier": t, "reasons": reasons})
         return 204, b""
     return reply
 
 
-def test_auto_session_starts_where_the_daemon_routes_the_first_code(stub):
-    stub.script(_session_stub((200, {"tier": "heavy", "reasons": ["heavy: imports pandas"]})))
+def _paths(stub):
+    return [(r["method"], r["path"]) for r in stub.requests]
+
+
+def test_auto_session_is_created_auto_and_follows_its_runtime(stub):
+    stub.script(_session_stub())
     with Sandbox(url=stub.url, api_key="k") as box:
+        assert box.runtime is None and box.routing is None
+        assert box.run("rows = [1, 2, 3]\nx = sum(rows)").runtime == "nano"
+        assert box.runtime == "nano" and box.routing.reasons == ["nano: session sb_1"]
+        res = box.run("import pandas as pd\nprint(pd.Series([x]).sum())")
+        assert res.runtime == "heavy" and "moved from nano" in res.routing.reasons[0]
+        assert box.runtime == "heavy" and box.session.runtime == "heavy" and box.routing is res.routing
+        assert box.run("print(x)").runtime == "heavy"
+    # No routing question first (POST /v1/route): the session follows its code instead.
+    assert _paths(stub) == [("POST", "/v1/sessions"), ("POST", "/v1/sessions/sb_1/run"), ("POST", "/v1/sessions/sb_1/run"),
+                            ("POST", "/v1/sessions/sb_1/run"), ("DELETE", "/v1/sessions/sb_1")]
+    assert stub.requests[0]["body"] == {"runtime": "auto"}
+    assert all("runtime" not in r["body"] for r in stub.requests[1:4])
+
+
+def test_explicit_runtime_is_kept(stub):
+    stub.script(_session_stub())
+    with Sandbox(SandboxConfig(runtime="nano"), url=stub.url, api_key="k") as box:
         res = box.run("import pandas")
-        assert box.runtime == "heavy" and box.routing.reasons == ["heavy: imports pandas"]
-        assert res.routing.reasons == ["heavy: imports pandas", "heavy: session sb_1"]
-        assert box.run("x = 1").routing.reasons == ["heavy: session sb_1"]
-    paths = [(r["method"], r["path"]) for r in stub.requests]
-    assert paths == [("POST", "/v1/route"), ("POST", "/v1/sessions"), ("POST", "/v1/sessions/sb_1/run"),
-                     ("POST", "/v1/sessions/sb_1/run"), ("DELETE", "/v1/sessions/sb_1")]
-    assert stub.requests[0]["body"] == {"code": "import pandas", "runtime": "auto"}
-    assert stub.requests[1]["body"]["runtime"] == "heavy"
-
-
-def test_auto_session_on_a_daemon_without_route(stub, caplog):
-    from support import error_body
-
-    stub.script(_session_stub((404, error_body("not_found", "no route POST /v1/route"))))
-    with Sandbox(url=stub.url, api_key="k") as box:
-        assert box.run("print(1)").runtime == "nano"
-        assert box.routing is None
-    assert stub.requests[1]["body"]["runtime"] == "auto"
+        assert res.runtime == "nano" and box.runtime == "nano"
+    assert _paths(stub)[0] == ("POST", "/v1/sessions") and stub.requests[0]["body"] == {"runtime": "nano"}
 
 
 def test_packages_skip_the_routing_question(stub):
-    stub.script(_session_stub((500, {})))
+    stub.script(_session_stub())
     with Sandbox(SandboxConfig(packages=["pandas"]), url=stub.url, api_key="k") as box:
         box.run("x = 1")
     assert [r["path"] for r in stub.requests][:1] == ["/v1/sessions"]
     assert stub.requests[0]["body"] == {"runtime": "auto", "packages": ["pandas"]}
+
+
+def test_an_error_of_a_run_that_moved_the_session_says_so(stub):
+    from support import error_body, result_body
+
+    partial = result_body(stdout="so far\n", runtime="heavy",
+                          routing={"tier": "heavy", "reasons": ["heavy: imports pandas; session moved from nano"]})
+    stub.script(_session_stub({"import pandas; slow()": (408, error_body("timeout", "ran past 30s", "a hint", partial))}))
+    with Sandbox(url=stub.url, api_key="k") as box:
+        box.run("x = 1")
+        with pytest.raises(agentbox.TimeoutError) as e:
+            box.run("import pandas; slow()")
+        assert e.value.hint == ("a hint; the session moved from nano to heavy for this run "
+                                "(heavy: imports pandas; session moved from nano)")
+        assert "moved from nano to heavy" in str(e.value) and box.runtime == "heavy"
+
+
+def test_a_session_that_ended_says_why(stub):
+    from support import error_body
+
+    stub.script(_session_stub({"print(x)": (404, error_body("not_found", "no open session \"sb_1\""))}))
+    with Sandbox(url=stub.url, api_key="k") as box:
+        box.run("x = 1")
+        with pytest.raises(agentbox.NotFound) as e:
+            box.run("print(x)")
+        assert e.value.hint.startswith("session sb_1 has ended (closed, idle for 10m, or the daemon restarted) and its "
+                                       "state is gone; create a new Sandbox")
+        assert box.session is None and box.runtime is None
+        box.run("x = 2")  # a new, empty session
+        assert box.session_id == "sb_1"
+    assert [p for _, p in _paths(stub)].count("/v1/sessions") == 2
+
+
+def test_a_missing_file_is_not_an_ended_session(stub):
+    from support import error_body
+
+    def reply(req):
+        if req["path"].startswith("/v1/sessions/sb_1/files/content"):
+            return 404, error_body("not_found", "no such file", "a hint")
+        if req["path"] == "/v1/sessions/sb_1" and req["method"] == "GET":
+            return 200, dict(SESSION, runtime="heavy")
+        return _session_stub()(req)
+    stub.script(reply)
+    with Sandbox(SandboxConfig(runtime="heavy"), url=stub.url, api_key="k") as box:
+        with pytest.raises(agentbox.NotFound) as e:
+            box.files.read("nope.txt")
+        assert e.value.hint == "a hint" and box.session_id == "sb_1"
+        # The session itself gone: the file call's error says so.
+        stub.script(lambda req: (404, error_body("not_found", "no open session", "daemon's hint")))
+        with pytest.raises(agentbox.NotFound) as e:
+            box.files.read("nope.txt")
+        assert "session sb_1 has ended" in e.value.hint and box.session is None
+
+
+def test_connect_attaches_to_a_session_by_id(stub):
+    import gc
+
+    from support import result_body
+
+    def reply(req):
+        if req["path"] == "/v1/sessions/sb_1" and req["method"] == "GET":
+            return 200, dict(SESSION, runtime="heavy", runs=3)
+        if req["path"] == "/v1/sessions/sb_1/run":
+            return 200, result_body(runtime="heavy", stdout="42\n")
+        return 204, b""
+    stub.script(reply)
+    box = Sandbox.connect("sb_1", url=stub.url, api_key="k")
+    assert (box.session_id, box.runtime, box.session.runs) == ("sb_1", "heavy", 3)
+    assert box.run("print(x)").stdout == "42\n"
+    # Not this Sandbox's session: collecting it leaves the session open...
+    del box
+    gc.collect()
+    assert _paths(stub) == [("GET", "/v1/sessions/sb_1"), ("POST", "/v1/sessions/sb_1/run")]
+    # ...and close() ends it.
+    box = Sandbox.connect("sb_1", url=stub.url, api_key="k")
+    box.close()
+    assert _paths(stub)[-1] == ("DELETE", "/v1/sessions/sb_1") and box.closed
+
+
+def test_connect_to_a_session_that_is_gone(stub):
+    from support import error_body
+
+    stub.script((404, error_body("not_found", "no open session \"sb_9\"", "daemon's hint")))
+    with pytest.raises(agentbox.NotFound) as e:
+        Sandbox.connect("sb_9", url=stub.url, api_key="k")
+    assert e.value.hint == (f"no open session sb_9 at {stub.url}: the id is wrong, or the session has ended (closed, idle "
+                            "past its idle timeout, or the daemon restarted); create a new Sandbox")
+    with pytest.raises(ValueError):
+        Sandbox.connect("", url=stub.url, api_key="k")
+
+
+def test_detach_leaves_the_session_open(stub):
+    import gc
+
+    stub.script(_session_stub())
+    box = Sandbox(url=stub.url, api_key="k")
+    assert box.detach() is None  # no session yet
+    box = Sandbox(url=stub.url, api_key="k")
+    box.run("x = 1")
+    assert box.detach() == "sb_1" and box.closed and box.session is None
+    with pytest.raises(ValueError, match="closed"):
+        box.run("print(x)")
+    box.close()
+    del box
+    gc.collect()
+    assert ("DELETE", "/v1/sessions/sb_1") not in _paths(stub)
 
 
 # --- the audit log ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 import agentbox
 from agentbox import _codec, models
+from agentbox.sandbox import _ended_hint, _seconds_text
 from agentbox.task import Task, _function_source
 
 
@@ -116,6 +117,17 @@ def test_client_finds_key_like_the_daemon(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTBOX_URL", "http://example.test:9/")
     c = agentbox.Client()
     assert c.api_key == "env-key" and c.url == "http://example.test:9"
+
+
+@pytest.mark.parametrize("secs,want", [(600, "10m"), (90, "1m30s"), (3600, "1h"), (45, "45s"), (5400.4, "1h30m"), (0.5, "0.5s")])
+def test_seconds_text(secs, want):
+    assert _seconds_text(secs) == want
+
+
+def test_ended_hint_says_why_and_what_to_do():
+    assert _ended_hint("sb_1", 600) == ("session sb_1 has ended (closed, idle for 10m, or the daemon restarted) and its "
+                                        "state is gone; create a new Sandbox")
+    assert "idle past its idle timeout" in _ended_hint("sb_1")
 
 
 # --- @task's program -----------------------------------------------------------------------
