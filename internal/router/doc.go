@@ -6,8 +6,8 @@
 // relative imports, and __import__("m") and importlib.import_module("m") with literal names.
 // Strings and comments are not code, so `exec("import pandas")` and a docstring showing
 // `>>> import numpy` import nothing. What the code does at run time (a name computed from data)
-// the router cannot see; a ModuleNotFoundError in nano is then retried once in heavy by the
-// Manager.
+// the router cannot see; a ModuleNotFoundError in nano, or nano's refusal to start a thread or
+// a process or to open a socket, is then retried once in heavy by the Manager.
 //
 // The decision rules, in order:
 //
@@ -16,6 +16,9 @@
 //   - limits or input files above what the nano runtime can take go to heavy;
 //   - an import nano's build lacks goes to heavy, naming the image that has it, or saying no
 //     image does (the run then fails in heavy with the interpreter's own ModuleNotFoundError);
+//   - code that starts threads or processes or opens sockets goes to heavy: nano's interpreter
+//     imports threading, subprocess and socket but can do none of it (uses.go says what counts:
+//     naming Thread or ThreadPoolExecutor, not importing threading for a lock);
 //   - everything else runs in nano.
 //
 // Imports the code can do without do not count: those in a try whose ImportError handler carries

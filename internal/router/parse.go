@@ -40,6 +40,9 @@ type Analysis struct {
 	// Skipped imports sit under a condition false in every target (if TYPE_CHECKING, a
 	// version or platform test that fails), so they never run.
 	Skipped []Import
+	// Uses are what the code does that nano cannot (threads, processes, sockets), where the
+	// module that offers it is one nano can import (uses.go).
+	Uses []Use
 	// Dynamic counts __import__ and importlib.import_module calls whose module name is not a
 	// literal: the router cannot see what they import.
 	Dynamic int
@@ -107,6 +110,7 @@ func Analyze(src []byte, targets ...Target) *Analysis {
 	root := tree.RootNode()
 	w := walker{src: src, a: a, targets: targets}
 	w.imports(root)
+	w.uses(root)
 	if root.HasError() {
 		a.Err, a.Doubt = syntaxError(src, root)
 	} else {

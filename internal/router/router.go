@@ -147,6 +147,7 @@ func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
 		}
 		v.heavy = append(v.heavy, fmt.Sprintf("heavy: imports %s (%s)", list(nowhere), where))
 	}
+	v.heavy = append(v.heavy, useReasons(a.Uses)...)
 
 	switch {
 	case a.Unread:

@@ -3,10 +3,11 @@
 import xml.etree.ElementTree as ET
 import os.path
 from urllib.parse import urlparse, parse_qs
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
 root = ET.fromstring("<a><b x='1'/><b x='2'/></a>")
 print([b.get("x") for b in root.iter("b")])
 print(os.path.join("a", "b"), parse_qs(urlparse("http://h/p?q=1").query))
-with ThreadPoolExecutor(2) as ex:
-    print(list(ex.map(abs, [-1, -2])))
+f = Future()
+f.set_result(abs(-1))
+print(f.result())
