@@ -80,7 +80,7 @@ func (r *Router) Route(req *sandbox.RunRequest) (sandbox.Decision, error) {
 			return sandbox.Decision{Tier: sandbox.TierNano, Reasons: append(v.heavy,
 				"nano: this daemon runs no heavy tier, so the code runs in nano and may fail there")}, nil
 		}
-		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: v.heavy}, nil
+		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: v.heavy, Guess: v.guess}, nil
 	}
 	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: v.nano}, nil
 }
@@ -91,7 +91,9 @@ type verdict struct {
 	nano  []string // why nano will do, and notes
 	// absent are the required imports nano lacks, for an explicit nano request.
 	absent []Import
-	cat    *catalog
+	// guess says heavy rests only on imports no tier has (sandbox.Decision.Guess).
+	guess bool
+	cat   *catalog
 }
 
 func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
@@ -147,6 +149,7 @@ func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
 		}
 		v.heavy = append(v.heavy, fmt.Sprintf("heavy: imports %s (%s)", list(nowhere), where))
 	}
+	v.guess = len(nowhere) > 0 && len(v.heavy) == 1 && len(a.Uses) == 0
 	v.heavy = append(v.heavy, useReasons(a.Uses)...)
 
 	switch {

@@ -40,6 +40,9 @@ const (
 //     create_subprocess_shell (processes) named;
 //   - os: os.system, os.popen, os.fork and the spawn and exec families, as os.<name> or imported
 //     from os by name;
+//   - asyncio's event loop: asyncio.run, new_event_loop, get_event_loop or Runner, as
+//     asyncio.<name> or imported by name (the loop opens a socket pair to wake itself, which
+//     nano refuses: asyncio.run fails there before the coroutine starts);
 //   - subprocess, socket and socketserver: imported at all (next to nothing in them works
 //     without a process or a socket).
 //
@@ -49,6 +52,13 @@ const (
 // heavy needlessly: slower, never wrong. A use the router cannot see (getattr, a module that
 // starts threads for the code) fails in nano with the interpreter's error, which the Manager
 // recognises and retries in heavy.
+// attrUse is a rule for module.<name> uses.
+type attrUse struct {
+	module, kind string
+	names        []string
+	what         string // "": module.name
+}
+
 var (
 	namedUses = []struct {
 		module string // the import that makes the names count; a prefix for packages
@@ -63,6 +73,12 @@ var (
 		{"asyncio", UseThreads, []string{"to_thread", "run_in_executor"}, ""},
 		{"asyncio", UseProcesses, []string{"create_subprocess_exec", "create_subprocess_shell"}, ""},
 	}
+	// attrUses count as module.<name> or `from module import name`: their names are too common
+	// (run, system) to count alone.
+	attrUses = []attrUse{
+		{"os", UseProcesses, osProcessFuncs, ""},
+		{"asyncio", UseSockets, []string{"run", "new_event_loop", "get_event_loop", "Runner"}, "asyncio event loop"},
+	}
 	importedUses = map[string]string{
 		"subprocess":   UseProcesses,
 		"socket":       UseSockets,
@@ -76,8 +92,6 @@ var (
 	}
 )
 
-var wordOS = []byte("os")
-
 // uses fills the analysis's Uses from its imports (read first) and the tree.
 func (w *walker) uses(root *sitter.Node) {
 	imported := map[string]int{} // top-level module → first line
@@ -89,10 +103,13 @@ func (w *walker) uses(root *sitter.Node) {
 		if kind, ok := importedUses[top]; ok {
 			w.use(kind, top, imp.Line)
 		}
-		if imp.Module == "os" {
+		for _, u := range attrUses {
+			if imp.Module != u.module {
+				continue
+			}
 			for _, n := range imp.Names {
-				if slices.Contains(osProcessFuncs, n) {
-					w.use(UseProcesses, "os."+n, imp.Line)
+				if slices.Contains(u.names, n) {
+					w.use(u.kind, u.whatOf(n), imp.Line)
 				}
 			}
 		}
@@ -111,8 +128,12 @@ func (w *walker) uses(root *sitter.Node) {
 			}
 		}
 	}
-	if _, ok := imported["os"]; ok {
-		w.osCalls(root)
+	for _, u := range attrUses {
+		if _, ok := imported[u.module]; ok {
+			for _, at := range w.attributes(root, u.module, u.names) {
+				w.use(u.kind, u.whatOf(at.name), at.line)
+			}
+		}
 	}
 }
 
@@ -137,11 +158,25 @@ func (w *walker) named(root *sitter.Node, name string) (int, bool) {
 	return 0, false
 }
 
-// osCalls finds os.<name> for the functions that start a process: "os" as an identifier, then a
-// dot and one of the names, the whole an attribute in the tree.
-func (w *walker) osCalls(root *sitter.Node) {
-	for _, off := range words(w.src, wordOS) {
-		rest := w.src[off+len(wordOS):]
+// whatOf names a use of an attribute rule: its what, or module.name.
+func (u attrUse) whatOf(name string) string {
+	if u.what != "" {
+		return u.what
+	}
+	return u.module + "." + name
+}
+
+type attrAt struct {
+	name string
+	line int
+}
+
+// attributes finds module.<name> for the given names: the module's name as an identifier, then a
+// dot and one of the names, the whole an attribute in the tree (not text in a string).
+func (w *walker) attributes(root *sitter.Node, module string, names []string) []attrAt {
+	var out []attrAt
+	for _, off := range words(w.src, []byte(module)) {
+		rest := w.src[off+len(module):]
 		if len(rest) < 2 || rest[0] != '.' {
 			continue
 		}
@@ -150,18 +185,19 @@ func (w *walker) osCalls(root *sitter.Node) {
 			end++
 		}
 		name := string(rest[1:end])
-		if !slices.Contains(osProcessFuncs, name) {
+		if !slices.Contains(names, name) {
 			continue
 		}
-		n := root.DescendantForByteRange(uint(off), uint(off+len(wordOS)))
+		n := root.DescendantForByteRange(uint(off), uint(off+len(module)))
 		if n == nil || n.Kind() != "identifier" {
 			continue
 		}
 		if p := n.Parent(); p == nil || p.Kind() != "attribute" {
 			continue
 		}
-		w.use(UseProcesses, "os."+name, line(n))
+		out = append(out, attrAt{name, line(n)})
 	}
+	return out
 }
 
 // useReasons says, per kind, what the code uses that nano cannot do: "heavy: uses threads

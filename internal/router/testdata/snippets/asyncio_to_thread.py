@@ -1,5 +1,6 @@
 # tier: heavy
 # reason: heavy: uses threads (asyncio.to_thread), which nano cannot start
+# reason: heavy: uses sockets (asyncio event loop), which nano cannot open
 import asyncio
 import time
 
