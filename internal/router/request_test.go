@@ -124,3 +124,27 @@ func TestRouteRequests(t *testing.T) {
 		})
 	}
 }
+
+// A decision for heavy that rests only on imports no tier has is a guess: a session does not
+// move for it. Any other reason for heavy is not.
+func TestRouteGuess(t *testing.T) {
+	r := New(fixtureOptions(t))
+	for _, tc := range []struct {
+		code  string
+		guess bool
+	}{
+		{"import helper\n", true},
+		{"import helper\nimport pandas\n", false},
+		{"import helper\nimport threading\nthreading.Thread(target=print).start()\n", false},
+		{"import pandas\n", false},
+		{"import json\n", false},
+	} {
+		d, err := r.Route(&sandbox.RunRequest{Code: tc.code, Tier: sandbox.TierAuto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Guess != tc.guess {
+			t.Errorf("%q: guess %v, want %v (%s %q)", tc.code, d.Guess, tc.guess, d.Tier, d.Reasons)
+		}
+	}
+}

@@ -8,6 +8,10 @@ type Decision struct {
 	// SyntaxError, when set, is the code's own syntax error, found while routing: the run is
 	// answered with it as the code's exception (exit code 1), and no sandbox starts.
 	SyntaxError *PyError `json:"-"`
+	// Guess, on a decision for heavy, says it rests only on imports no tier was found to have (a
+	// module the code writes itself, a typo): heavy is the likelier home, not a tier nano cannot
+	// stand in for. A one-shot run goes there all the same; a session does not move for it.
+	Guess bool `json:"-"`
 }
 
 // Router picks a tier for a request whose tier is auto, and checks a request for the nano tier
