@@ -14,12 +14,40 @@ func (m *Manager) files(id string) (*session, SessionFiles, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	fs, ok := s.impl.(SessionFiles)
+	m.mu.Lock()
+	impl, tier := s.impl, s.info.Tier
+	m.mu.Unlock()
+	fs, ok := impl.(SessionFiles)
 	if !ok {
-		return nil, nil, Errorf(KindInvalidRequest, "%s sessions have no file operations between runs", s.info.Tier).
+		return nil, nil, Errorf(KindInvalidRequest, "%s sessions have no file operations between runs", tier).
 			WithHint("pass files with each run (the run's files field), or use a heavy session")
 	}
 	return s, fs, nil
+}
+
+// moveForFiles moves an auto session still on nano to heavy, where session files live, before a
+// file is written to it (move.go). Other sessions are left alone.
+func (m *Manager) moveForFiles(ctx context.Context, id string) error {
+	s, err := m.get(id)
+	if err != nil || !s.auto {
+		return nil // files answers for a missing session
+	}
+	s.run.Lock()
+	defer s.run.Unlock()
+	m.mu.Lock()
+	if m.sessions[id] != s || !m.movable(s) {
+		m.mu.Unlock()
+		return nil
+	}
+	s.active = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		s.active = false
+		m.mu.Unlock()
+	}()
+	_, err = m.move(ctx, id, s, " to write a file (session files live in heavy sessions)")
+	return err
 }
 
 // touch marks a session used, so a client that only moves files keeps it from the idle reaper.
@@ -29,7 +57,8 @@ func (m *Manager) touch(s *session) {
 	m.mu.Unlock()
 }
 
-// WriteFile writes content to path in a session's file system, creating parent directories.
+// WriteFile writes content to path in a session's file system, creating parent directories. An
+// auto session still on nano moves to heavy first.
 func (m *Manager) WriteFile(ctx context.Context, id, path string, content []byte) error {
 	p, err := CleanPath(path)
 	if err != nil {
@@ -38,6 +67,9 @@ func (m *Manager) WriteFile(ctx context.Context, id, path string, content []byte
 	if int64(len(content)) > m.policy.MaxFileBytes {
 		return Errorf(KindInvalidRequest, "file %s is %d bytes, more than the %d a file may have", p, len(content), m.policy.MaxFileBytes).
 			WithHint("split the file, or raise limits.max_file_bytes in the daemon's configuration")
+	}
+	if err := m.moveForFiles(ctx, id); err != nil {
+		return err
 	}
 	s, fs, err := m.files(id)
 	if err != nil {

@@ -74,6 +74,9 @@ type SessionInfo struct {
 	// EgressProfile.
 	Network       bool   `json:"network"`
 	EgressProfile string `json:"egress_profile,omitempty"`
+	// MovedFrom is the tier an auto session started on, once its code took it to Tier (move.go);
+	// empty while it has not moved.
+	MovedFrom Tier `json:"moved_from,omitempty"`
 }
 
 // DefaultEgressProfile is the egress profile of a request that asks for network without naming
@@ -81,12 +84,25 @@ type SessionInfo struct {
 const DefaultEgressProfile = "default"
 
 type session struct {
-	// run serialises runs of one session; held for the whole run.
-	run  sync.Mutex
+	// run serialises runs of one session; held for the whole run, and for a move.
+	run sync.Mutex
+	// impl is the session's sandbox. A move replaces it while holding run and Manager.mu, so
+	// either lock is enough to read it.
 	impl Session
 
 	// env is the session's environment; every run's own env is laid over it.
 	env map[string]string
+	// opts are the options the session was created with; a move starts its heavy sandbox with
+	// them.
+	opts SessionOptions
+	// requested is the runtime the session was created with: auto (also for an empty one),
+	// nano or heavy.
+	requested Tier
+	// auto says the session may move: created with runtime auto on a daemon with a heavy tier, it
+	// starts on nano and moves when its code needs heavy (move.go).
+	auto bool
+	// replay is what a move replays. Guarded by run; kept while the session can still move.
+	replay replayLog
 
 	// Guarded by Manager.mu.
 	info   SessionInfo
@@ -214,8 +230,8 @@ func (m *Manager) Route(req *RunRequest) (Decision, error) {
 }
 
 // run runs one request in a fresh sandbox; Run (audit.go) records it. In auto mode, a nano run
-// that fails with ModuleNotFoundError for a module a heavy image has is run again, once, in heavy
-// (see retry).
+// that fails with ModuleNotFoundError for a module a heavy image has, or on a thread, process or
+// socket nano cannot give, is run again, once, in heavy (see retry).
 func (m *Manager) run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
@@ -264,34 +280,18 @@ func (m *Manager) run(ctx context.Context, req *RunRequest) (*Result, error) {
 	return res, err
 }
 
-// retry decides whether a nano result is worth a second run in heavy: the code raised
-// ModuleNotFoundError for a module whose top-level package a heavy image can import (the import
-// the router could not see, or one behind a guard that did not hold). It returns the heavy
-// runtime and the decision that says so.
+// retry decides whether a nano result is worth a second run in heavy: the code met what nano
+// cannot do and heavy can (nanoCannot): it raised ModuleNotFoundError for a module whose
+// top-level package a heavy image can import (the import the router could not see, or one behind
+// a guard that did not hold), or nano refused to start a thread or a process or to open a socket
+// (a use the router could not see). It returns the heavy runtime and the decision that says so.
 func (m *Manager) retry(res *Result, err error, d Decision) (Runtime, Decision, bool) {
-	if err != nil || res == nil || res.Error == nil || res.Error.Name != "ModuleNotFoundError" {
-		return nil, d, false
-	}
-	mod, ok := missingModule(res.Error.Value)
+	c, ok := m.nanoCannot(res, err)
 	if !ok {
 		return nil, d, false
 	}
-	hr, ok := m.runtimes[TierHeavy]
-	if !ok {
-		return nil, d, false
-	}
-	cat, ok := hr.(Catalog)
-	if !ok {
-		return nil, d, false
-	}
-	top, _, _ := strings.Cut(mod, ".")
-	for _, img := range cat.Images() {
-		if slices.Contains(img.Modules, top) {
-			reasons := append(slices.Clone(d.Reasons), fmt.Sprintf("heavy: retried after ModuleNotFoundError: No module named '%s' in nano", mod))
-			return hr, Decision{Tier: TierHeavy, Reasons: reasons}, true
-		}
-	}
-	return nil, d, false
+	reasons := append(slices.Clone(d.Reasons), "heavy: retried after "+c.reason())
+	return m.runtimes[TierHeavy], Decision{Tier: TierHeavy, Reasons: reasons}, true
 }
 
 // missingModule reads the module name out of a ModuleNotFoundError's value, "No module named 'x'".
@@ -371,6 +371,10 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, err
 	}
 	opts.Limits = limits
+	requested := opts.Tier
+	if requested == "" {
+		requested = TierAuto
+	}
 	if (opts.Tier == "" || opts.Tier == TierAuto) && (len(opts.Packages) > 0 || opts.Image != "" || opts.Network) {
 		opts.Tier = TierHeavy
 	}
@@ -378,8 +382,8 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 		opts.EgressProfile = DefaultEgressProfile
 	}
 	if opts.Tier == "" || opts.Tier == TierAuto {
-		// A session has no code yet to route by; nano starts in milliseconds and a run that needs
-		// more can open a heavy session.
+		// A session has no code yet to route by; nano starts in milliseconds, and the session
+		// moves to heavy when a run needs it (move.go).
 		opts.Tier = TierNano
 		if _, ok := m.runtimes[opts.Tier]; !ok {
 			opts.Tier = m.Tiers()[0]
@@ -403,6 +407,9 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 	id := newID()
 	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle, Network: opts.Network, EgressProfile: opts.EgressProfile}}
 	opts.ID = id
+	s.opts, s.requested = opts, requested
+	_, hasHeavy := m.runtimes[TierHeavy]
+	s.auto = requested == TierAuto && opts.Tier == TierNano && hasHeavy
 	s.active = true
 	m.sessions[id] = s
 	m.mu.Unlock()
@@ -422,7 +429,8 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 	return s.info, nil
 }
 
-// runInSession runs req in an open session; RunInSession (audit.go) records it.
+// runInSession runs req in an open session; RunInSession (audit.go) records it. An auto session
+// on nano whose code needs heavy moves there first (move.go).
 func (m *Manager) runInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
@@ -431,15 +439,16 @@ func (m *Manager) runInSession(ctx context.Context, id string, req *RunRequest) 
 	if err != nil {
 		return nil, err
 	}
-	if req.Tier != "" && req.Tier != TierAuto && req.Tier != s.info.Tier {
-		return nil, Errorf(KindInvalidRequest, "session %q runs %s, not %s", id, s.info.Tier, req.Tier).
+	info := m.infoOf(s)
+	if req.Tier != "" && req.Tier != TierAuto && req.Tier != info.Tier {
+		return nil, Errorf(KindInvalidRequest, "session %q runs %s, not %s", id, info.Tier, req.Tier).
 			WithHint("leave runtime empty in session runs")
 	}
-	if req.Network && !s.info.Network || req.EgressProfile != "" && req.EgressProfile != s.info.EgressProfile {
-		return nil, Errorf(KindInvalidRequest, "network and egress_profile are fixed when a session is created (this one: network %v, profile %q)", s.info.Network, s.info.EgressProfile).
+	if req.Network && !info.Network || req.EgressProfile != "" && req.EgressProfile != info.EgressProfile {
+		return nil, Errorf(KindInvalidRequest, "network and egress_profile are fixed when a session is created (this one: network %v, profile %q)", info.Network, info.EgressProfile).
 			WithHint("create a session with network (POST /v1/sessions with \"network\": true)")
 	}
-	limits := s.info.Limits
+	limits := info.Limits
 	if req.Limits.Timeout != 0 {
 		l, err := m.policy.Apply(Limits{Timeout: req.Limits.Timeout})
 		if err != nil {
@@ -470,8 +479,28 @@ func (m *Manager) runInSession(ctx context.Context, id string, req *RunRequest) 
 		r.Env = maps.Clone(s.env)
 		maps.Copy(r.Env, req.Env)
 	}
+	if m.movable(s) {
+		if d, ok := m.needsHeavy(&r); ok {
+			return m.moveAndRun(ctx, id, s, &r, nil, Decision{}, movedBecause(d.Reasons))
+		}
+	}
+	tier := s.info.Tier
 	res, err := s.impl.Run(ctx, &r)
-	annotate(res, err, Decision{Tier: s.info.Tier, Reasons: []string{fmt.Sprintf("%s: session %s", s.info.Tier, id)}})
+	d := Decision{Tier: tier, Reasons: []string{fmt.Sprintf("%s: session %s", tier, id)}}
+	if tier == TierNano {
+		if c, ok := m.nanoCannot(res, err); ok {
+			switch {
+			case m.movable(s):
+				return m.moveAndRun(ctx, id, s, &r, res, d, "after "+c.reason())
+			case s.requested == TierNano:
+				hintNanoSession(res, &d, c)
+			}
+		}
+		if err == nil && m.movable(s) {
+			s.replay.add(&r, res)
+		}
+	}
+	annotate(res, err, d)
 	m.keepArtifacts(res, err)
 	return res, err
 }
@@ -520,12 +549,13 @@ func (m *Manager) closeSession(id string) error {
 		return fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	delete(m.sessions, id)
+	impl := s.impl
 	m.mu.Unlock()
 	m.log.Info("session closed", "session", id)
 	if m.egress != nil {
 		m.egress.Forget(id)
 	}
-	return s.impl.Close()
+	return impl.Close()
 }
 
 func (m *Manager) reap() {
@@ -561,16 +591,23 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.closed = true
-	ss := m.sessions
+	type ending struct {
+		impl Session
+		info SessionInfo
+	}
+	var ends []ending
+	for _, s := range m.sessions {
+		if s.impl != nil {
+			ends = append(ends, ending{s.impl, s.info})
+		}
+	}
 	m.sessions = map[string]*session{}
 	m.mu.Unlock()
 	close(m.stop)
 	m.wg.Wait()
-	for _, s := range ss {
-		if s.impl != nil {
-			_ = s.impl.Close()
-			m.auditEnd(AuditSessionClose, m.infoOf(s), "daemon shutdown")
-		}
+	for _, e := range ends {
+		_ = e.impl.Close()
+		m.auditEnd(AuditSessionClose, e.info, "daemon shutdown")
 	}
 	var first error
 	for _, rt := range m.runtimes {
