@@ -137,17 +137,20 @@ func helloCall(argv []string) call {
 }
 
 // baselines measures the process baselines: native python3 and python3 under bubblewrap, each
-// one client sequentially and then from opts.Concurrency clients at once.
+// one client sequentially and then from opts.Concurrency clients at once, and, unless NoDensity,
+// opts.IdleSessions idle interpreters of each (idleBaseline).
 func (b *bencher) baselines(ctx context.Context) {
 	py := b.py
 	if py.Exe == "" {
 		b.fail(groupLatency, keyNative, "python3 -c (native)", b.pyErr)
+		b.failDensity(keyNative, rowDensityPy, b.pyErr)
 		return
 	}
 	native := py.argv(helloCode)
 	b.progress("native: %s -c 'print(\"hi\")', %d runs", py.Exe, b.opts.N)
 	b.latency(ctx, keyNative, "python3 -c (native)", fmt.Sprintf("python %s, process start to exit", py.Version), helloCall(native))
 	b.throughput(ctx, keyNative, "python3 -c (native)", "", helloCall(native))
+	b.idleBaseline(ctx, keyNative, rowDensityPy, py.argv(replLoop))
 
 	bwrap, note, err := ensureBwrap(ctx, b.log)
 	if note != "" {
@@ -156,6 +159,7 @@ func (b *bencher) baselines(ctx context.Context) {
 	if err != nil {
 		b.fail(groupLatency, keyBwrap, "python3 -c under bwrap", err)
 		b.fail(groupThroughput, keyBwrap, "python3 -c under bwrap", err)
+		b.failDensity(keyBwrap, rowDensityBwrap, err)
 		return
 	}
 	argv := py.bwrapArgv(bwrap, helloCode)
@@ -163,6 +167,33 @@ func (b *bencher) baselines(ctx context.Context) {
 	b.progress("bubblewrap: %d runs", b.opts.N)
 	b.latency(ctx, keyBwrap, "python3 -c under bwrap", "same interpreter, namespaces + empty root", helloCall(argv))
 	b.throughput(ctx, keyBwrap, "python3 -c under bwrap", "", helloCall(argv))
+	b.idleBaseline(ctx, keyBwrap, rowDensityBwrap, py.bwrapArgv(bwrap, replLoop))
+}
+
+// idleBaseline is the density scenario for interpreters started the way the latency baselines
+// are (argv runs replLoop, natively or under bubblewrap): opts.IdleSessions processes, each
+// having run the density cell, idle; their PSS is read over the bench and its children.
+func (b *bencher) idleBaseline(ctx context.Context, key, name string, argv []string) {
+	if b.opts.NoDensity {
+		return
+	}
+	d := measureIdle(ctx, idleSpec{
+		Name: name, Key: key, K: b.opts.IdleSessions, Clients: b.opts.Concurrency,
+		Detail: "one python3 process per session (plus bubblewrap's own processes, under bwrap) reading cells on stdin (a REPL over a pipe), started like the latency baselines; PSS of the bench and the processes it started",
+		Open: func(ctx context.Context) (targetSession, error) {
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Env = processEnv
+			return startREPL(cmd)
+		},
+		Memory: selfMemory, Progress: b.progress,
+	})
+	b.res.Density = append(b.res.Density, d)
+}
+
+func (b *bencher) failDensity(key, name string, err error) {
+	if !b.opts.NoDensity {
+		b.res.Density = append(b.res.Density, Density{Key: key, Name: name, Asked: b.opts.IdleSessions, Error: err.Error()})
+	}
 }
 
 // shellJoin quotes argv for a person to paste into a shell.

@@ -51,56 +51,86 @@ func (b *bencher) remote(ctx context.Context, url, what string) (target, error) 
 	return t, nil
 }
 
-// inProcess starts a daemon in this process: the manager built by internal/daemon from the data
-// directory's artifacts with nano.warm = warm, served by internal/server on a random loopback port
-// with a random API key, and reached through the public client like any other. Its log goes to
-// DataDir/bench/daemon.log. Closing the target stops it.
+// inProcess starts a daemon in this process for the nano scenarios (startDaemon) with
+// nano.warm = warm, the heavy tier off, and room for the density scenario's idle sessions.
 func (b *bencher) inProcess(ctx context.Context, warm int) (target, error) {
-	cfg := config.Default()
-	cfg.DataDir = b.opts.DataDir
-	cfg.Nano.Warm = &warm
-	cfg.Listen = "127.0.0.1:0"
-	// Its own audit log: a daemon of the user's may hold the data directory's.
-	cfg.Audit.Dir = filepath.Join(b.opts.DataDir, "bench", "audit")
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(b.opts.DataDir, "bench", "daemon.log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
-	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	t, cfg, logPath, err := startDaemon(ctx, b.opts.DataDir, "daemon.log", func(c *config.Config) {
+		c.Nano.Warm = &warm
+		// The figures are the nano tier's: a heavy pool restoring gVisor sandboxes beside them
+		// would take the CPU they are measured on.
+		c.Heavy.Enabled = config.HeavyOff
+		// Room for the idle sessions of the density scenario, and time to open them all before
+		// the first ones expire.
+		c.Sessions.Max = max(c.Sessions.Max, b.opts.IdleSessions+8)
+		c.Sessions.IdleTimeout = max(c.Sessions.IdleTimeout, config.Duration(time.Hour))
+	}, b.progress)
 	if err != nil {
 		return nil, err
 	}
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	log.Info("bench: starting an in-process daemon", "warm", warm, "workers", cfg.Nano.Workers)
+	pool := "on"
+	if warm == 0 {
+		pool = "off"
+	}
+	b.note("the bench started its own daemon for the pool-%s scenarios: %d nano workers, nano.warm = %d, heavy tier off, sessions.max = %d, served on %s; its log is %s",
+		pool, cfg.Nano.Workers, warm, cfg.Sessions.Max, cfg.Listen, logPath)
+	return t, nil
+}
 
-	b.progress("starting an in-process daemon: %d nano workers, %d warm interpreters each (log: %s)", cfg.Nano.Workers, warm, logPath)
+// startDaemon starts a daemon in this process: the manager built by internal/daemon from the
+// data directory's artifacts with the default configuration as edit changes it, served by
+// internal/server on a random loopback port with a random API key, and reached through the
+// public client like any other. Its log goes to DataDir/bench/logName. Closing the target stops
+// it. The daemon's processes (nano workers, runsc) are this process's descendants, so the
+// target reads their memory with selfMemory. The configuration returned has the address it
+// listens on.
+func startDaemon(ctx context.Context, dataDir, logName string, edit func(*config.Config), progress func(string, ...any)) (*httpTarget, config.Config, string, error) {
+	cfg := config.Default()
+	cfg.DataDir = dataDir
+	cfg.Listen = "127.0.0.1:0"
+	// Its own audit log: a daemon of the user's may hold the data directory's.
+	cfg.Audit.Dir = filepath.Join(dataDir, "bench", "audit")
+	edit(&cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, cfg, "", err
+	}
+	logPath := filepath.Join(dataDir, "bench", logName)
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return nil, cfg, "", err
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, cfg, "", err
+	}
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log.Info("bench: starting an in-process daemon", "warm", *cfg.Nano.Warm, "workers", cfg.Nano.Workers, "heavy", cfg.Heavy.Enabled)
+
+	progress("starting an in-process daemon: %d nano workers, %d warm interpreters each, heavy tier %s (log: %s)",
+		cfg.Nano.Workers, *cfg.Nano.Warm, cfg.Heavy.Enabled, logPath)
 	start := time.Now()
 	m, err := daemon.NewManager(ctx, cfg, log)
 	if err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("start an in-process daemon: %w", err)
+		return nil, cfg, "", fmt.Errorf("start an in-process daemon: %w", err)
 	}
 	key := make([]byte, 16)
 	if _, err := rand.Read(key); err != nil {
 		m.Close()
 		logFile.Close()
-		return nil, err
+		return nil, cfg, "", err
 	}
 	srv, err := server.New(server.Options{Manager: m, APIKey: hex.EncodeToString(key), Logger: log, Version: "bench"})
 	if err != nil {
 		m.Close()
 		logFile.Close()
-		return nil, err
+		return nil, cfg, "", err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		m.Close()
 		logFile.Close()
-		return nil, err
+		return nil, cfg, "", err
 	}
+	cfg.Listen = ln.Addr().String()
 	sctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx, ln) }()
@@ -116,15 +146,10 @@ func (b *bencher) inProcess(ctx context.Context, warm int) (target, error) {
 	t, err := newHTTPTarget("http://"+ln.Addr().String(), hex.EncodeToString(key))
 	if err != nil {
 		stop()
-		return nil, err
+		return nil, cfg, "", err
 	}
 	t.stop = stop
-	b.progress("in-process daemon ready in %v at %s", time.Since(start).Round(time.Millisecond), ln.Addr())
-	pool := "on"
-	if warm == 0 {
-		pool = "off"
-	}
-	b.note("the bench started its own daemon for the pool-%s scenarios: %d nano workers, nano.warm = %d, served on %s; its log is %s",
-		pool, cfg.Nano.Workers, warm, ln.Addr(), logPath)
-	return t, nil
+	t.memory = selfMemory
+	progress("in-process daemon ready in %v at %s", time.Since(start).Round(time.Millisecond), ln.Addr())
+	return t, cfg, logPath, nil
 }

@@ -15,7 +15,9 @@
 // after the other, never two at once: the manager from internal/daemon built from the data
 // directory's artifacts, served by internal/server on a random loopback port with a random key,
 // and called through the public client package over HTTP like any other client. The first has
-// the default configuration (warm pool on), the second nano.warm = 0. Their log is
+// the default configuration (warm pool on), the second nano.warm = 0; both have the heavy tier
+// off (its pool would take the CPU the nano figures are measured on) and room for the density
+// scenario's sessions (sessions.max, and an idle timeout of an hour). Their log is
 // DATA_DIR/bench/daemon.log. With -url the warm scenarios go to that daemon and the cold ones to
 // -cold-url, a daemon configured with nano.warm = 0; without -cold-url they are skipped.
 //
@@ -59,6 +61,10 @@
 //   - nano run in a session: POST /v1/sessions/{id}/run of
 //     `x = x + 1 if 'x' in globals() else 0; print(x)`, checking that x counts up (state carries
 //     over); the session is created once, and the row says how long that took.
+//   - nano session create → first result: POST /v1/sessions (runtime nano), then
+//     `print("hi")` in it, timed together from the client, as a program starting a session waits;
+//     each session is closed after, untimed. Its ratio columns divide by the native and bwrap
+//     rows, interpreters started the same way for the same line.
 //   - nano one-shot, pool off (cold): POST /v1/run against a daemon with nano.warm = 0: every run
 //     starts an interpreter in a worker.
 //
@@ -71,6 +77,22 @@
 // a millisecond, but starting the next one costs ~100–250 ms of CPU, so sustained throughput is
 // bounded by refill CPU, and the row says how many runs still met a warm interpreter. Ratios are
 // runs/s ÷ the baseline's runs/s at the same concurrency: 0.50x means half as many runs per second.
+//
+// Idle sessions (density; -idle-sessions K, default 100, 0 skips it; -sessions-1000 for issue
+// 11's target): K nano sessions on the warm daemon, opened -c at a time, each running
+// `data = list(range(100)); print(sum(data))`, then left idle. PSS (from /proc/PID/smaps_rollup)
+// is summed over the daemon and every descendant process (the workers), before opening and
+// after, each time with the one-shot pool at rest and the Go heap returned to the kernel; the
+// row gives the difference ÷ K, then how many sessions answered `print(len(data))` with their
+// state. The baselines are K python3 processes (and K under bubblewrap) started as the latency
+// baselines are, each reading cells on stdin, having run the same cell, summed over the bench and
+// its children. Opening stops when the machine's available memory would fall below max(1 GiB, a
+// tenth of the total): the row then says how many opened. With -url the scenario is skipped: the
+// bench can only read the memory of a daemon it started.
+//
+// A Targets table holds the figures against issue 11's goals: one-shot ≤ 5 ms p50, session
+// create → first result ≤ 10 ms p50 and ≤ 25 ms p99, ≤ 8 MiB PSS per idle session, and 1,000 idle
+// sessions all answering (measured with -sessions-1000).
 //
 // Compute table: the fixed snippets of internal/bench/compute (-reps times each, default 3, the
 // median reported) on native python3, on nano through POST /v1/run (timeout 5 minutes), and on
@@ -106,10 +128,16 @@
 //   - compute: a pure-Python loop and a 1e6-row pandas groupby/aggregate, imports untimed, body
 //     timed inside the interpreter, natively and in a heavy session (1 CPU), repetitions
 //     alternating between the two.
+//   - through the HTTP API (-no-http skips them), on a daemon started in this process with the
+//     heavy tier in its default configuration (its own state directory, the same one) and room for
+//     the scenarios' sandboxes: a one-shot `print("hi")` (POST /v1/run, runtime heavy), paced so
+//     each run meets a full pool; session create → first result from -creators (10) clients at
+//     once, -n sessions in all, from a full and idle pool; and the memory of -idle-sessions (10)
+//     idle heavy sessions, as for nano: PSS of the daemon and its runsc processes.
 //
-// A Targets table holds the figures against issue 3's goals, and the header says how busy the
-// CPUs were with other work in an idle second before and after the run, and the load average:
-// another busy process on a 2-core machine skews everything.
+// A Targets table holds the figures against issue 3's and 11's goals, and the header says how
+// busy the CPUs were with other work in an idle second before and after the run, and the load
+// average: another busy process on a 2-core machine skews everything.
 //
 // The nano figures depend on the CPython WASI build (the npm -O0 build is ~2x slower than the
 // -O2 one setup can build); the report's header names the build the data directory holds.

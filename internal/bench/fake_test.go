@@ -9,7 +9,7 @@ import (
 )
 
 // fakeTarget is a daemon in memory: a pool of workers × warm interpreters that a run empties by
-// one and that refills after refill, and sessions that keep x.
+// one and that refills after refill, and sessions that keep x and data and cost 5 MiB each.
 type fakeTarget struct {
 	mu      sync.Mutex
 	workers int
@@ -20,7 +20,17 @@ type fakeTarget struct {
 	noPool  bool // health says nothing about the pool
 	runs    int
 	closed  bool
+	// open counts open sessions; maxSessions > 0 refuses more, as a daemon's cap does.
+	open, maxSessions int
+	// notOurs makes Memory answer as for a daemon the bench did not start.
+	notOurs bool
 }
+
+// fakeSessionMiB is what the fake counts per open session; fakeBaseMiB the daemon alone.
+const (
+	fakeSessionMiB = 5
+	fakeBaseMiB    = 100
+)
 
 // Interface guards.
 var (
@@ -59,7 +69,22 @@ func (f *fakeTarget) Run(ctx context.Context, code string, timeout time.Duration
 }
 
 func (f *fakeTarget) NewSession(ctx context.Context) (targetSession, error) {
-	return &fakeSession{}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.maxSessions > 0 && f.open >= f.maxSessions {
+		return nil, fmt.Errorf("conflict: %d sessions open", f.open)
+	}
+	f.open++
+	return &fakeSession{f: f}, nil
+}
+
+func (f *fakeTarget) Memory(ctx context.Context) (memSample, error) {
+	if f.notOurs {
+		return memSample{}, errNotOurs
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return memSample{PSSKiB: int64(fakeBaseMiB+fakeSessionMiB*f.open) << 10, Processes: 1 + f.open}, nil
 }
 
 func (f *fakeTarget) Pool(ctx context.Context) (poolState, bool, error) {
@@ -77,10 +102,24 @@ func (f *fakeTarget) Close() error {
 }
 
 type fakeSession struct {
-	x *int
+	f    *fakeTarget
+	x    *int
+	data bool
 }
 
 func (s *fakeSession) Run(ctx context.Context, code string) (runResult, error) {
+	switch code {
+	case helloCode:
+		return runResult{Stdout: "hi\n"}, nil
+	case densityCell:
+		s.data = true
+		return runResult{Stdout: densityCellOut}, nil
+	case densityNext:
+		if !s.data {
+			return runResult{Failure: "NameError: name 'data' is not defined"}, nil
+		}
+		return runResult{Stdout: densityNextOut}, nil
+	}
 	if s.x == nil {
 		s.x = new(int)
 	} else {
@@ -89,4 +128,11 @@ func (s *fakeSession) Run(ctx context.Context, code string) (runResult, error) {
 	return runResult{Stdout: fmt.Sprintf("%d\n", *s.x)}, nil
 }
 
-func (s *fakeSession) Close() error { return nil }
+func (s *fakeSession) Close() error {
+	if s.f != nil {
+		s.f.mu.Lock()
+		s.f.open--
+		s.f.mu.Unlock()
+	}
+	return nil
+}

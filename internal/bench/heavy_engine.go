@@ -35,6 +35,7 @@ type heavyEngine interface {
 var (
 	_ heavyEngine   = (*runtimeEngine)(nil)
 	_ targetSession = (*runtimeSession)(nil)
+	_ targetSession = (*nativeREPL)(nil)
 )
 
 // runtimeEngine drives a heavy.Runtime in this process.
@@ -184,7 +185,12 @@ type nativeREPL struct {
 }
 
 func (p chrootPython) startREPL(ctx context.Context) (*nativeREPL, error) {
-	cmd := p.command(ctx, "-u", "-c", replLoop)
+	return startREPL(p.command(ctx, "-u", "-c", replLoop))
+}
+
+// startREPL starts cmd, a python3 running replLoop, with pipes to send it cells and read their
+// output. It serves the heavy bench's native cells and the nano bench's idle baselines.
+func startREPL(cmd *exec.Cmd) (*nativeREPL, error) {
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

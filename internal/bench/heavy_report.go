@@ -17,7 +17,9 @@ type HeavyResults struct {
 	Rows     []HeavyRow   `json:"rows"`
 	// Compute is the CPU- and pandas-bound cells, heavy against native.
 	Compute []HeavySnippet `json:"compute"`
-	Targets []Target       `json:"targets"`
+	// Density is the memory of idle heavy sessions.
+	Density []Density `json:"density,omitempty"`
+	Targets []Target  `json:"targets"`
 	// Failed counts rows and snippets that could not be measured or printed the wrong thing.
 	Failed int `json:"failed"`
 }
@@ -67,16 +69,6 @@ type HeavySnippet struct {
 	Mismatch bool              `json:"output_mismatch,omitempty"`
 }
 
-// Target is a goal a figure is held against.
-type Target struct {
-	Goal     string  `json:"goal"`
-	Figure   string  `json:"figure"` // the row or snippet
-	Measured bool    `json:"measured"`
-	Value    float64 `json:"value,omitempty"`
-	Unit     string  `json:"unit,omitempty"`
-	Met      bool    `json:"met"`
-}
-
 func (r *HeavyResults) fillRatios() {
 	base := map[string]*Summary{}
 	for _, row := range r.Rows {
@@ -101,6 +93,7 @@ func (r *HeavyResults) fillRatios() {
 var heavyTables = []struct{ group, title, ratio string }{
 	{hgStart, "Session start: one client, sessions closed after their first cell", "÷ native"},
 	{hgCell, "Cells in a warm session: one client", "÷ native REPL"},
+	{hgHTTP, "Through the HTTP API of a daemon in this process (heavy tier in its default configuration)", "÷ native"},
 }
 
 // writeHeavyReport writes r as Markdown, as writeReport does for nano.
@@ -175,6 +168,8 @@ func writeHeavyReport(w io.Writer, r *HeavyResults) {
 		fmt.Fprintln(w)
 	}
 
+	writeDensity(w, r.Density)
+
 	fmt.Fprintf(w, "### Compute: milliseconds inside the cell, median of %d\n\n", r.Settings.Reps)
 	fmt.Fprintln(w, "| cell | native ms | heavy ms | heavy ÷ native | fastest: native ms | heavy ms | heavy ÷ native |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -214,29 +209,7 @@ func writeHeavyReport(w io.Writer, r *HeavyResults) {
 		fmt.Fprintln(w)
 	}
 
-	fmt.Fprintln(w, "### Targets")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| target | figure | measured | met |")
-	fmt.Fprintln(w, "| --- | --- | ---: | --- |")
-	for _, t := range r.Targets {
-		v, met := "—", "—"
-		if t.Measured {
-			switch t.Unit {
-			case "ms":
-				v = fmtMS(t.Value) + " ms"
-			case "x native":
-				v = fmtRatio(t.Value) + " native"
-			default:
-				v = fmtRate(t.Value) + " " + t.Unit
-			}
-			met = "no"
-			if t.Met {
-				met = "yes"
-			}
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.Goal, t.Figure, v, met)
-	}
-	fmt.Fprintln(w)
+	writeTargets(w, r.Targets)
 
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w, "### Notes")

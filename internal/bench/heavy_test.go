@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os/exec"
 	"strconv"
@@ -118,15 +119,18 @@ func testHeavyBencher(o HeavyOptions) *heavyBencher {
 // the pool-hit sessions all met a warm sandbox.
 func TestHeavyScenariosOnFake(t *testing.T) {
 	t.Parallel()
-	b := testHeavyBencher(HeavyOptions{N: 5, NBoot: 2, Cells: 10, Refill: 3, RefillReps: 2, Reps: 2})
+	b := testHeavyBencher(HeavyOptions{N: 5, NBoot: 2, Cells: 10, Refill: 3, RefillReps: 2, Reps: 2, Creators: 3, IdleSessions: 4})
 	b.start = func(ctx context.Context, warm int, noRestore bool) (heavyEngine, error) {
 		f := &fakeHeavy{size: warm, fill: 2 * time.Millisecond}
 		f.refill()
 		return f, nil
 	}
+	daemon := &fakeTarget{workers: 16, warmCap: 2, warm: 2, refill: time.Millisecond}
+	b.serve = func(ctx context.Context) (target, error) { return daemon, nil }
 	b.run(context.Background())
 	b.finish()
-	want := map[string]int{rowHit: 5, rowFirstH: 5, rowMissR: 5, rowFirstR: 5, rowCell: 10, rowFillR: 2, rowMissB: 2, rowFirstB: 2, rowFillB: 2}
+	want := map[string]int{rowHit: 5, rowFirstH: 5, rowMissR: 5, rowFirstR: 5, rowCell: 10, rowFillR: 2, rowMissB: 2, rowFirstB: 2, rowFillB: 2,
+		rowHTTPOneShot: 5, "session create → first result, 3 concurrent creators": 5}
 	for _, row := range b.res.Rows {
 		n, ok := want[row.Name]
 		if !ok {
@@ -148,8 +152,37 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 	if len(b.res.Compute) != len(heavySnippets) || b.res.Compute[0].Median[engineHeavy] != 0.25 {
 		t.Errorf("compute: %+v", b.res.Compute)
 	}
-	if len(b.res.Targets) != 5 {
-		t.Errorf("targets: %+v", b.res.Targets)
+	if len(b.res.Density) != 1 || b.res.Density[0].Opened != 4 || b.res.Density[0].PerSession != fakeSessionMiB || daemon.open != 0 {
+		t.Errorf("density: %+v (%d sessions left open)", b.res.Density, daemon.open)
+	}
+	var goals []string
+	for _, t := range b.res.Targets {
+		goals = append(goals, t.Goal)
+	}
+	if want := []string{
+		"warm-pool session to first print ≤ 20 ms (p50)", "pool miss served by restore ≤ 400 ms (p50)", "refill ≥ 8 sandboxes/s",
+		"warm-session cell ≤ 5 ms (p50)", "pandas-bound compute within 1.3x of native", "one-shot `print` through HTTP ≤ 10 ms (p50)",
+		"session create → first result with 10 concurrent creators ≤ 50 ms (p99)", "≤ 40 MiB PSS per idle heavy session",
+	}; strings.Join(goals, "\n") != strings.Join(want, "\n") {
+		t.Errorf("targets: %q\nwant %q", goals, want)
+	}
+	for _, tg := range b.res.Targets[5:] {
+		if !tg.Measured {
+			t.Errorf("target not measured: %+v", tg)
+		}
+	}
+}
+
+// A daemon that does not start fails the HTTP rows and the density row with its reason.
+func TestHeavyHTTPScenariosWithoutADaemon(t *testing.T) {
+	t.Parallel()
+	b := testHeavyBencher(HeavyOptions{N: 2})
+	b.serve = func(ctx context.Context) (target, error) { return nil, errors.New("no root") }
+	b.httpScenarios(context.Background())
+	b.finish()
+	if len(b.res.Rows) != 2 || b.res.Rows[0].Error != "no root" || b.res.Rows[1].Error != "no root" ||
+		len(b.res.Density) != 1 || b.res.Density[0].Error != "no root" || b.res.Failed != 3 {
+		t.Errorf("rows %+v, density %+v, failed %d", b.res.Rows, b.res.Density, b.res.Failed)
 	}
 }
 

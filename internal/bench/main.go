@@ -68,6 +68,11 @@ type Options struct {
 	SkipBaselines bool `json:"skip_baselines"`
 	// NoCompute skips the compute slowdown scenarios.
 	NoCompute bool `json:"no_compute"`
+	// IdleSessions is how many idle nano sessions the density scenario opens (and how many
+	// interpreter processes its baselines start). Default 100; issue 11's target is 1,000.
+	IdleSessions int `json:"idle_sessions"`
+	// NoDensity skips the density scenario and its baselines.
+	NoDensity bool `json:"no_density"`
 	// Python is the native interpreter: a name on PATH or a path. Default DefaultPython.
 	Python string `json:"python"`
 	// PyodideVersion is the npm pyodide version to install and run. Default DefaultPyodideVersion.
@@ -88,6 +93,9 @@ func (o *Options) defaults() {
 	}
 	if o.Reps <= 0 {
 		o.Reps = 3
+	}
+	if o.IdleSessions <= 0 {
+		o.IdleSessions = 100
 	}
 	if o.DataDir == "" {
 		o.DataDir = config.DefaultDataDir()
@@ -113,9 +121,9 @@ func mainNano(ctx context.Context, args []string, out io.Writer) error {
 	fs.Usage = func() {
 		fmt.Fprintf(out, `usage: agentbox bench nano [flags]
 
-Measures the nano tier end to end through the HTTP API (warm pool, cold, session, compute) and,
-in the same run, the baselines the figures are ratios of: native python3, python3 under
-bubblewrap, and Pyodide under node. Without -url it starts its own daemons in this process on
+Measures the nano tier end to end through the HTTP API (warm pool, cold, session runs, session
+create → first result, idle-session memory, compute) and, in the same run, the baselines the
+figures are ratios of: native python3, python3 under bubblewrap, and Pyodide under node. Without -url it starts its own daemons in this process on
 loopback ports, from the data directory's artifacts (run `+"`agentbox setup`"+` first).
 
 flags:
@@ -134,6 +142,9 @@ flags:
 	fs.BoolVar(&o.SkipBaselines, "skip-baselines", false, "skip native python3, bubblewrap and Pyodide (native compute runs are kept)")
 	fs.BoolVar(&compute, "compute", true, "run the compute slowdown scenarios")
 	fs.BoolVar(&noCompute, "no-compute", false, "skip the compute slowdown scenarios")
+	thousand := false
+	fs.IntVar(&o.IdleSessions, "idle-sessions", 100, "idle nano sessions the density scenario opens, and baseline processes it starts (0 skips it)")
+	fs.BoolVar(&thousand, "sessions-1000", false, "density with 1,000 idle sessions, issue 11's target (same as -idle-sessions 1000)")
 	fs.StringVar(&o.Python, "python", DefaultPython(), "native interpreter of the baselines (its sys.executable is run, not a shim)")
 	fs.StringVar(&o.PyodideVersion, "pyodide-version", DefaultPyodideVersion, "npm pyodide version to install and measure")
 	fs.StringVar(&o.Pace, "pace", "health", `warm latency pacing: "health" (wait until the daemon reports the pool full) or a fixed pause like "500ms"`)
@@ -147,6 +158,14 @@ flags:
 		return fmt.Errorf("bench nano: unexpected arguments %q", fs.Args())
 	}
 	o.NoCompute = noCompute || !compute
+	switch {
+	case thousand:
+		o.IdleSessions = 1000
+	case o.IdleSessions == 0:
+		o.NoDensity = true
+	case o.IdleSessions < 0:
+		return errors.New("bench nano: -idle-sessions must not be negative")
+	}
 	if o.Pace != "health" {
 		if d, err := time.ParseDuration(o.Pace); err != nil || d < 0 {
 			return fmt.Errorf("bench nano: -pace must be \"health\" or a duration, not %q", o.Pace)

@@ -25,6 +25,9 @@ func TestMainSubcommands(t *testing.T) {
 		{"heavy bad flag", []string{"heavy", "-bogus"}, "flag provided but not defined"},
 		{"heavy extra args", []string{"heavy", "more"}, "unexpected arguments"},
 		{"heavy refill zero", []string{"heavy", "-refill", "0"}, "at least 1"},
+		{"idle sessions negative", []string{"nano", "-idle-sessions", "-1"}, "-idle-sessions must not be negative"},
+		{"heavy creators zero", []string{"heavy", "-creators", "0"}, "at least 1"},
+		{"heavy idle sessions negative", []string{"heavy", "-idle-sessions", "-2"}, "-idle-sessions must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -44,6 +44,12 @@ func concurrent(ctx context.Context, clients, n int, c call) ([]time.Duration, t
 			return nil, 0, err
 		}
 	}
+	return burst(ctx, clients, n, c)
+}
+
+// burst is concurrent without the warm-up calls: for a caller that warms up and then waits for
+// the daemon to come to rest before the clients start.
+func burst(ctx context.Context, clients, n int, c call) ([]time.Duration, time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -22,26 +21,36 @@ const helloTimeout = 30 * time.Second
 
 // Row names of the nano scenarios.
 const (
-	rowWarm    = "nano one-shot, warm pool"
-	rowCold    = "nano one-shot, pool off (cold)"
-	rowSession = "nano run in a session"
+	rowWarm         = "nano one-shot, warm pool"
+	rowCold         = "nano one-shot, pool off (cold)"
+	rowSession      = "nano run in a session"
+	rowSessionFirst = "nano session create → first result"
+	rowDensity      = "idle nano sessions"
+	rowDensityPy    = "python3 REPL processes (native)"
+	rowDensityBwrap = "python3 REPL processes under bwrap"
 )
 
 // nano measures the nano scenarios: first against a daemon with the warm pool (one-shot paced and
-// concurrent, session, compute), then against one with the pool off (one-shot sequential and
-// concurrent). The two daemons never run at the same time.
+// concurrent, session runs, session create → first result, compute, idle-session density), then
+// against one with the pool off (one-shot sequential and concurrent). The two daemons never run
+// at the same time.
 func (b *bencher) nano(ctx context.Context) {
 	t, err := b.warmTarget(ctx)
 	if err != nil {
 		b.fail(groupLatency, "", rowWarm, err)
 		b.fail(groupThroughput, "", rowWarm, err)
 		b.fail(groupLatency, "", rowSession, err)
+		b.fail(groupLatency, "", rowSessionFirst, err)
 		for _, s := range b.snippets {
 			b.compute[s.Name].Errors[engineNano] = err.Error()
+		}
+		if !b.opts.NoDensity {
+			b.res.Density = append(b.res.Density, Density{Name: rowDensity, Asked: b.opts.IdleSessions, Error: err.Error()})
 		}
 	} else {
 		b.nanoWarm(ctx, t)
 		b.nanoSession(ctx, t)
+		b.nanoSessionStart(ctx, t)
 		if b.compute != nil {
 			b.progress("compute: %d snippets x %d on nano", len(b.snippets), b.opts.Reps)
 			b.computeOn(ctx, engineNano, func(ctx context.Context, code string) (string, error) {
@@ -54,6 +63,10 @@ func (b *bencher) nano(ctx context.Context) {
 				}
 				return res.Stdout, err
 			})
+		}
+		// Last on this daemon: the idle sessions it leaves would weigh on everything else.
+		if !b.opts.NoDensity {
+			b.nanoDensity(ctx, t)
 		}
 		if err := t.Close(); err != nil {
 			b.progress("closing the warm daemon: %v", err)
@@ -70,51 +83,6 @@ func (b *bencher) nano(ctx context.Context) {
 	}
 	defer t.Close()
 	b.nanoCold(ctx, t)
-}
-
-// served counts one-shot runs by the pool that served them ("warm" or "cold"); safe for
-// concurrent clients.
-type served struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (s *served) add(pool string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == nil {
-		s.n = map[string]int{}
-	}
-	s.n[pool]++
-}
-
-func (s *served) count(pool string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.n[pool]
-}
-
-// warmText says how many runs, warm-up included, a warm interpreter served.
-func (s *served) warmText(total int) string {
-	return fmt.Sprintf("%d of %d runs served warm", s.count("warm"), total)
-}
-
-// oneShot returns a call that runs print("hi") one-shot, checks its output and counts which pool
-// served it.
-func oneShot(t target, sv *served) call {
-	return func(ctx context.Context) (time.Duration, error) {
-		start := time.Now()
-		res, err := t.Run(ctx, helloCode, helloTimeout)
-		d := time.Since(start)
-		if err != nil {
-			return 0, err
-		}
-		if res.Failure != "" || res.Stdout != "hi\n" {
-			return 0, fmt.Errorf("nano run printed %q (%s), want \"hi\\n\"", res.Stdout, res.Failure)
-		}
-		sv.add(res.Pool)
-		return d, nil
-	}
 }
 
 func (b *bencher) nanoWarm(ctx context.Context, t target) {
@@ -174,6 +142,40 @@ func (b *bencher) nanoSession(ctx context.Context, t target) {
 	b.add(groupLatency, "", rowSession, fmt.Sprintf("`%s`; session created in %.0f ms", sessionCode, float64(created)/float64(time.Millisecond)), lat, 0, err)
 }
 
+// nanoSessionStart times what a program starting a session waits for: the create call and the
+// first result, N sessions one after the other, each closed after its first result. The ratio
+// columns divide by the baselines of the latency table, started the same way: a python3 (and a
+// python3 under bubblewrap) printing "hi", from process start to exit.
+func (b *bencher) nanoSessionStart(ctx context.Context, t target) {
+	b.progress("nano session create → first result: %d sessions, each closed after its first result", b.opts.N)
+	b.latency(ctx, "", rowSessionFirst, "POST /v1/sessions (nano), then `print(\"hi\")` in it, timed together from the client; each session closed after, untimed",
+		sessionFirstResult(t))
+}
+
+// nanoDensity opens opts.IdleSessions idle sessions and reads their memory (measureIdle). Before
+// each reading the daemon's one-shot pool must be at rest, so that a refill in progress is not
+// counted as the sessions' memory.
+func (b *bencher) nanoDensity(ctx context.Context, t target) {
+	d := measureIdle(ctx, idleSpec{
+		Name: rowDensity, K: b.opts.IdleSessions, Clients: b.opts.Concurrency,
+		Detail: fmt.Sprintf("nano sessions (POST /v1/sessions, runtime nano), opened %d at a time; PSS of the daemon (this process) and its workers", b.opts.Concurrency),
+		Open:   t.NewSession, Memory: t.Memory, Settle: atRest(t), Progress: b.progress,
+	})
+	b.res.Density = append(b.res.Density, d)
+}
+
+// atRest waits until the target's pool is at rest: every worker free and the warm count steady
+// for a second (pacer.settleFull), or two seconds when its health does not report the pool.
+func atRest(t target) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if _, ok, err := t.Pool(ctx); err != nil || !ok {
+			return sleepCtx(ctx, 2*time.Second)
+		}
+		p := &pacer{t: t, poll: 5 * time.Millisecond, settle: time.Second}
+		return p.settleFull(ctx, 2*time.Minute)
+	}
+}
+
 func (b *bencher) nanoCold(ctx context.Context, t target) {
 	b.progress("nano pool off: %d runs", b.opts.N)
 	var sv served
@@ -202,4 +204,37 @@ func checkGuestClock(res runResult) error {
 			inside.Round(time.Millisecond), res.Execute.Round(time.Millisecond))
 	}
 	return nil
+}
+
+// nanoTargets are the goals of issue 11 the nano figures are held against.
+func nanoTargets(r *Results) []Target {
+	latency := func(name string) *Summary {
+		for _, row := range r.Rows {
+			if row.Group == groupLatency && row.Name == name {
+				return row.Stats
+			}
+		}
+		return nil
+	}
+	var density *Density
+	for i := range r.Density {
+		if r.Density[i].Name == rowDensity {
+			density = &r.Density[i]
+		}
+	}
+	ts := []Target{
+		latencyTarget("one-shot ≤ 5 ms (p50)", rowWarm, latency(rowWarm), false, 5),
+		latencyTarget("session create → first result ≤ 10 ms (p50)", rowSessionFirst, latency(rowSessionFirst), false, 10),
+		latencyTarget("session create → first result ≤ 25 ms (p99)", rowSessionFirst, latency(rowSessionFirst), true, 25),
+		densityTarget("≤ 8 MiB PSS per idle nano session", density, 8),
+	}
+	thousand := Target{Goal: "1,000 concurrent idle nano sessions, every one answering its next run", Figure: "run with -sessions-1000"}
+	if density != nil && density.Asked >= 1000 {
+		thousand.Figure = density.Name
+		if density.Opened > 0 && density.AfterMiB > 0 {
+			thousand.Value, thousand.Unit, thousand.Measured = float64(density.Answered), "sessions", true
+			thousand.Met = density.Answered >= 1000
+		}
+	}
+	return append(ts, thousand)
 }

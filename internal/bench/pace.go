@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// A pacer holds the warm latency scenario to a rate the pool sustains: before each run it waits
+// A pacer holds a paced latency scenario to a rate the pool sustains: before each run it waits
 // until the pool is as full as it was at rest, so every run meets a parked interpreter and no
 // refill competes with it for the CPU. Without pacing, back-to-back runs measure the refill, not
 // the hand-over (the throughput scenario measures that on purpose).
@@ -30,9 +30,16 @@ const paceTimeout = 30 * time.Second
 
 // newPacer sets up pacing as -pace says. With "health" it first waits until the pool is at rest.
 func (b *bencher) newPacer(ctx context.Context, t target) (*pacer, error) {
+	return newPacer(ctx, t, b.opts.Pace, b.note)
+}
+
+// newPacer sets up pacing: pace is "health" (watch the pool of t's tier in the daemon's health,
+// after first waiting until it is at rest) or a fixed pause such as "500ms". A health that does
+// not report the pool falls back on a one-second pause, and note says so.
+func newPacer(ctx context.Context, t target, pace string, note func(format string, args ...any)) (*pacer, error) {
 	p := &pacer{t: t, poll: 5 * time.Millisecond, settle: time.Second}
-	if b.opts.Pace != "health" {
-		p.fixed, _ = time.ParseDuration(b.opts.Pace)
+	if pace != "health" {
+		p.fixed, _ = time.ParseDuration(pace)
 		return p, nil
 	}
 	_, ok, err := t.Pool(ctx)
@@ -41,7 +48,7 @@ func (b *bencher) newPacer(ctx context.Context, t target) (*pacer, error) {
 	}
 	if !ok {
 		p.fixed = time.Second
-		b.note("the daemon's health does not report its nano pool; the warm latency runs were paced with a fixed %v pause instead", p.fixed)
+		note("the daemon's health does not report its pool; the paced latency runs were paced with a fixed %v pause instead", p.fixed)
 		return p, nil
 	}
 	if err := p.settleFull(ctx, 2*time.Minute); err != nil {

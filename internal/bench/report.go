@@ -80,9 +80,13 @@ func writeReport(w io.Writer, r *Results) {
 		fmt.Fprintln(w)
 	}
 
+	writeDensity(w, r.Density)
+
 	if c := r.Compute; c != nil {
 		writeCompute(w, c, r.Settings.Reps)
 	}
+
+	writeTargets(w, r.Targets)
 
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w, "### Notes")

@@ -30,6 +30,10 @@ type Results struct {
 	Notes   []string        `json:"notes"`
 	Rows    []Row           `json:"rows"`
 	Compute *ComputeResults `json:"compute,omitempty"`
+	// Density is the idle-session memory: nano sessions and the baselines' processes.
+	Density []Density `json:"density,omitempty"`
+	// Targets holds figures against issue 11's goals.
+	Targets []Target `json:"targets,omitempty"`
 	// Failed counts rows and snippets that could not be measured.
 	Failed int `json:"failed"`
 }

@@ -59,11 +59,18 @@ func RunNano(ctx context.Context, o Options, out io.Writer) error {
 func (b *bencher) finish() {
 	b.res.Seconds = time.Since(b.res.Started).Seconds()
 	b.res.fillRatios()
+	fillDensityRatios(b.res.Density)
 	if b.compute != nil {
 		b.res.Compute = b.computeResults()
 	}
+	b.res.Targets = nanoTargets(b.res)
 	for _, r := range b.res.Rows {
 		if r.Error != "" {
+			b.res.Failed++
+		}
+	}
+	for _, d := range b.res.Density {
+		if d.Error != "" {
 			b.res.Failed++
 		}
 	}

@@ -8,17 +8,20 @@ import (
 	"time"
 )
 
-// target is a daemon as the nano scenarios use it: through its HTTP API. The daemons the bench
-// starts itself and one given with -url are both reached over HTTP; only how they are found
-// differs.
+// target is a daemon as the HTTP scenarios use it: through its HTTP API, on one tier (nano for
+// `bench nano`, heavy for the HTTP scenarios of `bench heavy`). The daemons the bench starts
+// itself and one given with -url are both reached over HTTP; only how they are found differs.
 type target interface {
-	// Run runs code one-shot on the nano tier with the given timeout.
+	// Run runs code one-shot on the target's tier with the given timeout.
 	Run(ctx context.Context, code string, timeout time.Duration) (runResult, error)
-	// NewSession opens a nano session.
+	// NewSession opens a session on the target's tier.
 	NewSession(ctx context.Context) (targetSession, error)
-	// Pool reports the nano tier's pool as the daemon's health shows it. ok is false when the
-	// health does not say.
+	// Pool reports the tier's pool as the daemon's health shows it. ok is false when the health
+	// does not say.
 	Pool(ctx context.Context) (p poolState, ok bool, err error)
+	// Memory reads the PSS of the daemon and all its descendant processes; errNotOurs for a
+	// daemon the bench did not start.
+	Memory(ctx context.Context) (memSample, error)
 	// Close releases the target; for a daemon the bench started, it stops the daemon.
 	Close() error
 }
@@ -39,9 +42,29 @@ type runResult struct {
 	Failure string
 }
 
-// poolState is the nano runtime's health: free one-shot workers and parked interpreters.
+// poolState is a tier's pool as its health reports it: for nano, free one-shot workers and
+// parked interpreters; for heavy, sandbox slots not in use, the cap, and warm sandboxes.
 type poolState struct {
 	Free, Workers, Warm int
+}
+
+// heavyHealth matches the heavy runtime's health state ("image python-datascience (abc), 2 warm
+// (restored from a checkpoint), 0 of 16 in use").
+var heavyHealth = regexp.MustCompile(`(\d+) warm\b.*?(\d+) of (\d+) in use`)
+
+// parseHeavyPool reads a poolState from the heavy runtime's health text: Workers is the sandbox
+// cap, Free the slots not in use, so that "every worker free" means no sandbox is busy.
+func parseHeavyPool(state string) (poolState, bool) {
+	m := heavyHealth.FindStringSubmatch(state)
+	if m == nil {
+		return poolState{}, false
+	}
+	var p poolState
+	p.Warm, _ = strconv.Atoi(m[1])
+	used, _ := strconv.Atoi(m[2])
+	p.Workers, _ = strconv.Atoi(m[3])
+	p.Free = p.Workers - used
+	return p, true
 }
 
 // nanoHealth matches the nano runtime's health state ("2 of 2 workers free, 4 warm interpreters").

@@ -14,8 +14,13 @@ import (
 // httpTarget reaches a daemon through the public Go client, as any user of the API would.
 type httpTarget struct {
 	c *client.Client
+	// tier is what runs and sessions ask for (api.RuntimeNano unless set).
+	tier string
 	// stop, when set, stops the daemon the bench started for this target.
 	stop func() error
+	// memory, when set, reads the PSS of the daemon's processes: set for daemons the bench
+	// starts, whose processes it knows.
+	memory func(ctx context.Context) (memSample, error)
 }
 
 // Interface guards.
@@ -35,11 +40,11 @@ func newHTTPTarget(url, key string) (*httpTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &httpTarget{c: c}, nil
+	return &httpTarget{c: c, tier: api.RuntimeNano}, nil
 }
 
 func (t *httpTarget) Run(ctx context.Context, code string, timeout time.Duration) (runResult, error) {
-	res, err := t.c.Run(ctx, api.RunRequest{Code: code, Runtime: api.RuntimeNano, Timeout: timeout.Seconds()})
+	res, err := t.c.Run(ctx, api.RunRequest{Code: code, Runtime: t.tier, Timeout: timeout.Seconds()})
 	if err != nil {
 		return runResult{}, err
 	}
@@ -62,26 +67,37 @@ func fromAPI(res *api.Result) runResult {
 }
 
 func (t *httpTarget) NewSession(ctx context.Context) (targetSession, error) {
-	s, err := t.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: api.RuntimeNano})
+	s, err := t.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: t.tier})
 	if err != nil {
 		return nil, err
 	}
 	return &httpSession{c: t.c, id: s.ID}, nil
 }
 
-// Pool reads the nano runtime's state from GET /v1/health.
+// Pool reads the tier's state from GET /v1/health.
 func (t *httpTarget) Pool(ctx context.Context) (poolState, bool, error) {
 	h, err := t.c.Health(ctx)
 	if err != nil {
 		return poolState{}, false, err
 	}
+	parse := parsePool
+	if t.tier == api.RuntimeHeavy {
+		parse = parseHeavyPool
+	}
 	for _, rt := range h.Runtimes {
-		if rt.Name == api.RuntimeNano {
-			p, ok := parsePool(rt.State)
+		if rt.Name == t.tier {
+			p, ok := parse(rt.State)
 			return p, ok, nil
 		}
 	}
-	return poolState{}, false, fmt.Errorf("the daemon at %s runs no nano tier", t.c.URL())
+	return poolState{}, false, fmt.Errorf("the daemon at %s runs no %s tier", t.c.URL(), t.tier)
+}
+
+func (t *httpTarget) Memory(ctx context.Context) (memSample, error) {
+	if t.memory == nil {
+		return memSample{}, errNotOurs
+	}
+	return t.memory(ctx)
 }
 
 // version is the daemon's version as its health reports it.

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// The calls of the HTTP scenarios, made the same way on both tiers: a one-shot print, and a
+// session created, asked for its first result and closed.
+
+// served counts one-shot runs by the pool that served them ("warm" or "cold"); safe for
+// concurrent clients.
+type served struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (s *served) add(pool string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = map[string]int{}
+	}
+	s.n[pool]++
+}
+
+func (s *served) count(pool string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[pool]
+}
+
+// warmText says how many runs, warm-up included, a warm interpreter served.
+func (s *served) warmText(total int) string {
+	return fmt.Sprintf("%d of %d runs served warm", s.count("warm"), total)
+}
+
+// oneShot returns a call that runs print("hi") one-shot on the target's tier, checks its output
+// and counts which pool served it.
+func oneShot(t target, sv *served) call {
+	return func(ctx context.Context) (time.Duration, error) {
+		start := time.Now()
+		res, err := t.Run(ctx, helloCode, helloTimeout)
+		d := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if res.Failure != "" || res.Stdout != "hi\n" {
+			return 0, fmt.Errorf("the run printed %q (%s), want \"hi\\n\"", res.Stdout, res.Failure)
+		}
+		sv.add(res.Pool)
+		return d, nil
+	}
+}
+
+// sessionFirstResult returns a call that creates a session on the target's tier and runs
+// print("hi") in it, timed together from the client, as a program starting a session would see it;
+// the session is then closed, untimed.
+func sessionFirstResult(t target) call {
+	return func(ctx context.Context) (time.Duration, error) {
+		start := time.Now()
+		s, err := t.NewSession(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("create a session: %w", err)
+		}
+		res, err := s.Run(ctx, helloCode)
+		d := time.Since(start)
+		if cerr := s.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close the session: %w", cerr)
+		}
+		if err != nil {
+			return 0, err
+		}
+		if res.Failure != "" || res.Stdout != "hi\n" {
+			return 0, fmt.Errorf("the session's first run printed %q (%s), want \"hi\\n\"", res.Stdout, res.Failure)
+		}
+		return d, nil
+	}
+}

@@ -1,0 +1,354 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The density scenarios open K sessions (or, for the baselines, K interpreter processes), each
+// running densityCell, leave them idle and read what they cost: the PSS of the daemon and all its
+// descendant processes (workers, sandboxes) after, minus before, divided by K. Then each one must
+// answer densityNext with the state densityCell left. Issue 11 asks for 1,000 idle nano sessions
+// at ≤ 8 MiB each.
+
+// densityCell is the small cell each idle session has run; densityNext is its next run, which
+// must see densityCell's variable.
+const (
+	densityCell     = "data = list(range(100)); print(sum(data))"
+	densityCellOut  = "4950\n"
+	densityNext     = "print(len(data))"
+	densityNextOut  = "100\n"
+	densityGuardMiB = 1024
+)
+
+// Density is one row of the idle-session memory table. Figures are in MiB of PSS.
+type Density struct {
+	// Key marks a baseline that the ratio columns divide by (keyNative, keyBwrap).
+	Key    string `json:"key,omitempty"`
+	Name   string `json:"name"`
+	Detail string `json:"detail,omitempty"`
+	// Asked is K; Opened how many sessions were open when the memory was read (fewer than K
+	// when an error or the memory guard stopped the scenario); Answered how many of those then
+	// answered their next run correctly.
+	Asked    int `json:"asked"`
+	Opened   int `json:"opened"`
+	Answered int `json:"answered"`
+	// Processes is how many processes the reading after counted.
+	Processes int     `json:"processes"`
+	BeforeMiB float64 `json:"pss_before_mib"`
+	AfterMiB  float64 `json:"pss_after_mib"`
+	// PerSession is (AfterMiB − BeforeMiB) ÷ Opened.
+	PerSession float64 `json:"pss_per_session_mib"`
+	// OpenSeconds is the wall time it took to open them all.
+	OpenSeconds float64 `json:"open_s"`
+	// VsNative and VsBwrap divide PerSession by the baselines'.
+	VsNative float64 `json:"vs_native,omitempty"`
+	VsBwrap  float64 `json:"vs_bwrap,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// idleSpec says how to run one density scenario.
+type idleSpec struct {
+	Name, Key, Detail string
+	// K sessions are opened by Clients goroutines at once.
+	K, Clients int
+	// Open opens one session (or process); the scenario runs densityCell in it.
+	Open func(ctx context.Context) (targetSession, error)
+	// Memory reads the PSS of everything the sessions live in.
+	Memory func(ctx context.Context) (memSample, error)
+	// Settle, when set, waits until the daemon is at rest (its pools refilled) before each reading.
+	Settle   func(ctx context.Context) error
+	Progress func(format string, args ...any)
+	// MemInfo is the meminfo file the guard reads. Default /proc/meminfo.
+	MemInfo string
+}
+
+// measureIdle runs a density scenario. It never lets the machine's available memory fall below
+// max(1 GiB, a tenth of the total): past that it stops opening and measures what is open, saying so
+// in the row's error, rather than wake the OOM killer on a machine other work shares.
+func measureIdle(ctx context.Context, sp idleSpec) Density {
+	d := Density{Key: sp.Key, Name: sp.Name, Detail: sp.Detail, Asked: sp.K}
+	if sp.MemInfo == "" {
+		sp.MemInfo = procRoot + "/meminfo"
+	}
+	settle := func() error {
+		if sp.Settle == nil {
+			return nil
+		}
+		return sp.Settle(ctx)
+	}
+	if err := settle(); err != nil {
+		d.Error = "before: " + err.Error()
+		return d
+	}
+	before, err := sp.Memory(ctx)
+	if errors.Is(err, errNotOurs) {
+		d.Error = err.Error()
+		return d
+	}
+	if err != nil {
+		d.Error = "before: " + err.Error()
+		return d
+	}
+	d.BeforeMiB = before.MiB()
+
+	sp.Progress("%s: opening %d, %d at a time", sp.Name, sp.K, sp.Clients)
+	start := time.Now()
+	open, stop := openIdle(ctx, sp)
+	d.OpenSeconds = time.Since(start).Seconds()
+	d.Opened = len(open)
+	defer closeAll(open, sp.Clients)
+	if stop != nil {
+		d.Error = fmt.Sprintf("stopped after %d of %d: %v", len(open), sp.K, stop)
+		sp.Progress("%s: %s", sp.Name, d.Error)
+	}
+	if len(open) == 0 {
+		return d
+	}
+	if err := settle(); err != nil {
+		d.Error = joinErr(d.Error, "after: "+err.Error())
+		return d
+	}
+	after, err := sp.Memory(ctx)
+	if err != nil {
+		d.Error = joinErr(d.Error, "after: "+err.Error())
+		return d
+	}
+	d.AfterMiB, d.Processes = after.MiB(), after.Processes
+	d.PerSession = (d.AfterMiB - d.BeforeMiB) / float64(d.Opened)
+
+	var failures []string
+	d.Answered, failures = answerAll(ctx, open, sp.Clients)
+	if d.Answered < d.Opened {
+		d.Error = joinErr(d.Error, fmt.Sprintf("%d of %d did not answer their next run; first: %s", d.Opened-d.Answered, d.Opened, failures[0]))
+	}
+	sp.Progress("%s: %d open in %.1f s, PSS %.0f → %.0f MiB over %d processes: %.2f MiB each; %d answered",
+		sp.Name, d.Opened, d.OpenSeconds, d.BeforeMiB, d.AfterMiB, d.Processes, d.PerSession, d.Answered)
+	return d
+}
+
+// openIdle opens up to sp.K sessions from sp.Clients goroutines, each running densityCell, and
+// returns the open ones and why it stopped early (nil when all K opened).
+func openIdle(ctx context.Context, sp idleSpec) ([]targetSession, error) {
+	var (
+		mu    sync.Mutex
+		open  []targetSession
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	take := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if next >= sp.K || first != nil {
+			return false
+		}
+		next++
+		return true
+	}
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
+	for i := 0; i < max(sp.Clients, 1); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for take() {
+				if err := ctx.Err(); err != nil {
+					fail(err)
+					return
+				}
+				if err := memoryGuard(sp.MemInfo); err != nil {
+					fail(err)
+					return
+				}
+				s, err := sp.Open(ctx)
+				if err != nil {
+					fail(fmt.Errorf("open: %w", err))
+					return
+				}
+				res, err := s.Run(ctx, densityCell)
+				if err == nil && (res.Failure != "" || res.Stdout != densityCellOut) {
+					err = fmt.Errorf("the first cell printed %q (%s), want %q", res.Stdout, res.Failure, densityCellOut)
+				}
+				if err != nil {
+					s.Close()
+					fail(err)
+					return
+				}
+				mu.Lock()
+				open = append(open, s)
+				n := len(open)
+				mu.Unlock()
+				if n%100 == 0 {
+					sp.Progress("%s: %d open", sp.Name, n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return open, first
+}
+
+// memoryGuard fails when the machine's available memory is below max(densityGuardMiB, a tenth of
+// the total).
+func memoryGuard(meminfo string) error {
+	avail, total, err := memAvailableKiB(meminfo)
+	if err != nil {
+		return nil // cannot tell: the daemon's own limits still apply
+	}
+	floor := max(int64(densityGuardMiB)<<10, total/10)
+	if avail < floor {
+		return fmt.Errorf("the machine has %d MiB available, below the %d MiB the bench keeps free", avail>>10, floor>>10)
+	}
+	return nil
+}
+
+// answerAll runs densityNext in every session, clients at a time, and counts the right answers.
+func answerAll(ctx context.Context, open []targetSession, clients int) (int, []string) {
+	var (
+		mu       sync.Mutex
+		answered int
+		failures []string
+	)
+	forEach(open, clients, func(s targetSession) {
+		res, err := s.Run(ctx, densityNext)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			failures = append(failures, err.Error())
+		case res.Failure != "" || res.Stdout != densityNextOut:
+			failures = append(failures, fmt.Sprintf("printed %q (%s), want %q", res.Stdout, res.Failure, densityNextOut))
+		default:
+			answered++
+		}
+	})
+	return answered, failures
+}
+
+func closeAll(open []targetSession, clients int) {
+	forEach(open, clients, func(s targetSession) { s.Close() })
+}
+
+// forEach calls f on every session from clients goroutines.
+func forEach(ss []targetSession, clients int, f func(targetSession)) {
+	ch := make(chan targetSession)
+	var wg sync.WaitGroup
+	for i := 0; i < max(clients, 1); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range ch {
+				f(s)
+			}
+		}()
+	}
+	for _, s := range ss {
+		ch <- s
+	}
+	close(ch)
+	wg.Wait()
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// selfMemory is the PSS of this process and its descendants: a daemon the bench runs in its own
+// process, with its workers and sandboxes, or the baseline processes it started. The Go heap is
+// collected and returned to the kernel first, so that garbage the bench left (results, buffers)
+// is not counted as the sessions' memory; a daemon's own scavenger returns it too, only later.
+func selfMemory(context.Context) (memSample, error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return treeMemory(procRoot, os.Getpid())
+}
+
+// fillDensityRatios sets each density row's ratio columns from the baselines among rows.
+func fillDensityRatios(rows []Density) {
+	base := map[string]float64{}
+	for _, d := range rows {
+		if d.Key != "" && d.Error == "" && d.PerSession > 0 {
+			base[d.Key] = d.PerSession
+		}
+	}
+	for i := range rows {
+		d := &rows[i]
+		if d.Opened == 0 || d.PerSession <= 0 {
+			continue
+		}
+		if b := base[keyNative]; b > 0 {
+			d.VsNative = d.PerSession / b
+		}
+		if b := base[keyBwrap]; b > 0 {
+			d.VsBwrap = d.PerSession / b
+		}
+	}
+}
+
+// errNotOurs is the density scenarios' error against a daemon the bench did not start.
+var errNotOurs = errors.New("skipped: the bench reads the memory of a daemon it starts itself (without -url), with its processes")
+
+// writeDensity writes the idle-session table, shared by the nano and heavy reports.
+func writeDensity(w io.Writer, rows []Density) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Idle sessions: memory (PSS) of sessions that each ran `%s`\n\n", densityCell)
+	fmt.Fprintln(w, "| scenario | sessions | answered | processes | PSS before MiB | PSS after MiB | MiB per session | ÷ native | ÷ bwrap |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	var notes []string
+	for _, d := range rows {
+		name := d.Name
+		for _, text := range []string{d.Detail, errText(d.Error)} {
+			if text != "" {
+				notes = append(notes, text)
+				name += fmt.Sprintf(" [d%d]", len(notes))
+			}
+		}
+		if d.Opened == 0 || d.AfterMiB == 0 {
+			fmt.Fprintf(w, "| %s | 0 of %d | — | — | — | — | — | — | — |\n", name, d.Asked)
+			continue
+		}
+		opened := fmt.Sprint(d.Opened)
+		if d.Opened != d.Asked {
+			opened = fmt.Sprintf("%d of %d", d.Opened, d.Asked)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s |\n", name, opened, d.Answered, d.Processes,
+			d.BeforeMiB, d.AfterMiB, fmtMS(d.PerSession), fmtRatio(d.VsNative), fmtRatio(d.VsBwrap))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Each session (or baseline process) ran the cell, then sat idle while PSS was read over the daemon and all its descendant processes (for the baselines: the bench and the interpreters it started), before opening and after; MiB per session = the difference ÷ sessions. Then each had to answer `%s` with the cell's state. Ratios divide by the baselines' MiB per process.\n\n", densityNext)
+	for i, n := range notes {
+		fmt.Fprintf(w, "- [d%d] %s\n", i+1, n)
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+	}
+}
+
+func errText(e string) string {
+	if e == "" {
+		return ""
+	}
+	if strings.HasPrefix(e, "skipped:") {
+		return e
+	}
+	return "FAILED: " + e
+}
