@@ -152,6 +152,8 @@ func describe(res *Result) string {
 	switch {
 	case res == nil:
 		return "gave no result"
+	case res.Error != nil && res.Error.Value == "":
+		return "raised " + res.Error.Name
 	case res.Error != nil:
 		return "raised " + res.Error.Name + ": " + res.Error.Value
 	case res.ExitCode != 0:
