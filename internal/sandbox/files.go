@@ -32,6 +32,12 @@ func (m *Manager) moveForFiles(ctx context.Context, id string) error {
 	if err != nil || !s.auto {
 		return nil // files answers for a missing session
 	}
+	m.mu.Lock()
+	moved := !m.movable(s)
+	m.mu.Unlock()
+	if moved {
+		return nil // once on heavy, a write does not wait for the session's runs
+	}
 	s.run.Lock()
 	defer s.run.Unlock()
 	m.mu.Lock()

@@ -26,7 +26,7 @@ import (
 // runtime nano answers with nano's error and a hint instead (hintNanoSession). The log of runs is
 // bounded (MaxReplayRuns, MaxReplayBytes); a session past the bounds cannot move.
 
-// movable reports whether s may still move. The caller holds s.run.
+// movable reports whether s may still move. The caller holds s.run or Manager.mu.
 func (m *Manager) movable(s *session) bool {
 	return s.auto && s.info.Tier == TierNano
 }
