@@ -9,8 +9,8 @@ import (
 
 // Use is something the code does that nano's interpreter cannot, though it can import the module
 // that offers it: nano's CPython is built for WASI, one thread and no processes or sockets, so
-// starting a thread fails with "RuntimeError: can't start new thread" and subprocess, os.system
-// and socket fail with OSError.
+// starting a thread fails with "RuntimeError: can't start new thread", subprocess and socket
+// with OSError, and os.system, os.fork and socket.gethostname are not there at all.
 type Use struct {
 	// Kind is UseThreads, UseProcesses or UseSockets.
 	Kind string
@@ -27,6 +27,13 @@ const (
 	UseProcesses = "subprocesses"
 	UseSockets   = "sockets"
 )
+
+// attrUse is a rule for module.<name> uses.
+type attrUse struct {
+	module, kind string
+	names        []string
+	what         string // "": module.name
+}
 
 // What the router takes as a use of threads, processes or sockets. The rule is "the code names
 // the thing that starts one", not "the code imports the module", where importing is harmless:
@@ -52,13 +59,6 @@ const (
 // heavy needlessly: slower, never wrong. A use the router cannot see (getattr, a module that
 // starts threads for the code) fails in nano with the interpreter's error, which the Manager
 // recognises and retries in heavy.
-// attrUse is a rule for module.<name> uses.
-type attrUse struct {
-	module, kind string
-	names        []string
-	what         string // "": module.name
-}
-
 var (
 	namedUses = []struct {
 		module string // the import that makes the names count; a prefix for packages
