@@ -49,6 +49,10 @@ type Density struct {
 	PerSession float64 `json:"pss_per_session_mib"`
 	// OpenSeconds is the wall time it took to open them all.
 	OpenSeconds float64 `json:"open_s"`
+	// IdleSeconds is how long they sat idle before the reading (at least idleSpec.IdleWait).
+	IdleSeconds float64 `json:"idle_s"`
+	// StateAfter is the daemon's health text for the tier when the memory was read.
+	StateAfter string `json:"state_after,omitempty"`
 	// VsNative and VsBwrap divide PerSession by the baselines'.
 	VsNative float64 `json:"vs_native,omitempty"`
 	VsBwrap  float64 `json:"vs_bwrap,omitempty"`
@@ -65,7 +69,11 @@ type idleSpec struct {
 	// Memory reads the PSS of everything the sessions live in.
 	Memory func(ctx context.Context) (memSample, error)
 	// Settle, when set, waits until the daemon is at rest (its pools refilled) before each reading.
-	Settle   func(ctx context.Context) error
+	Settle func(ctx context.Context) error
+	// IdleWait is how long the sessions sit idle, once all are open, before Settle and the reading.
+	IdleWait time.Duration
+	// State, when set, describes the daemon after the reading (its health), for the record.
+	State    func(ctx context.Context) string
 	Progress func(format string, args ...any)
 	// MemInfo is the meminfo file the guard reads. Default /proc/meminfo.
 	MemInfo string
@@ -113,6 +121,13 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 	if len(open) == 0 {
 		return d
 	}
+	if sp.IdleWait > 0 {
+		sp.Progress("%s: %d open; leaving them idle for %v", sp.Name, len(open), sp.IdleWait)
+		if err := sleepCtx(ctx, sp.IdleWait); err != nil {
+			d.Error = joinErr(d.Error, err.Error())
+			return d
+		}
+	}
 	if err := settle(); err != nil {
 		d.Error = joinErr(d.Error, "after: "+err.Error())
 		return d
@@ -122,8 +137,12 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 		d.Error = joinErr(d.Error, "after: "+err.Error())
 		return d
 	}
+	d.IdleSeconds = time.Since(start).Seconds() - d.OpenSeconds
 	d.AfterMiB, d.Processes = after.MiB(), after.Processes
 	d.PerSession = (d.AfterMiB - d.BeforeMiB) / float64(d.Opened)
+	if sp.State != nil {
+		d.StateAfter = sp.State(ctx)
+	}
 
 	var failures []string
 	d.Answered, failures = answerAll(ctx, open, sp.Clients)
@@ -316,7 +335,11 @@ func writeDensity(w io.Writer, rows []Density) {
 	var notes []string
 	for _, d := range rows {
 		name := d.Name
-		for _, text := range []string{d.Detail, errText(d.Error)} {
+		state := ""
+		if d.StateAfter != "" {
+			state = fmt.Sprintf("idle %.0f s when read; the daemon's health then: %s", d.IdleSeconds, d.StateAfter)
+		}
+		for _, text := range []string{d.Detail, state, errText(d.Error)} {
 			if text != "" {
 				notes = append(notes, text)
 				name += fmt.Sprintf(" [d%d]", len(notes))

@@ -30,7 +30,7 @@ func TestMeasureIdleOnFake(t *testing.T) {
 	d := measureIdle(context.Background(), fakeIdle(t, f, 7))
 	want := Density{Name: "idle fake sessions", Asked: 7, Opened: 7, Answered: 7, Processes: 8, BeforeMiB: fakeBaseMiB,
 		AfterMiB: fakeBaseMiB + 7*fakeSessionMiB, PerSession: fakeSessionMiB}
-	d.OpenSeconds = 0
+	d.OpenSeconds, d.IdleSeconds = 0, 0
 	if d != want {
 		t.Errorf("measureIdle = %+v\nwant %+v", d, want)
 	}
@@ -114,7 +114,7 @@ func TestDensityRatiosAndReport(t *testing.T) {
 		{Key: keyNative, Name: rowDensityPy, Asked: 100, Opened: 100, Answered: 100, Processes: 101, BeforeMiB: 10, AfterMiB: 410, PerSession: 4},
 		{Key: keyBwrap, Name: rowDensityBwrap, Asked: 100, Opened: 100, Answered: 100, Processes: 301, BeforeMiB: 10, AfterMiB: 510, PerSession: 5},
 		{Name: rowDensity, Detail: "nano sessions", Asked: 100, Opened: 90, Answered: 90, Processes: 95, BeforeMiB: 200, AfterMiB: 1100, PerSession: 10,
-			Error: "stopped after 90 of 100: open: conflict"},
+			Error: "stopped after 90 of 100: open: conflict", IdleSeconds: 15.2, StateAfter: "90 sessions hibernated"},
 	}
 	fillDensityRatios(rows)
 	if rows[2].VsNative != 2.5 || rows[2].VsBwrap != 2 || rows[0].VsNative != 1 {
@@ -125,9 +125,10 @@ func TestDensityRatiosAndReport(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"| python3 REPL processes (native) | 100 | 100 | 101 | 10 | 410 | 4.00 | 1.00x | 0.80x |",
-		"| idle nano sessions [d1] [d2] | 90 of 100 | 90 | 95 | 200 | 1100 | 10.0 | 2.50x | 2.00x |",
+		"| idle nano sessions [d1] [d2] [d3] | 90 of 100 | 90 | 95 | 200 | 1100 | 10.0 | 2.50x | 2.00x |",
 		"- [d1] nano sessions",
-		"- [d2] FAILED: stopped after 90 of 100",
+		"- [d2] idle 15 s when read; the daemon's health then: 90 sessions hibernated",
+		"- [d3] FAILED: stopped after 90 of 100",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)
@@ -172,7 +173,7 @@ func TestNanoTargets(t *testing.T) {
 func TestNanoSessionStartAndDensityOnFake(t *testing.T) {
 	t.Parallel()
 	f := &fakeTarget{workers: 2, warmCap: 2, warm: 2, refill: time.Millisecond}
-	b := testBencher(Options{N: 10, Concurrency: 2, IdleSessions: 6})
+	b := testBencher(Options{N: 10, Concurrency: 2, IdleSessions: 6, IdleWait: time.Millisecond})
 	b.nanoSessionStart(context.Background(), f)
 	b.nanoDensity(context.Background(), f)
 	if len(b.res.Rows) != 1 || b.res.Rows[0].Name != rowSessionFirst || b.res.Rows[0].Stats == nil || b.res.Rows[0].Stats.N != 10 {
@@ -181,7 +182,7 @@ func TestNanoSessionStartAndDensityOnFake(t *testing.T) {
 	if len(b.res.Density) != 1 {
 		t.Fatalf("density: %+v", b.res.Density)
 	}
-	if d := b.res.Density[0]; d.Error != "" || d.Opened != 6 || d.Answered != 6 || d.PerSession != fakeSessionMiB {
+	if d := b.res.Density[0]; d.Error != "" || d.Opened != 6 || d.Answered != 6 || d.PerSession != fakeSessionMiB || d.IdleSeconds <= 0 {
 		t.Errorf("density: %+v", d)
 	}
 	if f.open != 0 {

@@ -173,6 +173,18 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 	}
 }
 
+func TestParseHeavyPool(t *testing.T) {
+	t.Parallel()
+	state := "image python-datascience (3f2a), 2 warm (restored from a checkpoint), 3 of 16 in use"
+	p, ok := parseHeavyPool(state)
+	if !ok || p != (poolState{Free: 13, Workers: 16, Warm: 2, State: state}) {
+		t.Errorf("parseHeavyPool = %+v, %v", p, ok)
+	}
+	if _, ok := parseHeavyPool("starting"); ok {
+		t.Error(`parseHeavyPool("starting") reported a pool`)
+	}
+}
+
 // A daemon that does not start fails the HTTP rows and the density row with its reason.
 func TestHeavyHTTPScenariosWithoutADaemon(t *testing.T) {
 	t.Parallel()

@@ -73,6 +73,10 @@ type Options struct {
 	IdleSessions int `json:"idle_sessions"`
 	// NoDensity skips the density scenario and its baselines.
 	NoDensity bool `json:"no_density"`
+	// IdleWait is how long the idle sessions sit before their memory is read. Default 15s: longer
+	// than the daemon's default session_hibernate_after (10s), so that they are counted as the
+	// daemon keeps sessions between an agent's turns, not as it keeps one that just ran.
+	IdleWait time.Duration `json:"idle_wait"`
 	// Python is the native interpreter: a name on PATH or a path. Default DefaultPython.
 	Python string `json:"python"`
 	// PyodideVersion is the npm pyodide version to install and run. Default DefaultPyodideVersion.
@@ -96,6 +100,9 @@ func (o *Options) defaults() {
 	}
 	if o.IdleSessions <= 0 {
 		o.IdleSessions = 100
+	}
+	if o.IdleWait <= 0 {
+		o.IdleWait = 15 * time.Second
 	}
 	if o.DataDir == "" {
 		o.DataDir = config.DefaultDataDir()
@@ -144,6 +151,7 @@ flags:
 	fs.BoolVar(&noCompute, "no-compute", false, "skip the compute slowdown scenarios")
 	thousand := false
 	fs.IntVar(&o.IdleSessions, "idle-sessions", 100, "idle nano sessions the density scenario opens, and baseline processes it starts (0 skips it)")
+	fs.DurationVar(&o.IdleWait, "idle-wait", 15*time.Second, "how long the idle sessions sit before their memory is read (longer than the daemon's session_hibernate_after)")
 	fs.BoolVar(&thousand, "sessions-1000", false, "density with 1,000 idle sessions, issue 11's target (same as -idle-sessions 1000)")
 	fs.StringVar(&o.Python, "python", DefaultPython(), "native interpreter of the baselines (its sys.executable is run, not a shim)")
 	fs.StringVar(&o.PyodideVersion, "pyodide-version", DefaultPyodideVersion, "npm pyodide version to install and measure")

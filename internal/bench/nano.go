@@ -152,27 +152,62 @@ func (b *bencher) nanoSessionStart(ctx context.Context, t target) {
 		sessionFirstResult(t))
 }
 
-// nanoDensity opens opts.IdleSessions idle sessions and reads their memory (measureIdle). Before
-// each reading the daemon's one-shot pool must be at rest, so that a refill in progress is not
-// counted as the sessions' memory.
+// nanoDensity opens opts.IdleSessions idle sessions and reads their memory (measureIdle) after
+// they sat idle for opts.IdleWait (longer than the daemon's default session_hibernate_after, so
+// that they are counted as the daemon keeps sessions between an agent's turns). Before each
+// reading the daemon must be at rest, so that a refill in progress is not counted as the
+// sessions' memory.
 func (b *bencher) nanoDensity(ctx context.Context, t target) {
 	d := measureIdle(ctx, idleSpec{
 		Name: rowDensity, K: b.opts.IdleSessions, Clients: b.opts.Concurrency,
 		Detail: fmt.Sprintf("nano sessions (POST /v1/sessions, runtime nano), opened %d at a time; PSS of the daemon (this process) and its workers", b.opts.Concurrency),
-		Open:   t.NewSession, Memory: t.Memory, Settle: atRest(t), Progress: b.progress,
+		Open:   t.NewSession, Memory: t.Memory, Settle: atRest(t), State: healthState(t), Progress: b.progress,
+		IdleWait: b.opts.IdleWait,
 	})
 	b.res.Density = append(b.res.Density, d)
 }
 
 // atRest waits until the target's pool is at rest: every worker free and the warm count steady
-// for a second (pacer.settleFull), or two seconds when its health does not report the pool.
+// for a second (pacer.settleFull), then the tier's whole health text unchanged for a second (pools
+// the fields do not show, such as nano's session workers, refilled; sessions hibernated); or two
+// seconds when its health does not report the pool.
 func atRest(t target) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if _, ok, err := t.Pool(ctx); err != nil || !ok {
 			return sleepCtx(ctx, 2*time.Second)
 		}
 		p := &pacer{t: t, poll: 5 * time.Millisecond, settle: time.Second}
-		return p.settleFull(ctx, 2*time.Minute)
+		if err := p.settleFull(ctx, 2*time.Minute); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		last, since := "", time.Now()
+		for {
+			s, _, err := t.Pool(ctx)
+			if err != nil {
+				return err
+			}
+			if s.State != last {
+				last, since = s.State, time.Now()
+			}
+			if time.Since(since) >= time.Second {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the daemon's health kept changing for 2 minutes (last: %s)", last)
+			}
+			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// healthState is the text the target's health gives its tier, for the record.
+func healthState(t target) func(context.Context) string {
+	return func(ctx context.Context) string {
+		p, _, _ := t.Pool(ctx)
+		return p.State
 	}
 }
 

@@ -17,7 +17,7 @@ func testBencher(o Options) *bencher {
 func TestParsePool(t *testing.T) {
 	t.Parallel()
 	p, ok := parsePool("2 of 3 workers free, 5 warm interpreters")
-	if !ok || p != (poolState{Free: 2, Workers: 3, Warm: 5}) {
+	if !ok || p != (poolState{Free: 2, Workers: 3, Warm: 5, State: "2 of 3 workers free, 5 warm interpreters"}) {
 		t.Errorf("parsePool = %+v, %v", p, ok)
 	}
 	if _, ok := parsePool("running"); ok {

@@ -46,6 +46,9 @@ type runResult struct {
 // parked interpreters; for heavy, sandbox slots not in use, the cap, and warm sandboxes.
 type poolState struct {
 	Free, Workers, Warm int
+	// State is the health's whole text, which may say more than the fields (session workers,
+	// hibernated sessions): atRest waits until it stops changing.
+	State string
 }
 
 // heavyHealth matches the heavy runtime's health state ("image python-datascience (abc), 2 warm
@@ -59,7 +62,7 @@ func parseHeavyPool(state string) (poolState, bool) {
 	if m == nil {
 		return poolState{}, false
 	}
-	var p poolState
+	p := poolState{State: state}
 	p.Warm, _ = strconv.Atoi(m[1])
 	used, _ := strconv.Atoi(m[2])
 	p.Workers, _ = strconv.Atoi(m[3])
@@ -76,7 +79,7 @@ func parsePool(state string) (poolState, bool) {
 	if m == nil {
 		return poolState{}, false
 	}
-	var p poolState
+	p := poolState{State: state}
 	p.Free, _ = strconv.Atoi(m[1])
 	p.Workers, _ = strconv.Atoi(m[2])
 	p.Warm, _ = strconv.Atoi(m[3])

@@ -88,7 +88,7 @@ func TestHTTPTarget(t *testing.T) {
 	ctx := context.Background()
 
 	p, ok, err := tg.Pool(ctx)
-	if err != nil || !ok || p != (poolState{Free: 2, Workers: 2, Warm: 4}) {
+	if err != nil || !ok || p != (poolState{Free: 2, Workers: 2, Warm: 4, State: "2 of 2 workers free, 4 warm interpreters"}) {
 		t.Errorf("Pool = %+v, %v, %v", p, ok, err)
 	}
 	res, err := tg.Run(ctx, helloCode, time.Second)
