@@ -180,6 +180,10 @@ func TestParseHeavyPool(t *testing.T) {
 	if !ok || p != (poolState{Free: 13, Workers: 16, Warm: 2, State: state}) {
 		t.Errorf("parseHeavyPool = %+v, %v", p, ok)
 	}
+	state = "image python-datascience (3f2a), 4 warm (restored from a checkpoint; pool target 4, floor 2, ceiling 8), 10 of 16 in use"
+	if p, ok := parseHeavyPool(state); !ok || p.Warm != 4 || p.Free != 6 || p.Workers != 16 {
+		t.Errorf("parseHeavyPool(%q) = %+v, %v", state, p, ok)
+	}
 	if _, ok := parseHeavyPool("starting"); ok {
 		t.Error(`parseHeavyPool("starting") reported a pool`)
 	}

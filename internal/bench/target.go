@@ -53,7 +53,7 @@ type poolState struct {
 
 // heavyHealth matches the heavy runtime's health state ("image python-datascience (abc), 2 warm
 // (restored from a checkpoint), 0 of 16 in use").
-var heavyHealth = regexp.MustCompile(`(\d+) warm\b.*?(\d+) of (\d+) in use`)
+var heavyHealth = regexp.MustCompile(`(\d+) warm\b.*?\b(\d+) of (\d+) in use`)
 
 // parseHeavyPool reads a poolState from the heavy runtime's health text: Workers is the sandbox
 // cap, Free the slots not in use, so that "every worker free" means no sandbox is busy.
