@@ -90,8 +90,17 @@ type HeavyConfig struct {
 	Enabled string `json:"enabled"`
 	// Image is the default image: the one warm sandboxes run. Default python-datascience.
 	Image string `json:"image"`
-	// Warm is how many sandboxes are kept booted. Default 2; 0 disables the pool.
+	// Warm is how many sandboxes are kept booted: the pool's floor. Default 2; 0 disables the pool.
 	Warm *int `json:"warm"`
+	// PoolMemoryMB is the memory the warm pool may grow into under demand: each claim that finds
+	// it empty raises its size by one sandbox, up to this budget at ~80 MiB per idle sandbox and
+	// never beyond max_sandboxes. Default 1024 (12 sandboxes: a burst of a dozen new sessions,
+	// a small share of a 24 GiB machine); 0 keeps the pool at warm.
+	PoolMemoryMB *int64 `json:"pool_memory_mb"`
+	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
+	// sandbox above warm. Default 1m: a pool grown by a burst is back at warm within minutes,
+	// while a load that misses now and then keeps what it needs.
+	PoolShrinkAfter Duration `json:"pool_shrink_after"`
 	// MaxSandboxes caps heavy sandboxes in use at once (runs and sessions). Default 16.
 	MaxSandboxes int `json:"max_sandboxes"`
 	// CPUs caps each sandbox's CPU use in cores. Default 1.
@@ -255,6 +264,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: heavy.enabled is %q; use auto, on or off", c.Heavy.Enabled)
 	case c.Heavy.Warm != nil && (*c.Heavy.Warm < 0 || *c.Heavy.Warm > 64):
 		return fmt.Errorf("config: heavy.warm must be between 0 and 64")
+	case c.Heavy.PoolMemoryMB != nil && *c.Heavy.PoolMemoryMB < 0, c.Heavy.PoolShrinkAfter < 0:
+		return fmt.Errorf("config: heavy.pool_memory_mb and heavy.pool_shrink_after must not be negative")
 	case c.Heavy.MaxSandboxes < 1:
 		return fmt.Errorf("config: heavy.max_sandboxes must be at least 1")
 	case c.Heavy.CPUs < 0:
@@ -317,6 +328,18 @@ func (c Config) HeavyWarm() int {
 		return 2
 	}
 	return *c.Heavy.Warm
+}
+
+// HeavyPoolMemoryBytes is the heavy pool's memory budget as heavy.Options takes it: 0 for the
+// default, negative for none.
+func (c Config) HeavyPoolMemoryBytes() int64 {
+	switch {
+	case c.Heavy.PoolMemoryMB == nil:
+		return 0
+	case *c.Heavy.PoolMemoryMB == 0:
+		return -1
+	}
+	return *c.Heavy.PoolMemoryMB << 20
 }
 
 // EgressEnabled says whether the gateway runs.

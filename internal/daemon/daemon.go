@@ -174,6 +174,7 @@ func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, gw 
 		DefaultLimits: policy.Defaults,
 		Logger:        log,
 	}
+	opts.PoolMemoryBytes, opts.PoolShrinkAfter = cfg.HeavyPoolMemoryBytes(), cfg.Heavy.PoolShrinkAfter.D()
 	if gw != nil {
 		opts.Egress = gw
 	}

@@ -39,6 +39,7 @@ type box struct {
 
 	startTime time.Duration
 	python    string
+	restored  bool // from the template, not booted
 
 	wmu sync.Mutex
 

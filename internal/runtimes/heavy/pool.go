@@ -13,18 +13,17 @@ import (
 
 // The warm pool: Options.Warm sandboxes with the default limits and the preload imported, kept
 // ready and refilled in the background, Options.FillParallel at a time. A warm sandbox is
-// restored from the template (template.go) when there is one, else booted and preloaded; a
-// failed restore is logged and the sandbox booted instead, and after maxRestoreFailures failures
-// in a row the template is dropped and the pool boots from then on.
-
-// maxRestoreFailures is how many restores may fail in a row before the template is dropped.
-const maxRestoreFailures = 3
+// restored from the template (template.go) when there is one and the restore gate is open
+// (restoregate.go), else booted and preloaded; a failed restore is logged and the sandbox booted
+// instead. Restores that keep failing are suspended for a growing backoff and then tried again;
+// only a template found broken is dropped.
 
 // PoolStats counts how the runtime's sandboxes were made and served, since it started.
 type PoolStats struct {
 	// Warm is how many warm sandboxes are ready now, Starting how many are being made, Size how
-	// many the pool keeps. Busy counts the sandboxes in use or being destroyed.
-	Warm, Starting, Size, Busy int
+	// many the pool keeps now (its target), between MinSize (Options.Warm) and MaxSize (what the
+	// memory budget allows). Busy counts the sandboxes in use or being destroyed.
+	Warm, Starting, Size, MinSize, MaxSize, Busy int
 	// Hits are sandboxes handed out warm. MissRestored and MissBooted were made for a request
 	// that found the pool empty (or asked for limits other than the pool's): restored from the
 	// template, or booted (without the preload).
@@ -32,10 +31,22 @@ type PoolStats struct {
 	// FillRestored and FillBooted are warm sandboxes the pool made each way; RestoreFailures
 	// counts restores that failed and were replaced by a boot.
 	FillRestored, FillBooted, RestoreFailures int64
-	// Template says whether warm sandboxes are restored from a checkpoint now, TemplateInfo what
-	// it is (or why there is none).
-	Template     bool
-	TemplateInfo string
+	// Template says whether warm sandboxes are restored from a checkpoint now; TemplateState is
+	// one of TemplateNone, TemplateMaking, TemplateRestoring, TemplateSuspended and
+	// TemplateDropped, and TemplateInfo says what the template is, or why it is suspended,
+	// dropped or missing.
+	Template      bool
+	TemplateState string
+	TemplateInfo  string
+	// RestoreFailuresInRow counts the restores that failed since the last one that worked, and
+	// LastRestoreError says why the last of them failed. While restores are suspended,
+	// SuspendedUntil is when the next one is tried; RestoreBackoff is how long the next
+	// suspension lasts; Suspensions counts them since the runtime started.
+	RestoreFailuresInRow int
+	LastRestoreError     string
+	SuspendedUntil       time.Time
+	RestoreBackoff       time.Duration
+	Suspensions          int64
 	// FillFailures counts the pool's failed attempts in a row to make a warm sandbox, FillError
 	// says why the last one failed (empty after a success).
 	FillFailures int
@@ -52,14 +63,46 @@ func (rt *Runtime) PoolStats() PoolStats {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	c := &rt.pc
+	g := &rt.gate
 	s := PoolStats{
-		Warm: len(rt.warm), Starting: rt.starting, Size: rt.opts.Warm, Busy: len(rt.slots),
+		Warm: len(rt.warm), Starting: rt.starting, Size: rt.target, MinSize: rt.sizing.Min, MaxSize: rt.sizing.Max, Busy: len(rt.slots),
 		Hits: c.hits.Load(), MissRestored: c.missRestored.Load(), MissBooted: c.missBooted.Load(),
 		FillRestored: c.fillRestored.Load(), FillBooted: c.fillBooted.Load(), RestoreFailures: c.restoreFailures.Load(),
-		Template: rt.tpl != nil, TemplateInfo: rt.tplInfo,
 		FillFailures: rt.fillFailures, FillError: rt.fillError,
+		RestoreFailuresInRow: g.failures, LastRestoreError: g.lastErr, RestoreBackoff: g.backoff, Suspensions: g.suspensions,
+	}
+	s.TemplateState, s.TemplateInfo = rt.templateStateLocked(time.Now())
+	s.Template = s.TemplateState == TemplateRestoring
+	if s.TemplateState == TemplateSuspended {
+		s.SuspendedUntil = g.until
 	}
 	return s
+}
+
+// templateStateLocked says what state the template is in at now, and what it is or why there
+// is none. rt.mu is held.
+func (rt *Runtime) templateStateLocked(now time.Time) (string, string) {
+	switch {
+	case rt.tpl == nil:
+		return rt.tplState, rt.tplInfo
+	case rt.gate.suspended(now):
+		return TemplateSuspended, rt.gate.describe() + "; template: " + rt.tplInfo
+	case rt.gate.failures >= maxRestoreFailures:
+		return TemplateRestoring, fmt.Sprintf("restoring again after %d failed restores in a row (last: %s); the next restore decides; template: %s",
+			rt.gate.failures, rt.gate.lastErr, rt.tplInfo)
+	}
+	return TemplateRestoring, rt.tplInfo
+}
+
+// restoreTemplate is the template to restore a warm sandbox from now: nil when there is none or
+// restores are suspended (the caller boots).
+func (rt *Runtime) restoreTemplate() *template {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.tpl == nil || !rt.gate.open(time.Now()) {
+		return nil
+	}
+	return rt.tpl
 }
 
 // acquire takes a slot and a sandbox of img for limits: a warm one if img is the default image and
@@ -83,7 +126,7 @@ func (rt *Runtime) acquire(ctx context.Context, img image.Image, l sandbox.Limit
 		return nil, false, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the heavy runtime is shut down")
 	}
 	poolable := img.Dir == rt.img.Dir && rt.poolable(l)
-	if poolable {
+	if poolable && rt.target > 0 {
 		for len(rt.warm) > 0 {
 			b := rt.warm[0]
 			rt.warm = rt.warm[1:]
@@ -97,17 +140,20 @@ func (rt *Runtime) acquire(ctx context.Context, img image.Image, l sandbox.Limit
 			rt.refill()
 			return b, true, nil
 		}
+		rt.missedLocked(time.Now())
+		defer rt.missServed()
 	}
-	t := rt.tpl
 	rt.mu.Unlock()
 	var b *box
 	var err error
-	if poolable && t != nil {
+	if t := rt.restoreTemplate(); poolable && t != nil {
 		if b, err = rt.restoreBox(ctx, t); err != nil {
-			rt.restoreFailed(t, err)
+			if ctx.Err() == nil {
+				rt.restoreFailed(t, err)
+			}
 			b = nil
 		} else {
-			rt.restoreWorked()
+			rt.restoreWorked(t)
 			rt.pc.missRestored.Add(1)
 		}
 	}
@@ -175,7 +221,7 @@ func (rt *Runtime) refill() {
 	if rt.closed || rt.tplMaking || time.Now().Before(rt.retryAt) {
 		return
 	}
-	for rt.starting < rt.opts.FillParallel && len(rt.warm)+rt.starting < rt.opts.Warm {
+	for rt.starting < rt.opts.FillParallel && len(rt.warm)+rt.starting < rt.target {
 		rt.starting++
 		rt.wg.Add(1)
 		go rt.fillOne()
@@ -203,7 +249,7 @@ func (rt *Runtime) fillOne() {
 		return
 	}
 	rt.fillFailures, rt.fillError = 0, ""
-	if rt.closed || len(rt.warm) >= rt.opts.Warm { // shut down, or the pool shrank meanwhile
+	if rt.closed || len(rt.warm) >= rt.target { // shut down, or the pool shrank meanwhile
 		rt.mu.Unlock()
 		b.kill()
 		return
@@ -216,13 +262,10 @@ func (rt *Runtime) fillOne() {
 // warmBox makes a warm sandbox: restored from the template if there is one, else booted with the
 // preload.
 func (rt *Runtime) warmBox(ctx context.Context) (*box, error) {
-	rt.mu.Lock()
-	t := rt.tpl
-	rt.mu.Unlock()
-	if t != nil {
+	if t := rt.restoreTemplate(); t != nil {
 		b, err := rt.restoreBox(ctx, t)
 		if err == nil {
-			rt.restoreWorked()
+			rt.restoreWorked(t)
 			rt.pc.fillRestored.Add(1)
 			return b, nil
 		}
@@ -238,37 +281,58 @@ func (rt *Runtime) warmBox(ctx context.Context) (*box, error) {
 	return b, err
 }
 
-// restoreFailed logs a failed restore (a boot replaces it) and drops the template after
-// maxRestoreFailures failures in a row.
+// restoreFailed logs a failed restore (a boot replaces it) and tells the gate. When the gate
+// suspends restores, the template is checked: a broken one is dropped for good, with the reason
+// in TemplateInfo; a sound one is kept, to be tried again after the backoff.
 func (rt *Runtime) restoreFailed(t *template, err error) {
 	rt.pc.restoreFailures.Add(1)
-	rt.mu.Lock()
-	rt.restoreFailures++
-	drop := rt.restoreFailures >= maxRestoreFailures && rt.tpl == t
-	if drop {
-		rt.tpl = nil
-		rt.tplInfo = fmt.Sprintf("dropped after %d failed restores in a row: %v", rt.restoreFailures, err)
-	}
-	rt.mu.Unlock()
 	rt.log.Warn("heavy: restoring a warm sandbox from its checkpoint failed; booting one instead", "err", err, "template", t.dir)
-	if drop {
-		rt.log.Error("heavy: restores keep failing; the pool boots sandboxes from now on", "template", t.dir)
+	now := time.Now()
+	rt.mu.Lock()
+	if rt.tpl != t {
+		rt.mu.Unlock()
+		return
+	}
+	suspend := rt.gate.failed(now, err)
+	failures, backoff := rt.gate.failures, rt.gate.until.Sub(now)
+	rt.mu.Unlock()
+	if !suspend {
+		return
+	}
+	why := rt.templateBroken(t, err) // reads the template's files: not under the lock
+	rt.mu.Lock()
+	if why != "" && rt.tpl == t {
+		rt.tpl = nil
+		rt.tplState = TemplateDropped
+		rt.tplInfo = fmt.Sprintf("dropped after %d failed restores in a row: %s (last error: %v)", failures, why, err)
+	}
+	rt.mu.Unlock()
+	if why != "" {
+		rt.log.Error("heavy: the pool's checkpoint is broken and was dropped; the pool boots sandboxes from now on", "why", why, "template", t.dir)
+		return
+	}
+	rt.log.Error("heavy: restores keep failing (under load?); the pool boots sandboxes and tries restoring again later",
+		"failures", failures, "retry_in", backoff.Round(time.Millisecond), "template", t.dir)
+}
+
+// restoreWorked tells the gate a restore from t worked: the backoff starts over.
+func (rt *Runtime) restoreWorked(t *template) {
+	rt.mu.Lock()
+	was := rt.tpl == t && rt.gate.worked()
+	rt.mu.Unlock()
+	if was {
+		rt.log.Info("heavy: restores work again; the pool restores warm sandboxes", "template", t.dir)
 	}
 }
 
-// restoreWorked resets the run of failed restores.
-func (rt *Runtime) restoreWorked() {
-	rt.mu.Lock()
-	rt.restoreFailures = 0
-	rt.mu.Unlock()
-}
-
-// SetWarm changes how many warm sandboxes the pool keeps: extra ones are destroyed, missing ones
+// SetWarm pins the pool at n warm sandboxes, its size then no longer following demand (a bench
+// that measures misses needs a pool that stays empty): extra ones are destroyed, missing ones
 // made in the background (and the template with the first, if there is none yet).
 func (rt *Runtime) SetWarm(n int) {
 	n = max(n, 0)
 	rt.mu.Lock()
 	rt.opts.Warm = n
+	rt.sizing.Min, rt.sizing.Max, rt.target = n, n, n
 	var extra []*box
 	if len(rt.warm) > n {
 		extra = append(extra, rt.warm[n:]...)
@@ -288,12 +352,12 @@ func (rt *Runtime) SetWarm(n int) {
 // startTemplate starts finding or making the template, once, if the pool is on and restores are
 // wanted. rt.mu is held.
 func (rt *Runtime) startTemplate() {
-	if rt.tplTried || rt.closed || rt.opts.Warm == 0 || rt.opts.NoRestore || rt.preload == "" {
+	if rt.tplTried || rt.closed || rt.target == 0 || rt.opts.NoRestore || rt.preload == "" {
 		return
 	}
 	rt.tplTried = true
 	rt.tplMaking = true
-	rt.tplInfo = "being made"
+	rt.tplState, rt.tplInfo = TemplateMaking, "being made"
 	rt.wg.Add(1)
 	go rt.prepareTemplate()
 }
@@ -312,10 +376,10 @@ func (rt *Runtime) prepareTemplate() {
 	rt.mu.Lock()
 	rt.tplMaking = false
 	if err != nil {
-		rt.tplInfo = "none: making the checkpoint failed: " + err.Error()
+		rt.tplState, rt.tplInfo = TemplateNone, "none: making the checkpoint failed: "+err.Error()
 	} else {
 		rt.tpl = t
-		rt.tplInfo = t.describe()
+		rt.tplState, rt.tplInfo = TemplateRestoring, t.describe()
 	}
 	rt.mu.Unlock()
 	if err != nil && rt.ctx.Err() == nil {

@@ -156,6 +156,9 @@ func TestRestoreFailureFallsBackToBoot(t *testing.T) {
 	if st.RestoreFailures < maxRestoreFailures || st.Template || st.FillBooted == 0 {
 		t.Fatalf("after broken restores: %+v", st)
 	}
+	if st.TemplateState != TemplateDropped || !strings.Contains(st.TemplateInfo, "checkpoint.img changed") {
+		t.Errorf("a broken template is not reported as dropped, with why: %s: %s", st.TemplateState, st.TemplateInfo)
+	}
 	s := newSession(t, rt, l)
 	if got := mustRun(t, s, l, preloadProbe); got != preloaded {
 		t.Errorf("a booted warm sandbox: %q, want %q", got, preloaded)

@@ -29,10 +29,18 @@ type Options struct {
 	// directory of their own so they never touch a running daemon's sandboxes.
 	StateDir string
 	// Warm is how many sandboxes are kept started with the default limits and the preload
-	// imported, so a run does not wait for a start (~0.2 s) and an import of pandas (~1.3 s).
-	// Default 2; negative disables the pool (and the preload: sandboxes are then booted for each
-	// request, with nothing imported).
+	// imported, so a run does not wait for a start (~0.2 s) and an import of pandas (~1.3 s):
+	// the pool's floor, which it grows above under demand (PoolMemoryBytes). Default 2; negative
+	// disables the pool (and the preload: sandboxes are then booted for each request, with
+	// nothing imported).
 	Warm int
+	// PoolMemoryBytes is the memory the pool may grow into: each claim that finds it empty
+	// raises its target by one sandbox, up to this budget at idleSandboxBytes per sandbox and at
+	// most MaxSandboxes (sizing.go). Default 1 GiB; negative keeps the pool at Warm.
+	PoolMemoryBytes int64
+	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
+	// sandbox above Warm. Default 1m.
+	PoolShrinkAfter time.Duration
 	// Preload are the modules warm sandboxes import before they count as warm, by name; the
 	// session namespace stays empty. Default DefaultPreload (numpy, pandas; see there why not
 	// matplotlib); an empty non-nil slice imports nothing.
@@ -48,6 +56,11 @@ type Options struct {
 	// RestoreTimeout bounds a restored sandbox's first answer; a restore that misses it is
 	// replaced by a boot. Default 10s.
 	RestoreTimeout time.Duration
+	// RestoreBackoff is how long restores are suspended (the pool boots) after three in a row
+	// failed, typically under a burst of other gVisor work; each suspension that ends in another
+	// failure doubles it, up to RestoreBackoffMax, and a restore that works resets it. Defaults 5s
+	// and 5m (restoregate.go says why).
+	RestoreBackoff, RestoreBackoffMax time.Duration
 	// MaxSandboxes caps the sandboxes in use at once (one-shot runs and sessions; warm ones come on
 	// top). Runs beyond it wait up to QueueTimeout. Default 16.
 	MaxSandboxes int
@@ -92,24 +105,36 @@ type Runtime struct {
 	warm     []*box
 	active   map[*box]bool // handed out: one-shot runs and sessions
 	starting int           // warm sandboxes being made
+	// sizing is the pool's policy, target how many warm sandboxes it keeps now, sized when it
+	// last missed, served a miss or changed its target, missing how many claims that missed are
+	// still waiting for their sandbox.
+	sizing  poolSizing
+	target  int
+	sized   time.Time
+	missing int
 	// fillFailures counts failed fills in a row; no fill starts before retryAt.
 	fillFailures int
 	fillError    string
 	retryAt      time.Time
 	// tpl is the template warm sandboxes are restored from, nil while it is made (tplMaking) or
-	// when there is none; tplInfo says which.
-	tpl             *template
-	tplMaking       bool
-	tplTried        bool
-	tplInfo         string
-	restoreFailures int // in a row
-	closed          bool
-	ctx             context.Context
-	cancel          context.CancelFunc
-	wg              sync.WaitGroup
-	stats           counters
-	pc              poolCounters
-	modules         moduleCache
+	// when there is none; tplState and tplInfo say which. gate says whether restores are
+	// suspended.
+	tpl       *template
+	tplMaking bool
+	tplTried  bool
+	tplState  string
+	tplInfo   string
+	gate      restoreGate
+	// restoreFault, set by tests, makes restores fail as they do under load: it is called once
+	// runsc has restored the sandbox, before its first answer.
+	restoreFault func() error
+	closed       bool
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	stats        counters
+	pc           poolCounters
+	modules      moduleCache
 }
 
 // Interface guards.
@@ -140,6 +165,12 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.Warm < 0 {
 		opts.Warm = 0
 	}
+	if opts.PoolMemoryBytes == 0 {
+		opts.PoolMemoryBytes = defaultPoolMemoryBytes
+	}
+	if opts.PoolShrinkAfter <= 0 {
+		opts.PoolShrinkAfter = defaultPoolShrinkAfter
+	}
 	if opts.Preload == nil {
 		opts.Preload = DefaultPreload
 	}
@@ -149,6 +180,13 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.RestoreTimeout <= 0 {
 		opts.RestoreTimeout = 10 * time.Second
 	}
+	if opts.RestoreBackoff <= 0 {
+		opts.RestoreBackoff = defaultRestoreBackoff
+	}
+	if opts.RestoreBackoffMax <= 0 {
+		opts.RestoreBackoffMax = defaultRestoreBackoffMax
+	}
+	opts.RestoreBackoffMax = max(opts.RestoreBackoffMax, opts.RestoreBackoff)
 	if opts.MaxSandboxes <= 0 {
 		opts.MaxSandboxes = 16
 	}
@@ -191,15 +229,20 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: %v", err)
 	}
 	rt := &Runtime{
-		opts:    opts,
-		layout:  Layout{Dir: opts.StateDir},
-		log:     opts.Logger,
-		img:     img,
-		runsc:   runscCmd{path: opts.Runsc, state: filepath.Join(opts.StateDir, "state")},
-		slots:   make(chan struct{}, opts.MaxSandboxes),
-		active:  map[*box]bool{},
-		preload: preload,
-		tplInfo: "none: warm sandboxes are booted",
+		opts:     opts,
+		layout:   Layout{Dir: opts.StateDir},
+		log:      opts.Logger,
+		img:      img,
+		runsc:    runscCmd{path: opts.Runsc, state: filepath.Join(opts.StateDir, "state")},
+		slots:    make(chan struct{}, opts.MaxSandboxes),
+		active:   map[*box]bool{},
+		preload:  preload,
+		tplState: TemplateNone,
+		tplInfo:  "none: warm sandboxes are booted",
+		gate:     newRestoreGate(opts.RestoreBackoff, opts.RestoreBackoffMax),
+		sizing:   newPoolSizing(opts.Warm, opts.PoolMemoryBytes, opts.MaxSandboxes, opts.PoolShrinkAfter),
+		target:   opts.Warm,
+		sized:    time.Now(),
 	}
 	// One cgroup parent per state directory: a daemon and a test never clean each other's.
 	h := sha256.Sum256([]byte(opts.StateDir))
@@ -208,6 +251,10 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
+	if rt.sizing.Max > rt.sizing.Min {
+		rt.wg.Add(1)
+		go rt.sizeLoop()
+	}
 	rt.mu.Lock()
 	rt.startTemplate()
 	rt.mu.Unlock()
@@ -335,10 +382,16 @@ func (rt *Runtime) Health(context.Context) (string, bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	how := "booted"
-	if rt.tpl != nil {
+	switch state, _ := rt.templateStateLocked(time.Now()); state {
+	case TemplateRestoring:
 		how = "restored from a checkpoint"
+	case TemplateSuspended:
+		how = "booted while restores are suspended"
+	case TemplateDropped:
+		how = "booted: the checkpoint was dropped"
 	}
-	return fmt.Sprintf("image %s (%s), %d warm (%s), %d of %d in use", rt.img.Manifest.Name, rt.img.Manifest.Hash, len(rt.warm), how, len(rt.active), rt.opts.MaxSandboxes), !rt.closed
+	return fmt.Sprintf("image %s (%s), %d warm (%s; pool target %d, floor %d, ceiling %d), %d of %d in use", rt.img.Manifest.Name, rt.img.Manifest.Hash,
+		len(rt.warm), how, rt.target, rt.sizing.Min, rt.sizing.Max, len(rt.active), rt.opts.MaxSandboxes), !rt.closed
 }
 
 // Close destroys every sandbox the runtime started, sessions included, and waits until they are

@@ -40,6 +40,9 @@ type meta struct {
 	Prepare       time.Duration `json:"prepare"`    // boot + preload of the sandbox checkpointed
 	Checkpoint    time.Duration `json:"checkpoint"` // `runsc checkpoint`
 	Bytes         int64         `json:"bytes"`      // the image on disk
+	// Files are the image's files with their sizes (and hashes of the small ones), to tell a
+	// broken template from restores that fail under load (templatecheck.go).
+	Files map[string]fileSum `json:"files,omitempty"`
 }
 
 const metaFile = "meta.json"
@@ -120,8 +123,12 @@ func (rt *Runtime) makeTemplate(ctx context.Context, key string) (*template, err
 	case <-time.After(10 * time.Second):
 		return nil, errors.New("the sandbox did not end after its checkpoint")
 	}
+	files, err := sumFiles(img)
+	if err != nil {
+		return nil, err
+	}
 	m := meta{Key: key, Created: time.Now().UTC(), PythonVersion: b.python, Preload: rt.opts.Preload,
-		Prepare: prepared, Checkpoint: took, Bytes: dirSize(img)}
+		Prepare: prepared, Checkpoint: took, Bytes: dirSize(img), Files: files}
 	raw, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, metaFile), raw, 0o600); err != nil {
 		return nil, err
@@ -168,6 +175,16 @@ func (rt *Runtime) restoreBox(ctx context.Context, t *template) (*box, error) {
 	b.python = t.PythonVersion
 	if err := b.launch(ctx, rt, "restore", []string{"--image-path", t.image()}, false); err != nil {
 		return nil, err
+	}
+	b.restored = true
+	rt.mu.Lock()
+	fault := rt.restoreFault
+	rt.mu.Unlock()
+	if fault != nil {
+		if err := fault(); err != nil {
+			b.kill()
+			return nil, fmt.Errorf("the restored sandbox did not answer: %v", err)
+		}
 	}
 	if err := b.runQuiet(ctx, reseedCode, rt.opts.RestoreTimeout); err != nil {
 		b.kill()

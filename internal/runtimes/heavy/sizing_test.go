@@ -1,0 +1,143 @@
+package heavy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+func TestPoolSizing(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		floor            int
+		budget           int64
+		maxSandboxes     int
+		wantMin, wantMax int
+		target, misses   int
+		quiet            time.Duration
+		want             int
+	}{
+		{name: "a miss grows the pool by one", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
+			target: 2, misses: 1, want: 3},
+		{name: "a burst grows it by its misses", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
+			target: 2, misses: 6, want: 8},
+		{name: "never beyond the memory budget", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
+			target: 11, misses: 5, want: 12},
+		{name: "never beyond max_sandboxes", floor: 2, budget: 4 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 16,
+			target: 15, misses: 5, want: 16},
+		{name: "a budget below the floor keeps the floor", floor: 4, budget: 100 << 20, maxSandboxes: 16, wantMin: 4, wantMax: 4,
+			target: 4, misses: 3, want: 4},
+		{name: "no budget pins the pool", floor: 2, budget: -1, maxSandboxes: 16, wantMin: 2, wantMax: 2,
+			target: 2, misses: 3, want: 2},
+		{name: "a pool that is off stays off", floor: 0, budget: 1 << 30, maxSandboxes: 16, wantMin: 0, wantMax: 0,
+			target: 0, misses: 3, want: 0},
+		{name: "quiet but not long enough: no change", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
+			target: 8, quiet: 59 * time.Second, want: 8},
+		{name: "quiet for ShrinkAfter: one fewer", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
+			target: 8, quiet: time.Minute, want: 7},
+		{name: "quiet for long still shrinks by one per step", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
+			target: 8, quiet: time.Hour, want: 7},
+		{name: "never below the floor", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
+			target: 2, quiet: time.Hour, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPoolSizing(tc.floor, tc.budget, tc.maxSandboxes, time.Minute)
+			if p.Min != tc.wantMin || p.Max != tc.wantMax {
+				t.Fatalf("floor %d, ceiling %d; want %d, %d", p.Min, p.Max, tc.wantMin, tc.wantMax)
+			}
+			if got := p.next(tc.target, tc.misses, tc.quiet); got != tc.want {
+				t.Errorf("next(%d, %d, %v) = %d, want %d", tc.target, tc.misses, tc.quiet, got, tc.want)
+			}
+		})
+	}
+}
+
+// A pool that was grown comes back to its floor one sandbox per ShrinkAfter, and a miss restarts
+// the wait.
+func TestPoolSizingOverTime(t *testing.T) {
+	p := newPoolSizing(2, 1<<30, 16, time.Minute)
+	target, quiet := p.next(2, 8, 0), time.Duration(0)
+	if target != 10 {
+		t.Fatalf("after a burst of 8 misses: %d", target)
+	}
+	var steps int
+	for now := time.Duration(0); now < 20*time.Minute; now += p.tick() {
+		quiet += p.tick()
+		if t := p.next(target, 0, quiet); t != target {
+			target, quiet = t, 0
+			steps++
+		}
+	}
+	if target != 2 || steps != 8 {
+		t.Errorf("after 20 quiet minutes: target %d in %d steps, want 2 in 8", target, steps)
+	}
+}
+
+// A burst of claims grows the pool by its misses, the grown pool serves the next burst warm, and
+// once demand is gone it shrinks back to its floor.
+func TestPoolGrowsUnderBurst(t *testing.T) {
+	const burst = 5
+	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: burst * idleSandboxBytes, PoolShrinkAfter: time.Minute})
+	l := limits(t, 30*time.Second)
+	if st := waitWarm(t, rt, 1); st.MinSize != 1 || st.MaxSize != burst || st.Size != 1 {
+		t.Fatalf("before the burst: %+v", st)
+	}
+	claim := func() []sandbox.Session {
+		ss := make([]sandbox.Session, burst)
+		errs := make([]error, burst)
+		var wg sync.WaitGroup
+		for i := range ss {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ss[i], errs[i] = rt.NewSession(context.Background(), sandbox.SessionOptions{Tier: sandbox.TierHeavy, Limits: l})
+			}()
+		}
+		wg.Wait()
+		for _, s := range ss {
+			if s != nil {
+				t.Cleanup(func() { s.Close() })
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		return ss
+	}
+	closeAll := func(ss []sandbox.Session) {
+		for _, s := range ss {
+			if s != nil {
+				s.Close()
+			}
+		}
+	}
+	ss := claim()
+	st := rt.PoolStats()
+	t.Logf("after the first burst: size %d, hits %d, misses %d restored + %d booted", st.Size, st.Hits, st.MissRestored, st.MissBooted)
+	if st.Hits != 1 || st.MissRestored+st.MissBooted != burst-1 || st.Size != burst {
+		t.Fatalf("a burst of %d claims on a pool of 1: %+v, want 1 hit, %d misses and the pool grown to %d", burst, st, burst-1, burst)
+	}
+	closeAll(ss)
+	waitWarm(t, rt, burst)
+	ss = claim()
+	st2 := rt.PoolStats()
+	closeAll(ss)
+	if st2.Hits-st.Hits != burst || st2.MissRestored+st2.MissBooted != st.MissRestored+st.MissBooted {
+		t.Errorf("the second burst was not served warm: %+v", st2)
+	}
+	// Demand is gone: the pool gives back a sandbox per tick once ShrinkAfter is short.
+	rt.mu.Lock()
+	rt.sizing.ShrinkAfter = time.Millisecond
+	rt.mu.Unlock()
+	deadline := time.Now().Add(time.Minute)
+	for st = rt.PoolStats(); st.Size > 1 || st.Warm > 1; st = rt.PoolStats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not shrink back to 1: %+v", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
