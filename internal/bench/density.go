@@ -41,12 +41,16 @@ type Density struct {
 	Asked    int `json:"asked"`
 	Opened   int `json:"opened"`
 	Answered int `json:"answered"`
-	// Processes is how many processes the reading after counted.
-	Processes int     `json:"processes"`
-	BeforeMiB float64 `json:"pss_before_mib"`
-	AfterMiB  float64 `json:"pss_after_mib"`
+	// ProcessesBefore and Processes are how many processes the readings before and after counted.
+	ProcessesBefore int     `json:"processes_before"`
+	Processes       int     `json:"processes"`
+	BeforeMiB       float64 `json:"pss_before_mib"`
+	AfterMiB        float64 `json:"pss_after_mib"`
 	// PerSession is (AfterMiB − BeforeMiB) ÷ Opened.
 	PerSession float64 `json:"pss_per_session_mib"`
+	// RootDeltaMiB is how much of the difference is the first process's own (the daemon's, where
+	// hibernated sessions keep their snapshots), the rest being its descendants'.
+	RootDeltaMiB float64 `json:"pss_root_delta_mib"`
 	// OpenSeconds is the wall time it took to open them all.
 	OpenSeconds float64 `json:"open_s"`
 	// IdleSeconds is how long they sat idle before the reading (at least idleSpec.IdleWait).
@@ -106,7 +110,8 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 		d.Error = "before: " + err.Error()
 		return d
 	}
-	d.BeforeMiB = before.MiB()
+	d.BeforeMiB, d.ProcessesBefore = before.MiB(), before.Processes
+	rootBefore := before.RootKiB
 
 	sp.Progress("%s: opening %d, %d at a time", sp.Name, sp.K, sp.Clients)
 	start := time.Now()
@@ -140,6 +145,7 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 	d.IdleSeconds = time.Since(start).Seconds() - d.OpenSeconds
 	d.AfterMiB, d.Processes = after.MiB(), after.Processes
 	d.PerSession = (d.AfterMiB - d.BeforeMiB) / float64(d.Opened)
+	d.RootDeltaMiB = float64(after.RootKiB-rootBefore) / 1024
 	if sp.State != nil {
 		d.StateAfter = sp.State(ctx)
 	}
@@ -337,7 +343,8 @@ func writeDensity(w io.Writer, rows []Density) {
 		name := d.Name
 		state := ""
 		if d.StateAfter != "" {
-			state = fmt.Sprintf("idle %.0f s when read; the daemon's health then: %s", d.IdleSeconds, d.StateAfter)
+			state = fmt.Sprintf("idle %.0f s when read; of the difference, %+.1f MiB is the daemon process's own and %+.1f MiB its workers'; the daemon's health then: %s",
+				d.IdleSeconds, d.RootDeltaMiB, d.AfterMiB-d.BeforeMiB-d.RootDeltaMiB, d.StateAfter)
 		}
 		for _, text := range []string{d.Detail, state, errText(d.Error)} {
 			if text != "" {
@@ -353,7 +360,7 @@ func writeDensity(w io.Writer, rows []Density) {
 		if d.Opened != d.Asked {
 			opened = fmt.Sprintf("%d of %d", d.Opened, d.Asked)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s |\n", name, opened, d.Answered, d.Processes,
+		fmt.Fprintf(w, "| %s | %s | %d | %d → %d | %.0f | %.0f | %s | %s | %s |\n", name, opened, d.Answered, d.ProcessesBefore, d.Processes,
 			d.BeforeMiB, d.AfterMiB, fmtMS(d.PerSession), fmtRatio(d.VsNative), fmtRatio(d.VsBwrap))
 	}
 	fmt.Fprintln(w)

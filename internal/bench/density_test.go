@@ -28,7 +28,7 @@ func TestMeasureIdleOnFake(t *testing.T) {
 	t.Parallel()
 	f := &fakeTarget{workers: 1, warmCap: 1, warm: 1}
 	d := measureIdle(context.Background(), fakeIdle(t, f, 7))
-	want := Density{Name: "idle fake sessions", Asked: 7, Opened: 7, Answered: 7, Processes: 8, BeforeMiB: fakeBaseMiB,
+	want := Density{Name: "idle fake sessions", Asked: 7, Opened: 7, Answered: 7, ProcessesBefore: 1, Processes: 8, BeforeMiB: fakeBaseMiB,
 		AfterMiB: fakeBaseMiB + 7*fakeSessionMiB, PerSession: fakeSessionMiB}
 	d.OpenSeconds, d.IdleSeconds = 0, 0
 	if d != want {
@@ -111,10 +111,10 @@ func (s forgetful) Run(ctx context.Context, code string) (runResult, error) {
 func TestDensityRatiosAndReport(t *testing.T) {
 	t.Parallel()
 	rows := []Density{
-		{Key: keyNative, Name: rowDensityPy, Asked: 100, Opened: 100, Answered: 100, Processes: 101, BeforeMiB: 10, AfterMiB: 410, PerSession: 4},
+		{Key: keyNative, Name: rowDensityPy, Asked: 100, Opened: 100, Answered: 100, ProcessesBefore: 1, Processes: 101, BeforeMiB: 10, AfterMiB: 410, PerSession: 4},
 		{Key: keyBwrap, Name: rowDensityBwrap, Asked: 100, Opened: 100, Answered: 100, Processes: 301, BeforeMiB: 10, AfterMiB: 510, PerSession: 5},
-		{Name: rowDensity, Detail: "nano sessions", Asked: 100, Opened: 90, Answered: 90, Processes: 95, BeforeMiB: 200, AfterMiB: 1100, PerSession: 10,
-			Error: "stopped after 90 of 100: open: conflict", IdleSeconds: 15.2, StateAfter: "90 sessions hibernated"},
+		{Name: rowDensity, Detail: "nano sessions", Asked: 100, Opened: 90, Answered: 90, ProcessesBefore: 5, Processes: 95, BeforeMiB: 200, AfterMiB: 1100, PerSession: 10,
+			Error: "stopped after 90 of 100: open: conflict", IdleSeconds: 15.2, StateAfter: "90 sessions hibernated", RootDeltaMiB: 100},
 	}
 	fillDensityRatios(rows)
 	if rows[2].VsNative != 2.5 || rows[2].VsBwrap != 2 || rows[0].VsNative != 1 {
@@ -124,10 +124,10 @@ func TestDensityRatiosAndReport(t *testing.T) {
 	writeDensity(&out, rows)
 	s := out.String()
 	for _, want := range []string{
-		"| python3 REPL processes (native) | 100 | 100 | 101 | 10 | 410 | 4.00 | 1.00x | 0.80x |",
-		"| idle nano sessions [d1] [d2] [d3] | 90 of 100 | 90 | 95 | 200 | 1100 | 10.0 | 2.50x | 2.00x |",
+		"| python3 REPL processes (native) | 100 | 100 | 1 → 101 | 10 | 410 | 4.00 | 1.00x | 0.80x |",
+		"| idle nano sessions [d1] [d2] [d3] | 90 of 100 | 90 | 5 → 95 | 200 | 1100 | 10.0 | 2.50x | 2.00x |",
 		"- [d1] nano sessions",
-		"- [d2] idle 15 s when read; the daemon's health then: 90 sessions hibernated",
+		"- [d2] idle 15 s when read; of the difference, +100.0 MiB is the daemon process's own and +800.0 MiB its workers'; the daemon's health then: 90 sessions hibernated",
 		"- [d3] FAILED: stopped after 90 of 100",
 	} {
 		if !strings.Contains(s, want) {
@@ -176,8 +176,17 @@ func TestNanoSessionStartAndDensityOnFake(t *testing.T) {
 	b := testBencher(Options{N: 10, Concurrency: 2, IdleSessions: 6, IdleWait: time.Millisecond})
 	b.nanoSessionStart(context.Background(), f)
 	b.nanoDensity(context.Background(), f)
-	if len(b.res.Rows) != 1 || b.res.Rows[0].Name != rowSessionFirst || b.res.Rows[0].Stats == nil || b.res.Rows[0].Stats.N != 10 {
+	if len(b.res.Rows) != 2 {
 		t.Fatalf("rows: %+v", b.res.Rows)
+	}
+	for i, group := range []string{groupLatency, groupThroughput} {
+		r := b.res.Rows[i]
+		if r.Group != group || r.Name != rowSessionFirst || r.Error != "" || r.Stats == nil || r.Stats.N != 10 {
+			t.Errorf("row %d: %+v", i, r)
+		}
+	}
+	if d := b.res.Rows[0].Detail; !strings.Contains(d, "paced: before each run") {
+		t.Errorf("latency detail: %q", d)
 	}
 	if len(b.res.Density) != 1 {
 		t.Fatalf("density: %+v", b.res.Density)

@@ -20,6 +20,10 @@ func TestParsePool(t *testing.T) {
 	if !ok || p != (poolState{Free: 2, Workers: 3, Warm: 5, State: "2 of 3 workers free, 5 warm interpreters"}) {
 		t.Errorf("parsePool = %+v, %v", p, ok)
 	}
+	state := "2 of 2 workers free, 3 warm interpreters, 1 of 2 session workers ready, 0 sessions hibernated"
+	if p, ok := parsePool(state); !ok || p != (poolState{Free: 2, Workers: 2, Warm: 3, SessionReady: 1, SessionWorkers: 2, State: state}) {
+		t.Errorf("parsePool(%q) = %+v, %v", state, p, ok)
+	}
 	if _, ok := parsePool("running"); ok {
 		t.Error(`parsePool("running") reported a pool`)
 	}

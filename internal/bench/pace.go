@@ -25,6 +25,9 @@ type pacer struct {
 	timeouts int
 }
 
+// sessionPoolPatience is how long settleFull waits for nano's session workers to be all ready.
+const sessionPoolPatience = 30 * time.Second
+
 // paceTimeout bounds one wait for a refill; a pool that does not refill within it is reported.
 const paceTimeout = 30 * time.Second
 
@@ -57,26 +60,30 @@ func newPacer(ctx context.Context, t target, pace string, note func(format strin
 	return p, nil
 }
 
-// settleFull waits until every worker is free and the warm count has not grown for p.settle, and
-// records that state as full.
+// settleFull waits until every worker is free and the warm counts (one-shot interpreters, session
+// workers) have not grown for p.settle, and records that state as full.
 func (p *pacer) settleFull(ctx context.Context, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
+	start := time.Now()
+	deadline := start.Add(limit)
 	var best poolState
-	since := time.Now()
+	since := start
 	for {
 		s, _, err := p.t.Pool(ctx)
 		if err != nil {
 			return err
 		}
-		if s.Warm > best.Warm || s.Free > best.Free || s.Workers != best.Workers {
+		if s.Warm > best.Warm || s.Free > best.Free || s.SessionReady > best.SessionReady || s.Workers != best.Workers {
 			best, since = s, time.Now()
 		}
-		if best.Free == best.Workers && best.Workers > 0 && time.Since(since) >= p.settle {
+		// Session workers start one by one, each taking longer than p.settle on a busy machine:
+		// wait for all of them, unless the pool cannot fill (its workers all taken), for a while.
+		sessionsFull := best.SessionReady >= best.SessionWorkers || time.Since(start) > sessionPoolPatience
+		if best.Free == best.Workers && best.Workers > 0 && sessionsFull && time.Since(since) >= p.settle {
 			p.full = best
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the nano pool did not come to rest within %v (last: %s)", limit, s)
+			return fmt.Errorf("the pool did not come to rest within %v (last: %s)", limit, s)
 		}
 		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
 			return err
@@ -96,7 +103,7 @@ func (p *pacer) wait(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if s.Free >= p.full.Workers && s.Warm >= p.full.Warm {
+		if s.Free >= p.full.Workers && s.Warm >= p.full.Warm && s.SessionReady >= p.full.SessionReady {
 			break
 		}
 		if time.Since(start) > paceTimeout {

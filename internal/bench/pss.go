@@ -29,6 +29,8 @@ type memSample struct {
 	PSSKiB int64
 	// Processes is how many processes were counted.
 	Processes int
+	// RootKiB is the PSS of the first process alone (the daemon, without its workers).
+	RootKiB int64
 }
 
 // MiB is the sample's PSS in MiB.
@@ -128,6 +130,9 @@ func treeMemory(root string, pid int) (memSample, error) {
 				continue
 			}
 			return memSample{}, fmt.Errorf("process %d: %w", p, err)
+		}
+		if p == pid {
+			m.RootKiB = kib
 		}
 		m.PSSKiB += kib
 		m.Processes++

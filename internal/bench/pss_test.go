@@ -115,7 +115,7 @@ func TestDescendantsAndTreeMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.PSSKiB != 50000+2048+1024+4096 || m.Processes != 4 {
+	if m.PSSKiB != 50000+2048+1024+4096 || m.Processes != 4 || m.RootKiB != 50000 {
 		t.Errorf("treeMemory = %+v, want 57168 KiB over 4 processes (the ended one left out)", m)
 	}
 	if _, err := treeMemory(root, 99); err == nil {

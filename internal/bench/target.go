@@ -46,6 +46,9 @@ type runResult struct {
 // parked interpreters; for heavy, sandbox slots not in use, the cap, and warm sandboxes.
 type poolState struct {
 	Free, Workers, Warm int
+	// SessionReady and SessionWorkers are nano's pool of session workers, where its health
+	// reports one ("1 of 2 session workers ready"); zero otherwise.
+	SessionReady, SessionWorkers int
 	// State is the health's whole text, which may say more than the fields (session workers,
 	// hibernated sessions): atRest waits until it stops changing.
 	State string
@@ -73,6 +76,9 @@ func parseHeavyPool(state string) (poolState, bool) {
 // nanoHealth matches the nano runtime's health state ("2 of 2 workers free, 4 warm interpreters").
 var nanoHealth = regexp.MustCompile(`(\d+) of (\d+) workers free, (\d+) warm`)
 
+// nanoSessionHealth matches the nano runtime's pool of session workers in its health state.
+var nanoSessionHealth = regexp.MustCompile(`(\d+) of (\d+) session workers ready`)
+
 // parsePool reads a poolState from the nano runtime's health text.
 func parsePool(state string) (poolState, bool) {
 	m := nanoHealth.FindStringSubmatch(state)
@@ -83,9 +89,17 @@ func parsePool(state string) (poolState, bool) {
 	p.Free, _ = strconv.Atoi(m[1])
 	p.Workers, _ = strconv.Atoi(m[2])
 	p.Warm, _ = strconv.Atoi(m[3])
+	if m := nanoSessionHealth.FindStringSubmatch(state); m != nil {
+		p.SessionReady, _ = strconv.Atoi(m[1])
+		p.SessionWorkers, _ = strconv.Atoi(m[2])
+	}
 	return p, true
 }
 
 func (p poolState) String() string {
-	return fmt.Sprintf("%d of %d workers free, %d warm", p.Free, p.Workers, p.Warm)
+	s := fmt.Sprintf("%d of %d workers free, %d warm", p.Free, p.Workers, p.Warm)
+	if p.SessionWorkers > 0 {
+		s += fmt.Sprintf(", %d of %d session workers ready", p.SessionReady, p.SessionWorkers)
+	}
+	return s
 }
