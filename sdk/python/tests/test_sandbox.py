@@ -106,14 +106,15 @@ def test_connect_shares_the_session(daemon):
         import gc
         gc.collect()
         assert first.run("print(x)").stdout == "42\n"
-        third = Sandbox.connect(first.session_id)
+        sid = first.session_id
+        third = Sandbox.connect(sid)
     # The first Sandbox closed the session: the attached one learns why.
     with pytest.raises(agentbox.NotFound) as e:
         third.run("print(x)")
     assert "has ended" in e.value.hint and "create a new Sandbox" in e.value.hint
     with pytest.raises(agentbox.NotFound) as e:
-        Sandbox.connect(first.session_id)
-    assert e.value.hint.startswith(f"no open session {first.session_id} at {daemon.url}: the id is wrong, or the session has ended")
+        Sandbox.connect(sid)
+    assert e.value.hint.startswith(f"no open session {sid} at {daemon.url}: the id is wrong, or the session has ended")
 
 
 def test_connect_from_another_process(daemon):
