@@ -48,7 +48,7 @@ func BenchmarkRoute(b *testing.B) {
 			b.SetBytes(int64(len(in.code)))
 			medianLoop(b, func() {
 				p := getParser()
-				parse(p, in.code).Close()
+				parse(p, in.code, parseBudget(len(in.code))).Close()
 				putParser(p)
 			})
 		})

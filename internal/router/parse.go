@@ -97,9 +97,22 @@ func putParser(p *sitter.Parser) {
 // importlib.import_module calls with a literal name. Code in strings and comments is not code.
 // Conditions are judged against targets; with none, every branch counts.
 func Analyze(src []byte, targets ...Target) *Analysis {
+	return analyze(src, parseBudget(len(src)), targets...)
+}
+
+// analyze is Analyze with the parse's time budget given.
+func analyze(src []byte, budget time.Duration, targets ...Target) *Analysis {
 	p := getParser()
-	tree := parse(p, src)
-	putParser(p)
+	tree := parse(p, src, budget)
+	if tree != nil {
+		putParser(p)
+	} else {
+		// A parse stopped by its budget leaves the parser mid-parse, and Reset does not clear all
+		// of it: stopped while balancing the tree, tree-sitter 0.25 keeps canceled_balancing, and
+		// the next parse on this parser "resumes" into a freed tree and aborts the process
+		// (parser.c: Assertion `self->finished_tree.ptr' failed, seen under load). Never reuse it.
+		p.Close()
+	}
 	a := &Analysis{}
 	if tree == nil {
 		a.Unread = true
@@ -153,9 +166,9 @@ func parseBudget(n int) time.Duration {
 	return 100*time.Millisecond + time.Duration(n)*time.Microsecond
 }
 
-// parse returns the tree of src, or nil if parsing took longer than its budget.
-func parse(p *sitter.Parser, src []byte) *sitter.Tree {
-	deadline := time.Now().Add(parseBudget(len(src)))
+// parse returns the tree of src, or nil if parsing took longer than budget.
+func parse(p *sitter.Parser, src []byte, budget time.Duration) *sitter.Tree {
+	deadline := time.Now().Add(budget)
 	return p.ParseWithOptions(func(i int, _ sitter.Point) []byte {
 		if i >= len(src) {
 			return nil
