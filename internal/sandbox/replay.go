@@ -15,9 +15,11 @@ const (
 )
 
 // replayLog is what an auto session on nano has run, in order: the runs a move to heavy replays
-// to rebuild the interpreter's state there. Only runs that completed are kept (a run stopped by
-// a limit has no outcome to reproduce), each with its outcome, so that a run that raised
-// (`x = 1; 1/0` leaves x behind) is replayed and expected to raise the same exception again.
+// to rebuild the interpreter's state there. Only runs that completed are kept, each with its
+// outcome, so that a run that raised (`x = 1; 1/0` leaves x behind) is replayed and expected to
+// raise the same exception again. A run stopped by a limit is not kept: it has no outcome a replay
+// could reproduce (a timeout interrupts at a different point each time), so what such a run left
+// in nano's interpreter, where nano keeps it, does not move.
 //
 // Guarded by the session's run mutex.
 type replayLog struct {
