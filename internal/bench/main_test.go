@@ -59,7 +59,9 @@ func TestReport(t *testing.T) {
 	r := &Results{
 		Started:  time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC),
 		Settings: Options{Concurrency: 4, Reps: 3},
-		Machine:  Machine{CPUs: 2, Nano: "npm: -O0"},
+		Machine:  Machine{CPUs: 2, Nano: "npm: -O0", LoadBefore: "1.00 2.00 3.00", LoadAfter: "4.00 5.00 6.00"},
+		Density: []Density{{Name: rowDensity, Asked: 100, Opened: 100, Answered: 100, ProcessesBefore: 5, Processes: 5,
+			BeforeMiB: 500, AfterMiB: 700, PerSession: 2}},
 		Rows: []Row{
 			{Group: groupLatency, Key: keyNative, Name: "native", Stats: &Summary{N: 200, Median: 10, P99: 20, Min: 9, PerSecond: 95}},
 			{Group: groupLatency, Key: keyBwrap, Name: "bwrap", Stats: &Summary{N: 200, Median: 20, P99: 30, Min: 18, PerSecond: 48}},
@@ -73,10 +75,17 @@ func TestReport(t *testing.T) {
 				Ratio: map[string]float64{engineNano: 12.8}, Errors: map[string]string{enginePyodide: "no node"}}}},
 	}
 	r.fillRatios()
+	r.Targets = nanoTargets(r)
 	var out bytes.Buffer
 	writeReport(&out, r)
 	s := out.String()
+	if i, j, k := strings.Index(s, "### Idle sessions"), strings.Index(s, "### Compute"), strings.Index(s, "### Targets"); i < 0 || !(i < j && j < k) {
+		t.Errorf("want the idle sessions, compute and targets sections in that order:\n%s", s)
+	}
 	for _, want := range []string{
+		"- load average (1, 5, 15 min): 1.00 2.00 3.00 at the start, 4.00 5.00 6.00 at the end",
+		"| idle nano sessions | 100 | 100 | 5 → 5 | 500 | 700 | 2.00 | — | — |",
+		"| ≤ 8 MiB PSS per idle nano session | idle nano sessions | 2.00 MiB | yes |",
 		"| native | 200 | 10.0 | 20.0 | 9.00 | 95.0 | 1.00x | 0.50x |",
 		"| nano warm [1] | 200 | 5.00 | 8.00 | 4.00 | 190 | 0.50x | 0.25x |",
 		"| nano cold [2] | — |",

@@ -13,6 +13,9 @@ func writeReport(w io.Writer, r *Results) {
 	m := r.Machine
 	fmt.Fprintf(w, "## agentbox bench nano, %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "- machine: %d CPUs, Linux %s, %s; the run took %.0f s\n", m.CPUs, orDash(m.Kernel), m.Go, r.Seconds)
+	if m.LoadBefore != "" {
+		fmt.Fprintf(w, "- load average (1, 5, 15 min): %s at the start, %s at the end (the bench's own work included)\n", m.LoadBefore, orDash(m.LoadAfter))
+	}
 	fmt.Fprintf(w, "- nano: %s\n", orDash(m.Nano))
 	fmt.Fprintf(w, "- baselines: native python %s; node %s; Pyodide %s\n", orDash(m.Python), orDash(m.Node), orDash(m.Pyodide))
 	fmt.Fprintf(w, "- each scenario: %d untimed warm-up runs, then n timed runs; throughput: %d clients back to back\n",

@@ -47,6 +47,10 @@ type Machine struct {
 	Node    string `json:"node"`
 	Pyodide string `json:"pyodide"`
 	Nano    string `json:"nano"`
+	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute averages at the start and
+	// the end of the run: other work on a 2-core machine skews every figure.
+	LoadBefore string `json:"load_before,omitempty"`
+	LoadAfter  string `json:"load_after,omitempty"`
 }
 
 // Row is one scenario.

@@ -58,6 +58,7 @@ func RunNano(ctx context.Context, o Options, out io.Writer) error {
 
 func (b *bencher) finish() {
 	b.res.Seconds = time.Since(b.res.Started).Seconds()
+	b.res.Machine.LoadAfter = loadAvg()
 	b.res.fillRatios()
 	fillDensityRatios(b.res.Density)
 	if b.compute != nil {
@@ -131,6 +132,7 @@ func (b *bencher) machine(ctx context.Context) {
 	m := &b.res.Machine
 	m.CPUs = runtime.NumCPU()
 	m.Go = runtime.Version()
+	m.LoadBefore = loadAvg()
 	if k, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(k))
 	}
