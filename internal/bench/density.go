@@ -76,6 +76,11 @@ type idleSpec struct {
 	Settle func(ctx context.Context) error
 	// IdleWait is how long the sessions sit idle, once all are open, before Settle and the reading.
 	IdleWait time.Duration
+	// SteadyFor, when set, repeats each reading until the PSS has moved by less than steadyMiB
+	// over this long (at most steadyLimit): a daemon's worker processes return the garbage of
+	// earlier work to the kernel over tens of seconds, which would otherwise count against or
+	// for the sessions.
+	SteadyFor time.Duration
 	// State, when set, describes the daemon after the reading (its health), for the record.
 	State    func(ctx context.Context) string
 	Progress func(format string, args ...any)
@@ -101,7 +106,7 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 		d.Error = "before: " + err.Error()
 		return d
 	}
-	before, err := sp.Memory(ctx)
+	before, err := steadyMemory(ctx, sp)
 	if errors.Is(err, errNotOurs) {
 		d.Error = err.Error()
 		return d
@@ -137,7 +142,7 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 		d.Error = joinErr(d.Error, "after: "+err.Error())
 		return d
 	}
-	after, err := sp.Memory(ctx)
+	after, err := steadyMemory(ctx, sp)
 	if err != nil {
 		d.Error = joinErr(d.Error, "after: "+err.Error())
 		return d
@@ -158,6 +163,47 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 	sp.Progress("%s: %d open in %.1f s, PSS %.0f → %.0f MiB over %d processes: %.2f MiB each; %d answered",
 		sp.Name, d.Opened, d.OpenSeconds, d.BeforeMiB, d.AfterMiB, d.Processes, d.PerSession, d.Answered)
 	return d
+}
+
+// Steadiness of the density readings: see idleSpec.SteadyFor.
+const (
+	steadyMiB   = 1.0
+	steadyPoll  = 2 * time.Second
+	steadyLimit = 2 * time.Minute
+)
+
+// steadyMemory reads sp.Memory, every steadyPoll (or a fifth of sp.SteadyFor) until the last reading is within steadyMiB of
+// every reading of the past sp.SteadyFor (or steadyLimit has passed), and returns the last.
+func steadyMemory(ctx context.Context, sp idleSpec) (memSample, error) {
+	type reading struct {
+		at time.Time
+		m  memSample
+	}
+	start := time.Now()
+	var past []reading
+	for {
+		m, err := sp.Memory(ctx)
+		if err != nil || sp.SteadyFor <= 0 {
+			return m, err
+		}
+		now := time.Now()
+		past = append(past, reading{now, m})
+		steady := now.Sub(past[0].at) >= sp.SteadyFor
+		for _, r := range past {
+			if d := r.m.MiB() - m.MiB(); d > steadyMiB || d < -steadyMiB {
+				steady = false
+			}
+		}
+		if steady || now.Sub(start) >= steadyLimit {
+			return m, nil
+		}
+		for len(past) > 1 && now.Sub(past[1].at) >= sp.SteadyFor {
+			past = past[1:]
+		}
+		if err := sleepCtx(ctx, min(steadyPoll, sp.SteadyFor/5)); err != nil {
+			return m, err
+		}
+	}
 }
 
 // openIdle opens up to sp.K sessions from sp.Clients goroutines, each running densityCell, and

@@ -198,3 +198,23 @@ func TestNanoSessionStartAndDensityOnFake(t *testing.T) {
 		t.Errorf("%d sessions left open", f.open)
 	}
 }
+
+// A reading waits out memory that is still being returned to the kernel.
+func TestSteadyMemory(t *testing.T) {
+	t.Parallel()
+	readings := []int64{500, 480, 460, 450, 449, 449, 449, 449, 449, 449, 449, 449, 449, 449}
+	n := 0
+	sp := idleSpec{SteadyFor: 50 * time.Millisecond, Memory: func(context.Context) (memSample, error) {
+		m := memSample{PSSKiB: readings[min(n, len(readings)-1)] << 10}
+		n++
+		return m, nil
+	}}
+	m, err := steadyMemory(context.Background(), sp)
+	if err != nil || m.MiB() != 449 || n < 6 {
+		t.Errorf("steadyMemory = %v MiB after %d readings, %v; want 449 once it stopped moving", m.MiB(), n, err)
+	}
+	sp.SteadyFor, n = 0, 0
+	if m, _ := steadyMemory(context.Background(), sp); m.MiB() != 500 || n != 1 {
+		t.Errorf("without SteadyFor: %v MiB after %d readings, want the first", m.MiB(), n)
+	}
+}

@@ -197,6 +197,8 @@ type heavyBencher struct {
 	start func(ctx context.Context, warm int, noRestore bool) (heavyEngine, error)
 	// serve starts the daemon of the HTTP scenarios; tests replace it with a fake.
 	serve func(ctx context.Context) (target, error)
+	// steadyFor is the density scenario's idleSpec.SteadyFor: 10s, shorter in tests.
+	steadyFor time.Duration
 }
 
 // RunHeavy runs every heavy scenario and its baselines and writes the report to out.
@@ -222,7 +224,8 @@ func RunHeavy(ctx context.Context, o HeavyOptions, out io.Writer) error {
 }
 
 func newHeavyBencher(o HeavyOptions) *heavyBencher {
-	return &heavyBencher{opts: o, log: o.Log, res: &HeavyResults{Started: time.Now().UTC(), Settings: o, Notes: []string{}}}
+	return &heavyBencher{opts: o, log: o.Log, res: &HeavyResults{Started: time.Now().UTC(), Settings: o, Notes: []string{}},
+		steadyFor: 10 * time.Second}
 }
 
 func (b *heavyBencher) progress(format string, args ...any) {

@@ -108,7 +108,8 @@ func (b *heavyBencher) httpScenarios(ctx context.Context) {
 		b.res.Density = append(b.res.Density, measureIdle(ctx, idleSpec{
 			Name: rowHeavyDensity, K: b.opts.IdleSessions, Clients: heavyDensityPace,
 			Detail: fmt.Sprintf("heavy sessions (POST /v1/sessions, runtime heavy), opened %d at a time; PSS of the daemon (this process) and its runsc processes, each reading taken with the pool full and idle", heavyDensityPace),
-			Open:   t.NewSession, Memory: t.Memory, Settle: atRest(t), Progress: b.progress,
+			Open:   t.NewSession, Memory: t.Memory, Settle: atRest(t), State: healthState(t), Progress: b.progress,
+			SteadyFor: b.steadyFor,
 		}))
 	}
 }

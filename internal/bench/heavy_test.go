@@ -112,6 +112,7 @@ func testHeavyBencher(o HeavyOptions) *heavyBencher {
 	o.defaults()
 	b := newHeavyBencher(o)
 	b.version = "1.5.3\n"
+	b.steadyFor = time.Millisecond
 	return b
 }
 

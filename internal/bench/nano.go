@@ -181,7 +181,7 @@ func (b *bencher) nanoDensity(ctx context.Context, t target) {
 		Name: rowDensity, K: b.opts.IdleSessions, Clients: b.opts.Concurrency,
 		Detail: fmt.Sprintf("nano sessions (POST /v1/sessions, runtime nano), opened %d at a time; PSS of the daemon (this process) and its workers", b.opts.Concurrency),
 		Open:   t.NewSession, Memory: t.Memory, Settle: atRest(t), State: healthState(t), Progress: b.progress,
-		IdleWait: b.opts.IdleWait,
+		IdleWait: b.opts.IdleWait, SteadyFor: min(10*time.Second, b.opts.IdleWait),
 	})
 	b.res.Density = append(b.res.Density, d)
 }
