@@ -1,6 +1,8 @@
 package setup
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"github.com/agentbox-dev/agentbox/internal/digest"
@@ -8,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/pybuild"
 )
 
 // manifest records what is installed in the nano directory, so setup can tell "done" from
@@ -16,6 +19,23 @@ type manifest struct {
 	Source   string            `json:"source"`
 	Describe string            `json:"describe"`
 	SHA256   map[string]string `json:"sha256"` // file name → hash
+	// Recipe is the SHA-256 of the build script a source build came from: a binary with another
+	// script (new patches, say) builds anew instead of keeping a build that lacks them.
+	Recipe string `json:"recipe,omitempty"`
+}
+
+// stale says why an installed build is not what this binary would install, or "".
+func (m manifest) stale() string {
+	if m.Source == "source" && m.Recipe != recipeHash() {
+		return "its build script changed"
+	}
+	return ""
+}
+
+// recipeHash is the SHA-256 of the embedded build script.
+func recipeHash() string {
+	sum := sha256.Sum256(pybuild.Script)
+	return hex.EncodeToString(sum[:])
 }
 
 const manifestFile = "manifest.json"

@@ -52,9 +52,12 @@ func Nano(ctx context.Context, dir string, opts Options, out io.Writer) error {
 	a := nano.Artifacts{Dir: dir}
 	m, err := readManifest(dir)
 	switch {
-	case err == nil && m.Source == opts.NanoSource && !opts.Force && m.verify(dir) == nil:
+	case err == nil && m.Source == opts.NanoSource && !opts.Force && m.verify(dir) == nil && m.stale() == "":
 		fmt.Fprintf(out, "nano: CPython WASI build present (%s, %s), nothing to fetch\n", m.Source, m.Describe)
 	default:
+		if err == nil && m.Source == opts.NanoSource && m.stale() != "" {
+			fmt.Fprintf(out, "nano: the installed CPython WASI build is out of date (%s): building it anew\n", m.stale())
+		}
 		tmp, err := os.MkdirTemp(filepath.Dir(dir), ".nano-new-")
 		if err != nil {
 			return fmt.Errorf("setup nano: %w", err)

@@ -43,7 +43,7 @@ func buildSource(ctx context.Context, dataDir, dir string, force bool, out io.Wr
 	if err := cmd.Run(); err != nil {
 		return manifest{}, fmt.Errorf("building CPython for WASI failed (%v): the lines above say in which step", err)
 	}
-	m := manifest{Source: "source", SHA256: map[string]string{}}
+	m := manifest{Source: "source", SHA256: map[string]string{}, Recipe: recipeHash()}
 	for _, name := range []string{nano.WasmFile, nano.StdlibFile} {
 		if err := copyFile(filepath.Join(buildDir, name), filepath.Join(dir, name)); err != nil {
 			return manifest{}, err

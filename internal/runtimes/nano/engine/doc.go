@@ -9,6 +9,11 @@
 // keeps one instance and its globals across runs, and one-shot runs take a fresh instance each:
 // a new one, or one that Reset returned to its first park (reset.go).
 //
+// The host process must not run a Go garbage collection while a guest computes: the collection
+// waits for the guest, which wazero's compiled code does not let the scheduler stop, until its
+// next host call, and everything else waits with it. Workers switch the collector off and collect
+// between runs (worker/gc.go).
+//
 // What a guest sees: a private in-memory file system (a size cap, ENOSPC beyond it; the standard
 // library read-only; the working directory /home/user), no host files, no sockets, no processes,
 // an environment of a few fixed variables plus the request's, and real or per-run fixed clocks

@@ -11,6 +11,7 @@ import io
 import json
 import linecache
 import os
+import signal
 import sys
 import traceback
 import types
@@ -34,6 +35,15 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
     b_len, b_mv, b_isinstance, b_int, b_str, b_type, b_print = len, memoryview, isinstance, int, str, type, print
     session = None
     runs = 0
+    in_user = False
+
+    # The host interrupts code at its deadline by tripping SIGINT in the guest's memory
+    # (interrupt.go). Only user code is interrupted: a trip that lands while the driver reports
+    # is ignored (the host trips again until the driver parks).
+    def on_sigint(signum, frame):
+        if in_user:
+            raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_sigint)
 
     def new_main():
         m = ModuleType("__main__")
@@ -79,6 +89,8 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
             text = "".join(format_exception(b_type(e), e, tb))
         except BaseExc:
             text = name + (": " + value if value else "") + "\n"
+        if name == "KeyboardInterrupt":  # the driver's SIGINT handler is not the user's frame
+            text = "".join(l for l in text.splitlines(True) if 'File "<agentbox-driver>"' not in l)
         try:
             sys.stderr.write(text)
         except BaseExc:
@@ -146,7 +158,11 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
         lcache[fname] = (len(code), None, code.splitlines(True), fname)
         exit_code, error = 0, None
         try:
-            exec(compile(code, fname, "exec", dont_inherit=True), main.__dict__)
+            in_user = True
+            try:
+                exec(compile(code, fname, "exec", dont_inherit=True), main.__dict__)
+            finally:
+                in_user = False
         except SysExit as e:
             exit_code = exit_status(e)
         except BaseExc as e:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func testEngine(t testing.TB) *Engine {
 func newInstance(t testing.TB) *Instance {
 	t.Helper()
 	e := testEngine(t)
+	runtime.GC() // the collector is off (main_test.go); no guest computes here
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	inst, err := e.NewInstance(ctx, InstanceOptions{})

@@ -62,10 +62,12 @@ type InstanceOptions struct {
 // at a time.
 //
 // Lifecycle: NewInstance returns it parked; each Run hands code over and returns when the driver
-// has reported and parked again. A deadline that passes while the guest sleeps or waits for input
-// stops the guest and ends the instance; so do os._exit, a crash, and Close. A guest that computes
-// past its deadline cannot be stopped here (that costs every run ~3x in compute): Run returns at
-// the deadline and the instance stays busy until the worker process is killed.
+// has reported and parked again. At a run's deadline the host interrupts the guest as a SIGINT
+// would (interrupt.go): the code gets KeyboardInterrupt, the driver reports and parks, and the
+// instance lives on with its state as of the stop. Code that ignores the interrupt, or a C-level
+// computation that never returns to the eval loop, cannot be stopped here (wazero's own
+// cancellation costs every run ~3x in compute): Run returns soon after the deadline and the
+// instance stays busy until the worker process is killed. os._exit, a crash and Close end it.
 type Instance struct {
 	e      *Engine
 	mod    api.Module
@@ -95,7 +97,11 @@ type Instance struct {
 	reportBuf []byte
 	report    []byte
 
-	dead    bool // no more runs: the guest ended or was left computing
+	dead bool // no more runs: the guest ended or was left computing
+	// sigint holds the guest addresses that trip SIGINT (interrupt.go); nil for a CPython build
+	// without them, whose computing guests can only be left running.
+	sigint  []uint32
+	tripped atomic.Bool // the host tripped SIGINT during the run in progress
 	started time.Duration
 	runs    int
 
@@ -105,8 +111,10 @@ type Instance struct {
 	parkIovs uint32      // the same, of the read the driver parked in last
 	snap     *pristine   // the engine's pristine snapshot, nil if this instance cannot reset
 	clock0   clockState  // the clock at the first park
-	open0    []*memFile  // the files open at the first park
-	resets   int
+	// pristineNow: as NewInstance or Reset left it, not run since (what Restore needs).
+	pristineNow bool
+	open0       []*memFile // the files open at the first park
+	resets      int
 }
 
 type runCtl struct{ done <-chan struct{} }
@@ -153,6 +161,7 @@ func (e *Engine) NewInstance(ctx context.Context, opts InstanceOptions) (*Instan
 		return nil, fmt.Errorf("engine: instantiate CPython: %w", err)
 	}
 	i.mod = mod
+	i.sigint = sigintFlags(mod)
 	i.expectPark.Store(true)
 	go i.guest(opts.LowPriority)
 	select {
@@ -166,6 +175,7 @@ func (e *Engine) NewInstance(ctx context.Context, opts InstanceOptions) (*Instan
 		return nil, fmt.Errorf("engine: start CPython: %w", ctx.Err())
 	}
 	i.capture()
+	i.pristineNow = i.snap != nil
 	i.started = time.Since(start)
 	return i, nil
 }
@@ -284,18 +294,20 @@ func (i *Instance) stopGuest() {
 }
 
 // wait blocks the guest for d (forever if d < 0) unless the run's deadline passes or the
-// instance is closed first, in which case the guest is stopped. It returns how long the guest
-// should consider to have waited.
-func (i *Instance) wait(d time.Duration) time.Duration {
+// instance is closed, in which case the guest is stopped; or, when the build can be
+// interrupted, the wait ends early with interrupted set and the interrupt tripped (the caller
+// returns EINTR). It returns how long the guest should consider to have waited.
+func (i *Instance) wait(d time.Duration) (waited time.Duration, interrupted bool) {
 	if d == 0 {
 		select {
 		case <-i.kill:
 			i.stopGuest()
 		case <-i.runDone():
-			i.stopGuest()
+			i.stopAtDeadline()
+			return 0, true
 		default:
 		}
-		return 0
+		return 0, false
 	}
 	var fire <-chan time.Time
 	if d > 0 {
@@ -308,9 +320,10 @@ func (i *Instance) wait(d time.Duration) time.Duration {
 	case <-i.kill:
 		i.stopGuest()
 	case <-i.runDone():
-		i.stopGuest()
+		i.stopAtDeadline()
+		return 0, true
 	}
-	return d
+	return d, false
 }
 
 // Alive reports whether the instance can take another run.

@@ -46,33 +46,39 @@ func (m *memFS) mkdirAll(abs string) (*node, experimentalsys.Errno) {
 func (m *memFS) writeFile(abs string, data []byte) experimentalsys.Errno {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, errno := m.putFile(abs, data)
+	return errno
+}
+
+// putFile is writeFile with m.mu held; it returns the file's node.
+func (m *memFS) putFile(abs string, data []byte) (*node, experimentalsys.Errno) {
 	dir, errno := m.mkdirAll(path.Dir(abs))
 	if errno != 0 {
-		return errno
+		return nil, errno
 	}
 	if dir.ro {
-		return experimentalsys.EROFS
+		return nil, experimentalsys.EROFS
 	}
 	name := path.Base(abs)
 	n, ok := dir.children[name]
 	if ok {
 		if n.kind != kindFile || n.ro || n.pinned {
-			return experimentalsys.EISDIR
+			return nil, experimentalsys.EISDIR
 		}
 	} else {
 		if n, errno = m.newNode(kindFile, 0o644); errno != 0 {
-			return errno
+			return nil, errno
 		}
 		n.nlink = 1
 		dir.children[name] = n
 		m.bump(dir)
 	}
 	if !m.charge(int64(len(data)) - int64(len(n.data))) {
-		return experimentalsys.EIO
+		return nil, experimentalsys.EIO
 	}
 	n.data = append(n.data[:0:0], data...)
 	m.bump(n)
-	return 0
+	return n, 0
 }
 
 // mount links a read-only node (file or tree) at abs, creating its parents and pinning them so

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"sync"
 	"syscall"
 
@@ -71,6 +72,21 @@ func (m *linearMemory) unmap() {
 	if m.buf != nil && !m.unmapped {
 		_ = syscall.Munmap(m.buf)
 		m.unmapped = true
+	}
+}
+
+// storeOnes stores the little-endian uint32 1 at each address, from any goroutine, while the
+// mapping exists: a guest that ends concurrently unmaps it under the same lock.
+func (m *linearMemory) storeOnes(addrs []uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unmapped {
+		return
+	}
+	for _, a := range addrs {
+		if int(a)+4 <= m.committed {
+			binary.LittleEndian.PutUint32(m.buf[a:], 1)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"sync"
 
 	"github.com/tetratelabs/wazero/experimental"
@@ -44,3 +45,13 @@ func (m *linearMemory) size() int {
 }
 
 func (m *linearMemory) zero(b []byte) { clear(b) }
+
+func (m *linearMemory) storeOnes(addrs []uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, a := range addrs {
+		if int(a)+4 <= len(m.buf) {
+			binary.LittleEndian.PutUint32(m.buf[a:], 1)
+		}
+	}
+}

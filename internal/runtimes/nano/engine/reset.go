@@ -132,18 +132,10 @@ func (i *Instance) Reset() error {
 		why = "resets are switched off"
 	case i.snap == nil:
 		why = "it has no pristine snapshot"
-	case !i.Alive() || i.runDone() != nil:
-		why = "it has ended or is still running"
-	case i.tainted.Load():
-		why = "the code closed a standard stream or the root directory, or renumbered a descriptor"
-	case i.parkIovs != i.snap.iovs:
-		why = "it is not parked in the driver's read"
-	case i.stdin.hasPending():
-		why = "input was left unread"
-	case !i.fs.sameOpenFiles(i.open0):
-		why = "the code left files open"
 	case int(i.mod.Memory().Size()) != len(i.snap.mem):
 		why = "its memory grew"
+	default:
+		why = i.parkedCleanly()
 	}
 	if why != "" {
 		return fmt.Errorf("%w: %s", ErrNotResettable, why)
@@ -181,6 +173,7 @@ func (i *Instance) Reset() error {
 	i.report, i.reportBuf = nil, nil
 	i.reportMu.Unlock()
 	i.resets++
+	i.pristineNow = true
 	return nil
 }
 

@@ -99,6 +99,8 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 		defer cancel()
 	}
 	i.run.Store(&runCtl{done: ctx.Done()})
+	i.tripped.Store(false)
+	i.pristineNow = false
 	i.runs++
 	handed := time.Now()
 	res := &sandbox.Result{Runtime: sandbox.TierNano}
@@ -118,11 +120,25 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 	case <-ctx.Done():
 		i.dead = true
 		finish()
-		return nil, i.timeoutErr(ctx, lim.Timeout, res)
+		return nil, i.timeoutErr(ctx, lim.Timeout, res, false)
 	}
+	exited := false
 	select {
 	case <-i.parked:
 	case <-i.exited:
+		exited = true
+	case <-ctx.Done():
+		// A sleeping or waiting guest is interrupted by itself now; a computing one when
+		// its memory says so. One that does not stop is left to the worker.
+		parked, ended := i.interrupt()
+		if !parked && !ended {
+			i.dead = true
+			finish()
+			return nil, i.timeoutErr(ctx, lim.Timeout, res, false)
+		}
+		exited = ended
+	}
+	if exited {
 		i.dead = true
 		finish()
 		if rep, ok := i.takeReport(); ok {
@@ -132,12 +148,10 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 			res.Files = i.changedFiles(gen)
 			return res, nil
 		}
+		if ctx.Err() != nil {
+			return nil, i.timeoutErr(ctx, lim.Timeout, res, false)
+		}
 		return i.ended(res, lim)
-	case <-ctx.Done():
-		// A sleeping or waiting guest stops by itself now; a computing one is left to the worker.
-		i.dead = true
-		finish()
-		return nil, i.timeoutErr(ctx, lim.Timeout, res)
 	}
 	i.run.Store(nil)
 	finish()
@@ -149,6 +163,11 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 	res.ExitCode, res.Error = rep.Exit, rep.Error
 	res.Files = i.changedFiles(gen)
 	res.Timing.Total = time.Since(start)
+	if i.tripped.Load() && rep.Error != nil && rep.Error.Name == "KeyboardInterrupt" {
+		// Stopped by the interrupt: the instance parked with its state as of the stop.
+		res.ExitCode = -1
+		return nil, i.timeoutErr(ctx, lim.Timeout, res, true)
+	}
 	return res, nil
 }
 
@@ -222,11 +241,19 @@ func (i *Instance) writeInputs(files []sandbox.File, limit int64) error {
 	return nil
 }
 
-func (i *Instance) timeoutErr(ctx context.Context, timeout time.Duration, res *sandbox.Result) error {
+// timeoutErr is the error of a run stopped at its deadline (or cancelled). interrupted says the
+// code was interrupted and the interpreter lives on with its state as of the stop; otherwise it
+// has ended.
+func (i *Instance) timeoutErr(ctx context.Context, timeout time.Duration, res *sandbox.Result, interrupted bool) error {
 	res.ExitCode = -1
 	msg := fmt.Sprintf("the code ran past its %v timeout and was stopped", timeout)
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		msg = "the run was cancelled: " + context.Cause(ctx).Error()
+	}
+	if interrupted {
+		msg += " (interrupted with KeyboardInterrupt; the interpreter keeps what the code had done until then)"
+	} else {
+		msg += " (the interpreter has ended)"
 	}
 	e := &sandbox.Error{Kind: sandbox.KindTimeout, Message: msg, Result: res}
 	return e.WithHint("raise the timeout or make the code faster; output printed before the stop is kept")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 func TestOutputAndException(t *testing.T) {
@@ -352,7 +353,14 @@ func TestTimeoutWhileBlocked(t *testing.T) {
 			if !errors.As(err, &e) || e.Result == nil || e.Result.Stdout != "before\n" {
 				t.Errorf("partial result: %+v", e.Result)
 			}
-			// The guest stopped by itself.
+			if inst.Interruptible() {
+				// Interrupted: the interpreter parked again and serves the next run.
+				if res := runIn(t, inst, &Request{Code: "print('next')"}); res.Stdout != "next\n" {
+					t.Errorf("the run after the interrupted one: %+v", res)
+				}
+				return
+			}
+			// A build without the interrupt: the guest stopped by itself.
 			select {
 			case <-inst.exited:
 			case <-time.After(time.Second):
@@ -363,6 +371,52 @@ func TestTimeoutWhileBlocked(t *testing.T) {
 			}
 			if _, err := inst.Run(context.Background(), &Request{Code: "pass"}); sandbox.KindOf(err) != sandbox.KindConflict {
 				t.Errorf("run on a dead instance: %v", err)
+			}
+		})
+	}
+}
+
+// TestTimeoutInterrupts: code still running at its deadline, computing or waiting, is interrupted
+// within a few milliseconds; the run returns what it printed, and a session's interpreter lives
+// on with the state the code had built until the stop. (Code that swallows the interrupt is left
+// computing: see the nano package's TestSessionTimeout, which runs it in a worker process.)
+func TestTimeoutInterrupts(t *testing.T) {
+	if !newInstance(t).Interruptible() {
+		testenv.Skip(t, "this CPython build does not export the SIGINT flags (agentbox setup builds one that does)")
+	}
+	for _, tc := range []struct{ name, code string }{
+		{"loop", "x += 1\nprint('before', flush=True)\nwhile True: pass"},
+		{"calls", "x += 1\nprint('before', flush=True)\ndef f(n): return n + 1\nn = 0\nwhile True: n = f(n)"},
+		{"sleep", "x += 1\nprint('before', flush=True)\nimport time\ntime.sleep(60)\nprint('after')"},
+		{"input", "x += 1\nprint('before', flush=True)\ninput()\nprint('after')"},
+		{"select", "x += 1\nprint('before', flush=True)\nimport select, sys\nselect.select([sys.stdin], [], [])\nprint('after')"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := newInstance(t)
+			runIn(t, inst, &Request{Code: "x = 41", KeepGlobals: true})
+			const timeout = 300 * time.Millisecond
+			start := time.Now()
+			_, err := inst.Run(context.Background(), &Request{Code: tc.code, KeepGlobals: true, Limits: sandbox.Limits{Timeout: timeout}})
+			took := time.Since(start)
+			var e *sandbox.Error
+			if !errors.As(err, &e) || e.Kind != sandbox.KindTimeout || !strings.Contains(e.Message, "interrupted") {
+				t.Fatalf("err = %v, want a timeout that says the code was interrupted", err)
+			}
+			if took > timeout+interruptWait {
+				t.Errorf("run took %v, deadline %v", took, timeout)
+			}
+			if e.Result == nil || e.Result.Stdout != "before\n" || e.Result.ExitCode != -1 {
+				t.Fatalf("partial result: %+v", e.Result)
+			}
+			if e.Result.Error == nil || e.Result.Error.Name != "KeyboardInterrupt" || strings.Contains(e.Result.Error.Traceback, "agentbox-driver") {
+				t.Errorf("the stop, as the code saw it: %+v", e.Result.Error)
+			}
+			if !inst.Alive() {
+				t.Fatal("the interpreter ended; it should live on after an interrupt")
+			}
+			res := runIn(t, inst, &Request{Code: "print(x)", KeepGlobals: true})
+			if res.Stdout != "42\n" {
+				t.Errorf("the state after the stop: %+v", res)
 			}
 		})
 	}

@@ -1,6 +1,9 @@
 package engine
 
-import "sync"
+import (
+	"sync"
+	"syscall"
+)
 
 // parkSize is the size of the driver's preallocated read buffer. A read of exactly this size with
 // nothing pending, right after the driver reported, is the driver parking: the instance is idle
@@ -8,8 +11,8 @@ import "sync"
 const parkSize = 65521
 
 // stdinPipe is the guest's fd 0. The host hands a run over by sending one message; between
-// messages a read blocks, until the next hand-over or until the run's deadline or the instance's
-// end, which stops the guest. User code reading stdin during a run therefore blocks until the
+// messages a read blocks, until the next hand-over, the run's deadline (the read fails with EINTR
+// and the code is interrupted) or the instance's end (which stops the guest). User code reading stdin during a run therefore blocks until the
 // deadline, as a program reading a terminal nobody types into would.
 type stdinPipe struct {
 	inst *Instance
@@ -43,7 +46,10 @@ func (p *stdinPipe) Read(b []byte) (int, error) {
 		case <-p.inst.kill:
 			p.inst.stopGuest()
 		case <-done:
-			p.inst.stopGuest()
+			// User code reading stdin at the deadline gets EINTR, on which CPython checks its
+			// signals and raises the KeyboardInterrupt the host tripped.
+			p.inst.stopAtDeadline()
+			return 0, syscall.EINTR
 		}
 		escapeLowThread()
 		p.mu.Lock()

@@ -16,6 +16,7 @@ const (
 	errnoSuccess = 0
 	errnoBadf    = 8
 	errnoInval   = 28
+	errnoIntr    = 27
 	errnoIO      = 29
 	errnoNospc   = 51
 	errnoNotsup  = 58
@@ -154,7 +155,7 @@ func instanceOf(ctx context.Context) *Instance {
 // absolute, on the realtime or monotonic clock (time.sleep, select timeouts), and fd
 // subscriptions. Regular files, directories and the output streams are always ready; stdin is
 // ready only while a hand-over is being read. Every wait ends early when the run's deadline
-// passes or the instance is closed, and then the guest is stopped.
+// passes (the guest is interrupted: EINTR) or the instance is closed (the guest is stopped).
 func pollOneoff(ctx context.Context, mod api.Module, stack []uint64) {
 	in, out, nsub, resultNevents := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
 	stack[0] = uint64(pollOneoffErrno(ctx, mod, in, out, nsub, resultNevents))
@@ -220,13 +221,20 @@ func pollOneoffErrno(ctx context.Context, mod api.Module, in, out, nsub, resultN
 		}
 	}
 	if nready == 0 {
-		waited := inst.wait(minWait) // stops the guest (does not return) at the deadline
+		waited, interrupted := inst.wait(minWait)
 		inst.clock.slept(waited)
 		for i := range all {
-			if all[i].typ == eventClock && all[i].wait <= waited {
+			if all[i].typ == eventClock && (interrupted || all[i].wait <= waited) {
 				all[i].ready = true
 				nready++
 			}
+		}
+		if interrupted && nready == 0 {
+			// The deadline passed in a wait with no timeout: EINTR makes CPython check its
+			// signals at once. A wait with a timeout ends as if it had run out instead
+			// (wasi-libc turns any error of a sleep into ENOTSUP); the call's check of the
+			// eval breaker then raises the KeyboardInterrupt the wait tripped.
+			return errnoIntr
 		}
 	}
 	evs, ok := mem.Read(out, nsub*32)

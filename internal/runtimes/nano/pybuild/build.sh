@@ -181,6 +181,24 @@ patch -d "$PYSRC" -p1 --forward >"$LOG" 2>&1 <<'EOF'
                  Py_DECREF(iter);
 EOF
 
+# A WASI guest gets no signals, and its host cannot call into it while it computes, so the
+# host stops running Python code as a SIGINT would: it stores 1 at the four addresses of this
+# exported table (in the order trip_signal sets them), and the eval loop raises
+# KeyboardInterrupt at its next check (a backward jump or a call). The table is data, exported
+# as a global holding its address (--export below): calling a function of a command module
+# before _start would run its constructors twice.
+cat >>"$PYSRC/Modules/signalmodule.c" <<'EOF'
+
+/* agentbox: where a host trips SIGINT from outside the guest. */
+__attribute__((used))
+volatile void *const agentbox_sigint_flags[4] = {
+    &Handlers[SIGINT].tripped,
+    &is_tripped,
+    &_PyRuntime.ceval.signals_pending,
+    &_PyRuntime._main_interpreter.ceval.eval_breaker,
+};
+EOF
+
 # ---------------------------------------------------------------- sysroot
 # Debian's clang looks in /usr/include for wasm32-wasi too, where configure would find the
 # host's headers (zlib.h, ffi.h, ...). A private sysroot holds only wasi-libc and what we build.
@@ -275,7 +293,7 @@ BUILD="$WORK/cpython"
 # bounds memory access") instead of raising RecursionError. An 8 MiB stack gives the native
 # limit of 1000 a wide margin; untouched stack pages cost no host memory.
 RECURSION_LIMIT=1000
-WASM_LDFLAGS="-z stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=16777216"
+WASM_LDFLAGS="-z stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=16777216 -Wl,--export=agentbox_sigint_flags"
 mkdir -p "$BUILD"
 (
 	cd "$BUILD"
