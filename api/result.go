@@ -71,7 +71,8 @@ type Timings struct {
 	ExecuteMS float64 `json:"execute_ms"`
 	// TotalMS is the whole run inside the daemon, from hand-over to result.
 	TotalMS float64 `json:"total_ms"`
-	// Pool is "warm" when a ready interpreter served the run, "cold" when one was started for it.
+	// Pool is "warm" when a ready interpreter served the run, "cold" when one was started for it,
+	// "restored" when a hibernated nano session was restored into an interpreter for it.
 	Pool string `json:"pool"`
 }
 

@@ -141,8 +141,24 @@ type NanoConfig struct {
 	// Warm is how many parked interpreters each one-shot worker keeps ready. 0 disables the warm
 	// pool (every run starts an interpreter: the cold path). Default 2.
 	Warm *int `json:"warm"`
+	// SessionWarm is how many session workers, each with its interpreter parked, are started
+	// ahead so that a new nano session answers its first run in milliseconds. Each costs what an
+	// idle session does (~60 MiB). 0 starts every session's worker when it is created. Default 2.
+	SessionWarm *int `json:"session_warm"`
+	// MaxSessionWorkers bounds the nano session worker processes (each ~60 MiB); past it, a
+	// session's run takes the worker of the idle session used longest ago, hibernating it first.
+	// Default 64.
+	MaxSessionWorkers int `json:"max_session_workers"`
+	// SessionHibernateAfter is how long a nano session may stay unused before its state moves
+	// out of its worker process into the daemon as a snapshot (a few MiB instead of a worker's
+	// ~60 MiB); its next run restores it in a few milliseconds. "0s" keeps sessions in their
+	// workers. Default 10s: agents' turns come seconds apart, and a restore costs less than a
+	// turn's network round trip.
+	SessionHibernateAfter Duration `json:"session_hibernate_after"`
 	// Grace is how long past a run's deadline the daemon waits for the worker's own answer before
-	// it kills the worker. Default 25ms.
+	// it kills the worker. Default 300ms: the worker interrupts a computing guest at the deadline
+	// and waits up to 200ms for it to stop (the interrupt lands in microseconds; the rest is room
+	// for a loaded machine) before it answers.
 	Grace Duration `json:"grace"`
 }
 
@@ -189,8 +205,9 @@ func Default() Config {
 			MaxFiles:           p.MaxFiles,
 			MaxFileBytes:       p.MaxFileBytes,
 		},
-		Sessions:     SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
-		Nano:         NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(25 * time.Millisecond)},
+		Sessions: SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
+		Nano: NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(300 * time.Millisecond),
+			SessionHibernateAfter: Duration(10 * time.Second)},
 		Heavy:        HeavyConfig{Enabled: HeavyAuto, Image: "python-datascience", Warm: &heavyWarm, MaxSandboxes: 16, CPUs: 1},
 		ArtifactsTTL: Duration(24 * time.Hour),
 		Audit:        AuditConfig{Enabled: true, CheckpointRecords: 256, CheckpointInterval: Duration(10 * time.Second)},
@@ -260,6 +277,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: nano.workers must be at least 1")
 	case c.Nano.Warm != nil && (*c.Nano.Warm < 0 || *c.Nano.Warm > 16):
 		return fmt.Errorf("config: nano.warm must be between 0 and 16")
+	case c.Nano.MaxSessionWorkers < 0 || c.Nano.MaxSessionWorkers > 4096:
+		return fmt.Errorf("config: nano.max_session_workers must be between 1 and 4096 (0 for the default, 64)")
+	case c.Nano.SessionHibernateAfter < 0:
+		return fmt.Errorf("config: nano.session_hibernate_after must not be negative")
+	case c.Nano.SessionWarm != nil && (*c.Nano.SessionWarm < 0 || *c.Nano.SessionWarm > 64):
+		return fmt.Errorf("config: nano.session_warm must be between 0 and 64")
 	case c.Heavy.Enabled != HeavyAuto && c.Heavy.Enabled != HeavyOn && c.Heavy.Enabled != HeavyOff:
 		return fmt.Errorf("config: heavy.enabled is %q; use auto, on or off", c.Heavy.Enabled)
 	case c.Heavy.Warm != nil && (*c.Heavy.Warm < 0 || *c.Heavy.Warm > 64):
@@ -309,6 +332,14 @@ func (c Config) WarmPerWorker() int {
 		return 2
 	}
 	return *c.Nano.Warm
+}
+
+// SessionWarm is the configured number of spare nano session workers.
+func (c Config) SessionWarm() int {
+	if c.Nano.SessionWarm == nil {
+		return 2
+	}
+	return *c.Nano.SessionWarm
 }
 
 // NanoDir is where the nano tier's artifacts live: the CPython WASI build and its compilation cache.

@@ -44,9 +44,11 @@ func jailedLauncher(opts Options) launcher {
 			// Guests yield the CPU to the daemon: a machine full of spinning guests still
 			// answers health checks, accepts requests and kills workers at their deadlines.
 			Nice: 5,
-			// Two Ps: the guest's goroutine cannot be preempted while it computes, and the
-			// worker must still answer the daemon and refill its pool on the other.
-			Env: []string{"GOMAXPROCS=2"},
+			// Three Ps: the guest's goroutine cannot be preempted while it computes, nor can
+			// the pool's refill while CPython starts, and the worker must still answer the
+			// daemon and interrupt the guest at its deadline on the third (worker.Run sets at
+			// least 3 in any case).
+			Env: []string{"GOMAXPROCS=3"},
 		}
 		a := Artifacts{Dir: jailDir}
 		args := []string{WorkerArg,

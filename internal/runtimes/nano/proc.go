@@ -174,7 +174,9 @@ func (p *proc) alive() bool {
 // guests that sleep or wait; if no answer comes by the deadline plus grace, the guest is computing
 // past it and the process is killed. After run returns with a non-nil error whose Kind is not
 // a guest's own limit, the proc may be dead; the caller checks alive().
-func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration) (*sandbox.Result, error) {
+//
+// restore, for a session worker, is a snapshot the worker makes its interpreter from first.
+func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration, restore []byte) (*sandbox.Result, error) {
 	p.nextID++
 	w := wire.Request{
 		Op:            wire.OpRun,
@@ -184,6 +186,7 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 		Env:           req.Env,
 		Limits:        req.Limits,
 		Deterministic: req.Deterministic,
+		Restore:       restore,
 	}
 	// The worker charges an interpreter's start to the timeout, so the deadline is the same for
 	// warm and cold runs.
@@ -242,4 +245,37 @@ func (p *proc) deadErr(cause error) error {
 	}
 	return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano worker running this code %s; the run is lost", how).
 		WithHint("the worker has been replaced: retry the request")
+}
+
+// hibernate asks a session worker for its session's snapshot. After a snapshot the worker holds a
+// pristine interpreter again (or starts one: its warm count says when it is ready).
+func (p *proc) hibernate(ctx context.Context) ([]byte, error) {
+	p.nextID++
+	if err := wire.Write(p.in, &wire.Request{Op: wire.OpHibernate, ID: p.nextID}); err != nil {
+		p.kill()
+		return nil, p.deadErr(err)
+	}
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case resp := <-p.results:
+		switch {
+		case resp.ID != p.nextID:
+			p.kill()
+			return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, p.nextID)
+		case resp.Error != nil:
+			return nil, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint}
+		case resp.Snapshot == nil:
+			return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker sent no snapshot")
+		}
+		return resp.Snapshot, nil
+	case <-timer.C:
+		p.kill()
+		return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker did not answer a hibernation within 10s")
+	case <-p.exited:
+		return nil, p.deadErr(nil)
+	case <-ctx.Done():
+		p.kill()
+		return nil, ctx.Err()
+	}
 }

@@ -19,7 +19,23 @@ type Options struct {
 	Workers int
 	// Warm is how many parked interpreters each one-shot worker keeps. 0 disables the warm pool.
 	Warm int
-	// Grace is how long past a deadline the daemon waits before it kills a worker. Default 25ms.
+	// SessionWarm is how many session workers, each with its interpreter parked, are kept ready
+	// for new sessions (sessions.go). 0: every session starts its worker when it is created.
+	SessionWarm int
+	// HibernateAfter is how long a session may stay unused before its state moves out of its
+	// worker into the daemon (sessions.go); its next run restores it. 0: only when another
+	// session needs the worker.
+	HibernateAfter time.Duration
+	// MaxSessionWorkers bounds the session workers (spares included): each costs ~60 MiB. Past
+	// it, a session's run takes the worker of the idle session used longest ago. Default 64.
+	MaxSessionWorkers int
+	// MaxStarts bounds how many workers start at once (each start is ~0.3 s of CPU); more
+	// creates wait their turn instead of all missing their start-up deadline together.
+	// Default: 2.
+	MaxStarts int
+	// Grace is how long past a deadline the daemon waits for the worker's answer before it kills
+	// the worker. Default 300ms: longer than the worker's own wait for an interrupted guest to
+	// stop (200ms, engine.interruptWait).
 	Grace time.Duration
 	// QueueTimeout bounds how long a run waits for a free worker. Default 30s.
 	QueueTimeout time.Duration
@@ -46,10 +62,18 @@ type Runtime struct {
 	busy   map[*proc]bool // one-shot workers running a request
 	slots  slotSet
 	stats  counters
-	closed bool
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	spares spares                // session workers ready to be claimed (sessions.go)
+	hib    hibStats              // hibernated sessions (sessions.go)
+	held   map[*session]struct{} // idle sessions that keep a worker (sessions.go)
+	// sessionProcs counts the session workers alive; changed is closed and replaced when one
+	// may have become free (spares.go).
+	sessionProcs int
+	changed      chan struct{}
+	starts       chan struct{} // one per worker start under way (Options.MaxStarts)
+	closed       bool
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
 }
 
 // Interface guards.
@@ -66,7 +90,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		opts.Workers = 2
 	}
 	if opts.Grace <= 0 {
-		opts.Grace = 25 * time.Millisecond
+		opts.Grace = 300 * time.Millisecond
 	}
 	if opts.QueueTimeout <= 0 {
 		opts.QueueTimeout = 30 * time.Second
@@ -80,13 +104,21 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxStarts <= 0 {
+		opts.MaxStarts = 2
+	}
+	if opts.MaxSessionWorkers <= 0 {
+		opts.MaxSessionWorkers = 64
+	}
+	opts.SessionWarm = min(opts.SessionWarm, opts.MaxSessionWorkers)
 	if opts.launch == nil {
 		if err := opts.Artifacts.Check(); err != nil {
 			return nil, err
 		}
 		opts.launch = jailedLauncher(opts)
 	}
-	r := &Runtime{opts: opts, log: opts.Logger, tokens: make(chan struct{}, opts.Workers), busy: map[*proc]bool{}}
+	r := &Runtime{opts: opts, log: opts.Logger, tokens: make(chan struct{}, opts.Workers), busy: map[*proc]bool{},
+		starts: make(chan struct{}, opts.MaxStarts), held: map[*session]struct{}{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	errs := make(chan error, opts.Workers)
 	for i := 0; i < opts.Workers; i++ {
@@ -108,6 +140,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		r.Close()
 		return nil, fmt.Errorf("nano: start workers: %w", first)
 	}
+	r.startSpares()
 	return r, nil
 }
 
@@ -121,7 +154,15 @@ func (r *Runtime) spawn(ctx context.Context, session bool) (*proc, error) {
 	}
 	slot := r.slots.take()
 	r.mu.Unlock()
-	p, err := startProc(ctx, r.opts.launch, slot, session, r.log)
+	var p *proc
+	var err error
+	select {
+	case r.starts <- struct{}{}:
+		p, err = startProc(ctx, r.opts.launch, slot, session, r.log)
+		<-r.starts
+	case <-ctx.Done():
+		err = sandbox.Errorf(sandbox.KindTimeout, "the request ended while waiting to start a nano worker (%d start at a time): %v", r.opts.MaxStarts, ctx.Err())
+	}
 	if err != nil {
 		r.mu.Lock()
 		r.slots.put(slot)
@@ -211,7 +252,7 @@ func (r *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		return nil, err
 	}
 	queued := time.Since(start)
-	res, err := p.run(ctx, req, r.opts.Grace)
+	res, err := p.run(ctx, req, r.opts.Grace, nil)
 	r.release(p)
 	fill := func(res *sandbox.Result) {
 		if res != nil {
@@ -224,42 +265,6 @@ func (r *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		fill(e.Result)
 	}
 	return res, err
-}
-
-// NewSession starts a dedicated worker whose one interpreter lives as long as the session.
-func (r *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.Session, error) {
-	p, err := r.spawn(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	return &session{r: r, p: p}, nil
-}
-
-// session is one dedicated worker. The Manager lays the session's environment over each run's.
-type session struct {
-	r  *Runtime
-	p  *proc
-	mu sync.Mutex
-}
-
-func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.p.alive() {
-		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's interpreter has ended (an earlier run was stopped at its deadline or the worker died); its state is gone").
-			WithHint("close this session and create a new one")
-	}
-	start := time.Now()
-	res, err := s.p.run(ctx, req, s.r.opts.Grace)
-	if res != nil {
-		res.Timing.Total = time.Since(start)
-	}
-	return res, err
-}
-
-func (s *session) Close() error {
-	s.p.kill()
-	return nil
 }
 
 // MaxLimits reports nano's own caps: the memory every interpreter reserves (Options.
@@ -277,11 +282,12 @@ func (r *Runtime) Health(context.Context) (string, bool) {
 	for _, p := range r.free {
 		warm += int(p.warm.Load())
 	}
-	return fmt.Sprintf("%d of %d workers free, %d warm interpreters", len(r.free), r.opts.Workers, warm), !r.closed
+	return fmt.Sprintf("%d of %d workers free, %d warm interpreters, %d of %d session workers ready, %d sessions hibernated",
+		len(r.free), r.opts.Workers, warm, len(r.spares.ready), r.opts.SessionWarm, r.hib.sessions.Load()), !r.closed
 }
 
-// Close kills every worker this runtime started for one-shot runs. Sessions are closed by the
-// Manager before it closes the runtime.
+// Close kills every worker this runtime started for one-shot runs and the spare session workers.
+// Sessions are closed by the Manager before it closes the runtime.
 func (r *Runtime) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -289,8 +295,8 @@ func (r *Runtime) Close() error {
 		return nil
 	}
 	r.closed = true
-	free := r.free
-	r.free = nil
+	free := append(r.free, r.spares.ready...)
+	r.free, r.spares.ready = nil, nil
 	r.mu.Unlock()
 	r.cancel()
 	for _, p := range free {

@@ -35,6 +35,11 @@ const (
 	OpResult Op = "result"
 	// OpStatus (worker → daemon) reports the worker's pool after it changed.
 	OpStatus Op = "status"
+	// OpHibernate (daemon → worker) asks a session worker for a snapshot of its session's
+	// parked interpreter (OpResult with Snapshot, or Error when the state cannot be taken out);
+	// after a snapshot the worker holds a pristine interpreter again, ready for another session
+	// or for an OpRun with Restore.
+	OpHibernate Op = "hibernate"
 )
 
 // Request is a frame from the daemon.
@@ -46,6 +51,9 @@ type Request struct {
 	Env           map[string]string    `json:"env,omitempty"`
 	Limits        sandbox.Limits       `json:"limits"`
 	Deterministic *sandbox.Determinism `json:"deterministic,omitempty"`
+	// Restore (OpRun, session workers) is a snapshot from OpHibernate to make the worker's
+	// pristine interpreter before the code runs.
+	Restore []byte `json:"restore,omitempty"`
 }
 
 // Error is a typed failure as it crosses the process boundary.
@@ -62,6 +70,8 @@ type Response struct {
 	Result *sandbox.Result `json:"result,omitempty"`
 	// Error, when set, ended the run; Result then holds what the run produced before it.
 	Error *Error `json:"error,omitempty"`
+	// Snapshot answers OpHibernate.
+	Snapshot []byte `json:"snapshot,omitempty"`
 	// Warm is how many instances the worker has parked and ready.
 	Warm int `json:"warm"`
 	// Retire says the worker exits right after this frame and takes no more requests: a guest

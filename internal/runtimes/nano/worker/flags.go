@@ -17,7 +17,8 @@ type Mode string
 const (
 	// ModeOneShot gives every run a fresh interpreter: a new one, or one reset to its first park.
 	ModeOneShot Mode = "oneshot"
-	// ModeSession runs every request in one interpreter that lives as long as the worker.
+	// ModeSession runs every request in one interpreter, the session's, until the daemon asks
+	// for its snapshot (OpHibernate); the worker then holds a pristine interpreter again.
 	ModeSession Mode = "session"
 )
 
@@ -34,7 +35,8 @@ type Config struct {
 	// address space (not memory).
 	MemoryMaxBytes int64
 	// NoReset makes a one-shot worker discard every interpreter after its run instead of
-	// resetting it to a fresh one (engine.Instance.Reset).
+	// resetting it to a fresh one (engine.Instance.Reset); a session worker then cannot
+	// hibernate its session (snapshots are taken against the same pristine memory).
 	NoReset bool
 	// Seccomp says whether to lock the process down after loading. Off only for debugging.
 	Seccomp bool

@@ -166,7 +166,7 @@ func newSessionSlot(ctx context.Context, w *worker) *sessionSlot {
 	return s
 }
 
-// get waits for the interpreter; pool says whether it was ready when asked.
+// get waits for the interpreter; pool says whether it was ready when asked ("warm" or "cold").
 func (s *sessionSlot) get(ctx context.Context) (*engine.Instance, string, error) {
 	pool := "warm"
 	select {

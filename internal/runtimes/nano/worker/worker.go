@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -63,6 +64,12 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: level})).With("pid", os.Getpid())
+	stopCollector() // gc.go: collections happen between runs only
+	// Three Ps: a guest computing a run and one starting up for the pool each hold one (wazero's
+	// compiled code cannot be preempted), and the worker's own goroutines (the deadline timer,
+	// the interrupt, reading requests) need the third, or a run's interrupt waits for the
+	// refill's next host call.
+	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 3))
 	start := time.Now()
 	eng, err := engine.New(ctx, engine.Config{
 		WasmPath:           cfg.Wasm,
@@ -71,7 +78,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 		CacheDir:           cfg.Cache,
 		MemoryReserveBytes: cfg.MemoryMaxBytes,
 		Logger:             log,
-		NoReset:            cfg.NoReset || cfg.Mode != ModeOneShot,
+		NoReset:            cfg.NoReset,
 	})
 	if err != nil {
 		log.Error("nano worker: cannot load the engine", "err", err)
@@ -130,6 +137,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 			// replaces an interpreter for (it runs at lower priority in any case).
 			w.pool.refill()
 		}
+		collectIfGrown()
 	}
 }
 
@@ -193,6 +201,10 @@ func (w *worker) sendResponse(r *wire.Response) error {
 // handle serves one request.
 func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
 	resp := &wire.Response{Op: wire.OpResult, ID: req.ID}
+	if req.Op == wire.OpHibernate && w.session != nil {
+		w.hibernate(ctx, resp)
+		return resp
+	}
 	if req.Op != wire.OpRun {
 		resp.Error = &wire.Error{Kind: sandbox.KindInvalidRequest, Message: fmt.Sprintf("unknown op %q", req.Op)}
 		return resp
@@ -220,7 +232,7 @@ func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
 	if w.pool != nil {
 		res, err = w.runOneShot(ctx, ereq)
 	} else {
-		res, err = w.runSession(ctx, ereq)
+		res, err = w.runSession(ctx, ereq, req.Restore)
 	}
 	resp.Result = res
 	if err != nil {
@@ -241,15 +253,31 @@ func (w *worker) runOneShot(ctx context.Context, req *engine.Request) (*sandbox.
 	pool := "warm"
 	if inst == nil {
 		pool = "cold"
+		// The start counts against the run's timeout (startCounts), so it ends with it: a
+		// worker that is still starting an interpreter at the deadline answers then, instead of
+		// being killed by the daemon for not answering.
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if req.Limits.Timeout > 0 {
+			sctx, cancel = context.WithTimeout(ctx, req.Limits.Timeout)
+		}
 		var err error
-		if inst, err = w.eng.NewInstance(ctx, engine.InstanceOptions{}); err != nil {
+		inst, err = w.eng.NewInstance(sctx, engine.InstanceOptions{})
+		cancel()
+		if err != nil {
+			if sctx.Err() != nil && ctx.Err() == nil {
+				e := &sandbox.Error{Kind: sandbox.KindTimeout, Result: &sandbox.Result{Runtime: sandbox.TierNano, ExitCode: -1},
+					Message: fmt.Sprintf("the run's %v timeout passed while an interpreter was starting for it (none was ready); the code did not run", req.Limits.Timeout)}
+				return nil, e.WithHint("retry, or raise the timeout: starting an interpreter takes up to a few hundred milliseconds on a busy machine")
+			}
 			return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "cannot start an interpreter: %v", err).
 				WithHint("retry; if it persists, the worker's log says why")
 		}
 	}
 	res, err := inst.Run(ctx, startCounts(req, start))
 	w.finish(inst, res, err, pool, start)
-	if err == nil && inst.Alive() && !w.cfg.NoReset {
+	// An interpreter that parked again, after its code finished or was interrupted at the
+	// deadline, is reset for the next run; Reset refuses whatever it cannot undo.
+	if inst.Alive() && !w.cfg.NoReset {
 		w.recycle = inst
 		return res, err
 	}
@@ -258,14 +286,23 @@ func (w *worker) runOneShot(ctx context.Context, req *engine.Request) (*sandbox.
 	return res, err
 }
 
-// runSession runs the code in the session's interpreter.
-func (w *worker) runSession(ctx context.Context, req *engine.Request) (*sandbox.Result, error) {
+// runSession runs the code in the session's interpreter, first made from restore when given.
+func (w *worker) runSession(ctx context.Context, req *engine.Request, restore []byte) (*sandbox.Result, error) {
 	start := time.Now()
 	inst, pool, err := w.session.get(ctx)
 	if err != nil {
 		w.retireReason = "the session's interpreter could not start"
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "cannot start the session's interpreter: %v", err).
 			WithHint("create a new session; if it persists, the worker's log says why")
+	}
+	if restore != nil {
+		if err := inst.Restore(restore); err != nil {
+			// Half restored, perhaps: this interpreter serves nobody any more.
+			w.retireReason = "a session could not be restored into its interpreter"
+			return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "cannot restore the hibernated session: %v", err).
+				WithHint("retry the run; if it persists, the session's state is lost: create a new session")
+		}
+		pool = "restored"
 	}
 	res, err := inst.Run(ctx, startCounts(req, start))
 	w.finish(inst, res, err, pool, start)
@@ -310,5 +347,23 @@ func (w *worker) checkStopped(inst *engine.Instance) {
 	case <-inst.Stopped():
 	default:
 		w.retireReason = "a guest is computing past its deadline; only ending the process stops it"
+	}
+}
+
+// hibernate answers OpHibernate: the session's state goes to the daemon in resp.Snapshot, and the
+// worker makes its interpreter pristine again (reset, or a new one started in the background).
+func (w *worker) hibernate(ctx context.Context, resp *wire.Response) {
+	inst, _, err := w.session.get(ctx)
+	if err == nil {
+		resp.Snapshot, err = inst.Snapshot()
+	}
+	if err != nil {
+		resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("the session cannot be hibernated: %v", err)}
+		return
+	}
+	if err := inst.Reset(); err != nil {
+		w.log.Debug("nano worker: session interpreter not reset after its snapshot, starting a new one", "why", err)
+		inst.Close()
+		w.session = newSessionSlot(ctx, w)
 	}
 }
