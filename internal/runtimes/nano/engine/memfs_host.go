@@ -155,26 +155,32 @@ func (m *memFS) changedSince(gen uint64) []changedFile {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []changedFile
+	m.walkWritable(func(p string, n *node) {
+		if n.kind == kindFile && n.gen > gen {
+			out = append(out, changedFile{path: p, data: append([]byte(nil), n.data...)})
+		}
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
+	return out
+}
+
+// walkWritable calls fn for every directory and regular file outside the read-only mounts, a
+// directory before what it holds, in no particular order. The caller holds m.mu.
+func (m *memFS) walkWritable(fn func(p string, n *node)) {
 	var visit func(dir *node, prefix string)
 	visit = func(dir *node, prefix string) {
 		for name, c := range dir.children {
-			if c.ro {
+			if c.ro || c.kind == kindDev {
 				continue
 			}
 			p := prefix + "/" + name
-			switch c.kind {
-			case kindDir:
+			fn(p, c)
+			if c.kind == kindDir {
 				visit(c, p)
-			case kindFile:
-				if c.gen > gen {
-					out = append(out, changedFile{path: p, data: append([]byte(nil), c.data...)})
-				}
 			}
 		}
 	}
 	visit(m.root, "")
-	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
-	return out
 }
 
 type changedFile struct {

@@ -169,31 +169,14 @@ func (i *Instance) parkedCleanly() string {
 	return ""
 }
 
-// snapshotFiles lists the writable tree, parents before children.
+// snapshotFiles lists the writable tree, parents before children (sorted by path).
 func (m *memFS) snapshotFiles() []snapFile {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []snapFile
-	var visit func(dir *node, prefix string)
-	visit = func(dir *node, prefix string) {
-		for name, c := range dir.children {
-			if c.ro || c.kind == kindDev {
-				continue
-			}
-			p := prefix + "/" + name
-			f := snapFile{Path: p, Perm: c.perm, Atim: c.atim, Mtim: c.mtim, Ctim: c.ctim}
-			switch c.kind {
-			case kindDir:
-				f.Dir = true
-				out = append(out, f)
-				visit(c, p)
-			case kindFile:
-				f.Data = c.data
-				out = append(out, f)
-			}
-		}
-	}
-	visit(m.root, "")
+	m.walkWritable(func(p string, n *node) {
+		out = append(out, snapFile{Path: p, Dir: n.kind == kindDir, Perm: n.perm, Data: n.data, Atim: n.atim, Mtim: n.mtim, Ctim: n.ctim})
+	})
 	sort.Slice(out, func(a, b int) bool { return out[a].Path < out[b].Path })
 	return out
 }
