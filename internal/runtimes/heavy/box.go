@@ -53,6 +53,11 @@ type box struct {
 	destroy sync.Once
 	gone    chan struct{} // closed when destroyed and cleaned up
 
+	// answered is closed when the sandbox first answers a run of its user (the pool's refill
+	// after a claim waits for it).
+	answered     chan struct{}
+	answeredOnce sync.Once
+
 	tail logtail.Tail // runsc's and the guest's last log lines
 }
 
@@ -73,16 +78,21 @@ func (r runscCmd) command(ctx context.Context, global []string, args ...string) 
 	return exec.CommandContext(ctx, r.path, append(all, args...)...)
 }
 
+// markAnswered records that the sandbox answered a run of its user (not the daemon's own preload
+// and reseed cells).
+func (b *box) markAnswered() { b.answeredOnce.Do(func() { close(b.answered) }) }
+
 func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "ab-" + hex.EncodeToString(b[:])
 }
 
-// startBox boots a sandbox of img (`runsc run`) and waits for the guest's hello.
-func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox.Limits) (*box, error) {
+// startBox boots a sandbox of img (`runsc run`) and waits for the guest's hello. A background
+// sandbox (made by the pool ahead of time) runs at the least CPU weight until it is claimed.
+func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox.Limits, background bool) (*box, error) {
 	start := time.Now()
-	b, err := rt.newBox(img, limits)
+	b, err := rt.newBox(img, limits, background)
 	if err != nil {
 		return nil, err
 	}
@@ -94,24 +104,26 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 }
 
 // newBox makes a sandbox's cgroup and bundle, ready to launch.
-func (rt *Runtime) newBox(img image.Image, limits sandbox.Limits) (*box, error) {
+func (rt *Runtime) newBox(img image.Image, limits sandbox.Limits, background bool) (*box, error) {
 	id := newID()
 	b := &box{
-		id:      id,
-		dir:     filepath.Join(rt.layout.RunDir(), id),
-		log:     rt.log.With("sandbox", id),
-		runsc:   rt.runsc,
-		limits:  limits,
-		img:     img,
-		pending: map[uint64]*call{},
-		exited:  make(chan struct{}),
-		gone:    make(chan struct{}),
+		id:       id,
+		dir:      filepath.Join(rt.layout.RunDir(), id),
+		log:      rt.log.With("sandbox", id),
+		runsc:    rt.runsc,
+		limits:   limits,
+		img:      img,
+		pending:  map[uint64]*call{},
+		exited:   make(chan struct{}),
+		gone:     make(chan struct{}),
+		answered: make(chan struct{}),
 	}
 	spec := rt.boxSpec(img, limits)
 	var err error
 	if b.cg, err = newCgroups(rt.cgroupParent, id, spec.memoryBytes, pidsLimit(spec.nproc), spec.cpuQuota); err != nil {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: %v", err)
 	}
+	b.cg.setBackground(background)
 	if err := os.MkdirAll(b.dir, 0o700); err != nil {
 		b.cg.remove()
 		return nil, err
@@ -386,6 +398,8 @@ func (b *box) kill() {
 			b.broken = "destroyed"
 		}
 		b.mu.Unlock()
+		// Tearing down takes CPU that a claimed sandbox may be waiting for (cpuweight.go).
+		b.cg.setBackground(true)
 		if b.stdin != nil {
 			_ = b.stdin.Close()
 		}

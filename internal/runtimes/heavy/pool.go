@@ -135,9 +135,11 @@ func (rt *Runtime) acquire(ctx context.Context, img image.Image, l sandbox.Limit
 				continue
 			}
 			rt.active[b] = true
+			left := len(rt.warm)
 			rt.mu.Unlock()
+			b.cg.setBackground(false)
 			rt.pc.hits.Add(1)
-			rt.refill()
+			rt.refillAfter(b, left)
 			return b, true, nil
 		}
 		rt.missedLocked(time.Now())
@@ -147,7 +149,7 @@ func (rt *Runtime) acquire(ctx context.Context, img image.Image, l sandbox.Limit
 	var b *box
 	var err error
 	if t := rt.restoreTemplate(); poolable && t != nil {
-		if b, err = rt.restoreBox(ctx, t); err != nil {
+		if b, err = rt.restoreBox(ctx, t, false); err != nil {
 			if ctx.Err() == nil {
 				rt.restoreFailed(t, err)
 			}
@@ -158,7 +160,7 @@ func (rt *Runtime) acquire(ctx context.Context, img image.Image, l sandbox.Limit
 		}
 	}
 	if b == nil {
-		if b, err = rt.startBox(ctx, img, rt.boxLimits(l)); err != nil {
+		if b, err = rt.startBox(ctx, img, rt.boxLimits(l), false); err != nil {
 			<-rt.slots
 			return nil, false, err
 		}
@@ -209,6 +211,35 @@ func (rt *Runtime) release(b *box, destroy bool) {
 			b.kill()
 		}
 		<-rt.slots
+	}()
+}
+
+// refillWait bounds how long the refill after a claim waits for the claimed sandbox's first
+// answer (refillAfter): long enough for a one-shot `print` or a session's first cell, short
+// enough that a session that does not run at once does not hold the pool back.
+const refillWait = 250 * time.Millisecond
+
+// refillAfter refills the pool after b was claimed from it, left warm sandboxes remaining. The
+// refill waits for b's first answer (or refillWait) so that a restore does not compete with
+// that run for the CPU; with no warm sandbox left it starts at once, since the next claim would
+// miss.
+func (rt *Runtime) refillAfter(b *box, left int) {
+	if left == 0 {
+		rt.refill()
+		return
+	}
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		t := time.NewTimer(refillWait)
+		defer t.Stop()
+		select {
+		case <-b.answered:
+		case <-t.C:
+		case <-rt.ctx.Done():
+			return
+		}
+		rt.refill()
 	}()
 }
 
@@ -263,7 +294,7 @@ func (rt *Runtime) fillOne() {
 // preload.
 func (rt *Runtime) warmBox(ctx context.Context) (*box, error) {
 	if t := rt.restoreTemplate(); t != nil {
-		b, err := rt.restoreBox(ctx, t)
+		b, err := rt.restoreBox(ctx, t, true)
 		if err == nil {
 			rt.restoreWorked(t)
 			rt.pc.fillRestored.Add(1)

@@ -331,6 +331,7 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 		rr.Limits.Timeout = max(rr.Limits.Timeout-b.startTime, time.Millisecond)
 	}
 	res, _, err := b.run(ctx, &rr, false, rt.opts.Grace)
+	b.markAnswered()
 	rt.release(b, true)
 	fill := func(r *sandbox.Result) {
 		if r == nil {
@@ -389,6 +390,8 @@ func (rt *Runtime) Health(context.Context) (string, bool) {
 		how = "booted while restores are suspended"
 	case TemplateDropped:
 		how = "booted: the checkpoint was dropped"
+	case TemplateMaking:
+		how = "booted; the checkpoint is being made"
 	}
 	return fmt.Sprintf("image %s (%s), %d warm (%s; pool target %d, floor %d, ceiling %d), %d of %d in use", rt.img.Manifest.Name, rt.img.Manifest.Hash,
 		len(rt.warm), how, rt.target, rt.sizing.Min, rt.sizing.Max, len(rt.active), rt.opts.MaxSandboxes), !rt.closed

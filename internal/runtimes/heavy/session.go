@@ -37,6 +37,7 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	}
 	start := time.Now()
 	res, _, err := s.b.run(ctx, req, true, s.rt.opts.Grace)
+	s.b.markAnswered()
 	for _, r := range []*sandbox.Result{res, errResult(err)} {
 		if r != nil {
 			r.Timing.Total = time.Since(start)

@@ -162,13 +162,13 @@ func dirSize(dir string) int64 {
 	return n
 }
 
-// restoreBox starts a warm sandbox from t: a new container restored from the checkpoint, with its
-// own cgroup, bundle and stdio pipes (runsc hands the restoring process's stdio to the restored
-// container). The guest sends no hello after a restore; its answer to the reseed cell shows it
+// restoreBox starts a warm sandbox from t, in the background (for the pool) or not (for a
+// request): a new container restored from the checkpoint, with its own cgroup, bundle and stdio
+// pipes (runsc hands the restoring process's stdio to the restored container). The guest sends no hello after a restore; its answer to the reseed cell shows it
 // is alive, within RestoreTimeout (notes/gvisor.md: one restore in ~90 never answered).
-func (rt *Runtime) restoreBox(ctx context.Context, t *template) (*box, error) {
+func (rt *Runtime) restoreBox(ctx context.Context, t *template, background bool) (*box, error) {
 	start := time.Now()
-	b, err := rt.newBox(rt.img, rt.opts.DefaultLimits)
+	b, err := rt.newBox(rt.img, rt.opts.DefaultLimits, background)
 	if err != nil {
 		return nil, err
 	}

@@ -78,10 +78,10 @@ func (b *box) runQuiet(ctx context.Context, code string, timeout time.Duration) 
 }
 
 // bootWarm boots a sandbox with the default limits and imports the preload into it: a warm
-// sandbox the slow way, and the one a checkpoint is taken of.
+// sandbox the slow way, and the one a checkpoint is taken of. Both are made in the background.
 func (rt *Runtime) bootWarm(ctx context.Context) (*box, error) {
 	start := time.Now()
-	b, err := rt.startBox(ctx, rt.img, rt.opts.DefaultLimits)
+	b, err := rt.startBox(ctx, rt.img, rt.opts.DefaultLimits, true)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,57 @@
+package heavy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cpuWeight reads the CPU weight of b's cgroup.
+func cpuWeight(t *testing.T, b *box) string {
+	t.Helper()
+	file := filepath.Join(cgroupRoot, "cpu", b.cg.path, "cpu.shares")
+	if b.cg.v2 {
+		file = filepath.Join(cgroupRoot, b.cg.path, "cpu.weight")
+	}
+	v, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(v))
+}
+
+// A sandbox the pool made runs at the least CPU weight until it is claimed, then at the normal
+// one; a sandbox being destroyed goes back to the least.
+func TestPoolSandboxesRunInTheBackground(t *testing.T) {
+	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: -1})
+	l := limits(t, 30*time.Second)
+	waitWarm(t, rt, 1)
+	rt.mu.Lock()
+	w := rt.warm[0]
+	rt.mu.Unlock()
+	bg, normal := sharesBackground, sharesNormal
+	if w.cg.v2 {
+		bg, normal = weightBackground, weightNormal
+	}
+	if got := cpuWeight(t, w); got != bg {
+		t.Errorf("a warm sandbox's CPU weight: %s, want %s", got, bg)
+	}
+	s := newSession(t, rt, l)
+	b := s.(*session).b
+	if b != w {
+		t.Fatal("the session did not get the warm sandbox")
+	}
+	if got := cpuWeight(t, b); got != normal {
+		t.Errorf("a claimed sandbox's CPU weight: %s, want %s", got, normal)
+	}
+	if got := mustRun(t, s, l, "print('hi')\n"); got != "hi\n" {
+		t.Errorf("%q", got)
+	}
+	select {
+	case <-b.answered:
+	default:
+		t.Error("the sandbox's first answer was not recorded")
+	}
+}
