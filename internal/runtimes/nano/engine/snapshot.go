@@ -79,20 +79,23 @@ func (i *Instance) Snapshot() ([]byte, error) {
 	pristine := i.snap.mem
 	var zero [snapPage]byte
 	for off := 0; off < len(buf); off += snapPage {
-		page := buf[off : off+snapPage]
 		want := zero[:]
 		if off < len(pristine) {
 			want = pristine[off : off+snapPage]
 		}
-		if !bytes.Equal(page, want) {
+		if !bytes.Equal(buf[off:off+snapPage], want) {
 			s.Offsets = append(s.Offsets, uint32(off))
-			s.Data = append(s.Data, page...)
 		}
+	}
+	s.Data = make([]byte, 0, len(s.Offsets)*snapPage)
+	for _, off := range s.Offsets {
+		s.Data = append(s.Data, buf[off:off+snapPage]...)
 	}
 	s.Files = i.fs.snapshotFiles()
 	c := i.clock.save()
 	s.Clock = snapClock{Fixed: c.fixed, Step: c.step, Wall: c.wall, Mono: i.clock.now(clockMonotonic), RNG: c.rng}
 	var out bytes.Buffer
+	out.Grow(len(s.Data) + 64<<10)
 	if err := gob.NewEncoder(&out).Encode(&s); err != nil {
 		return nil, fmt.Errorf("engine: encode snapshot: %w", err)
 	}
