@@ -79,13 +79,7 @@ func (b *heavyBencher) httpScenarios(ctx context.Context) {
 	} else {
 		b.progress("%s: %d runs (%s)", rowHTTPOneShot, b.opts.N, p.how())
 		var sv served
-		run := oneShot(t, &sv)
-		lat, err := sequential(ctx, b.opts.N, func(ctx context.Context) (time.Duration, error) {
-			if err := p.wait(ctx); err != nil {
-				return 0, err
-			}
-			return run(ctx)
-		})
+		lat, err := sequential(ctx, b.opts.N, p.paced(oneShot(t, &sv)))
 		b.add(hgHTTP, rowHTTPOneShot, "POST /v1/run (runtime heavy) of `print(\"hi\")` from the client; "+p.summary(), false, lat, err)
 	}
 

@@ -93,13 +93,7 @@ func (b *bencher) nanoWarm(ctx context.Context, t target) {
 	} else {
 		b.progress("nano warm pool: %d paced runs (%s)", b.opts.N, p.how())
 		var sv served
-		run := oneShot(t, &sv)
-		lat, err := sequential(ctx, b.opts.N, func(ctx context.Context) (time.Duration, error) {
-			if err := p.wait(ctx); err != nil {
-				return 0, err
-			}
-			return run(ctx)
-		})
+		lat, err := sequential(ctx, b.opts.N, p.paced(oneShot(t, &sv)))
 		b.add(groupLatency, "", rowWarm, p.summary()+"; "+sv.warmText(total)+"; no runs/s: the waits set the rate", lat, 0, err)
 		// Runs/s of paced runs would be 1/mean latency, a rate the pool cannot sustain; the
 		// throughput table has the real figure.
@@ -156,12 +150,7 @@ func (b *bencher) nanoSessionStart(ctx context.Context, t target) {
 		b.fail(groupLatency, "", rowSessionFirst, err)
 	} else {
 		b.progress("nano session create → first result: %d paced sessions (%s)", b.opts.N, p.how())
-		lat, err := sequential(ctx, b.opts.N, func(ctx context.Context) (time.Duration, error) {
-			if err := p.wait(ctx); err != nil {
-				return 0, err
-			}
-			return start(ctx)
-		})
+		lat, err := sequential(ctx, b.opts.N, p.paced(start))
 		b.add(groupLatency, "", rowSessionFirst, what+"; "+p.summary()+"; no runs/s: the waits set the rate", lat, 0, err)
 		if r := &b.res.Rows[len(b.res.Rows)-1]; r.Stats != nil {
 			r.Stats.PerSecond = 0

@@ -118,6 +118,16 @@ func (p *pacer) wait(ctx context.Context) error {
 	return nil
 }
 
+// paced returns c preceded by a wait for the pool.
+func (p *pacer) paced(c call) call {
+	return func(ctx context.Context) (time.Duration, error) {
+		if err := p.wait(ctx); err != nil {
+			return 0, err
+		}
+		return c(ctx)
+	}
+}
+
 // how says in a few words how the runs are paced.
 func (p *pacer) how() string {
 	if p.fixed > 0 || p.full.Workers == 0 {
