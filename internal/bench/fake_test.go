@@ -24,6 +24,8 @@ type fakeTarget struct {
 	open, maxSessions int
 	// notOurs makes Memory answer as for a daemon the bench did not start.
 	notOurs bool
+	// warmTarget is reported as the pool's target, as the heavy tier's health does.
+	warmTarget int
 }
 
 // fakeSessionMiB is what the fake counts per open session; fakeBaseMiB the daemon alone.
@@ -93,7 +95,7 @@ func (f *fakeTarget) Pool(ctx context.Context) (poolState, bool, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return poolState{Free: f.workers - f.busy, Workers: f.workers, Warm: f.warm}, true, nil
+	return poolState{Free: f.workers - f.busy, Workers: f.workers, Warm: f.warm, WarmTarget: f.warmTarget}, true, nil
 }
 
 func (f *fakeTarget) Close() error {

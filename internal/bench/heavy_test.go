@@ -182,7 +182,7 @@ func TestParseHeavyPool(t *testing.T) {
 		t.Errorf("parseHeavyPool = %+v, %v", p, ok)
 	}
 	state = "image python-datascience (3f2a), 4 warm (restored from a checkpoint; pool target 4, floor 2, ceiling 8), 10 of 16 in use"
-	if p, ok := parseHeavyPool(state); !ok || p.Warm != 4 || p.Free != 6 || p.Workers != 16 {
+	if p, ok := parseHeavyPool(state); !ok || p.Warm != 4 || p.Free != 6 || p.Workers != 16 || p.WarmTarget != 4 {
 		t.Errorf("parseHeavyPool(%q) = %+v, %v", state, p, ok)
 	}
 	if _, ok := parseHeavyPool("starting"); ok {

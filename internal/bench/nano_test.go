@@ -145,3 +145,33 @@ func TestCheckGuestClock(t *testing.T) {
 		})
 	}
 }
+
+// A pool that says what it aims at is full when it gets there, however slowly it fills (a heavy
+// pool first makes its template, then restores one sandbox at a time).
+func TestPacerWaitsForThePoolsTarget(t *testing.T) {
+	t.Parallel()
+	f := &fakeTarget{workers: 4, warmCap: 2, warmTarget: 2}
+	go func() {
+		for i := 0; i < 2; i++ {
+			time.Sleep(150 * time.Millisecond)
+			f.mu.Lock()
+			f.warm++
+			f.mu.Unlock()
+		}
+	}()
+	p := &pacer{t: f, poll: time.Millisecond, settle: 50 * time.Millisecond}
+	if err := p.settleFull(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if p.full.Warm != 2 {
+		t.Errorf("full = %s, want the 2 warm the pool aims at", p.full)
+	}
+	// The pool then aims lower: its target says when it is full again.
+	f.mu.Lock()
+	f.warm, f.warmTarget = 1, 1
+	f.mu.Unlock()
+	start := time.Now()
+	if err := p.wait(context.Background()); err != nil || time.Since(start) > 5*time.Second {
+		t.Errorf("wait = %v after %v", err, time.Since(start))
+	}
+}

@@ -25,8 +25,9 @@ type pacer struct {
 	timeouts int
 }
 
-// sessionPoolPatience is how long settleFull waits for nano's session workers to be all ready.
-const sessionPoolPatience = 30 * time.Second
+// fillPatience is how long settleFull waits for pools that report their size (nano's session
+// workers, the heavy pool's target) to be full.
+const fillPatience = time.Minute
 
 // paceTimeout bounds one wait for a refill; a pool that does not refill within it is reported.
 const paceTimeout = 30 * time.Second
@@ -75,10 +76,11 @@ func (p *pacer) settleFull(ctx context.Context, limit time.Duration) error {
 		if s.Warm > best.Warm || s.Free > best.Free || s.SessionReady > best.SessionReady || s.Workers != best.Workers {
 			best, since = s, time.Now()
 		}
-		// Session workers start one by one, each taking longer than p.settle on a busy machine:
-		// wait for all of them, unless the pool cannot fill (its workers all taken), for a while.
-		sessionsFull := best.SessionReady >= best.SessionWorkers || time.Since(start) > sessionPoolPatience
-		if best.Free == best.Workers && best.Workers > 0 && sessionsFull && time.Since(since) >= p.settle {
+		// Session workers and heavy sandboxes start one by one, each taking longer than p.settle
+		// on a busy machine (and a heavy pool first makes its template): wait until the pools
+		// say they are full, unless they cannot fill (their workers all taken), for a while.
+		full := best.SessionReady >= best.SessionWorkers && best.Warm >= best.WarmTarget || time.Since(start) > fillPatience
+		if best.Free == best.Workers && best.Workers > 0 && full && time.Since(since) >= p.settle {
 			p.full = best
 			return nil
 		}
@@ -103,7 +105,10 @@ func (p *pacer) wait(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if s.Free >= p.full.Workers && s.Warm >= p.full.Warm && s.SessionReady >= p.full.SessionReady {
+		// A heavy pool may aim lower than when it was full (it shrinks when idle): its own target
+		// then says when it is full.
+		warm := s.Warm >= p.full.Warm || s.WarmTarget > 0 && s.Warm >= s.WarmTarget
+		if s.Free >= p.full.Workers && warm && s.SessionReady >= p.full.SessionReady {
 			break
 		}
 		if time.Since(start) > paceTimeout {

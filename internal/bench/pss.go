@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // The density scenarios count memory as PSS (proportional set size): each page a process maps
@@ -116,8 +117,8 @@ func treeMemory(root string, pid int) (memSample, error) {
 	var m memSample
 	for _, p := range pids {
 		f, err := os.Open(filepath.Join(root, strconv.Itoa(p), "smaps_rollup"))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue // ended since the walk (ESRCH: it is a zombie, whose memory is gone)
 		}
 		if err != nil {
 			return memSample{}, fmt.Errorf("process %d: %w (reading another user's processes needs root)", p, err)

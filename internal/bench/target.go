@@ -49,6 +49,9 @@ type poolState struct {
 	// SessionReady and SessionWorkers are nano's pool of session workers, where its health
 	// reports one ("1 of 2 session workers ready"); zero otherwise.
 	SessionReady, SessionWorkers int
+	// WarmTarget is how many warm sandboxes the heavy pool aims at now ("pool target 2"), where
+	// its health says; zero otherwise.
+	WarmTarget int
 	// State is the health's whole text, which may say more than the fields (session workers,
 	// hibernated sessions): atRest waits until it stops changing.
 	State string
@@ -57,6 +60,9 @@ type poolState struct {
 // heavyHealth matches the heavy runtime's health state ("image python-datascience (abc), 2 warm
 // (restored from a checkpoint), 0 of 16 in use").
 var heavyHealth = regexp.MustCompile(`(\d+) warm\b.*?\b(\d+) of (\d+) in use`)
+
+// heavyTarget matches the size the heavy pool aims at, in its health state.
+var heavyTarget = regexp.MustCompile(`pool target (\d+)`)
 
 // parseHeavyPool reads a poolState from the heavy runtime's health text: Workers is the sandbox
 // cap, Free the slots not in use, so that "every worker free" means no sandbox is busy.
@@ -70,6 +76,9 @@ func parseHeavyPool(state string) (poolState, bool) {
 	used, _ := strconv.Atoi(m[2])
 	p.Workers, _ = strconv.Atoi(m[3])
 	p.Free = p.Workers - used
+	if m := heavyTarget.FindStringSubmatch(state); m != nil {
+		p.WarmTarget, _ = strconv.Atoi(m[1])
+	}
 	return p, true
 }
 
