@@ -138,13 +138,17 @@ func (rt *Runtime) newBox(img image.Image, limits sandbox.Limits, background boo
 
 // boxSpec is what a sandbox of img with limits is made of, but for its cgroup.
 func (rt *Runtime) boxSpec(img image.Image, limits sandbox.Limits) boxSpec {
-	return boxSpec{
+	s := boxSpec{
 		img:         img,
 		memoryBytes: limits.MemoryBytes + limits.FilesBytes + rt.opts.RuntimeOverheadBytes,
 		filesBytes:  limits.FilesBytes,
 		nproc:       rt.opts.MaxProcesses,
 		cpuQuota:    rt.cpuQuota(),
 	}
+	if !rt.opts.NoErofs {
+		s.erofs = img.Erofs()
+	}
+	return s
 }
 
 // runscFlags are the global runsc flags of a sandbox with limits. A checkpoint is restored with

@@ -11,5 +11,9 @@
 // already imported (Options.Preload); a one-shot run takes one and destroys it after,
 // a session keeps its own. The pool is filled by restoring a checkpoint of one such sandbox
 // (template.go), several times faster than booting and importing again; booting stays the
-// fallback. See Layout for the files the tier keeps.
+// fallback. The pool's size follows demand within a memory budget (sizing.go); restores that
+// keep failing are suspended for a backoff, not given up (restoregate.go); the pool's own work
+// runs at the least CPU weight (cpuweight.go). A sandbox's root is the image's EROFS copy when it
+// has one, read by gVisor itself without a gofer process (image/erofs.go). See Layout for the
+// files the tier keeps.
 package heavy

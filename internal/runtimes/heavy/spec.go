@@ -17,6 +17,8 @@ type ociSpec struct {
 	Hostname   string     `json:"hostname"`
 	Mounts     []ociMount `json:"mounts"`
 	Linux      ociLinux   `json:"linux"`
+	// Annotations carry gVisor's own settings (dev.gvisor.*): the EROFS root.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 type ociProcess struct {
@@ -95,6 +97,9 @@ type boxSpec struct {
 	nproc       int   // RLIMIT_NPROC of the sandbox's processes
 	cpuQuota    int64 // microseconds per 100ms period; 0: none
 	cgroupsPath string
+	// erofs is the image's root as an EROFS file (image.Image.Erofs), or "": the root is then
+	// the image's directory, served by a gofer process.
+	erofs string
 }
 
 func (b boxSpec) spec() ociSpec {
@@ -132,6 +137,16 @@ func (b boxSpec) spec() ociSpec {
 	}
 	if b.cpuQuota > 0 {
 		s.Linux.Resources.CPU = &ociCPU{Quota: b.cpuQuota, Period: 100000}
+	}
+	if b.erofs != "" {
+		// gVisor mounts the EROFS file as the root, itself, with the same memory overlay of the
+		// files limit's size as --overlay2 gives the directory: no gofer process is needed.
+		s.Annotations = map[string]string{
+			"dev.gvisor.spec.rootfs.source":  b.erofs,
+			"dev.gvisor.spec.rootfs.type":    "erofs",
+			"dev.gvisor.spec.rootfs.overlay": "memory",
+			"dev.gvisor.spec.rootfs.options": "size=" + strconv.FormatInt(b.filesBytes, 10),
+		}
 	}
 	return s
 }

@@ -55,13 +55,21 @@ func (rt *Runtime) templateKey() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	spec := rt.boxSpec(rt.img, rt.opts.DefaultLimits).spec()
+	bs := rt.boxSpec(rt.img, rt.opts.DefaultLimits)
+	var root [2]int64 // the EROFS root's size and time: a checkpoint restores only onto the same file
+	if bs.erofs != "" {
+		est, err := os.Stat(bs.erofs)
+		if err != nil {
+			return "", err
+		}
+		root = [2]int64{est.Size(), est.ModTime().UnixNano()}
+	}
 	h := sha256.New()
 	enc := json.NewEncoder(h)
 	for _, v := range []any{
 		proto.Version, rt.opts.Runsc, st.Size(), st.ModTime().UnixNano(),
 		rt.img.Dir, rt.img.Manifest.Hash, rt.img.Manifest.GuestSHA256,
-		spec, rt.runscFlags(rt.opts.DefaultLimits), rt.preload,
+		bs.spec(), rt.runscFlags(rt.opts.DefaultLimits), rt.preload, root,
 	} {
 		if err := enc.Encode(v); err != nil {
 			return "", err

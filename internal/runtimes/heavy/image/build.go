@@ -31,6 +31,8 @@ type BuildOptions struct {
 	Out io.Writer
 	// Debootstrap runs debootstrap; tests replace it. Default: the debootstrap program.
 	Debootstrap func(ctx context.Context, args []string, log io.Writer) error
+	// Erofs writes a root file system as an EROFS image; tests replace it. Default MakeErofs.
+	Erofs func(ctx context.Context, rootfs, file string, log io.Writer) error
 }
 
 // Build makes the image of recipe r, or refreshes the agent of an existing build of the same
@@ -48,7 +50,7 @@ func (s Store) Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, b
 	hash := r.Hash()
 	dir := filepath.Join(s.Dir, r.Name, hash)
 	if _, err := ReadManifest(dir); err == nil && !opts.Force {
-		img, err := s.refresh(dir, r, opts)
+		img, err := s.refresh(ctx, dir, r, opts)
 		if err == nil {
 			fmt.Fprintf(opts.Out, "image %s: recipe %s already built, cached at %s\n", r.Name, hash, dir)
 		}
@@ -113,8 +115,9 @@ func (s Store) Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, b
 	if err := installGuest(rootfs, opts.Guest, &m); err != nil {
 		return Image{}, false, fmt.Errorf("image %s: %w", r.Name, err)
 	}
-	m.BuildTime = time.Since(start).Round(time.Second)
 	m.SizeBytes = duBytes(rootfs)
+	makeErofs(ctx, tmp, &m, opts)
+	m.BuildTime = time.Since(start).Round(time.Second)
 	if err := m.write(tmp); err != nil {
 		return Image{}, false, err
 	}
@@ -138,8 +141,9 @@ func (s Store) Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, b
 	return Image{Dir: dir, Manifest: m}, true, nil
 }
 
-// refresh makes an existing build current and gives it the guest agent of this build.
-func (s Store) refresh(dir string, r Recipe, opts BuildOptions) (Image, error) {
+// refresh makes an existing build current and gives it the guest agent of this build (and an
+// EROFS copy holding it).
+func (s Store) refresh(ctx context.Context, dir string, r Recipe, opts BuildOptions) (Image, error) {
 	m, err := ReadManifest(dir)
 	if err != nil {
 		return Image{}, err
@@ -153,10 +157,15 @@ func (s Store) refresh(dir string, r Recipe, opts BuildOptions) (Image, error) {
 			return Image{}, err
 		}
 		m.Description = r.Description
-		if err := m.write(dir); err != nil {
-			return Image{}, err
-		}
 		fmt.Fprintf(opts.Out, "image %s: guest agent updated (%s)\n", r.Name, sum[:12])
+	}
+	// The EROFS copy holds the guest agent too: made again when the agent changed, or made for a
+	// build that has none (older, or made where mkfs.erofs was missing).
+	if (Image{Dir: dir, Manifest: m}).Erofs() == "" {
+		makeErofs(ctx, dir, &m, opts)
+	}
+	if err := m.write(dir); err != nil {
+		return Image{}, err
 	}
 	if err := s.setCurrent(r.Name, m.Hash); err != nil {
 		return Image{}, err

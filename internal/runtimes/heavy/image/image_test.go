@@ -195,8 +195,17 @@ func TestBuildCache(t *testing.T) {
 		fakeRootfs(t, args[len(args)-2])
 		return nil
 	}
+	erofs := 0
+	fakeErofs := func(_ context.Context, rootfs, file string, _ io.Writer) error {
+		erofs++
+		g, err := os.ReadFile(filepath.Join(rootfs, GuestPath))
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(file, append([]byte("erofs of "), g...), 0o644)
+	}
 	var out bytes.Buffer
-	img, built, err := s.Build(context.Background(), r, BuildOptions{Guest: guest, Mirror: "http://m.example/debian", Out: &out, Debootstrap: fake})
+	img, built, err := s.Build(context.Background(), r, BuildOptions{Guest: guest, Mirror: "http://m.example/debian", Out: &out, Debootstrap: fake, Erofs: fakeErofs})
 	if err != nil || !built || calls != 1 {
 		t.Fatalf("build: %v built=%v calls=%d\n%s", err, built, calls, out.String())
 	}
@@ -210,16 +219,33 @@ func TestBuildCache(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(img.Rootfs(), "etc/passwd")); !strings.Contains(string(b), "user:x:1000:1000") {
 		t.Errorf("no user in the image")
 	}
+	if b, _ := os.ReadFile(got.Erofs()); erofs != 1 || string(b) != "erofs of \x7fELF static one" {
+		t.Errorf("EROFS copy %q (%q, %d made)", got.Erofs(), b, erofs)
+	}
 	os.WriteFile(guest, []byte("\x7fELF static two"), 0o755)
 	out.Reset()
-	if _, built, err := s.Build(context.Background(), r, BuildOptions{Guest: guest, Out: &out, Debootstrap: fake}); err != nil || built || calls != 1 {
+	if _, built, err := s.Build(context.Background(), r, BuildOptions{Guest: guest, Out: &out, Debootstrap: fake, Erofs: fakeErofs}); err != nil || built || calls != 1 {
 		t.Fatalf("second build: %v built=%v calls=%d", err, built, calls)
+	}
+	if got, _ := s.Get("test"); erofs != 2 || got.Erofs() == "" {
+		t.Errorf("the EROFS copy was not made again with the new guest (%d made)", erofs)
+	} else if b, _ := os.ReadFile(got.Erofs()); string(b) != "erofs of \x7fELF static two" {
+		t.Errorf("EROFS copy after the guest update: %q", b)
 	}
 	if !strings.Contains(out.String(), "guest agent updated") {
 		t.Errorf("second build: %s", out.String())
 	}
 	if b, _ := os.ReadFile(filepath.Join(img.Rootfs(), GuestPath)); string(b) != "\x7fELF static two" {
 		t.Errorf("guest not refreshed")
+	}
+	// Without mkfs.erofs the image is still built and current; it has no EROFS copy.
+	os.WriteFile(guest, []byte("\x7fELF static three"), 0o755)
+	noErofs := func(context.Context, string, string, io.Writer) error { return errors.New("mkfs.erofs: not found") }
+	if _, _, err := s.Build(context.Background(), r, BuildOptions{Guest: guest, Out: &out, Debootstrap: fake, Erofs: noErofs}); err != nil {
+		t.Fatalf("a build without mkfs.erofs: %v", err)
+	}
+	if got, _ := s.Get("test"); got.Erofs() != "" {
+		t.Errorf("an EROFS copy holding an older guest is still offered: %s", got.Erofs())
 	}
 	r2, _ := ParseRecipe("broken", []byte("python3\n"))
 	_, _, err = s.Build(context.Background(), r2, BuildOptions{Guest: guest, Debootstrap: func(context.Context, []string, io.Writer) error { return errors.New("mirror unreachable") }})

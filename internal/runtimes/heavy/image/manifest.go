@@ -33,6 +33,9 @@ type Manifest struct {
 	Python map[string]PyDist `json:"python"`
 	// GuestSHA256 is the hash of the guest agent in the image.
 	GuestSHA256 string `json:"guest_sha256"`
+	// ErofsGuestSHA256 is the guest agent in the image's EROFS copy (erofs.go); the copy is used
+	// only while it is GuestSHA256.
+	ErofsGuestSHA256 string `json:"erofs_guest_sha256,omitempty"`
 }
 
 // PyDist is one Python distribution in an image.
