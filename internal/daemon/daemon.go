@@ -177,7 +177,7 @@ func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, gw 
 		DefaultLimits: policy.Defaults,
 		Logger:        log,
 	}
-	opts.PoolMemoryBytes, opts.PoolShrinkAfter = cfg.HeavyPoolMemoryBytes(), cfg.Heavy.PoolShrinkAfter.D()
+	opts.PoolMemoryBytes, opts.PoolShrinkAfter, opts.Preload = cfg.HeavyPoolMemoryBytes(), cfg.Heavy.PoolShrinkAfter.D(), cfg.HeavyPreload()
 	if gw != nil {
 		opts.Egress = gw
 	}
