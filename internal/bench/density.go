@@ -72,8 +72,9 @@ type idleSpec struct {
 	Open func(ctx context.Context) (targetSession, error)
 	// Memory reads the PSS of everything the sessions live in.
 	Memory func(ctx context.Context) (memSample, error)
-	// Settle, when set, waits until the daemon is at rest (its pools refilled) before each reading.
-	Settle func(ctx context.Context) error
+	// Settle, when set, waits until the daemon is at rest (its pools refilled) before each reading;
+	// held is how many sessions are open then.
+	Settle func(ctx context.Context, held int) error
 	// IdleWait is how long the sessions sit idle, once all are open, before Settle and the reading.
 	IdleWait time.Duration
 	// SteadyFor, when set, repeats each reading until the PSS has moved by less than steadyMiB
@@ -96,13 +97,13 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 	if sp.MemInfo == "" {
 		sp.MemInfo = procRoot + "/meminfo"
 	}
-	settle := func() error {
+	settle := func(held int) error {
 		if sp.Settle == nil {
 			return nil
 		}
-		return sp.Settle(ctx)
+		return sp.Settle(ctx, held)
 	}
-	if err := settle(); err != nil {
+	if err := settle(0); err != nil {
 		d.Error = "before: " + err.Error()
 		return d
 	}
@@ -138,7 +139,7 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 			return d
 		}
 	}
-	if err := settle(); err != nil {
+	if err := settle(len(open)); err != nil {
 		d.Error = joinErr(d.Error, "after: "+err.Error())
 		return d
 	}

@@ -26,6 +26,8 @@ type fakeTarget struct {
 	notOurs bool
 	// warmTarget is reported as the pool's target, as the heavy tier's health does.
 	warmTarget int
+	// holdSessions makes open sessions count as workers in use, as heavy sandboxes do.
+	holdSessions bool
 }
 
 // fakeSessionMiB is what the fake counts per open session; fakeBaseMiB the daemon alone.
@@ -95,7 +97,11 @@ func (f *fakeTarget) Pool(ctx context.Context) (poolState, bool, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return poolState{Free: f.workers - f.busy, Workers: f.workers, Warm: f.warm, WarmTarget: f.warmTarget}, true, nil
+	free := f.workers - f.busy
+	if f.holdSessions {
+		free -= f.open
+	}
+	return poolState{Free: free, Workers: f.workers, Warm: f.warm, WarmTarget: f.warmTarget}, true, nil
 }
 
 func (f *fakeTarget) Close() error {

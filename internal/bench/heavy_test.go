@@ -126,7 +126,7 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 		f.refill()
 		return f, nil
 	}
-	daemon := &fakeTarget{workers: 16, warmCap: 2, warm: 2, refill: time.Millisecond}
+	daemon := &fakeTarget{workers: 16, warmCap: 2, warm: 2, refill: time.Millisecond, holdSessions: true}
 	b.serve = func(ctx context.Context) (target, error) { return daemon, nil }
 	b.run(context.Background())
 	b.finish()
@@ -153,7 +153,7 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 	if len(b.res.Compute) != len(heavySnippets) || b.res.Compute[0].Median[engineHeavy] != 0.25 {
 		t.Errorf("compute: %+v", b.res.Compute)
 	}
-	if len(b.res.Density) != 1 || b.res.Density[0].Opened != 4 || b.res.Density[0].PerSession != fakeSessionMiB || daemon.open != 0 {
+	if len(b.res.Density) != 1 || b.res.Density[0].Error != "" || b.res.Density[0].Opened != 4 || b.res.Density[0].PerSession != fakeSessionMiB || daemon.open != 0 {
 		t.Errorf("density: %+v (%d sessions left open)", b.res.Density, daemon.open)
 	}
 	var goals []string

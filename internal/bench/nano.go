@@ -175,16 +175,17 @@ func (b *bencher) nanoDensity(ctx context.Context, t target) {
 	b.res.Density = append(b.res.Density, d)
 }
 
-// atRest waits until the target's pool is at rest: every worker free and the warm count steady
+// atRest waits until the target's pool is at rest: every worker free (but the held ones, which
+// idle sessions keep) and the warm count steady
 // for a second (pacer.settleFull), then the tier's whole health text unchanged for a second (pools
 // the fields do not show, such as nano's session workers, refilled; sessions hibernated); or two
 // seconds when its health does not report the pool.
-func atRest(t target) func(context.Context) error {
-	return func(ctx context.Context) error {
+func atRest(t target) func(ctx context.Context, held int) error {
+	return func(ctx context.Context, held int) error {
 		if _, ok, err := t.Pool(ctx); err != nil || !ok {
 			return sleepCtx(ctx, 2*time.Second)
 		}
-		p := &pacer{t: t, poll: 5 * time.Millisecond, settle: time.Second}
+		p := &pacer{t: t, poll: 5 * time.Millisecond, settle: time.Second, held: held}
 		if err := p.settleFull(ctx, 2*time.Minute); err != nil {
 			return err
 		}

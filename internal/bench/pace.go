@@ -21,6 +21,10 @@ type pacer struct {
 	// settle is how long the pool must stay unchanged to count as at rest.
 	settle time.Duration
 
+	// held is how many of the tier's workers or sandboxes the caller keeps on purpose (the idle
+	// sessions of a density scenario): "every worker free" then means every other one.
+	held int
+
 	waits    []time.Duration
 	timeouts int
 }
@@ -80,7 +84,7 @@ func (p *pacer) settleFull(ctx context.Context, limit time.Duration) error {
 		// on a busy machine (and a heavy pool first makes its template): wait until the pools
 		// say they are full, unless they cannot fill (their workers all taken), for a while.
 		full := best.SessionReady >= best.SessionWorkers && best.Warm >= best.WarmTarget || time.Since(start) > fillPatience
-		if best.Free == best.Workers && best.Workers > 0 && full && time.Since(since) >= p.settle {
+		if best.Free >= best.Workers-p.held && best.Workers > 0 && full && time.Since(since) >= p.settle {
 			p.full = best
 			return nil
 		}
@@ -108,7 +112,7 @@ func (p *pacer) wait(ctx context.Context) error {
 		// A heavy pool may aim lower than when it was full (it shrinks when idle): its own target
 		// then says when it is full.
 		warm := s.Warm >= p.full.Warm || s.WarmTarget > 0 && s.Warm >= s.WarmTarget
-		if s.Free >= p.full.Workers && warm && s.SessionReady >= p.full.SessionReady {
+		if s.Free >= p.full.Workers-p.held && warm && s.SessionReady >= p.full.SessionReady {
 			break
 		}
 		if time.Since(start) > paceTimeout {
