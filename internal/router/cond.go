@@ -34,13 +34,13 @@ func (w *walker) deadBranch(ifs, child *sitter.Node) bool {
 	if len(w.targets) == 0 {
 		return false
 	}
-	conds := []*sitter.Node{ifs.ChildByFieldName("condition")}
+	conds := []condNode{w.cond(ifs.ChildByFieldName("condition"))}
 	if cons := ifs.ChildByFieldName("consequence"); cons != nil && cons.Id() == child.Id() {
-		return w.everywhere(conds[0], no)
+		return everywhere(conds[0], no, w.targets)
 	}
 	earlierTrue := func() bool {
 		for _, c := range conds {
-			if w.everywhere(c, yes) {
+			if everywhere(c, yes, w.targets) {
 				return true
 			}
 		}
@@ -50,9 +50,9 @@ func (w *walker) deadBranch(ifs, child *sitter.Node) bool {
 		c := ifs.NamedChild(i)
 		switch c.Kind() {
 		case "elif_clause":
-			cond := c.ChildByFieldName("condition")
+			cond := w.cond(c.ChildByFieldName("condition"))
 			if c.Id() == child.Id() {
-				return w.everywhere(cond, no) || earlierTrue()
+				return everywhere(cond, no, w.targets) || earlierTrue()
 			}
 			conds = append(conds, cond)
 		case "else_clause":
@@ -64,47 +64,87 @@ func (w *walker) deadBranch(ifs, child *sitter.Node) bool {
 	return false
 }
 
+// condNode is what judging a condition needs of its expression's nodes: their kinds, children
+// and fields as tree-sitter-python names them, and their source. The tree-sitter tree provides
+// it (treeCond), and so does the fast path's reading of a condition (fastcond.go), so both judge
+// conditions by the same rules.
+type condNode interface {
+	Kind() string
+	NamedChildCount() uint
+	NamedChild(i uint) condNode
+	ChildCount() uint
+	Child(i uint) condNode
+	ChildByFieldName(name string) condNode
+	// Text is the node's source without blanks and line continuations (walker.text).
+	Text() string
+	// Source is the node's source as written.
+	Source() string
+}
+
+// treeCond is a tree-sitter node as a condNode.
+type treeCond struct {
+	w *walker
+	n *sitter.Node
+}
+
+// cond wraps n, or returns nil.
+func (w *walker) cond(n *sitter.Node) condNode {
+	if n == nil {
+		return nil
+	}
+	return treeCond{w, n}
+}
+
+func (c treeCond) Kind() string                       { return c.n.Kind() }
+func (c treeCond) NamedChildCount() uint              { return c.n.NamedChildCount() }
+func (c treeCond) NamedChild(i uint) condNode         { return c.w.cond(c.n.NamedChild(i)) }
+func (c treeCond) ChildCount() uint                   { return c.n.ChildCount() }
+func (c treeCond) Child(i uint) condNode              { return c.w.cond(c.n.Child(i)) }
+func (c treeCond) ChildByFieldName(f string) condNode { return c.w.cond(c.n.ChildByFieldName(f)) }
+func (c treeCond) Text() string                       { return c.w.text(c.n) }
+func (c treeCond) Source() string                     { return string(c.w.src[c.n.StartByte():c.n.EndByte()]) }
+
 // everywhere reports whether cond has value v on every target.
-func (w *walker) everywhere(cond *sitter.Node, v tri) bool {
+func everywhere(cond condNode, v tri, targets []Target) bool {
 	if cond == nil {
 		return false
 	}
-	for _, t := range w.targets {
-		if w.eval(cond, t) != v {
+	for _, t := range targets {
+		if eval(cond, t) != v {
 			return false
 		}
 	}
 	return true
 }
 
-func (w *walker) eval(n *sitter.Node, t Target) tri {
+func eval(n condNode, t Target) tri {
 	switch n.Kind() {
 	case "true":
 		return yes
 	case "false", "none":
 		return no
 	case "integer":
-		if v, err := strconv.Atoi(w.text(n)); err == nil {
+		if v, err := strconv.Atoi(n.Text()); err == nil {
 			if v == 0 {
 				return no
 			}
 			return yes
 		}
 	case "identifier":
-		if w.text(n) == "TYPE_CHECKING" {
+		if n.Text() == "TYPE_CHECKING" {
 			return no
 		}
 	case "attribute":
-		if a := n.ChildByFieldName("attribute"); a != nil && w.text(a) == "TYPE_CHECKING" {
+		if a := n.ChildByFieldName("attribute"); a != nil && a.Text() == "TYPE_CHECKING" {
 			return no
 		}
 	case "parenthesized_expression":
 		if n.NamedChildCount() == 1 {
-			return w.eval(n.NamedChild(0), t)
+			return eval(n.NamedChild(0), t)
 		}
 	case "not_operator":
 		if a := n.ChildByFieldName("argument"); a != nil {
-			return w.eval(a, t).not()
+			return eval(a, t).not()
 		}
 	case "boolean_operator":
 		l, r := n.ChildByFieldName("left"), n.ChildByFieldName("right")
@@ -112,7 +152,7 @@ func (w *walker) eval(n *sitter.Node, t Target) tri {
 		if l == nil || r == nil || op == nil {
 			return unknown
 		}
-		a, b := w.eval(l, t), w.eval(r, t)
+		a, b := eval(l, t), eval(r, t)
 		switch op.Kind() {
 		case "and":
 			switch {
@@ -130,14 +170,14 @@ func (w *walker) eval(n *sitter.Node, t Target) tri {
 			}
 		}
 	case "comparison_operator":
-		return w.compare(n, t)
+		return compare(n, t)
 	case "call":
 		// sys.platform.startswith("win")
 		f, args := n.ChildByFieldName("function"), n.ChildByFieldName("arguments")
-		if f == nil || args == nil || args.NamedChildCount() != 1 || w.text(f) != "sys.platform.startswith" {
+		if f == nil || args == nil || args.NamedChildCount() != 1 || f.Text() != "sys.platform.startswith" {
 			return unknown
 		}
-		if s, ok := w.str(args.NamedChild(0)); ok {
+		if s, ok := str(args.NamedChild(0)); ok {
 			return truth(strings.HasPrefix(t.Platform, s))
 		}
 	}
@@ -153,14 +193,14 @@ func truth(b bool) tri {
 
 // compare judges `sys.version_info OP (3, 11)`, `sys.version_info[:2] OP (3, 11)`,
 // `sys.version_info.minor OP 11`, `sys.platform OP "linux"` and `os.name OP "nt"`.
-func (w *walker) compare(n *sitter.Node, t Target) tri {
+func compare(n condNode, t Target) tri {
 	if n.NamedChildCount() != 2 || n.ChildCount() != 3 {
 		return unknown // chained comparisons
 	}
 	l, r := n.NamedChild(0), n.NamedChild(1)
 	op := n.Child(1).Kind()
-	left := w.text(l)
-	if s, ok := w.str(r); ok {
+	left := l.Text()
+	if s, ok := str(r); ok {
 		var v string
 		switch left {
 		case "sys.platform":
@@ -199,7 +239,7 @@ func (w *walker) compare(n *sitter.Node, t Target) tri {
 	}
 	var want []int
 	if scalar {
-		v, err := strconv.Atoi(w.text(r))
+		v, err := strconv.Atoi(r.Text())
 		if err != nil {
 			return unknown
 		}
@@ -209,7 +249,7 @@ func (w *walker) compare(n *sitter.Node, t Target) tri {
 			return unknown
 		}
 		for i := uint(0); i < r.NamedChildCount(); i++ {
-			v, err := strconv.Atoi(w.text(r.NamedChild(i)))
+			v, err := strconv.Atoi(r.NamedChild(i).Text())
 			if err != nil {
 				return unknown
 			}
@@ -258,11 +298,11 @@ func cmpInt(a, b int) int {
 }
 
 // str returns the value of a plain string literal.
-func (w *walker) str(n *sitter.Node) (string, bool) {
+func str(n condNode) (string, bool) {
 	if n == nil || n.Kind() != "string" || n.NamedChildCount() > 3 {
 		return "", false
 	}
-	s := string(w.src[n.StartByte():n.EndByte()])
+	s := n.Source()
 	if len(s) < 2 || (s[0] != '"' && s[0] != '\'') || s[len(s)-1] != s[0] {
 		return "", false
 	}

@@ -176,7 +176,12 @@ func (w *walker) literal(n *sitter.Node) (string, bool) {
 	if n == nil || n.Kind() != "string" {
 		return "", false
 	}
-	s := string(w.src[n.StartByte():n.EndByte()])
+	return literalName(string(w.src[n.StartByte():n.EndByte()]))
+}
+
+// literalName returns the value of the string literal s, as written, if it looks like a module
+// name: f-strings, bytes and names with escapes are not names.
+func literalName(s string) (string, bool) {
 	i := strings.IndexAny(s, `"'`)
 	if i < 0 || strings.ContainsAny(strings.ToLower(s[:i]), "fb") {
 		return "", false // f-strings and bytes are not names
@@ -229,7 +234,11 @@ func resolveRelative(name, pkg string) string {
 
 // text returns a node's source with whitespace and line continuations removed: `a . b` is a.b.
 func (w *walker) text(n *sitter.Node) string {
-	b := w.src[n.StartByte():n.EndByte()]
+	return compact(w.src[n.StartByte():n.EndByte()])
+}
+
+// compact returns source with whitespace and line continuations removed.
+func compact(b []byte) string {
 	if bytes.IndexAny(b, " \t\\\r\n") < 0 {
 		return string(b)
 	}
@@ -293,7 +302,11 @@ func (w *walker) catchesImportError(try *sitter.Node) bool {
 // needed, not optional. The clause's text is searched, strings and all, so a message that
 // mentions raise counts too; that errs towards the tier that has the module.
 func (w *walker) givesUp(clause *sitter.Node) bool {
-	b := w.src[clause.StartByte():clause.EndByte()]
+	return givesUp(w.src[clause.StartByte():clause.EndByte()])
+}
+
+// givesUp reports whether the source of an except clause raises or exits.
+func givesUp(b []byte) bool {
 	if len(words(b, []byte("raise"))) > 0 {
 		return true
 	}
@@ -331,18 +344,24 @@ func (w *walker) handlesImportError(clause *sitter.Node, broad bool) bool {
 		}
 	}
 	for _, n := range names {
-		t := w.text(n)
-		if i := strings.LastIndexByte(t, '.'); i >= 0 {
-			t = t[i+1:] // builtins.ImportError
-		}
-		switch t {
-		case "ImportError", "ModuleNotFoundError":
+		if catches(w.text(n), broad) {
 			return true
-		case "Exception", "BaseException":
-			if broad {
-				return true
-			}
 		}
+	}
+	return false
+}
+
+// catches reports whether an exception type, as compact source, is ImportError (or, if broad,
+// Exception or BaseException).
+func catches(t string, broad bool) bool {
+	if i := strings.LastIndexByte(t, '.'); i >= 0 {
+		t = t[i+1:] // builtins.ImportError
+	}
+	switch t {
+	case "ImportError", "ModuleNotFoundError":
+		return true
+	case "Exception", "BaseException":
+		return broad
 	}
 	return false
 }
@@ -354,5 +373,10 @@ func (w *walker) suppressesImportError(with *sitter.Node) bool {
 	if b := with.ChildByFieldName("body"); b != nil {
 		s = string(w.src[with.StartByte():b.StartByte()])
 	}
+	return suppresses(s)
+}
+
+// suppresses reports whether the head of a with statement, as source, suppresses ImportError.
+func suppresses(s string) bool {
 	return strings.Contains(s, "suppress(") && (strings.Contains(s, "ImportError") || strings.Contains(s, "ModuleNotFoundError"))
 }

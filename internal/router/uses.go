@@ -94,14 +94,22 @@ var (
 
 // uses fills the analysis's Uses from its imports (read first) and the tree.
 func (w *walker) uses(root *sitter.Node) {
+	findUses(w.a, func(name string) (int, bool) { return w.named(root, name) },
+		func(module string, names []string) []attrAt { return w.attributes(root, module, names) })
+}
+
+// findUses fills a's Uses from its imports (read first) and two look-ups in the code: named, the
+// line of the first identifier that is name; attributes, the places where module.<one of names>
+// is an attribute.
+func findUses(a *Analysis, named func(name string) (int, bool), attributes func(module string, names []string) []attrAt) {
 	imported := map[string]int{} // top-level module → first line
-	for _, imp := range w.a.Imports {
+	for _, imp := range a.Imports {
 		top := imp.Top()
 		if _, ok := imported[top]; top != "" && !ok {
 			imported[top] = imp.Line
 		}
 		if kind, ok := importedUses[top]; ok {
-			w.use(kind, top, imp.Line)
+			addUse(a, kind, top, imp.Line)
 		}
 		for _, u := range attrUses {
 			if imp.Module != u.module {
@@ -109,7 +117,7 @@ func (w *walker) uses(root *sitter.Node) {
 			}
 			for _, n := range imp.Names {
 				if slices.Contains(u.names, n) {
-					w.use(u.kind, u.whatOf(n), imp.Line)
+					addUse(a, u.kind, u.whatOf(n), imp.Line)
 				}
 			}
 		}
@@ -119,32 +127,32 @@ func (w *walker) uses(root *sitter.Node) {
 			continue
 		}
 		for _, name := range u.names {
-			if line, ok := w.named(root, name); ok {
+			if line, ok := named(name); ok {
 				what := u.what
 				if what == "" {
 					what = u.module + "." + name
 				}
-				w.use(u.kind, what, line)
+				addUse(a, u.kind, what, line)
 			}
 		}
 	}
 	for _, u := range attrUses {
 		if _, ok := imported[u.module]; ok {
-			for _, at := range w.attributes(root, u.module, u.names) {
-				w.use(u.kind, u.whatOf(at.name), at.line)
+			for _, at := range attributes(u.module, u.names) {
+				addUse(a, u.kind, u.whatOf(at.name), at.line)
 			}
 		}
 	}
 }
 
-// use records one use, once per kind and name.
-func (w *walker) use(kind, what string, line int) {
-	for _, u := range w.a.Uses {
+// addUse records one use, once per kind and name.
+func addUse(a *Analysis, kind, what string, line int) {
+	for _, u := range a.Uses {
 		if u.Kind == kind && u.What == what {
 			return
 		}
 	}
-	w.a.Uses = append(w.a.Uses, Use{Kind: kind, What: what, Line: line})
+	a.Uses = append(a.Uses, Use{Kind: kind, What: what, Line: line})
 }
 
 // named returns the line of the first place name stands in the code as an identifier.
@@ -175,8 +183,32 @@ type attrAt struct {
 // dot and one of the names, the whole an attribute in the tree (not text in a string).
 func (w *walker) attributes(root *sitter.Node, module string, names []string) []attrAt {
 	var out []attrAt
-	for _, off := range words(w.src, []byte(module)) {
-		rest := w.src[off+len(module):]
+	for _, at := range attrSpots(w.src, module, names) {
+		n := root.DescendantForByteRange(uint(at.off), uint(at.off+len(module)))
+		if n == nil || n.Kind() != "identifier" {
+			continue
+		}
+		if p := n.Parent(); p == nil || p.Kind() != "attribute" {
+			continue
+		}
+		out = append(out, attrAt{at.name, line(n)})
+	}
+	return out
+}
+
+// attrSpot is a place where the source reads module.<name>.
+type attrSpot struct {
+	off  int
+	name string
+}
+
+// attrSpots finds module.<name> in the source, for the given names, wherever it is written
+// (strings and comments too): the module's name as a whole word, a dot right after it and one of
+// the names.
+func attrSpots(src []byte, module string, names []string) []attrSpot {
+	var out []attrSpot
+	for _, off := range words(src, []byte(module)) {
+		rest := src[off+len(module):]
 		if len(rest) < 2 || rest[0] != '.' {
 			continue
 		}
@@ -188,14 +220,7 @@ func (w *walker) attributes(root *sitter.Node, module string, names []string) []
 		if !slices.Contains(names, name) {
 			continue
 		}
-		n := root.DescendantForByteRange(uint(off), uint(off+len(module)))
-		if n == nil || n.Kind() != "identifier" {
-			continue
-		}
-		if p := n.Parent(); p == nil || p.Kind() != "attribute" {
-			continue
-		}
-		out = append(out, attrAt{name, line(n)})
+		out = append(out, attrSpot{off, name})
 	}
 	return out
 }
