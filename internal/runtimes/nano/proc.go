@@ -250,10 +250,25 @@ func (p *proc) deadErr(cause error) error {
 // hibernate asks a session worker for its session's snapshot. After a snapshot the worker holds a
 // pristine interpreter again (or starts one: its warm count says when it is ready).
 func (p *proc) hibernate(ctx context.Context) ([]byte, error) {
+	resp, err := p.call(ctx, wire.OpHibernate)
+	if err == nil && resp.Snapshot == nil {
+		err = sandbox.Errorf(sandbox.KindInternal, "nano worker sent no snapshot")
+	}
+	return resp.Snapshot, err
+}
+
+// reset asks a session worker to drop its session and hold a pristine interpreter again.
+func (p *proc) reset(ctx context.Context) error {
+	_, err := p.call(ctx, wire.OpReset)
+	return err
+}
+
+// call sends a request without code (hibernate, reset) and waits up to 10 s for its answer.
+func (p *proc) call(ctx context.Context, op wire.Op) (wire.Response, error) {
 	p.nextID++
-	if err := wire.Write(p.in, &wire.Request{Op: wire.OpHibernate, ID: p.nextID}); err != nil {
+	if err := wire.Write(p.in, &wire.Request{Op: op, ID: p.nextID}); err != nil {
 		p.kill()
-		return nil, p.deadErr(err)
+		return wire.Response{}, p.deadErr(err)
 	}
 	timer := time.NewTimer(10 * time.Second)
 	defer timer.Stop()
@@ -262,20 +277,18 @@ func (p *proc) hibernate(ctx context.Context) ([]byte, error) {
 		switch {
 		case resp.ID != p.nextID:
 			p.kill()
-			return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, p.nextID)
+			return resp, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, p.nextID)
 		case resp.Error != nil:
-			return nil, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint}
-		case resp.Snapshot == nil:
-			return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker sent no snapshot")
+			return resp, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint}
 		}
-		return resp.Snapshot, nil
+		return resp, nil
 	case <-timer.C:
 		p.kill()
-		return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker did not answer a hibernation within 10s")
+		return wire.Response{}, sandbox.Errorf(sandbox.KindInternal, "nano worker did not answer %q within 10s", op)
 	case <-p.exited:
-		return nil, p.deadErr(nil)
+		return wire.Response{}, p.deadErr(nil)
 	case <-ctx.Done():
 		p.kill()
-		return nil, ctx.Err()
+		return wire.Response{}, ctx.Err()
 	}
 }

@@ -40,6 +40,9 @@ const (
 	// after a snapshot the worker holds a pristine interpreter again, ready for another session
 	// or for an OpRun with Restore.
 	OpHibernate Op = "hibernate"
+	// OpReset (daemon → worker) makes a session worker drop its session and hold a pristine
+	// interpreter again, for another session (OpResult, or Error).
+	OpReset Op = "reset"
 )
 
 // Request is a frame from the daemon.

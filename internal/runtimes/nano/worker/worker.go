@@ -205,6 +205,14 @@ func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
 		w.hibernate(ctx, resp)
 		return resp
 	}
+	if req.Op == wire.OpReset && w.session != nil {
+		if inst, _, err := w.session.get(ctx); err == nil {
+			w.makePristine(ctx, inst)
+		} else {
+			w.session = newSessionSlot(ctx, w)
+		}
+		return resp
+	}
 	if req.Op != wire.OpRun {
 		resp.Error = &wire.Error{Kind: sandbox.KindInvalidRequest, Message: fmt.Sprintf("unknown op %q", req.Op)}
 		return resp
@@ -361,9 +369,16 @@ func (w *worker) hibernate(ctx context.Context, resp *wire.Response) {
 		resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("the session cannot be hibernated: %v", err)}
 		return
 	}
+	w.makePristine(ctx, inst)
+}
+
+// makePristine resets the session's interpreter for another session, or replaces it with a new
+// one (started in the background: the worker's warm count says when it is ready).
+func (w *worker) makePristine(ctx context.Context, inst *engine.Instance) {
 	if err := inst.Reset(); err != nil {
-		w.log.Debug("nano worker: session interpreter not reset after its snapshot, starting a new one", "why", err)
+		w.log.Debug("nano worker: session interpreter not reset, starting a new one", "why", err)
 		inst.Close()
+		w.checkStopped(inst)
 		w.session = newSessionSlot(ctx, w)
 	}
 }
