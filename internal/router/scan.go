@@ -59,10 +59,11 @@ type scanner struct {
 	logicalStart, logicalIndent int
 	// lastColon: the last significant token of the current logical line was ':'.
 	lastColon, sawToken bool
-	// firstWord is the first word of the current logical line; header the last logical line
-	// that ended with ':' and still waits for its block.
-	firstWord   string
-	header      string
+	// firstWord is the first word of the current logical line; header the first word of the
+	// last logical line that ended with ':' and still waits for its block. Both point into src:
+	// the error message that names the header is made only if there is an error.
+	firstWord   []byte
+	header      []byte
 	headerLine  int
 	pendingBody bool
 	// lastLine is the last line with anything but whitespace, for errors at the end of the
@@ -70,6 +71,8 @@ type scanner struct {
 	lastLine int
 	// started: startLine ran for the current line.
 	started bool
+	// out collects the tokens for the fast path; nil when only the checks are wanted.
+	out *lexOut
 }
 
 func (s *scanner) run() {
@@ -121,6 +124,9 @@ done:
 		if !blank && len(s.brackets) > 0 && col < s.logicalIndent {
 			s.res.oddIndent[int32(s.logicalStart)] = true
 		}
+		if s.out != nil && blank {
+			s.continuedBlank(s.src[s.lineStart:p], p < len(s.src) && s.src[p] == '#')
+		}
 		s.cont = false
 		if !blank {
 			s.lastLine = s.line
@@ -129,7 +135,7 @@ done:
 	}
 	s.logicalStart, s.logicalIndent = s.line, col
 	s.res.logical[s.line] = int32(s.line)
-	s.sawToken, s.lastColon, s.firstWord = false, false, ""
+	s.sawToken, s.lastColon, s.firstWord = false, false, nil
 	if blank {
 		return false
 	}
@@ -139,6 +145,7 @@ done:
 		s.res.lexErr = s.errAt("TabError", "inconsistent use of tabs and spaces in indentation", s.line, 1)
 		return true
 	}
+	pushed, popped := false, 0
 	switch {
 	case col == s.ind[top]:
 		if alt != s.alt[top] {
@@ -156,6 +163,7 @@ done:
 			return true
 		}
 		s.ind, s.alt = append(s.ind, col), append(s.alt, alt)
+		pushed = true
 		if !s.pendingBody && s.res.blockErr == nil {
 			s.res.blockErr = s.errAt("IndentationError", "unexpected indent", s.line, col)
 		}
@@ -166,6 +174,7 @@ done:
 		for top > 0 && col < s.ind[top] {
 			top--
 		}
+		popped = len(s.ind) - (top + 1)
 		s.ind, s.alt = s.ind[:top+1], s.alt[:top+1]
 		if col != s.ind[top] {
 			s.res.lexErr = s.errAt("IndentationError", "unindent does not match any outer indentation level", s.line, s.lineLen(s.line)+1)
@@ -174,6 +183,9 @@ done:
 		if alt != s.alt[top] {
 			return tabErr()
 		}
+	}
+	if s.out != nil {
+		s.emitIndentation(s.src[s.lineStart:p], col, pushed, popped)
 	}
 	s.pendingBody = false
 	return false
@@ -186,7 +198,7 @@ func (s *scanner) expectedBlock(line, byteCol int) {
 	if s.res.blockErr != nil {
 		return
 	}
-	s.res.blockErr = s.errAt("IndentationError", fmt.Sprintf("expected an indented block after %s on line %d", s.header, s.headerLine+1), line, s.charCol(line, byteCol)+1)
+	s.res.blockErr = s.errAt("IndentationError", fmt.Sprintf("expected an indented block after %s on line %d", headerName(string(s.header)), s.headerLine+1), line, s.charCol(line, byteCol)+1)
 }
 
 // token consumes one token (or a run of insignificant characters) and reports whether scanning
@@ -195,16 +207,27 @@ func (s *scanner) token() bool {
 	c := s.src[s.pos]
 	switch {
 	case c == ' ' || c == '\t' || c == '\f':
-		s.pos++
+		for s.pos++; s.pos < len(s.src); s.pos++ {
+			if c := s.src[s.pos]; c != ' ' && c != '\t' && c != '\f' {
+				break
+			}
+		}
 	case c == '#':
+		start := s.pos
 		for s.pos < len(s.src) && s.src[s.pos] != '\n' && s.src[s.pos] != '\r' {
 			s.pos++
+		}
+		if s.out != nil {
+			s.emitComment(start)
 		}
 	case c == '\n' || c == '\r':
 		s.newline()
 	case c == '\\':
 		n := s.pos + 1
 		if n < len(s.src) && (s.src[n] == '\n' || s.src[n] == '\r') {
+			if s.out != nil {
+				s.out.conts = append(s.out.conts, int32(s.pos))
+			}
 			s.pos = n
 			s.cont = true
 			s.newline()
@@ -213,6 +236,9 @@ func (s *scanner) token() bool {
 		if n >= len(s.src) {
 			// "unexpected EOF while parsing": left to the grammar check.
 			s.pos = n
+			if s.out != nil {
+				s.out.doubt("a line continuation at the end of the source")
+			}
 			return false
 		}
 		s.res.lexErr = s.errAt("SyntaxError", "unexpected character after line continuation character", s.line, s.charCol(s.line, n-s.lineStart)+1)
@@ -226,6 +252,9 @@ func (s *scanner) token() bool {
 		}
 		s.brackets = append(s.brackets, bracket{c, s.line, s.pos - s.lineStart})
 		s.significant(c)
+		if s.out != nil {
+			s.emitOp()
+		}
 		s.pos++
 	case c == ')' || c == ']' || c == '}':
 		col := func() int { return s.charCol(s.line, s.pos-s.lineStart) + 1 } // errors only: it costs a line search
@@ -244,6 +273,9 @@ func (s *scanner) token() bool {
 		}
 		s.brackets = s.brackets[:len(s.brackets)-1]
 		s.significant(c)
+		if s.out != nil {
+			s.emitOp()
+		}
 		s.pos++
 	case isWordByte(c):
 		start := s.pos
@@ -251,11 +283,17 @@ func (s *scanner) token() bool {
 			s.pos++
 		}
 		if !s.sawToken && len(s.brackets) == 0 {
-			s.firstWord = string(s.src[start:s.pos])
+			s.firstWord = s.src[start:s.pos]
 		}
 		s.significant('a')
+		if s.out != nil {
+			s.emitWord(start)
+		}
 	default:
 		s.significant(c)
+		if s.out != nil {
+			s.emitOp()
+		}
 		s.pos++
 	}
 	return false
@@ -284,6 +322,9 @@ func (s *scanner) significant(c byte) {
 
 // newline consumes a line break at s.pos and ends the logical line unless it continues.
 func (s *scanner) newline() {
+	if s.out != nil && len(s.brackets) == 0 && !s.cont {
+		s.emitNewline()
+	}
 	if s.src[s.pos] == '\r' && s.pos+1 < len(s.src) && s.src[s.pos+1] == '\n' {
 		s.pos++
 	}
@@ -291,7 +332,7 @@ func (s *scanner) newline() {
 	if len(s.brackets) == 0 && !s.cont && s.sawToken {
 		if s.lastColon {
 			s.pendingBody = true
-			s.header, s.headerLine = headerName(s.firstWord), s.logicalStart
+			s.header, s.headerLine = s.firstWord, s.logicalStart
 		}
 	}
 	s.line++
@@ -316,6 +357,7 @@ func headerName(word string) string {
 // a word) and reports whether scanning must stop.
 func (s *scanner) str() bool {
 	q := s.src[s.pos]
+	qpos := s.pos
 	startLine, startCol := s.line, s.pos-s.lineStart
 	triple := s.pos+2 < len(s.src) && s.src[s.pos+1] == q && s.src[s.pos+2] == q
 	s.significant(q)
@@ -337,10 +379,16 @@ func (s *scanner) str() bool {
 		case c == q:
 			if !triple {
 				s.pos++
+				if s.out != nil {
+					s.emitString(qpos, startLine)
+				}
 				return false
 			}
 			if s.pos+2 < len(s.src) && s.src[s.pos+1] == q && s.src[s.pos+2] == q {
 				s.pos += 3
+				if s.out != nil {
+					s.emitString(qpos, startLine)
+				}
 				return false
 			}
 			s.pos++
@@ -382,6 +430,9 @@ func (s *scanner) lineBreakInString() {
 }
 
 func (s *scanner) endOfSource() {
+	if s.out != nil {
+		s.emitEnd()
+	}
 	// Lines not reached (a source ending in a line break) still get an entry.
 	if len(s.res.logical) <= s.line {
 		s.res.logical = append(s.res.logical, int32(s.logicalStart))
@@ -394,7 +445,7 @@ func (s *scanner) endOfSource() {
 	if s.sawToken && s.lastColon && !s.cont {
 		// The source ends on a header line without a line break.
 		s.pendingBody = true
-		s.header, s.headerLine = headerName(s.firstWord), s.logicalStart
+		s.header, s.headerLine = s.firstWord, s.logicalStart
 	}
 	if s.pendingBody {
 		s.expectedBlock(s.lastLine, len(s.lineText(s.lastLine)))
