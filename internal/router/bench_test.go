@@ -13,14 +13,15 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// BenchmarkRoute measures what routing costs a request: parse, imports, scan, decision. Inputs:
+// BenchmarkRoute measures what routing costs a request: scan, imports, decision. Inputs:
 // testdata/bench/agent_1000.py (1,000 lines, 33 KB, made by gen.py) and a typical 8-line
-// snippet. The figure to read is median-ns/op. Two baselines run alongside, so the figure means
-// something on a busy machine: "parse-only" is tree-sitter's parse of the same code alone (the
-// floor under any router built on it), and "cpython-compile" is CPython's own compile() of it
-// (python3 on PATH; what the interpreter pays before it runs a line).
+// snippet. The figure to read is median-ns/op. Baselines run alongside, so the figure means
+// something on a busy machine: "tree-sitter" is the same Route reading the code with tree-sitter
+// alone, as the router did before its fast path (fast.go); "parse-only" is tree-sitter's parse of
+// the code alone (the floor under a router built on it); "cpython-compile" is CPython's own
+// compile() of it (python3 on PATH; what the interpreter pays before it runs a line).
 //
-//	go test -run XXX -bench Route -benchtime 200x ./internal/router
+//	go test -run XXX -bench Route -benchtime 200x -count 5 ./internal/router
 func BenchmarkRoute(b *testing.B) {
 	big, err := os.ReadFile("testdata/bench/agent_1000.py")
 	if err != nil {
@@ -31,19 +32,29 @@ func BenchmarkRoute(b *testing.B) {
 		b.Fatal(err)
 	}
 	r := New(fixtureOptions(b))
+	tree := New(fixtureOptions(b))
+	tree.treeOnly = true
 	for _, in := range []struct {
 		name string
 		code []byte
 	}{{"1000-lines", big}, {"snippet", small}} {
 		req := &sandbox.RunRequest{Code: string(in.code), Tier: sandbox.TierAuto}
-		b.Run(in.name, func(b *testing.B) {
-			b.SetBytes(int64(len(in.code)))
-			medianLoop(b, func() {
-				if _, err := r.Route(req); err != nil {
-					b.Fatal(err)
-				}
+		if a, why := analyzeFast(in.code, r.targets); a == nil {
+			b.Fatalf("%s: the fast path is unsure (%s)", in.name, why)
+		}
+		for _, rr := range []struct {
+			name string
+			r    *Router
+		}{{in.name, r}, {in.name + "/tree-sitter", tree}} {
+			b.Run(rr.name, func(b *testing.B) {
+				b.SetBytes(int64(len(in.code)))
+				medianLoop(b, func() {
+					if _, err := rr.r.Route(req); err != nil {
+						b.Fatal(err)
+					}
+				})
 			})
-		})
+		}
 		b.Run(in.name+"/parse-only", func(b *testing.B) {
 			b.SetBytes(int64(len(in.code)))
 			medianLoop(b, func() {

@@ -92,15 +92,22 @@ func putParser(p *sitter.Parser) {
 	}
 }
 
-// Analyze reads src with the tree-sitter Python grammar and collects its imports: import and
-// from-import statements anywhere (functions and classes included), and __import__ and
-// importlib.import_module calls with a literal name. Code in strings and comments is not code.
-// Conditions are judged against targets; with none, every branch counts.
+// Analyze reads src and collects its imports: import and from-import statements anywhere
+// (functions and classes included), and __import__ and importlib.import_module calls with a
+// literal name. Code in strings and comments is not code. Conditions are judged against
+// targets; with none, every branch counts.
+//
+// The reading that decides is tree-sitter's Python grammar. The scan's tokens are read first
+// (analyzeFast), and tree-sitter parses only what that reading is unsure of: the result is the
+// same, in a fraction of the time.
 func Analyze(src []byte, targets ...Target) *Analysis {
+	if a, _ := analyzeFast(src, targets); a != nil {
+		return a
+	}
 	return analyze(src, parseBudget(len(src)), targets...)
 }
 
-// analyze is Analyze with the parse's time budget given.
+// analyze is Analyze by tree-sitter alone, with the parse's time budget given.
 func analyze(src []byte, budget time.Duration, targets ...Target) *Analysis {
 	p := getParser()
 	tree := parse(p, src, budget)

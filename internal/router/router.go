@@ -34,6 +34,10 @@ type Router struct {
 
 	mu      sync.Mutex
 	modules map[string]map[string]bool // image hash → top-level modules
+
+	// treeOnly reads every request with tree-sitter, as the router did before its fast path:
+	// for the tests and the benchmark that compare the two.
+	treeOnly bool
 }
 
 // Interface guards.
@@ -62,7 +66,7 @@ func New(opts Options) *Router {
 // with it and no sandbox starts.
 func (r *Router) Route(req *sandbox.RunRequest) (sandbox.Decision, error) {
 	explicit := req.Tier == sandbox.TierNano
-	a := Analyze([]byte(req.Code), r.targets...)
+	a := r.analyze([]byte(req.Code))
 	if a.Err != nil {
 		e := a.Err
 		return sandbox.Decision{
@@ -83,6 +87,13 @@ func (r *Router) Route(req *sandbox.RunRequest) (sandbox.Decision, error) {
 		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: v.heavy, Guess: v.guess}, nil
 	}
 	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: v.nano}, nil
+}
+
+func (r *Router) analyze(code []byte) *Analysis {
+	if r.treeOnly {
+		return analyze(code, parseBudget(len(code)), r.targets...)
+	}
+	return Analyze(code, r.targets...)
 }
 
 // verdict is what the router found, as reasons for each tier.
