@@ -21,6 +21,9 @@ var lexPool = sync.Pool{New: func() any { return new(lexOut) }}
 
 // analyzeFast is Analyze without tree-sitter, or nil with the reason when it cannot be sure.
 func analyzeFast(src []byte, targets []Target) (a *Analysis, unsure string) {
+	if bytes.IndexByte(src, 0) >= 0 {
+		return nil, "a NUL byte" // the end of the input to tree-sitter's lexer, wherever it is
+	}
 	if i := bytes.IndexByte(src, '\r'); i >= 0 {
 		for ; i >= 0; i = indexFrom(src, i+1, '\r') {
 			if i+1 >= len(src) || src[i+1] != '\n' {

@@ -257,6 +257,7 @@ func TestFastCorners(t *testing.T) {
 		{"tab indentation", "if True:\n\timport json\n", true, false},
 		{"lone carriage return", "import json\rimport numpy\n", true, false},
 		{"non-ASCII name", "café = 1\n", true, false},
+		{"NUL in a comment", "import json  # \x00\n", true, true},
 		{"import call and its uses", "import importlib as il\nm = il.import_module('.sub', 'pkg')\n__import__('os').system('x')\n", false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
