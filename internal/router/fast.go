@@ -19,6 +19,8 @@ import (
 // lexPool keeps token buffers between requests: a 1,000-line script has about 8,000 tokens.
 var lexPool = sync.Pool{New: func() any { return new(lexOut) }}
 
+const maxPooledToks = 1 << 16
+
 // analyzeFast is Analyze without tree-sitter, or nil with the reason when it cannot be sure.
 func analyzeFast(src []byte, targets []Target) (a *Analysis, unsure string) {
 	if bytes.IndexByte(src, 0) >= 0 {
@@ -33,7 +35,13 @@ func analyzeFast(src []byte, targets []Target) (a *Analysis, unsure string) {
 		}
 	}
 	out := lexPool.Get().(*lexOut)
+	if want := len(src)/4 + 64; cap(out.toks) < want {
+		out.toks = make([]tok, 0, want) // code has about a token per 4 bytes
+	}
 	defer func() {
+		if cap(out.toks) > maxPooledToks {
+			return // a buffer for a megabyte of code is not worth keeping
+		}
 		*out = lexOut{toks: out.toks[:0], comments: out.comments[:0], conts: out.conts[:0]}
 		lexPool.Put(out)
 	}()

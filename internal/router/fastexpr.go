@@ -208,8 +208,10 @@ func (p *parser) unary() shape {
 		sh = p.primary()
 	}
 	if p.kind() == oPow {
+		p.enter()
 		p.next()
 		p.unary()
+		p.depth--
 		return shOther
 	}
 	return sh
