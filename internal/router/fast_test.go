@@ -240,6 +240,7 @@ func TestFastCorners(t *testing.T) {
 		treeErr    bool // tree-sitter reports an error or a doubt on this valid code
 	}{
 		{"return annotation, body on its line", "def f() -> None: c[a]\n", true, true},
+		{"return annotation, other bodies on its line", "def f() -> None: ...\ndef g() -> X: c.d[e] = 1\ndef h() -> X: return c[a]\n", false, false},
 		{"generic annotation then an operator", "x: a[b] + c\n", true, true},
 		{"slice in an annotation", "x: a[::2]\n", true, true},
 		{"annotations in the typing style", "def f(a: dict[str, list[int]] = {}, *b: tuple[int, ...]) -> list[int] | None:\n    x: Callable[[int], str] = g\n", false, false},

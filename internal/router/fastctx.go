@@ -4,6 +4,54 @@ package router
 // handlers catch ImportError, an ImportError handler, `with suppress(ImportError)`, an if branch
 // that runs on no target.
 
+// found is an import statement or an import call, with what encloses it.
+type found struct {
+	imp            Import
+	frameAt, nFram int32
+	// For calls: dynamic when the name is not a literal; obj is the name of the object of
+	// import_module when it is called as an attribute (then it must be an importlib name).
+	dynamic bool
+	viaObj  bool
+	obj     string
+}
+
+// The kinds of frame.
+const (
+	frTry    uint8 = iota // the body of a try statement
+	frExcept              // an except clause (its head and body)
+	frWith                // the body of a with statement
+	frIf                  // a branch of an if statement: part 0 its consequence, k its k-th elif, -1 its else
+)
+
+type frame struct {
+	kind      uint8
+	con, part int32
+}
+
+// construct is a try, with or if statement that encloses something found, and what has been
+// judged of it (each judgment once: a statement may enclose many imports).
+type construct struct {
+	start, bodyStart int32 // with: where the statement and its body start
+	first, last      int32 // try: its except clauses (a linked list); if: its condition
+	elifs            []int32
+	judged, verdict  bool  // try: catchesImportError; with: suppresses
+	checked, isTrue  int32 // if: conditions judged true everywhere or not, the first that is (-1)
+}
+
+// clause is an except clause: its bytes as tree-sitter's node spans them, the tokens of the
+// types it catches (from == to when it is bare), for a bare except the first comment before its
+// block (tree-sitter makes that the clause's first named child), and the next clause.
+type clause struct {
+	start, end, from, to, comment, next int32
+	judged, verdict                     bool // handlesImportError, not broad
+}
+
+// condition is an if or elif condition: its tokens, and how it was judged.
+type condition struct {
+	from, to      int32
+	read, yes, no bool // yes, no: true, false on every target
+}
+
 // context judges the frames that enclose something found.
 func (p *parser) context(f found, targets []Target) (optional, dead bool) {
 	for _, fr := range p.arena[f.frameAt : f.frameAt+f.nFram] {
