@@ -44,6 +44,8 @@ type bail struct{ why string }
 
 func (p *parser) fail(why string) { panic(bail{why}) }
 
+// maxDepth bounds the parser's recursion: code nested deeper (`not not not ...`, a chain of
+// lambdas) goes to tree-sitter, under its time budget, rather than growing the stack unbounded.
 const maxDepth = 500
 
 func (p *parser) tok() tok          { return p.toks[p.i] }
