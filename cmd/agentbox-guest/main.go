@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/guest"
+	"github.com/agentbox-dev/agentbox/internal/guest"
 )
 
 func main() {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/images"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
 )
 
 // ImageOptions are the flags of `agentbox image build|list`.
@@ -41,7 +41,7 @@ func ImageBuild(ctx context.Context, opts ImageOptions) error {
 	if err != nil {
 		return err
 	}
-	r, err := image.LoadRecipe(opts.Name)
+	r, err := rootfs.LoadRecipe(opts.Name)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func ImageBuild(ctx context.Context, opts ImageOptions) error {
 		return err
 	}
 	start := time.Now()
-	img, built, err := l.Images().Build(ctx, r, image.BuildOptions{Guest: guest, Mirror: opts.Mirror, Force: opts.Force, Out: opts.Out})
+	img, built, err := l.Images().Build(ctx, r, rootfs.BuildOptions{Guest: guest, Mirror: opts.Mirror, Force: opts.Force, Out: opts.Out})
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func ImageList(opts ImageOptions) error {
 		return err
 	}
 	if opts.JSON {
-		ms := make([]image.Manifest, 0, len(imgs))
+		ms := make([]rootfs.Manifest, 0, len(imgs))
 		for _, i := range imgs {
 			ms = append(ms, i.Manifest)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/internal/config"
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -31,7 +31,7 @@ func TestFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeJSON(t, "testdata/nano-modules.json", mods)
-	img, err := image.Store{Dir: filepath.Join(data, "heavy", "images")}.Get("python-datascience")
+	img, err := rootfs.Store{Dir: filepath.Join(data, "heavy", "images")}.Get("python-datascience")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentbox-dev/agentbox/images"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
 )
 
 // Heavy prepares the heavy tier in cfg's data directory (see heavy.Layout): runsc built from
@@ -48,11 +48,11 @@ func Heavy(ctx context.Context, cfg config.Config, opts Options, out io.Writer) 
 		}
 		fmt.Fprintf(out, "heavy: guest agent %s\n", guest)
 	}
-	r, err := image.LoadRecipe(images.Default)
+	r, err := rootfs.LoadRecipe(images.Default)
 	if err != nil {
 		return fmt.Errorf("setup heavy: %w", err)
 	}
-	if _, _, err := l.Images().Build(ctx, r, image.BuildOptions{Guest: guest, Force: opts.Force, Out: out}); err != nil {
+	if _, _, err := l.Images().Build(ctx, r, rootfs.BuildOptions{Guest: guest, Force: opts.Force, Out: out}); err != nil {
 		return fmt.Errorf("setup heavy: %w", err)
 	}
 	return nil

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -34,7 +34,7 @@ type box struct {
 	log    *slog.Logger
 	runsc  runscCmd
 	limits sandbox.Limits // what it was made with: memory and files (the overlay size)
-	img    image.Image
+	img    rootfs.Image
 	egress boxEgress
 
 	startTime time.Duration
@@ -90,7 +90,7 @@ func newID() string {
 
 // startBox boots a sandbox of img (`runsc run`) and waits for the guest's hello. A background
 // sandbox (made by the pool ahead of time) runs at the least CPU weight until it is claimed.
-func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox.Limits, background bool) (*box, error) {
+func (rt *Runtime) startBox(ctx context.Context, img rootfs.Image, limits sandbox.Limits, background bool) (*box, error) {
 	start := time.Now()
 	b, err := rt.newBox(img, limits, background)
 	if err != nil {
@@ -104,7 +104,7 @@ func (rt *Runtime) startBox(ctx context.Context, img image.Image, limits sandbox
 }
 
 // newBox makes a sandbox's cgroup and bundle, ready to launch.
-func (rt *Runtime) newBox(img image.Image, limits sandbox.Limits, background bool) (*box, error) {
+func (rt *Runtime) newBox(img rootfs.Image, limits sandbox.Limits, background bool) (*box, error) {
 	id := newID()
 	b := &box{
 		id:       id,
@@ -137,7 +137,7 @@ func (rt *Runtime) newBox(img image.Image, limits sandbox.Limits, background boo
 }
 
 // boxSpec is what a sandbox of img with limits is made of, but for its cgroup.
-func (rt *Runtime) boxSpec(img image.Image, limits sandbox.Limits) boxSpec {
+func (rt *Runtime) boxSpec(img rootfs.Image, limits sandbox.Limits) boxSpec {
 	s := boxSpec{
 		img:         img,
 		memoryBytes: limits.MemoryBytes + limits.FilesBytes + rt.opts.RuntimeOverheadBytes,

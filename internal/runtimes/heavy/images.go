@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -28,12 +28,12 @@ func (rt *Runtime) Images() []sandbox.ImageInfo {
 
 // images returns the built images, the runtime's default first. The list is read from the image
 // store on each call, so an image built while the daemon runs can be asked for at once.
-func (rt *Runtime) images() []image.Image {
+func (rt *Runtime) images() []rootfs.Image {
 	all, err := rt.opts.Layout.Images().List()
 	if err != nil {
 		rt.log.Warn("heavy: cannot list images", "err", err)
 	}
-	out := []image.Image{rt.img}
+	out := []rootfs.Image{rt.img}
 	for _, img := range all {
 		if img.Manifest.Name != rt.img.Manifest.Name {
 			out = append(out, img)
@@ -44,24 +44,24 @@ func (rt *Runtime) images() []image.Image {
 
 // pick chooses the image for a request: the named one, which must have packages, or else the
 // first (the default first) that has all the packages.
-func (rt *Runtime) pick(packages []string, name string) (image.Image, error) {
+func (rt *Runtime) pick(packages []string, name string) (rootfs.Image, error) {
 	if name == "" && len(packages) == 0 {
 		return rt.img, nil
 	}
 	imgs := rt.images()
 	if name == "" {
-		return image.Pick(imgs, packages)
+		return rootfs.Pick(imgs, packages)
 	}
-	i := slices.IndexFunc(imgs, func(img image.Image) bool { return img.Manifest.Name == name })
+	i := slices.IndexFunc(imgs, func(img rootfs.Image) bool { return img.Manifest.Name == name })
 	if i < 0 {
 		var names []string
 		for _, img := range imgs {
 			names = append(names, img.Manifest.Name)
 		}
-		return image.Image{}, sandbox.Errorf(sandbox.KindInvalidRequest, "no heavy image is named %q; built images: %s", name, strings.Join(names, ", ")).
+		return rootfs.Image{}, sandbox.Errorf(sandbox.KindInvalidRequest, "no heavy image is named %q; built images: %s", name, strings.Join(names, ", ")).
 			WithHint("ask for one of these, or add a recipe under images/ and run `agentbox image build %s`", name)
 	}
-	return image.Pick(imgs[i:i+1], packages)
+	return rootfs.Pick(imgs[i:i+1], packages)
 }
 
 // checkPackages refuses a session run that asks for packages its sandbox's image lacks: a

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 )
 
 // Layout is where the heavy tier keeps its files under the data directory:
@@ -41,9 +41,9 @@ func (l Layout) Runsc(version string) string {
 // Guest is the guest agent setup builds.
 func (l Layout) Guest() string { return filepath.Join(l.BinDir(), "agentbox-guest") }
 
-func (l Layout) Images() image.Store { return image.Store{Dir: filepath.Join(l.Dir, "images")} }
-func (l Layout) RunDir() string      { return filepath.Join(l.Dir, "run") }
-func (l Layout) StateDir() string    { return filepath.Join(l.Dir, "state") }
+func (l Layout) Images() rootfs.Store { return rootfs.Store{Dir: filepath.Join(l.Dir, "images")} }
+func (l Layout) RunDir() string       { return filepath.Join(l.Dir, "run") }
+func (l Layout) StateDir() string     { return filepath.Join(l.Dir, "state") }
 
 // FindGuest returns the guest agent binary to put into images: explicit if given, else
 // agentbox-guest next to the running executable, else the one setup built into the layout, else

@@ -3,17 +3,17 @@ package heavy
 import (
 	"sync"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 )
 
-// moduleCache keeps each image build's module list (image.Modules reads its file system), keyed
+// moduleCache keeps each image build's module list (rootfs.Modules reads its file system), keyed
 // by the build's directory: a rebuilt image is a new directory.
 type moduleCache struct {
 	mu   sync.Mutex
 	byID map[string][]string
 }
 
-func (c *moduleCache) get(img image.Image) []string {
+func (c *moduleCache) get(img rootfs.Image) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m, ok := c.byID[img.Dir]; ok {

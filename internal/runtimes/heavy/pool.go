@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -108,7 +108,7 @@ func (rt *Runtime) restoreTemplate() *template {
 // acquire takes a slot and a sandbox of img for limits: a warm one if img is the default image and
 // the limits are the defaults, else a new one (restored from the template if they are and there
 // is one, else booted).
-func (rt *Runtime) acquire(ctx context.Context, img image.Image, l sandbox.Limits) (*box, bool, error) {
+func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limits) (*box, bool, error) {
 	wait := time.NewTimer(rt.opts.QueueTimeout)
 	defer wait.Stop()
 	select {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -96,7 +96,7 @@ type Runtime struct {
 	opts         Options
 	layout       Layout
 	log          *slog.Logger
-	img          image.Image
+	img          rootfs.Image
 	runsc        runscCmd
 	cgroupParent string
 	lock         *os.File
@@ -269,7 +269,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 func (rt *Runtime) Tier() sandbox.Tier { return sandbox.TierHeavy }
 
 // Image is the image this runtime runs.
-func (rt *Runtime) Image() image.Image { return rt.img }
+func (rt *Runtime) Image() rootfs.Image { return rt.img }
 
 func (rt *Runtime) cpuQuota() int64 {
 	if rt.opts.CPUs <= 0 {

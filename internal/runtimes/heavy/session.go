@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/image"
+	"github.com/agentbox-dev/agentbox/internal/rootfs"
 )
 
 // The OCI runtime spec, only the parts a heavy sandbox uses (runtime-spec v1.0).
@@ -91,13 +91,13 @@ var agentCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KIL
 
 // boxSpec is what a sandbox is made of.
 type boxSpec struct {
-	img         image.Image
+	img         rootfs.Image
 	memoryBytes int64 // the cgroup limit: code + overlay + runtime
 	filesBytes  int64 // the size of each writable file system: the root overlay and /tmp
 	nproc       int   // RLIMIT_NPROC of the sandbox's processes
 	cpuQuota    int64 // microseconds per 100ms period; 0: none
 	cgroupsPath string
-	// erofs is the image's root as an EROFS file (image.Image.Erofs), or "": the root is then
+	// erofs is the image's root as an EROFS file (rootfs.Image.Erofs), or "": the root is then
 	// the image's directory, served by a gofer process.
 	erofs string
 }
@@ -107,7 +107,7 @@ func (b boxSpec) spec() ociSpec {
 	s := ociSpec{
 		OCIVersion: "1.0.0",
 		Process: ociProcess{
-			Args:         []string{image.GuestPath},
+			Args:         []string{rootfs.GuestPath},
 			Env:          []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 			Cwd:          "/",
 			Capabilities: caps,

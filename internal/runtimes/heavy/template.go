@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 )
 
 // A template is a checkpoint (`runsc checkpoint`) of a sandbox that booted with the default

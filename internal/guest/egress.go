@@ -14,8 +14,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/tunnel"
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
+	"github.com/agentbox-dev/agentbox/internal/guest/tunnel"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 

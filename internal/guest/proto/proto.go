@@ -20,7 +20,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/tunnel"
+	"github.com/agentbox-dev/agentbox/internal/guest/tunnel"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy/proto"
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 

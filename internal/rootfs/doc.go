@@ -10,4 +10,4 @@
 //	                         read from the image itself after the build
 //	NAME/current             symlink to the HASH the recipe last built
 //	NAME/.build-*            a build in progress (removed when it fails)
-package image
+package rootfs

@@ -1,4 +1,4 @@
-package image
+package rootfs
 
 import (
 	"os"
