@@ -1,6 +1,6 @@
-// Command agentbox-guest is the init process of a heavy sandbox. It is built static
-// (CGO_ENABLED=0) and copied into heavy images by `agentbox image build`; it is not meant to be
-// run by hand. See package internal/runtimes/heavy/guest.
+// Command agentbox-guest is the init process of a VM-like sandbox (today the heavy tier's gVisor
+// sandboxes). It is built static (CGO_ENABLED=0) and copied into images by `agentbox image
+// build`; it is not meant to be run by hand. See package internal/guest.
 package main
 
 import (

@@ -1,7 +1,10 @@
-// Package guest is the agent inside a heavy sandbox: the container's init process
-// (cmd/agentbox-guest, a static binary). It speaks package proto with the daemon over its stdin
-// and stdout, and keeps one Python process (repl.py) running as an unprivileged user, so a
-// session keeps variables, imports and files between runs.
+// Package guest is the agent inside any VM-like sandbox (today the heavy tier's gVisor
+// containers; a microVM tier would run the same agent): the sandbox's init process
+// (cmd/agentbox-guest, a static binary, put into the root file system by package rootfs). It
+// lives outside any one tier so that a second VM-like tier never imports another. It speaks
+// package proto with the daemon over its stdin and stdout, and keeps one Python process
+// (repl.py) running as an unprivileged user, so a session keeps variables, imports and files
+// between runs.
 //
 // What it does for a run: writes the input files, notes the work directory, hands the code to
 // Python, streams stdout and stderr back as the code prints them (up to the run's caps, the rest

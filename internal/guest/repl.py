@@ -1,5 +1,5 @@
-# The Python side of the heavy tier's guest agent, run as `python3 -u -c REPL` by the agent as an
-# unprivileged user. One process per sandbox keeps one __main__ namespace, so a session keeps its
+# The Python side of the guest agent (package guest, the init of VM-like sandboxes), run as
+# `python3 -u -c REPL` by the agent as an unprivileged user. One process per sandbox keeps one __main__ namespace, so a session keeps its
 # variables and imports between runs. Requests come on fd 3 and reports go to fd 4, each a 4-byte
 # little-endian length and JSON; stdout and stderr are pipes the agent streams to the daemon.
 # Everything the loop needs is bound to locals first, so user code that rebinds sys, os or json

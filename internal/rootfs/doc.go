@@ -1,9 +1,10 @@
-// Package image builds and keeps the heavy tier's root file systems. An image is a recipe (a
-// Debian suite and a package list, see package images) built with debootstrap from the machine's
-// configured Debian mirror, with the guest agent added, and cached under a hash of the recipe:
-// a second build of an unchanged recipe only refreshes the agent (instant).
+// Package rootfs builds and keeps the root file systems of VM-like tiers (today the heavy tier; a
+// microVM tier would boot the same trees), outside any one tier so none imports another. An image
+// is a recipe (a Debian suite and a package list, see package images) built with debootstrap from
+// the machine's configured Debian mirror, with the guest agent added, and cached under a hash of
+// the recipe: a second build of an unchanged recipe only refreshes the agent (instant).
 //
-// Layout under the store's directory (DATA_DIR/heavy/images):
+// Layout under the store's directory (the heavy tier's is DATA_DIR/heavy/images):
 //
 //	NAME/HASH/rootfs         the root file system (sandboxes write to a memory overlay, never here)
 //	NAME/HASH/manifest.json  what is in it: Debian packages and Python distributions with versions,

@@ -11,12 +11,13 @@ import (
 	"time"
 )
 
-// An image also keeps its root file system as one EROFS image (NAME/HASH/rootfs.erofs). gVisor
-// reads an EROFS root itself, in the sandbox's own process, so a sandbox then needs no gofer
-// process to serve its root from the directory: one process and ~6 MiB fewer per sandbox, and
-// restores ~5-10% faster (FIGURES.md). The directory stays: the module probe, native baselines
-// and the next guest refresh read it. Made with mkfs.erofs (Debian's erofs-utils, installed with
-// apt when missing); when it cannot be made the image is served from its directory as before.
+// An image also keeps its root file system as one EROFS image (NAME/HASH/rootfs.erofs). gVisor (the
+// heavy tier) reads an EROFS root itself, in the sandbox's own process, so a sandbox then needs no
+// gofer process to serve its root from the directory: one process and ~6 MiB fewer per sandbox, and
+// restores ~5-10% faster (internal/runtimes/heavy/FIGURES.md). The directory stays: the module
+// probe, native baselines and the next guest refresh read it. Made with mkfs.erofs (Debian's
+// erofs-utils, installed with apt when missing); when it cannot be made the image is served from
+// its directory as before.
 
 const erofsFile = "rootfs.erofs"
 

@@ -31,7 +31,7 @@ func (m Manifest) Has(pkg string) bool {
 // or an invalid_request error that names the images and what each offers.
 func Pick(imgs []Image, packages []string) (Image, error) {
 	if len(imgs) == 0 {
-		return Image{}, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "no heavy image is built").
+		return Image{}, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "no image is built").
 			WithHint("run `agentbox image build %s`", "python-datascience")
 	}
 	for _, img := range imgs {

@@ -1,6 +1,7 @@
-// Package proto is the protocol between the daemon and the guest agent inside a heavy sandbox:
-// length-prefixed JSON frames over the container's stdin (daemon → guest) and stdout
-// (guest → daemon). There is nothing else between them: no sockets, nothing listening inside.
+// Package proto is the protocol between the daemon and the guest agent inside a VM-like sandbox
+// (package guest): length-prefixed JSON frames over the sandbox's stdin (daemon → guest) and stdout
+// (guest → daemon), whatever carries them (a gVisor container's stdio today). There is nothing else
+// between them: no sockets, nothing listening inside.
 //
 // A frame is a 4-byte big-endian length followed by that many bytes of JSON. The guest's first
 // frame is OpHello with the protocol Version it speaks; the daemon refuses a guest of another

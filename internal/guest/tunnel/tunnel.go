@@ -1,5 +1,5 @@
 // Package tunnel carries TCP-like byte streams over the one framed channel between the daemon and
-// a heavy sandbox's guest agent. The guest accepts a connection from the code (on the proxy port
+// a VM-like sandbox's guest agent (package proto). The guest accepts a connection from the code (on the proxy port
 // of the sandbox's own loopback), opens a stream for it, and the daemon hands the other end to
 // the egress gateway. There is no other way out of a sandbox: it has no network device.
 //

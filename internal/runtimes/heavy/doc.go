@@ -1,6 +1,6 @@
 // Package heavy is the heavy tier: each sandbox is a gVisor container (runsc, platform systrap,
-// no network device) whose root is a Debian image (package image) and whose init is the guest
-// agent (package guest), driven over the container's stdio (package proto).
+// no network device) whose root is a Debian image (package rootfs) and whose init is the guest
+// agent (package guest), driven over the container's stdio (package guest/proto).
 //
 // Limits are the sandbox's, not the code's good will: memory, process count and CPU are cgroup
 // limits on the whole sandbox (created by the daemon, so it can read their OOM counters), the
@@ -14,6 +14,6 @@
 // fallback. The pool's size follows demand within a memory budget (sizing.go); restores that
 // keep failing are suspended for a backoff, not given up (restoregate.go); the pool's own work
 // runs at the least CPU weight (cpuweight.go). A sandbox's root is the image's EROFS copy when it
-// has one, read by gVisor itself without a gofer process (image/erofs.go). See Layout for the
+// has one, read by gVisor itself without a gofer process (internal/rootfs/erofs.go). See Layout for the
 // files the tier keeps.
 package heavy

@@ -16,7 +16,7 @@ import (
 //
 //	DATA_DIR/heavy/bin/runsc-VERSION   runsc built from source at the version pinned in go.mod
 //	DATA_DIR/heavy/bin/agentbox-guest  the guest agent (static), copied into images
-//	DATA_DIR/heavy/images/             images (see package image)
+//	DATA_DIR/heavy/images/             images (see package rootfs)
 //	DATA_DIR/heavy/run/ID/             one sandbox's OCI bundle (config.json); removed when it ends
 //	DATA_DIR/heavy/state/              runsc's --root: its record of running containers
 //	DATA_DIR/heavy/templates/KEY/      a checkpoint of a preloaded sandbox the warm pool restores
