@@ -6,8 +6,8 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 // runner is what `agentbox run` needs of a daemon: the Go client and the local engine both are.
@@ -27,17 +27,17 @@ var (
 type localRunner struct{ m *sandbox.Manager }
 
 func (l localRunner) Run(ctx context.Context, in api.RunRequest) (*api.Result, error) {
-	req, err := server.RunRequestFromAPI(in)
+	req, err := apiwire.RunRequestFromAPI(in)
 	if err == nil {
 		var res *sandbox.Result
 		if res, err = l.m.Run(ctx, &req); err == nil {
-			return server.ResultToAPI(res), nil
+			return apiwire.ResultToAPI(res), nil
 		}
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	status, body := server.ErrorResponse(err)
+	status, body := apiwire.ErrorResponse(err)
 	return nil, &client.Error{Status: status, Code: body.Error.Code, Message: body.Error.Message,
 		Hint: body.Error.Hint, Result: body.Result}
 }

@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -24,12 +23,7 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}
-	out := api.FileList{Files: make([]api.FileInfo, 0, len(list))}
-	for _, f := range list {
-		out.Files = append(out.Files, api.FileInfo{Path: f.Path, Size: f.Size, Dir: f.Dir, ModTime: f.ModTime})
-	}
-	sort.Slice(out.Files, func(i, j int) bool { return out.Files[i].Path < out.Files[j].Path })
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiwire.FilesToAPI(list))
 }
 
 // GET /v1/sessions/{id}/files/content?path=FILE
@@ -117,13 +111,5 @@ func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/images
 func (s *Server) handleListImages(w http.ResponseWriter, r *http.Request) {
-	out := api.ImageList{Images: []api.Image{}}
-	for _, i := range s.m.Images() {
-		pk := i.Packages
-		if pk == nil {
-			pk = map[string]string{}
-		}
-		out.Images = append(out.Images, api.Image{Name: i.Name, Hash: i.Hash, Default: i.Default, Python: i.Python, Packages: pk, SizeBytes: i.SizeBytes, Built: i.Built})
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiwire.ImagesToAPI(s.m.Images()))
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentbox-dev/agentbox/api"
-	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 )
 
 // An intent opens the egress rules its profile names for it, for as long as it lasts: an agent
@@ -19,7 +19,7 @@ func (s *Server) handleGetIntent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, intentToAPI(in))
+	writeJSON(w, http.StatusOK, apiwire.IntentToAPI(in))
 }
 
 // PUT /v1/sessions/{id}/intent
@@ -34,16 +34,17 @@ func (s *Server) handleSetIntent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, invalid("the intent has no name").WithHint("send {\"name\": \"INTENT\", \"ttl\": SECONDS}; GET /v1/sessions/{id} shows the session's egress profile"))
 		return
 	}
-	if err := checkTimeout(in.TTL); err != nil {
+	ttl, err := apiwire.DurationFromAPI(in.TTL)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	info, err := s.m.SetIntent(id, in.Name, seconds(in.TTL))
+	info, err := s.m.SetIntent(id, in.Name, ttl)
 	if err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, intentToAPI(info))
+	writeJSON(w, http.StatusOK, apiwire.IntentToAPI(info))
 }
 
 // DELETE /v1/sessions/{id}/intent
@@ -54,13 +55,4 @@ func (s *Server) handleClearIntent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func intentToAPI(in sandbox.IntentInfo) api.Intent {
-	out := api.Intent{Name: in.Name}
-	if in.Name != "" {
-		t := in.Expires
-		out.ExpiresAt = &t
-	}
-	return out
 }

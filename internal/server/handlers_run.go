@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -14,7 +15,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	req, err := RunRequestFromAPI(in)
+	req, err := apiwire.RunRequestFromAPI(in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -30,7 +31,7 @@ func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	req, err := RunRequestFromAPI(in)
+	req, err := apiwire.RunRequestFromAPI(in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -40,8 +41,7 @@ func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out := api.Routing{Tier: string(d.Tier), Reasons: append([]string{}, d.Reasons...)}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiwire.RoutingToAPI(d))
 }
 
 // POST /v1/sessions/{id}/run
@@ -67,7 +67,7 @@ func (s *Server) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	req, err := RunRequestFromAPI(in)
+	req, err := apiwire.RunRequestFromAPI(in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -105,7 +105,7 @@ func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, requested str
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ResultToAPI(res))
+	writeJSON(w, http.StatusOK, apiwire.ResultToAPI(res))
 }
 
 func (s *Server) knownTier(t string) bool {

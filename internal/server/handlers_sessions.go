@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -15,7 +16,7 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	opts, err := sessionOptionsFromAPI(in)
+	opts, err := apiwire.SessionOptionsFromAPI(in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -26,16 +27,12 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	infoOf(r).runtime = string(info.Tier)
-	writeJSON(w, http.StatusCreated, SessionToAPI(info))
+	writeJSON(w, http.StatusCreated, apiwire.SessionToAPI(info))
 }
 
 // GET /v1/sessions
 func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
-	list := api.SessionList{Sessions: []api.Session{}}
-	for _, si := range s.m.Sessions() {
-		list.Sessions = append(list.Sessions, SessionToAPI(si))
-	}
-	writeJSON(w, http.StatusOK, list)
+	writeJSON(w, http.StatusOK, apiwire.SessionsToAPI(s.m.Sessions()))
 }
 
 // GET /v1/sessions/{id}
@@ -46,7 +43,7 @@ func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}
-	writeJSON(w, http.StatusOK, SessionToAPI(info))
+	writeJSON(w, http.StatusOK, apiwire.SessionToAPI(info))
 }
 
 // DELETE /v1/sessions/{id}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"reflect"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 )
 
 // writeJSON writes v with status. HTML characters stay as they are: outputs are shown to people
@@ -68,9 +70,9 @@ func baseWriter(w http.ResponseWriter) http.ResponseWriter {
 }
 
 func tooLarge(maxBody int64) error {
-	return &statusError{status: http.StatusRequestEntityTooLarge, err: invalid(
+	return apiwire.WithStatus(http.StatusRequestEntityTooLarge, invalid(
 		"the request body is larger than %d bytes, the server's limit", maxBody).
-		WithHint("send less (large inputs as fewer, smaller files), or raise max_body_bytes in the daemon's configuration")}
+		WithHint("send less (large inputs as fewer, smaller files), or raise max_body_bytes in the daemon's configuration"))
 }
 
 func decodeError(err error, maxBody int64) error {

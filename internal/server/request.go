@@ -10,6 +10,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 )
 
 // reqInfo is what the layers of one request tell each other: the handler fills in the runtime,
@@ -89,7 +91,7 @@ func (s *Server) withRequest(next http.Handler) http.Handler {
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.Path),
 				slog.Int("status", status),
-				slog.Float64("ms", millis(elapsed)),
+				slog.Float64("ms", apiwire.Millis(elapsed)),
 			}
 			if info.runtime != "" {
 				attrs = append(attrs, slog.String("runtime", info.runtime))

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -87,25 +88,28 @@ func (s *Server) dispatch(pattern string, routes []route) http.Handler {
 		allow = append(allow, rt.method)
 	}
 	allowHeader := strings.Join(allow, ", ")
+	// Authentication comes after routing, so an unknown route or a wrong method is answered as
+	// such with or without a key.
+	handlers := make([]http.Handler, len(routes))
+	for i, rt := range routes {
+		handlers[i] = rt.h
+		if !rt.public {
+			handlers[i] = s.auth.Require(rt.h, s.fail)
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := infoOf(r)
 		info.route = pattern
-		for _, rt := range routes {
+		for i, rt := range routes {
 			if rt.method != r.Method {
 				continue
 			}
 			info.quiet = rt.quiet
-			if !rt.public {
-				if err := s.authenticate(r); err != nil {
-					s.fail(w, r, err)
-					return
-				}
-			}
-			rt.h(w, r)
+			handlers[i].ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("Allow", allowHeader)
-		s.fail(w, r, &statusError{status: http.StatusMethodNotAllowed,
-			err: invalid("%s is not allowed on %s", r.Method, pattern).WithHint("use %s", allowHeader)})
+		s.fail(w, r, apiwire.WithStatus(http.StatusMethodNotAllowed,
+			invalid("%s is not allowed on %s", r.Method, pattern).WithHint("use %s", allowHeader)))
 	})
 }

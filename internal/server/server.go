@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -48,7 +48,7 @@ type Options struct {
 // shutdown.
 type Server struct {
 	m        *sandbox.Manager
-	keyHash  [sha256.Size]byte
+	auth     *auth.Bearer
 	maxBody  int64
 	version  string
 	log      *slog.Logger
@@ -71,12 +71,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Manager == nil {
 		return nil, errors.New("server: a Manager is required")
 	}
-	if opts.APIKey == "" {
-		return nil, errors.New("server: an API key is required")
+	bearer, err := auth.NewBearer(opts.APIKey)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{
 		m:        opts.Manager,
-		keyHash:  sha256.Sum256([]byte(opts.APIKey)),
+		auth:     bearer,
 		maxBody:  opts.MaxBodyBytes,
 		version:  opts.Version,
 		log:      opts.Logger,
@@ -103,7 +104,6 @@ func New(opts Options) (*Server, error) {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	var err error
 	if s.metrics, err = newMetrics(s.reg, s.m); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}

@@ -1,7 +1,8 @@
-package server
+package apiwire
 
 import (
 	"math"
+	"sort"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/api"
@@ -10,8 +11,8 @@ import (
 
 // RunRequestFromAPI turns a wire request into the core's request. Units are converted
 // (seconds, MiB); bounds are left to the Manager's policy, which names the limit it refuses,
-// except a timeout too large to represent at all. The local engine of `agentbox run` uses it
-// too, so both paths read requests the same way.
+// except a timeout too large to represent at all. The HTTP API and the local engine of
+// `agentbox run` both use it, so both paths read requests the same way.
 func RunRequestFromAPI(in api.RunRequest) (sandbox.RunRequest, error) {
 	if err := checkTimeout(in.Timeout); err != nil {
 		return sandbox.RunRequest{}, err
@@ -56,7 +57,9 @@ func checkTimeout(s float64) error {
 	return nil
 }
 
-func sessionOptionsFromAPI(in api.CreateSessionRequest) (sandbox.SessionOptions, error) {
+// SessionOptionsFromAPI turns a wire session request into the core's options, as
+// RunRequestFromAPI does a run's.
+func SessionOptionsFromAPI(in api.CreateSessionRequest) (sandbox.SessionOptions, error) {
 	if err := checkTimeout(in.Timeout); err != nil {
 		return sandbox.SessionOptions{}, err
 	}
@@ -75,6 +78,16 @@ func sessionOptionsFromAPI(in api.CreateSessionRequest) (sandbox.SessionOptions,
 		Network:       in.Network,
 		EgressProfile: in.EgressProfile,
 	}, nil
+}
+
+// DurationFromAPI turns a wire duration in seconds (an intent's ttl) into a Duration, refusing
+// one too large to represent as a timeout is refused. Negative values stay negative for the core
+// to refuse; zero means the core's default.
+func DurationFromAPI(s float64) (time.Duration, error) {
+	if err := checkTimeout(s); err != nil {
+		return 0, err
+	}
+	return seconds(s), nil
 }
 
 func tier(s string) sandbox.Tier {
@@ -130,10 +143,10 @@ func ResultToAPI(r *sandbox.Result) *api.Result {
 		Outputs:         make([]api.Output, 0, len(r.Outputs)),
 		Routing:         api.Routing{Tier: string(r.Runtime), Reasons: []string{}},
 		Timings: api.Timings{
-			QueueMS:   millis(r.Timing.Queue),
-			StartMS:   millis(r.Timing.Start),
-			ExecuteMS: millis(r.Timing.Execute),
-			TotalMS:   millis(r.Timing.Total),
+			QueueMS:   Millis(r.Timing.Queue),
+			StartMS:   Millis(r.Timing.Start),
+			ExecuteMS: Millis(r.Timing.Execute),
+			TotalMS:   Millis(r.Timing.Total),
 			Pool:      r.Timing.Pool,
 		},
 	}
@@ -156,9 +169,14 @@ func ResultToAPI(r *sandbox.Result) *api.Result {
 	return out
 }
 
-// millis is d in milliseconds, to the microsecond.
-func millis(d time.Duration) float64 {
+// Millis is d in milliseconds, to the microsecond, as the wire gives every duration.
+func Millis(d time.Duration) float64 {
 	return math.Round(float64(d)/float64(time.Microsecond)) / 1000
+}
+
+// RoutingToAPI turns the router's decision into the wire one (POST /v1/route).
+func RoutingToAPI(d sandbox.Decision) api.Routing {
+	return api.Routing{Tier: string(d.Tier), Reasons: append([]string{}, d.Reasons...)}
 }
 
 // SessionToAPI turns the core's session description into the wire one.
@@ -180,4 +198,46 @@ func SessionToAPI(s sandbox.SessionInfo) api.Session {
 		Network:       s.Network,
 		EgressProfile: s.EgressProfile,
 	}
+}
+
+// SessionsToAPI lists sessions on the wire; none is an empty list, not null.
+func SessionsToAPI(list []sandbox.SessionInfo) api.SessionList {
+	out := api.SessionList{Sessions: []api.Session{}}
+	for _, si := range list {
+		out.Sessions = append(out.Sessions, SessionToAPI(si))
+	}
+	return out
+}
+
+// FilesToAPI lists a session's files on the wire, sorted by path.
+func FilesToAPI(list []sandbox.FileInfo) api.FileList {
+	out := api.FileList{Files: make([]api.FileInfo, 0, len(list))}
+	for _, f := range list {
+		out.Files = append(out.Files, api.FileInfo{Path: f.Path, Size: f.Size, Dir: f.Dir, ModTime: f.ModTime})
+	}
+	sort.Slice(out.Files, func(i, j int) bool { return out.Files[i].Path < out.Files[j].Path })
+	return out
+}
+
+// ImagesToAPI lists the images on the wire; an image without packages has an empty map.
+func ImagesToAPI(list []sandbox.ImageInfo) api.ImageList {
+	out := api.ImageList{Images: []api.Image{}}
+	for _, i := range list {
+		pk := i.Packages
+		if pk == nil {
+			pk = map[string]string{}
+		}
+		out.Images = append(out.Images, api.Image{Name: i.Name, Hash: i.Hash, Default: i.Default, Python: i.Python, Packages: pk, SizeBytes: i.SizeBytes, Built: i.Built})
+	}
+	return out
+}
+
+// IntentToAPI turns a session's intent into the wire one: no expiry when there is none.
+func IntentToAPI(in sandbox.IntentInfo) api.Intent {
+	out := api.Intent{Name: in.Name}
+	if in.Name != "" {
+		t := in.Expires
+		out.ExpiresAt = &t
+	}
+	return out
 }
