@@ -16,10 +16,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/guest/pyerror"
 )
 
 //go:embed repl.py
-var replSource string
+var replTemplate string
+
+// replSource is the -c argument of Python: repl.py with the shared exception formatter in it.
+var replSource = pyerror.MustInline(replTemplate)
 
 // python is one Python process and the pipes to it.
 type python struct {

@@ -28,7 +28,6 @@ import linecache
 import os
 import signal
 import sys
-import traceback
 import types
 
 # The matplotlib backend the REPL sets when the code imports matplotlib (module://agentbox_inline).
@@ -55,7 +54,6 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     base_env = dict(environ)
     modules = sys.modules
     real_stdout, real_stderr = sys.stdout, sys.stderr
-    format_exception = traceback.format_exception
     lcache = linecache.cache
     BaseExc, SysExit, KbdInt = BaseException, SystemExit, KeyboardInterrupt
     o_signal, SIGINT, SIG_IGN = signal.signal, signal.SIGINT, signal.SIG_IGN
@@ -131,24 +129,9 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             pass
         return 1
 
-    def describe(e):
-        name = type(e).__name__
-        try:
-            value = str(e)
-        except BaseExc:
-            value = "<exception str() failed>"
-        tb = e.__traceback__
-        if tb is not None:
-            tb = tb.tb_next  # the loop's own frame
-        try:
-            text = "".join(format_exception(type(e), e, tb))
-        except BaseExc:
-            text = name + (": " + value if value else "") + "\n"
-        try:
-            sys.stderr.write(text)
-        except BaseExc:
-            pass
-        return {"name": name, "value": value, "traceback": text}
+    # An exception that ends a cell: its record, the traceback less the loop's own frame, echoed
+    # to stderr (package pyerror; the interrupt's C handler adds no frame to leave out).
+    describe = _agentbox_pyerror()
 
     def flush():
         for s in (sys.stdout, sys.stderr, real_stdout, real_stderr):
@@ -430,5 +413,9 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             flush()
             report({"exit": 1, "error": {"name": "KeyboardInterrupt", "value": "", "traceback": "KeyboardInterrupt\n"}})
 
+
+# The exception formatter shared with the other tiers' drivers (package pyerror): the agent puts
+# its source, which defines _agentbox_pyerror, in place of the next line.
+# @PYERROR@
 
 _agentbox_repl()

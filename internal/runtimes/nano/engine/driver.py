@@ -13,7 +13,6 @@ import linecache
 import os
 import signal
 import sys
-import traceback
 import types
 
 
@@ -26,13 +25,12 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
     base_env = dict(environ)
     modules = sys.modules
     real_stdout, real_stderr = sys.stdout, sys.stderr
-    format_exception = traceback.format_exception
     lcache = linecache.cache
     ModuleType = types.ModuleType
     BaseExc, SysExit = BaseException, SystemExit
     # Builtins the reporting path calls: user code may rebind them in builtins (the instance's
     # memory is reset after the run, but the report must get out first).
-    b_len, b_mv, b_isinstance, b_int, b_str, b_type, b_print = len, memoryview, isinstance, int, str, type, print
+    b_len, b_mv, b_isinstance, b_int, b_print = len, memoryview, isinstance, int, print
     session = None
     runs = 0
     in_user = False
@@ -76,26 +74,14 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
             pass
         return 1
 
-    def describe(e):
-        name = b_type(e).__name__
-        try:
-            value = b_str(e)
-        except BaseExc:
-            value = "<exception str() failed>"
-        tb = e.__traceback__
-        if tb is not None:
-            tb = tb.tb_next  # the driver's own frame
-        try:
-            text = "".join(format_exception(b_type(e), e, tb))
-        except BaseExc:
-            text = name + (": " + value if value else "") + "\n"
+    def drop_handler_frame(name, text):
         if name == "KeyboardInterrupt":  # the driver's SIGINT handler is not the user's frame
             text = "".join(l for l in text.splitlines(True) if 'File "<agentbox-driver>"' not in l)
-        try:
-            sys.stderr.write(text)
-        except BaseExc:
-            pass
-        return {"name": name, "value": value, "traceback": text}
+        return text
+
+    # An exception that ends a run: its record, the traceback less the driver's own frames,
+    # echoed to stderr (package pyerror).
+    describe = _agentbox_pyerror(drop_handler_frame)
 
     def flush():
         for s in (sys.stdout, sys.stderr, real_stdout, real_stderr):
@@ -171,5 +157,9 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
         del main, code, req
         report(exit_code, error)
 
+
+# The exception formatter shared with the other tiers' drivers (package pyerror): the engine puts
+# its source, which defines _agentbox_pyerror, in place of the next line.
+# @PYERROR@
 
 _agentbox_serve()

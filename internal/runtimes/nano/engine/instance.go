@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
 
+	"github.com/agentbox-dev/agentbox/internal/guest/pyerror"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -30,14 +31,15 @@ const (
 	ctlPath = "/dev/agentbox-ctl"
 )
 
-// driverSource is the -c argument: it compiles the driver under a name of its own, so that no
-// warning or traceback mixes the driver's lines with the user's code (which runs as "<string>").
+// driverSource is the -c argument: it compiles the driver, with the shared exception formatter
+// in it (package pyerror), under a name of its own, so that no warning or traceback mixes the
+// driver's lines with the user's code (which runs as "<string>").
 var driverSource = "exec(compile(" + strconv.Quote(strings.NewReplacer(
 	"@PARK@", strconv.Itoa(parkSize),
 	"@HEADROOM@", strconv.Itoa(heapHeadroom),
 	"@CTL@", ctlPath,
 	"@WORKDIR@", sandbox.WorkDir,
-).Replace(driverTemplate)) + ", '<agentbox-driver>', 'exec'))"
+).Replace(pyerror.MustInline(driverTemplate))) + ", '<agentbox-driver>', 'exec'))"
 
 // heapHeadroom is how much free heap the driver leaves the allocator at start-up: runs that
 // need less do not grow the memory, so their instance can be reset (reset.go).
