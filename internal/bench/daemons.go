@@ -118,7 +118,7 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*config
 		logFile.Close()
 		return nil, cfg, "", err
 	}
-	srv, err := server.New(server.Options{Manager: m, APIKey: hex.EncodeToString(key), Logger: log, Version: "bench"})
+	srv, err := server.New(server.Options{Engine: m, APIKey: hex.EncodeToString(key), Logger: log, Version: "bench"})
 	if err != nil {
 		m.Close()
 		logFile.Close()

@@ -75,7 +75,7 @@ func TestHTTPTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	srv, err := server.New(server.Options{Manager: m, APIKey: "k", Logger: log})
+	srv, err := server.New(server.Options{Engine: m, APIKey: "k", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func daemonURL(t *testing.T) string {
 	t.Helper()
 	m := newFakeManager(t)
 	t.Cleanup(func() { m.Close() })
-	srv, err := server.New(server.Options{Manager: m, APIKey: key, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := server.New(server.Options{Engine: m, APIKey: key, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	}
 	defer m.Close()
 	srv, err := server.New(server.Options{
-		Manager:         m,
+		Engine:          m,
 		APIKey:          cfg.APIKey,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		Version:         version(),

@@ -61,7 +61,7 @@ func startWith(t *testing.T, edit func(*config.Config)) (*client.Client, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Manager: m, APIKey: key, Logger: log})
+	srv, err := server.New(server.Options{Engine: m, APIKey: key, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

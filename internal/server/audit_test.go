@@ -42,7 +42,7 @@ func newAuditEnv(t *testing.T) (*env, *audit.Log) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	srv, err := server.New(server.Options{Manager: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := server.New(server.Options{Engine: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,8 +90,9 @@ func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, requested str
 	if partial != nil && partial.Runtime != "" {
 		info.runtime = string(partial.Runtime)
 	}
-	if info.runtime == string(sandbox.TierAuto) || !s.knownTier(info.runtime) {
-		// Keep the label set bounded: unknown names from requests are not series.
+	if !s.tiers[info.runtime] {
+		// Keep the label set bounded: names from requests that are no tier of the engine ("auto",
+		// a typo) are not series.
 		info.runtime = "none"
 	}
 	s.metrics.observeRun(info.runtime, partial, err)
@@ -106,12 +107,4 @@ func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, requested str
 		return
 	}
 	writeJSON(w, http.StatusOK, apiwire.ResultToAPI(res))
-}
-
-func (s *Server) knownTier(t string) bool {
-	switch sandbox.Tier(t) {
-	case sandbox.TierNano, sandbox.TierHeavy:
-		return true
-	}
-	return false
 }

@@ -18,7 +18,7 @@ type metrics struct {
 	runTime  *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer, m *sandbox.Manager) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, m Engine) (*metrics, error) {
 	x := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentbox_http_requests_total",

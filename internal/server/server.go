@@ -15,14 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
-	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // Options configure a Server. Zero values take the documented defaults.
 type Options struct {
-	// Manager runs the code. Required. The server never closes it: the caller does, after Serve
-	// has returned.
-	Manager *sandbox.Manager
+	// Engine runs the code: the daemon passes its *sandbox.Manager. Required. The server never
+	// closes it: the caller does, after Serve has returned.
+	Engine Engine
 	// APIKey is the bearer token every route but GET /v1/health requires. Required: there is no
 	// way to run the API without authentication.
 	APIKey string
@@ -47,7 +46,7 @@ type Options struct {
 // Server is the HTTP API. It is an http.Handler; Serve runs it on a listener with graceful
 // shutdown.
 type Server struct {
-	m        *sandbox.Manager
+	m        Engine
 	auth     *auth.Bearer
 	maxBody  int64
 	version  string
@@ -57,6 +56,9 @@ type Server struct {
 	healthTO time.Duration
 	shutTO   time.Duration
 	routes   []route
+	// tiers are the engine's tiers, the runtime labels a run may have in the metrics. Asked once:
+	// an engine's tiers are fixed when it is built.
+	tiers map[string]bool
 	// promHandler serves GET /metrics from reg.
 	promHandler http.Handler
 	handler     http.Handler
@@ -68,15 +70,15 @@ var _ http.Handler = (*Server)(nil)
 
 // New checks opts and builds the server's routes and metrics.
 func New(opts Options) (*Server, error) {
-	if opts.Manager == nil {
-		return nil, errors.New("server: a Manager is required")
+	if opts.Engine == nil {
+		return nil, errors.New("server: an Engine is required")
 	}
 	bearer, err := auth.NewBearer(opts.APIKey)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{
-		m:        opts.Manager,
+		m:        opts.Engine,
 		auth:     bearer,
 		maxBody:  opts.MaxBodyBytes,
 		version:  opts.Version,
@@ -116,6 +118,10 @@ func New(opts Options) (*Server, error) {
 				return nil, fmt.Errorf("server: metrics of runtime %s: %w", t, err)
 			}
 		}
+	}
+	s.tiers = map[string]bool{}
+	for _, t := range s.m.Tiers() {
+		s.tiers[string(t)] = true
 	}
 	s.promHandler = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorLog: promLogger{s}})
 	s.routes = s.routeTable()

@@ -53,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { m.Close() })
 	srv, err := server.New(server.Options{
-		Manager:      m,
+		Engine:       m,
 		APIKey:       testKey,
 		MaxBodyBytes: testMaxBody,
 		Version:      "1.2.3-test",
@@ -493,7 +493,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	srv, err := server.New(server.Options{Manager: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: 5 * time.Second})
+	srv, err := server.New(server.Options{Engine: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,7 +530,7 @@ func TestServeStopsRunsAfterTheBound(t *testing.T) {
 	rt := newFake()
 	m, _ := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: rt}, Logger: slog.New(slog.DiscardHandler)})
 	defer m.Close()
-	srv, _ := server.New(server.Options{Manager: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: 100 * time.Millisecond})
+	srv, _ := server.New(server.Options{Engine: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: 100 * time.Millisecond})
 	ln := httptest.NewUnstartedServer(nil).Listener
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -553,3 +553,6 @@ func TestServeStopsRunsAfterTheBound(t *testing.T) {
 		t.Errorf("a run past the shutdown bound finished normally")
 	}
 }
+
+// Interface guards.
+var _ server.Engine = (*sandbox.Manager)(nil)

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Engine is what the HTTP API needs of the core: one method per thing a route does, and the
+// tiers for health and metrics. *sandbox.Manager is one; the daemon, which builds both, says so
+// at compile time. The API owns this interface so that it depends on what it calls, not on the
+// Manager's whole surface, and a test can serve the API over anything that answers these.
+type Engine interface {
+	// Runs and routing (POST /v1/run, POST /v1/route).
+	Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error)
+	Route(req *sandbox.RunRequest) (sandbox.Decision, error)
+
+	// Sessions (/v1/sessions...).
+	CreateSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.SessionInfo, error)
+	RunInSession(ctx context.Context, id string, req *sandbox.RunRequest) (*sandbox.Result, error)
+	Session(id string) (sandbox.SessionInfo, error)
+	Sessions() []sandbox.SessionInfo
+	CloseSession(id string) error
+
+	// A session's files, artifacts and the images (/v1/sessions/{id}/files..., /v1/artifacts,
+	// /v1/images).
+	WriteFile(ctx context.Context, id, path string, content []byte) error
+	ReadFile(ctx context.Context, id, path string) ([]byte, error)
+	ListFiles(ctx context.Context, id, path string) ([]sandbox.FileInfo, error)
+	RemoveFile(ctx context.Context, id, path string) error
+	Artifact(id string) (sandbox.Artifact, io.ReadSeekCloser, error)
+	Images() []sandbox.ImageInfo
+
+	// Egress: intents and the policy (/v1/sessions/{id}/intent, /v1/egress/reload).
+	SetIntent(id, name string, ttl time.Duration) (sandbox.IntentInfo, error)
+	ClearIntent(id string) error
+	Intent(id string) (sandbox.IntentInfo, error)
+	ReloadEgressPolicy() ([]string, error)
+
+	// The audit log (GET /v1/audit).
+	QueryAudit(ctx context.Context, f sandbox.AuditFilter) ([]json.RawMessage, error)
+
+	// The tiers (GET /v1/health, metrics). A runtime that is a sandbox.Health reports its own
+	// state; one that is a prometheus.Collector adds its metrics to GET /metrics.
+	Tiers() []sandbox.Tier
+	Runtime(t sandbox.Tier) (sandbox.Runtime, bool)
+}
