@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 // warmTarget is the daemon of the warm scenarios: -url, or one the bench starts with the default
@@ -78,7 +77,7 @@ func (b *bencher) inProcess(ctx context.Context, warm int) (target, error) {
 
 // startDaemon starts a daemon in this process: the manager built by internal/daemon from the
 // data directory's artifacts with the default configuration as edit changes it, served by
-// internal/server on a random loopback port with a random API key, and reached through the
+// the daemon on a random loopback port with a random API key, and reached through the
 // public client like any other. Its log goes to DataDir/bench/logName. Closing the target stops
 // it. The daemon's processes (nano workers, runsc) are this process's descendants, so the
 // target reads their memory with selfMemory. The configuration returned has the address it
@@ -118,7 +117,7 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*config
 		logFile.Close()
 		return nil, cfg, "", err
 	}
-	srv, err := server.New(server.Options{Engine: m, APIKey: hex.EncodeToString(key), Logger: log, Version: "bench"})
+	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: hex.EncodeToString(key), Logger: log, Version: "bench"})
 	if err != nil {
 		m.Close()
 		logFile.Close()

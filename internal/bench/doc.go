@@ -13,7 +13,7 @@
 //
 // Without -url (or AGENTBOX_URL) the bench starts its own daemons inside its own process, one
 // after the other, never two at once: the manager from internal/daemon built from the data
-// directory's artifacts, served by internal/server on a random loopback port with a random key,
+// directory's artifacts, served by the daemon on a random loopback port with a random key,
 // and called through the public client package over HTTP like any other client. The first has
 // the default configuration (warm pool on), the second nano.warm = 0; both have the heavy tier
 // off (its pool would take the CPU the nano figures are measured on) and room for the density

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/daemon"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 // fakeNano stands in for the nano runtime behind the real server, so the HTTP adapter is tested
@@ -75,7 +75,7 @@ func TestHTTPTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	srv, err := server.New(server.Options{Engine: m, APIKey: "k", Logger: log})
+	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: "k", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

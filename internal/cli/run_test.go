@@ -15,18 +15,18 @@ import (
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/daemon"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 const key = "cli-test-key"
 
-// daemonURL serves the real HTTP API over a fake runtime on loopback.
+// daemonURL serves the daemon's real front doors over a fake runtime on loopback.
 func daemonURL(t *testing.T) string {
 	t.Helper()
 	m := newFakeManager(t)
 	t.Cleanup(func() { m.Close() })
-	srv, err := server.New(server.Options{Engine: m, APIKey: key, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: key, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 // ManagerFactory builds the engine from a configuration; daemon.NewManager is the real one.
@@ -43,7 +42,9 @@ type ServeOptions struct {
 }
 
 // Serve runs the daemon until ctx is done, then shuts down gracefully: no new requests, running
-// ones get up to ShutdownTimeout, then the engine is closed.
+// ones get up to ShutdownTimeout, then the engine is closed. The daemon package builds the
+// engine, the front doors and the listener; Serve adds what a command does around them (the
+// configuration, the API key, the startup lines, SIGHUP).
 func Serve(ctx context.Context, opts ServeOptions) error {
 	if opts.NewManager == nil {
 		opts.NewManager = daemon.NewManager
@@ -66,14 +67,11 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	cfg.APIKey = key.key
 
 	// Listen before the engine starts, so a busy port fails at once, not after the warm-up.
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := daemon.Listen(cfg.Listen, log)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
 	}
 	defer ln.Close()
-	if !isLoopback(ln.Addr()) {
-		log.Warn("listening beyond this machine: anyone who can reach the address and has the key can run code", "addr", ln.Addr().String())
-	}
 
 	start := time.Now()
 	m, err := opts.NewManager(ctx, cfg, log)
@@ -81,8 +79,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	defer m.Close()
-	srv, err := server.New(server.Options{
-		Engine:          m,
+	doors, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{
 		APIKey:          cfg.APIKey,
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		Version:         version(),
@@ -117,7 +114,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 			}
 		}
 	}()
-	if err := srv.Serve(ctx, ln); err != nil {
+	if err := doors.Serve(ctx, ln); err != nil {
 		return err
 	}
 	if err := m.Close(); err != nil {
@@ -125,11 +122,6 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-func isLoopback(a net.Addr) bool {
-	ta, ok := a.(*net.TCPAddr)
-	return ok && ta.IP.IsLoopback()
 }
 
 func newLogger(w io.Writer, level string, asJSON bool) (*slog.Logger, error) {

@@ -21,7 +21,6 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/jail"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/worker"
-	"github.com/agentbox-dev/agentbox/internal/server"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -35,7 +34,7 @@ func TestMain(m *testing.M) {
 
 const key = "test-key-0123456789"
 
-// start runs the whole daemon (real jailed nano workers, real HTTP server on loopback) from the
+// start runs the whole daemon (real jailed nano workers, its real front doors on loopback) from the
 // data directory `agentbox setup` filled.
 // The heavy tier is off here; heavy_test.go starts a daemon with it.
 func start(t *testing.T) (*client.Client, string) {
@@ -61,7 +60,7 @@ func startWith(t *testing.T, edit func(*config.Config)) (*client.Client, string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Engine: m, APIKey: key, Logger: log})
+	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: key, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,8 +60,6 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (s *Server) withRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		s.inflight.Add(1)
-		defer s.inflight.Add(-1)
 		info := &reqInfo{id: requestID(r.Header.Get("X-Request-Id")), route: "unmatched"}
 		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
 		w.Header().Set("X-Request-Id", info.id)

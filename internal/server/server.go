@@ -1,13 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,8 +16,8 @@ import (
 
 // Options configure a Server. Zero values take the documented defaults.
 type Options struct {
-	// Engine runs the code: the daemon passes its *sandbox.Manager. Required. The server never
-	// closes it: the caller does, after Serve has returned.
+	// Engine runs the code: the daemon passes its *sandbox.Manager. Required. The API never
+	// closes it: the daemon does, after the listener has shut down.
 	Engine Engine
 	// APIKey is the bearer token every route but GET /v1/health requires. Required: there is no
 	// way to run the API without authentication.
@@ -37,14 +34,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// HealthTimeout bounds each runtime's health report. Default 2s.
 	HealthTimeout time.Duration
-	// ShutdownTimeout is how long Serve waits for running requests once its context is done
-	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
-	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
-	ShutdownTimeout time.Duration
 }
 
-// Server is the HTTP API. It is an http.Handler; Serve runs it on a listener with graceful
-// shutdown.
+// Server is the HTTP API, an http.Handler. The daemon mounts it on its listener
+// (internal/daemon/http.go) beside the other front doors, and shuts the listener down.
 type Server struct {
 	m        Engine
 	auth     *auth.Bearer
@@ -54,7 +47,6 @@ type Server struct {
 	reg      *prometheus.Registry
 	metrics  *metrics
 	healthTO time.Duration
-	shutTO   time.Duration
 	routes   []route
 	// tiers are the engine's tiers, the runtime labels a run may have in the metrics. Asked once:
 	// an engine's tiers are fixed when it is built.
@@ -62,7 +54,6 @@ type Server struct {
 	// promHandler serves GET /metrics from reg.
 	promHandler http.Handler
 	handler     http.Handler
-	inflight    atomic.Int64
 }
 
 // Interface guards.
@@ -85,7 +76,6 @@ func New(opts Options) (*Server, error) {
 		log:      opts.Logger,
 		reg:      opts.Registry,
 		healthTO: opts.HealthTimeout,
-		shutTO:   opts.ShutdownTimeout,
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 64 << 20
@@ -98,9 +88,6 @@ func New(opts Options) (*Server, error) {
 	}
 	if s.healthTO <= 0 {
 		s.healthTO = 2 * time.Second
-	}
-	if s.shutTO <= 0 {
-		s.shutTO = 30 * time.Second
 	}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
@@ -131,45 +118,3 @@ func New(opts Options) (*Server, error) {
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
-
-// Serve answers requests on ln until ctx is done, then shuts down gracefully: it stops
-// accepting, waits up to ShutdownTimeout for running requests, then cancels those still running
-// (their runs stop) and waits a little more for their handlers to answer. It does not close the
-// Manager. It returns nil after a shutdown and the listener's error otherwise.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
-	hs := &http.Server{
-		Handler: s,
-		// Headers must come quickly; bodies and answers are not bounded here because a run may
-		// legitimately take up to the policy's maximum timeout, which the Manager enforces.
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return base },
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down: no new requests, waiting for running ones",
-		"running", s.inflight.Load(), "bound", s.shutTO)
-	sctx, cancel := context.WithTimeout(context.Background(), s.shutTO)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		s.log.Warn("requests still running at the shutdown bound; stopping them", "running", s.inflight.Load())
-		cancelBase()
-		_ = hs.Close()
-		deadline := time.Now().Add(5 * time.Second)
-		for s.inflight.Load() > 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}

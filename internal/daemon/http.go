@@ -1,0 +1,195 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/server"
+)
+
+// The daemon's one listener and what is mounted on it. Each front door is an http.Handler built
+// from a small interface of its own over the Manager; they share authentication
+// (internal/auth), the wire layer (internal/apiwire) and the metrics registry, and none imports
+// another. This file is the only place that knows them all.
+//
+//	/v1/      the HTTP API (internal/server, api/openapi.yaml); GET /v1/health needs no key
+//	/metrics  Prometheus, served by the HTTP API behind its key (it is in the contract)
+//	/mcp      the MCP front door: to be mounted here, over an interface it owns
+//	/ui/      the web console: to be mounted here, embedded assets and its own API calls
+//	anything else: the HTTP API's typed 404, as before there was more than one front door
+
+// FrontDoorOptions configure the listener's front doors and its shutdown. Zero values take the
+// documented defaults.
+type FrontDoorOptions struct {
+	// APIKey is the bearer token every front door requires (but on GET /v1/health). Required.
+	APIKey string
+	// MaxBodyBytes bounds a request body; larger bodies get 413. Default 64 MiB.
+	MaxBodyBytes int64
+	// Version is reported by GET /v1/health. Default "dev".
+	Version string
+	// Logger receives one line per request, every internal error and the shutdown's progress.
+	// Default slog.Default().
+	Logger *slog.Logger
+	// ShutdownTimeout is how long Serve waits for running requests once its context is done
+	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
+	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
+	ShutdownTimeout time.Duration
+}
+
+// FrontDoors is what the daemon serves on its listener: every front door, mounted by path. It is
+// an http.Handler; Serve runs it on a listener with graceful shutdown.
+type FrontDoors struct {
+	handler  http.Handler
+	log      *slog.Logger
+	shutTO   time.Duration
+	inflight atomic.Int64
+}
+
+// Interface guards.
+var (
+	_ http.Handler  = (*FrontDoors)(nil)
+	_ server.Engine = (*sandbox.Manager)(nil)
+)
+
+// NewFrontDoors builds the front doors over m. It does not close m: the caller does, after Serve
+// has returned.
+func NewFrontDoors(m *sandbox.Manager, opts FrontDoorOptions) (*FrontDoors, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	// One registry for every front door's metrics and the runtimes'; GET /metrics serves it.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	api, err := server.New(server.Options{
+		Engine:       m,
+		APIKey:       opts.APIKey,
+		MaxBodyBytes: opts.MaxBodyBytes,
+		Version:      opts.Version,
+		Logger:       opts.Logger,
+		Registry:     reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("HTTP API: %w", err)
+	}
+	return newFrontDoors(mountAll(api), opts), nil
+}
+
+// mountAll mounts every front door at its paths (see the table at the top of this file).
+func mountAll(api http.Handler) http.Handler {
+	return route([]mount{
+		{path: "/v1/", h: api},
+		{path: "/metrics", h: api},
+		// {path: "/mcp", h: mcp}: the MCP front door goes here.
+		// {path: "/ui/", h: ui}: the web console goes here.
+	}, api)
+}
+
+// newFrontDoors serves h, the front doors already mounted.
+func newFrontDoors(h http.Handler, opts FrontDoorOptions) *FrontDoors {
+	d := &FrontDoors{handler: h, log: opts.Logger, shutTO: opts.ShutdownTimeout}
+	if d.log == nil {
+		d.log = slog.Default()
+	}
+	if d.shutTO <= 0 {
+		d.shutTO = 30 * time.Second
+	}
+	return d
+}
+
+// mount is one front door on the listener: a path that ends in "/" takes the whole subtree,
+// another only itself.
+type mount struct {
+	path string
+	h    http.Handler
+}
+
+// route sends each request to the front door mounted at its path, and the rest to fallback.
+// It is not an http.ServeMux on purpose: a ServeMux would answer unclean paths ("//v1/run") and
+// subtree roots without their slash ("/v1") with its own redirects before any front door saw
+// them, without the request id, log line and metrics every answer has had. Each front door's
+// own router does that cleaning, inside its middleware.
+func route(mounts []mount, fallback http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		for _, m := range mounts {
+			if p == m.path || strings.HasSuffix(m.path, "/") && strings.HasPrefix(p, m.path) {
+				m.h.ServeHTTP(w, r)
+				return
+			}
+		}
+		fallback.ServeHTTP(w, r)
+	})
+}
+
+// ServeHTTP serves every front door, counting the requests in flight for the shutdown.
+func (d *FrontDoors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.inflight.Add(1)
+	defer d.inflight.Add(-1)
+	d.handler.ServeHTTP(w, r)
+}
+
+// Serve answers requests on ln until ctx is done, then shuts down gracefully: it stops
+// accepting, waits up to ShutdownTimeout for running requests, then cancels those still running
+// (their runs stop) and waits a little more for their handlers to answer. It closes ln, not the
+// Manager. It returns nil after a shutdown and the listener's error otherwise.
+func (d *FrontDoors) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	hs := &http.Server{
+		Handler: d,
+		// Headers must come quickly; bodies and answers are not bounded here because a run may
+		// legitimately take up to the policy's maximum timeout, which the Manager enforces.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	d.log.Info("shutting down: no new requests, waiting for running ones",
+		"running", d.inflight.Load(), "bound", d.shutTO)
+	sctx, cancel := context.WithTimeout(context.Background(), d.shutTO)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		d.log.Warn("requests still running at the shutdown bound; stopping them", "running", d.inflight.Load())
+		cancelBase()
+		_ = hs.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for d.inflight.Load() > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Listen opens the daemon's listener on addr, and warns when it reaches beyond this machine.
+// Call it before the engine starts, so a busy port fails at once, not after the warm-up.
+func Listen(addr string, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
+		log.Warn("listening beyond this machine: anyone who can reach the address and has the key can run code", "addr", ln.Addr().String())
+	}
+	return ln, nil
+}
