@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/agentbox-dev/agentbox/internal/httpapi"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 // The daemon's one listener and what is mounted on it. Each front door is an http.Handler built
@@ -23,7 +23,7 @@ import (
 // (internal/auth), the wire layer (internal/apiwire) and the metrics registry, and none imports
 // another. This file is the only place that knows them all.
 //
-//	/v1/      the HTTP API (internal/server, api/openapi.yaml); GET /v1/health needs no key
+//	/v1/      the HTTP API (internal/httpapi, api/openapi.yaml); GET /v1/health needs no key
 //	/metrics  Prometheus, served by the HTTP API behind its key (it is in the contract)
 //	/mcp      the MCP front door: to be mounted here, over an interface it owns
 //	/ui/      the web console: to be mounted here, embedded assets and its own API calls
@@ -58,8 +58,8 @@ type FrontDoors struct {
 
 // Interface guards.
 var (
-	_ http.Handler  = (*FrontDoors)(nil)
-	_ server.Engine = (*sandbox.Manager)(nil)
+	_ http.Handler   = (*FrontDoors)(nil)
+	_ httpapi.Engine = (*sandbox.Manager)(nil)
 )
 
 // NewFrontDoors builds the front doors over m. It does not close m: the caller does, after Serve
@@ -71,7 +71,7 @@ func NewFrontDoors(m *sandbox.Manager, opts FrontDoorOptions) (*FrontDoors, erro
 	// One registry for every front door's metrics and the runtimes'; GET /metrics serves it.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	api, err := server.New(server.Options{
+	api, err := httpapi.New(httpapi.Options{
 		Engine:       m,
 		APIKey:       opts.APIKey,
 		MaxBodyBytes: opts.MaxBodyBytes,

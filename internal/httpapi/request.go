@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // withRequest gives every request an id (the client's X-Request-Id if it is sane), turns panics
 // into internal errors, and logs and counts the request when it is done.
-func (s *Server) withRequest(next http.Handler) http.Handler {
+func (s *API) withRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info := &reqInfo{id: requestID(r.Header.Get("X-Request-Id")), route: "unmatched"}

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -9,7 +9,7 @@ import (
 )
 
 // POST /v1/run
-func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleRun(w http.ResponseWriter, r *http.Request) {
 	var in api.RunRequest
 	if err := decode(w, r, s.maxBody, &in, false); err != nil {
 		s.fail(w, r, err)
@@ -25,7 +25,7 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 }
 
 // POST /v1/route
-func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleRoute(w http.ResponseWriter, r *http.Request) {
 	var in api.RunRequest
 	if err := decode(w, r, s.maxBody, &in, false); err != nil {
 		s.fail(w, r, err)
@@ -45,7 +45,7 @@ func (s *Server) handleRoute(w http.ResponseWriter, r *http.Request) {
 }
 
 // POST /v1/sessions/{id}/run
-func (s *Server) handleRunInSession(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var in api.RunRequest
 	if err := decode(w, r, s.maxBody, &in, false); err != nil {
@@ -78,7 +78,7 @@ func (s *Server) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 
 // answerRun writes a run's result, or its error with the partial result, and counts it.
 // requested is the tier the request named, used for the labels when no result says better.
-func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, requested string, res *sandbox.Result, err error) {
+func (s *API) answerRun(w http.ResponseWriter, r *http.Request, requested string, res *sandbox.Result, err error) {
 	info := infoOf(r)
 	partial := res
 	if err != nil {

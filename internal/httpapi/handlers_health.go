@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 // GET /v1/health. It needs no key, so it says only what a load balancer needs: the version and
 // whether each runtime can take runs.
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := api.Health{Status: api.HealthOK, Version: s.version, Runtimes: []api.RuntimeHealth{}}
 	up := 0
 	for _, t := range s.m.Tiers() {

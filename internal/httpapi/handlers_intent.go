@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -12,7 +12,7 @@ import (
 // weather API.
 
 // GET /v1/sessions/{id}/intent
-func (s *Server) handleGetIntent(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleGetIntent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	in, err := s.m.Intent(id)
 	if err != nil {
@@ -23,7 +23,7 @@ func (s *Server) handleGetIntent(w http.ResponseWriter, r *http.Request) {
 }
 
 // PUT /v1/sessions/{id}/intent
-func (s *Server) handleSetIntent(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleSetIntent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var in api.SetIntentRequest
 	if err := decode(w, r, s.maxBody, &in, false); err != nil {
@@ -48,7 +48,7 @@ func (s *Server) handleSetIntent(w http.ResponseWriter, r *http.Request) {
 }
 
 // DELETE /v1/sessions/{id}/intent
-func (s *Server) handleClearIntent(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleClearIntent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := s.m.ClearIntent(id); err != nil {
 		s.fail(w, r, sessionError(id, err))

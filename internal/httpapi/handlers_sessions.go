@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 )
 
 // POST /v1/sessions
-func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	var in api.CreateSessionRequest
 	if err := decode(w, r, s.maxBody, &in, true); err != nil {
 		s.fail(w, r, err)
@@ -31,12 +31,12 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // GET /v1/sessions
-func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiwire.SessionsToAPI(s.m.Sessions()))
 }
 
 // GET /v1/sessions/{id}
-func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleGetSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	info, err := s.m.Session(id)
 	if err != nil {
@@ -47,7 +47,7 @@ func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // DELETE /v1/sessions/{id}
-func (s *Server) handleCloseSession(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleCloseSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := s.m.CloseSession(id); err != nil {
 		s.fail(w, r, sessionError(id, err))

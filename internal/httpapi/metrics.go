@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -9,7 +9,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// metrics are the server's Prometheus series. Label values are bounded: routes are patterns
+// metrics are the API's Prometheus series. Label values are bounded: routes are patterns
 // (never raw paths), runtimes are tiers, outcomes are error codes.
 type metrics struct {
 	requests *prometheus.CounterVec
@@ -78,11 +78,11 @@ func (x *metrics) observeRun(runtime string, res *sandbox.Result, err error) {
 	}
 }
 
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	s.promHandler.ServeHTTP(w, r)
 }
 
-// promLogger sends promhttp's errors to the server's log.
-type promLogger struct{ s *Server }
+// promLogger sends promhttp's errors to the API's log.
+type promLogger struct{ s *API }
 
 func (l promLogger) Println(v ...any) { l.s.log.Warn("metrics", "err", v) }

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 // without base64.
 
 // GET /v1/sessions/{id}/files?path=DIR
-func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleListFiles(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	list, err := s.m.ListFiles(r.Context(), id, r.URL.Query().Get("path"))
 	if err != nil {
@@ -27,7 +27,7 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) {
 }
 
 // GET /v1/sessions/{id}/files/content?path=FILE
-func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleReadFile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	path, err := pathParam(r)
 	if err != nil {
@@ -46,7 +46,7 @@ func (s *Server) handleReadFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // PUT /v1/sessions/{id}/files/content?path=FILE with the file's bytes as the body.
-func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	path, err := pathParam(r)
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *Server) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // DELETE /v1/sessions/{id}/files?path=PATH
-func (s *Server) handleRemoveFile(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleRemoveFile(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	path, err := pathParam(r)
 	if err != nil {
@@ -94,7 +94,7 @@ func pathParam(r *http.Request) (string, error) {
 }
 
 // GET /v1/artifacts/{id}
-func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	a, rc, err := s.m.Artifact(id)
 	if err != nil {
@@ -110,6 +110,6 @@ func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
 }
 
 // GET /v1/images
-func (s *Server) handleListImages(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleListImages(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiwire.ImagesToAPI(s.m.Images()))
 }

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"context"
@@ -16,7 +16,7 @@ const statusClientGone = 499
 
 // fail writes err as a typed error body. It is the only place handlers' errors turn into
 // responses.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (s *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	info := infoOf(r)
 	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
 		// Nobody is listening; record it and write nothing more than a status.

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ const (
 )
 
 // GET /v1/audit?session=&kind=&decision=&since=&until=&limit=
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleAudit(w http.ResponseWriter, r *http.Request) {
 	f, err := auditFilter(r.URL.Query())
 	if err != nil {
 		s.fail(w, r, err)

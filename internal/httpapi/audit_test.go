@@ -1,4 +1,4 @@
-package server_test
+package httpapi_test
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/audit"
+	"github.com/agentbox-dev/agentbox/internal/httpapi"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 // newAuditEnv is newEnv with an audit log.
@@ -42,7 +42,7 @@ func newAuditEnv(t *testing.T) (*env, *audit.Log) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	srv, err := server.New(server.Options{Engine: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := httpapi.New(httpapi.Options{Engine: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package server_test
+package httpapi_test
 
 import (
 	"bytes"
@@ -15,8 +15,8 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/httpapi"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-	"github.com/agentbox-dev/agentbox/internal/server"
 )
 
 const testKey = "test-key-0123456789"
@@ -33,7 +33,7 @@ const testMaxBody = 64 << 10
 
 type env struct {
 	url string
-	srv *server.Server
+	srv *httpapi.API
 	rt  *fakeRuntime
 	m   *sandbox.Manager
 	c   *client.Client
@@ -52,7 +52,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	srv, err := server.New(server.Options{
+	srv, err := httpapi.New(httpapi.Options{
 		Engine:       m,
 		APIKey:       testKey,
 		MaxBodyBytes: testMaxBody,

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -21,7 +21,7 @@ type route struct {
 	h     http.HandlerFunc
 }
 
-func (s *Server) routeTable() []route {
+func (s *API) routeTable() []route {
 	return []route{
 		{method: http.MethodPost, pattern: "/v1/run", h: s.handleRun},
 		{method: http.MethodPost, pattern: "/v1/route", h: s.handleRoute},
@@ -46,8 +46,8 @@ func (s *Server) routeTable() []route {
 	}
 }
 
-// Routes lists what the server serves as "METHOD /pattern", sorted.
-func (s *Server) Routes() []string {
+// Routes lists what the API serves as "METHOD /pattern", sorted.
+func (s *API) Routes() []string {
 	var out []string
 	for _, r := range s.routes {
 		out = append(out, r.method+" "+r.pattern)
@@ -58,7 +58,7 @@ func (s *Server) Routes() []string {
 
 // mux registers each path once and dispatches on the method itself, so that a wrong method
 // gets a typed 405 (with Allow) and an unknown path a typed 404, not net/http's plain text.
-func (s *Server) mux() http.Handler {
+func (s *API) mux() http.Handler {
 	mux := http.NewServeMux()
 	byPattern := map[string][]route{}
 	var order []string
@@ -82,7 +82,7 @@ func notFoundRoute(r *http.Request) error {
 		WithHint("the routes are listed in api/openapi.yaml")
 }
 
-func (s *Server) dispatch(pattern string, routes []route) http.Handler {
+func (s *API) dispatch(pattern string, routes []route) http.Handler {
 	var allow []string
 	for _, rt := range routes {
 		allow = append(allow, rt.method)

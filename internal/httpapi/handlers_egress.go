@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 )
 
 // POST /v1/egress/reload
-func (s *Server) handleReloadEgress(w http.ResponseWriter, r *http.Request) {
+func (s *API) handleReloadEgress(w http.ResponseWriter, r *http.Request) {
 	names, err := s.m.ReloadEgressPolicy()
 	if err != nil {
 		s.fail(w, r, err)

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/auth"
 )
 
-// Options configure a Server. Zero values take the documented defaults.
+// Options configure the API. Zero values take the documented defaults.
 type Options struct {
 	// Engine runs the code: the daemon passes its *sandbox.Manager. Required. The API never
 	// closes it: the daemon does, after the listener has shut down.
@@ -28,17 +28,17 @@ type Options struct {
 	Version string
 	// Logger receives one line per request and every internal error. Default slog.Default().
 	Logger *slog.Logger
-	// Registry is where the server's metrics (and any runtime that is a prometheus.Collector)
+	// Registry is where the API's metrics (and any runtime that is a prometheus.Collector)
 	// are registered and what GET /metrics serves. Default: a new registry with the Go and
-	// process collectors. Pass one to add collectors of your own.
+	// process collectors. The daemon passes the one its front doors share.
 	Registry *prometheus.Registry
 	// HealthTimeout bounds each runtime's health report. Default 2s.
 	HealthTimeout time.Duration
 }
 
-// Server is the HTTP API, an http.Handler. The daemon mounts it on its listener
+// API is the HTTP API, an http.Handler. The daemon mounts it on its listener
 // (internal/daemon/http.go) beside the other front doors, and shuts the listener down.
-type Server struct {
+type API struct {
 	m        Engine
 	auth     *auth.Bearer
 	maxBody  int64
@@ -57,18 +57,18 @@ type Server struct {
 }
 
 // Interface guards.
-var _ http.Handler = (*Server)(nil)
+var _ http.Handler = (*API)(nil)
 
-// New checks opts and builds the server's routes and metrics.
-func New(opts Options) (*Server, error) {
+// New checks opts and builds the API's routes and metrics.
+func New(opts Options) (*API, error) {
 	if opts.Engine == nil {
-		return nil, errors.New("server: an Engine is required")
+		return nil, errors.New("httpapi: an Engine is required")
 	}
 	bearer, err := auth.NewBearer(opts.APIKey)
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return nil, fmt.Errorf("httpapi: %w", err)
 	}
-	s := &Server{
+	s := &API{
 		m:        opts.Engine,
 		auth:     bearer,
 		maxBody:  opts.MaxBodyBytes,
@@ -94,7 +94,7 @@ func New(opts Options) (*Server, error) {
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	if s.metrics, err = newMetrics(s.reg, s.m); err != nil {
-		return nil, fmt.Errorf("server: metrics: %w", err)
+		return nil, fmt.Errorf("httpapi: metrics: %w", err)
 	}
 	// Runtimes that expose metrics do so by being a prometheus.Collector; the core stays free of
 	// the Prometheus dependency.
@@ -102,7 +102,7 @@ func New(opts Options) (*Server, error) {
 		rt, _ := s.m.Runtime(t)
 		if c, ok := rt.(prometheus.Collector); ok {
 			if err := s.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-				return nil, fmt.Errorf("server: metrics of runtime %s: %w", t, err)
+				return nil, fmt.Errorf("httpapi: metrics of runtime %s: %w", t, err)
 			}
 		}
 	}
@@ -117,4 +117,4 @@ func New(opts Options) (*Server, error) {
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
