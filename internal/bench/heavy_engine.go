@@ -88,7 +88,7 @@ func startHeavy(ctx context.Context, o HeavyOptions, warm int, noRestore bool) (
 }
 
 func (e *runtimeEngine) NewSession(ctx context.Context) (targetSession, error) {
-	s, err := e.rt.NewSession(ctx, sandbox.SessionOptions{Tier: sandbox.TierHeavy, Limits: e.limits})
+	s, err := e.rt.NewSession(ctx, sandbox.SessionOptions{Tier: heavy.Tier, Limits: e.limits})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/router"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -17,10 +18,11 @@ func mayNeedHeavy(cfg config.Config, code string) bool {
 		return true
 	}
 	r := router.New(router.Options{
-		Nano: router.NanoModules{Version: mods.Version, Available: mods.Available, Unavailable: mods.Unavailable},
+		Names: router.Names{Fixed: nano.Tier, Images: heavy.Tier},
+		Nano:  router.NanoModules{Version: mods.Version, Available: mods.Available, Unavailable: mods.Unavailable},
 		// No images known yet: a module nano lacks then routes to heavy as "in no image".
 		Images: func() []sandbox.ImageInfo { return nil },
 	})
 	d, err := r.Route(&sandbox.RunRequest{Code: code, Tier: sandbox.TierAuto})
-	return err == nil && d.Tier == sandbox.TierHeavy
+	return err == nil && d.Tier == heavy.Tier
 }

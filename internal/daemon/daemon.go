@@ -48,7 +48,8 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	if err != nil {
 		return nil, fmt.Errorf("nano runtime: %w", err)
 	}
-	runtimes := map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: nr}
+	// The tiers, in the Manager's order of preference: the fastest to start first.
+	runtimes := []sandbox.Runtime{nr}
 	// The audit log opens first: the egress gateway writes to it from its start.
 	auditLog, err := openAudit(cfg, log)
 	if err != nil {
@@ -79,7 +80,7 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		return nil, err
 	}
 	if hr != nil {
-		runtimes[sandbox.TierHeavy] = hr
+		runtimes = append(runtimes, hr)
 	}
 	rt, err := newRouter(ctx, nanoFiles, nr, hr, log)
 	if err != nil {
@@ -97,6 +98,7 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	}
 	mopts := sandbox.ManagerOptions{
 		Runtimes:    runtimes,
+		Known:       []sandbox.Tier{nano.Tier, heavy.Tier},
 		Router:      rt,
 		Policy:      &policy,
 		MaxSessions: cfg.Sessions.Max,
@@ -147,6 +149,7 @@ func newRouter(ctx context.Context, a nano.Artifacts, nr *nano.Runtime, hr *heav
 		return nil, fmt.Errorf("nano module list: %w", err)
 	}
 	opts := router.Options{
+		Names:   router.Names{Fixed: nano.Tier, Images: heavy.Tier},
 		Nano:    router.NanoModules{Version: mods.Version, Available: mods.Available, Unavailable: mods.Unavailable},
 		NanoMax: nr.MaxLimits(),
 	}

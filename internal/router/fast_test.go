@@ -82,7 +82,7 @@ func TestFastRoutesAsTree(t *testing.T) {
 		codes = append(codes, genProgram(seed))
 	}
 	for _, code := range codes {
-		for _, tier := range []sandbox.Tier{sandbox.TierAuto, sandbox.TierNano} {
+		for _, tier := range []sandbox.Tier{sandbox.TierAuto, nanoTier} {
 			req := &sandbox.RunRequest{Code: code, Tier: tier}
 			d1, err1 := fast.Route(req)
 			d2, err2 := tree.Route(req)

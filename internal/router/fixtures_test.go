@@ -53,6 +53,14 @@ func writeJSON(t *testing.T, path string, v any) {
 	}
 }
 
+// The tiers' names, as the wiring gives them.
+const (
+	nanoTier  sandbox.Tier = "nano"
+	heavyTier sandbox.Tier = "heavy"
+)
+
+var testNames = Names{Fixed: nanoTier, Images: heavyTier}
+
 // fixtureOptions builds router options from the snapshots.
 func fixtureOptions(t testing.TB) Options {
 	t.Helper()
@@ -61,6 +69,7 @@ func fixtureOptions(t testing.TB) Options {
 	var imgs []sandbox.ImageInfo
 	readJSON(t, "testdata/images.json", &imgs)
 	return Options{
+		Names:   testNames,
 		Nano:    NanoModules{Version: mods.Version, Available: mods.Available, Unavailable: mods.Unavailable},
 		Images:  func() []sandbox.ImageInfo { return imgs },
 		NanoMax: sandbox.Limits{MemoryBytes: 2 << 30, FilesBytes: 336 << 20},

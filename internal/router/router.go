@@ -11,8 +11,13 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// Options configure a Router.
+// Options configure a Router. The router reads code for two kinds of tier: one whose interpreter
+// has a fixed set of modules and refuses threads, processes and sockets (nano), where code that
+// needs nothing more goes first, and one that runs images (heavy), where the rest goes. The
+// wiring names both; the router knows no tier by name.
 type Options struct {
+	// Names are the two tiers' names: reasons begin with them ("nano: no imports").
+	Names Names
 	// Nano is what the nano build can import. Required: a router without it would send
 	// everything to heavy.
 	Nano NanoModules
@@ -25,8 +30,17 @@ type Options struct {
 	NanoMax sandbox.Limits
 }
 
+// Names are the tiers a Router ranks.
+type Names struct {
+	// Fixed is the tier with a fixed set of modules (Options.Nano).
+	Fixed sandbox.Tier
+	// Images is the tier that runs images (Options.Images).
+	Images sandbox.Tier
+}
+
 // Router reads a request's code and decides its tier. It is safe for concurrent use.
 type Router struct {
+	names   Names
 	nano    nanoSet
 	images  func() []sandbox.ImageInfo
 	nanoMax sandbox.Limits
@@ -46,7 +60,7 @@ var _ sandbox.Router = (*Router)(nil)
 // New builds a router. The heavy images are asked for their Python version once, here, for
 // conditions on sys.version_info.
 func New(opts Options) *Router {
-	r := &Router{nano: newNanoSet(opts.Nano), images: opts.Images, nanoMax: opts.NanoMax, modules: map[string]map[string]bool{}}
+	r := &Router{names: opts.Names, nano: newNanoSet(opts.Nano), images: opts.Images, nanoMax: opts.NanoMax, modules: map[string]map[string]bool{}}
 	r.targets = []Target{{Version: opts.Nano.Version, Platform: "wasi"}}
 	if r.images != nil {
 		for _, img := range r.images() {
@@ -65,13 +79,18 @@ func New(opts Options) *Router {
 // A syntax error the router is sure of comes back as Decision.SyntaxError: the run is answered
 // with it and no sandbox starts.
 func (r *Router) Route(req *sandbox.RunRequest) (sandbox.Decision, error) {
-	explicit := req.Tier == sandbox.TierNano
+	fixed, images := r.names.Fixed, r.names.Images
+	explicit := req.Tier == fixed
+	if req.Tier != "" && req.Tier != sandbox.TierAuto && !explicit {
+		// Another tier asked for by name: its own interpreter reads the code.
+		return sandbox.Decision{Tier: req.Tier, Reasons: []string{string(req.Tier) + ": runtime requested"}}, nil
+	}
 	a := r.analyze([]byte(req.Code))
 	if a.Err != nil {
 		e := a.Err
 		return sandbox.Decision{
-			Tier:        sandbox.TierNano,
-			Reasons:     []string{fmt.Sprintf("nano: %s at line %d, column %d (not run)", e.Name, e.Line, e.Column)},
+			Tier:        fixed,
+			Reasons:     []string{fmt.Sprintf("%s: %s at line %d, column %d (not run)", fixed, e.Name, e.Line, e.Column)},
 			SyntaxError: e.PyError(),
 		}, nil
 	}
@@ -81,12 +100,16 @@ func (r *Router) Route(req *sandbox.RunRequest) (sandbox.Decision, error) {
 	}
 	if len(v.heavy) > 0 {
 		if r.images == nil {
-			return sandbox.Decision{Tier: sandbox.TierNano, Reasons: append(v.heavy,
-				"nano: this daemon runs no heavy tier, so the code runs in nano and may fail there")}, nil
+			return sandbox.Decision{Tier: fixed, Reasons: append(v.heavy,
+				fmt.Sprintf("%[1]s: this daemon runs no %[2]s tier, so the code runs in %[1]s and may fail there", fixed, images))}, nil
 		}
-		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: v.heavy, Guess: v.guess}, nil
+		return sandbox.Decision{Tier: images, Ranked: []sandbox.Tier{images}, Reasons: v.heavy, Guess: v.guess}, nil
 	}
-	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: v.nano}, nil
+	d := sandbox.Decision{Tier: fixed, Ranked: []sandbox.Tier{fixed}, Reasons: v.nano}
+	if r.images != nil {
+		d.Ranked = append(d.Ranked, images)
+	}
+	return d, nil
 }
 
 func (r *Router) analyze(code []byte) *Analysis {
@@ -108,6 +131,7 @@ type verdict struct {
 }
 
 func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
+	fixed := string(r.names.Fixed)
 	v := verdict{cat: &catalog{r: r}}
 	v.heavy = r.limitReasons(req)
 	local := localModules(req.Files)
@@ -151,42 +175,42 @@ func (r *Router) verdict(req *sandbox.RunRequest, a *Analysis) verdict {
 		}
 	}
 	for _, img := range imageOrder {
-		v.heavy = append(v.heavy, fmt.Sprintf("heavy: imports %s (not in nano; in image %s)", list(byImage[img]), img))
+		v.heavy = append(v.heavy, fmt.Sprintf("%s: imports %s (not in %s; in image %s)", r.names.Images, list(byImage[img]), r.names.Fixed, img))
 	}
 	if len(nowhere) > 0 {
-		where := "not in nano nor in any image"
+		where := "not in " + string(r.names.Fixed) + " nor in any image"
 		if r.images == nil {
-			where = "not in nano"
+			where = "not in " + string(r.names.Fixed)
 		}
-		v.heavy = append(v.heavy, fmt.Sprintf("heavy: imports %s (%s)", list(nowhere), where))
+		v.heavy = append(v.heavy, fmt.Sprintf("%s: imports %s (%s)", r.names.Images, list(nowhere), where))
 	}
 	v.guess = len(nowhere) > 0 && len(v.heavy) == 1 && len(a.Uses) == 0
-	v.heavy = append(v.heavy, useReasons(a.Uses)...)
+	v.heavy = append(v.heavy, useReasons(r.names, a.Uses)...)
 
 	switch {
 	case a.Unread:
 	case len(inNano) == 0 && len(inputs) == 0:
-		v.nano = append(v.nano, "nano: no imports")
+		v.nano = append(v.nano, fixed+": no imports")
 	case len(inNano) > 0:
-		v.nano = append(v.nano, fmt.Sprintf("nano: imports only %s (all in nano)", list(inNano)))
+		v.nano = append(v.nano, fmt.Sprintf("%s: imports only %s (all in %s)", fixed, list(inNano), fixed))
 	}
 	if len(inputs) > 0 {
-		v.nano = append(v.nano, fmt.Sprintf("nano: imports %s from the input files", list(inputs)))
+		v.nano = append(v.nano, fmt.Sprintf("%s: imports %s from the input files", fixed, list(inputs)))
 	}
 	if len(optional) > 0 {
-		v.nano = append(v.nano, fmt.Sprintf("nano: optional import of %s left out (guarded by except ImportError)", list(optional)))
+		v.nano = append(v.nano, fmt.Sprintf("%s: optional import of %s left out (guarded by except ImportError)", fixed, list(optional)))
 	}
 	if len(relative) > 0 {
-		v.nano = append(v.nano, fmt.Sprintf("nano: relative import %s has no package to resolve in (the interpreter will say so)", list(relative)))
+		v.nano = append(v.nano, fmt.Sprintf("%s: relative import %s has no package to resolve in (the interpreter will say so)", fixed, list(relative)))
 	}
 	if a.Dynamic > 0 {
-		v.nano = append(v.nano, fmt.Sprintf("nano: %d dynamic import(s) the router cannot read (a ModuleNotFoundError in nano is retried in heavy)", a.Dynamic))
+		v.nano = append(v.nano, fmt.Sprintf("%[1]s: %[3]d dynamic import(s) the router cannot read (a ModuleNotFoundError in %[1]s is retried in %[2]s)", fixed, r.names.Images, a.Dynamic))
 	}
 	if a.Doubt != nil {
-		v.nano = append(v.nano, fmt.Sprintf("nano: the grammar could not read line %d; the interpreter decides", a.Doubt.Line))
+		v.nano = append(v.nano, fmt.Sprintf("%s: the grammar could not read line %d; the interpreter decides", fixed, a.Doubt.Line))
 	}
 	if a.Unread {
-		v.nano = append(v.nano, fmt.Sprintf("nano: the code took longer than %v to read, so its imports are unknown (a ModuleNotFoundError in nano is retried in heavy)", parseBudget(len(req.Code)).Round(time.Millisecond)))
+		v.nano = append(v.nano, fmt.Sprintf("%[1]s: the code took longer than %[3]v to read, so its imports are unknown (a ModuleNotFoundError in %[1]s is retried in %[2]s)", fixed, r.names.Images, parseBudget(len(req.Code)).Round(time.Millisecond)))
 	}
 	return v
 }
@@ -212,28 +236,29 @@ func (r *Router) candidates(imp Import) []string {
 func (r *Router) checkNano(req *sandbox.RunRequest, v verdict) (sandbox.Decision, error) {
 	if len(v.absent) > 0 {
 		imp := v.absent[0]
-		where := "it is not in the nano build"
+		where := "it is not in the " + string(r.names.Fixed) + " build"
 		if img := v.cat.offeredBy(imp.Top()); img != "" {
-			where += "; heavy image " + img + " has it"
+			where += "; " + string(r.names.Images) + " image " + img + " has it"
 		}
-		return sandbox.Decision{}, sandbox.Errorf(sandbox.KindInvalidRequest, "runtime nano cannot import %s (line %d): %s", imp.Module, imp.Line, where).
-			WithHint("use runtime auto or heavy")
+		return sandbox.Decision{}, sandbox.Errorf(sandbox.KindInvalidRequest, "runtime %s cannot import %s (line %d): %s", r.names.Fixed, imp.Module, imp.Line, where).
+			WithHint("use runtime auto or %s", r.names.Images)
 	}
 	if err := r.checkNanoLimits(req); err != nil {
 		return sandbox.Decision{}, err
 	}
-	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: runtime requested"}}, nil
+	return sandbox.Decision{Tier: r.names.Fixed, Reasons: []string{string(r.names.Fixed) + ": runtime requested"}}, nil
 }
 
 // limitReasons says which of the request's limits and inputs nano cannot take.
 func (r *Router) limitReasons(req *sandbox.RunRequest) []string {
 	var out []string
 	m, l := r.nanoMax, req.Limits
+	to, from := r.names.Images, r.names.Fixed
 	if m.MemoryBytes > 0 && l.MemoryBytes > m.MemoryBytes {
-		out = append(out, fmt.Sprintf("heavy: memory %s is above nano's maximum of %s", mib(l.MemoryBytes), mib(m.MemoryBytes)))
+		out = append(out, fmt.Sprintf("%s: memory %s is above %s's maximum of %s", to, mib(l.MemoryBytes), from, mib(m.MemoryBytes)))
 	}
 	if m.Timeout > 0 && l.Timeout > m.Timeout {
-		out = append(out, fmt.Sprintf("heavy: timeout %v is above nano's maximum of %v", l.Timeout, m.Timeout))
+		out = append(out, fmt.Sprintf("%s: timeout %v is above %s's maximum of %v", to, l.Timeout, from, m.Timeout))
 	}
 	if m.FilesBytes > 0 {
 		var in int64
@@ -242,9 +267,9 @@ func (r *Router) limitReasons(req *sandbox.RunRequest) []string {
 		}
 		switch {
 		case in > m.FilesBytes:
-			out = append(out, fmt.Sprintf("heavy: input files of %s are above nano's maximum of %s", mib(in), mib(m.FilesBytes)))
+			out = append(out, fmt.Sprintf("%s: input files of %s are above %s's maximum of %s", to, mib(in), from, mib(m.FilesBytes)))
 		case l.FilesBytes > m.FilesBytes:
-			out = append(out, fmt.Sprintf("heavy: files limit %s is above nano's maximum of %s", mib(l.FilesBytes), mib(m.FilesBytes)))
+			out = append(out, fmt.Sprintf("%s: files limit %s is above %s's maximum of %s", to, mib(l.FilesBytes), from, mib(m.FilesBytes)))
 		}
 	}
 	return out
@@ -252,8 +277,8 @@ func (r *Router) limitReasons(req *sandbox.RunRequest) []string {
 
 func (r *Router) checkNanoLimits(req *sandbox.RunRequest) error {
 	if rs := r.limitReasons(req); len(rs) > 0 {
-		return sandbox.Errorf(sandbox.KindInvalidRequest, "runtime nano cannot take this request: %s", strings.TrimPrefix(rs[0], "heavy: ")).
-			WithHint("use runtime auto or heavy, or ask for less")
+		return sandbox.Errorf(sandbox.KindInvalidRequest, "runtime %s cannot take this request: %s", r.names.Fixed, strings.TrimPrefix(rs[0], string(r.names.Images)+": ")).
+			WithHint("use runtime auto or %s, or ask for less", r.names.Images)
 	}
 	return nil
 }

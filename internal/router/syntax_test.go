@@ -141,7 +141,7 @@ func TestParseBudget(t *testing.T) {
 		t.Errorf("took %v, budget %v", took, budget)
 	}
 	d, err := New(fixtureOptions(t)).Route(&sandbox.RunRequest{Code: string(src), Tier: sandbox.TierAuto})
-	if err != nil || d.Tier != sandbox.TierNano || !strings.Contains(strings.Join(d.Reasons, "\n"), "its imports are unknown") {
+	if err != nil || d.Tier != nanoTier || !strings.Contains(strings.Join(d.Reasons, "\n"), "its imports are unknown") {
 		t.Errorf("routed %+v, %v", d, err)
 	}
 }

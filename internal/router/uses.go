@@ -227,7 +227,7 @@ func attrSpots(src []byte, module string, names []string) []attrSpot {
 
 // useReasons says, per kind, what the code uses that nano cannot do: "heavy: uses threads
 // (concurrent.futures), which nano cannot start".
-func useReasons(uses []Use) []string {
+func useReasons(names Names, uses []Use) []string {
 	var out []string
 	for _, kind := range []string{UseThreads, UseProcesses, UseSockets} {
 		var whats []string
@@ -243,7 +243,7 @@ func useReasons(uses []Use) []string {
 		if kind == UseSockets {
 			verb = "open"
 		}
-		out = append(out, "heavy: uses "+kind+" ("+strings.Join(whats, ", ")+"), which nano cannot "+verb)
+		out = append(out, string(names.Images)+": uses "+kind+" ("+strings.Join(whats, ", ")+"), which "+string(names.Fixed)+" cannot "+verb)
 	}
 	return out
 }

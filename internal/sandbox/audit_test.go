@@ -96,7 +96,7 @@ func TestManagerAudits(t *testing.T) {
 		t.Fatalf("events %v, want %v", kinds, want)
 	}
 	ok := ev[0]
-	if ok.Decision != sandbox.AuditAllow || ok.Run.CodeSHA256 != hexSHA("print(1)") || ok.Run.Tier != sandbox.TierNano ||
+	if ok.Decision != sandbox.AuditAllow || ok.Run.CodeSHA256 != hexSHA("print(1)") || ok.Run.Tier != tierNano ||
 		len(ok.Run.Reasons) != 1 || ok.Run.Outcome != "ok" || ok.Run.Limits.Timeout != 30*time.Second || ok.Run.Duration <= 0 {
 		t.Errorf("run: %+v %+v", ok, ok.Run)
 	}
@@ -105,10 +105,10 @@ func TestManagerAudits(t *testing.T) {
 		refused.Run.Error == "" || refused.Run.CodeSHA256 != hexSHA("print(2)") {
 		t.Errorf("refused run: %+v %+v", refused, refused.Run)
 	}
-	if c := ev[2]; c.Session != info.ID || c.Decision != sandbox.AuditAllow || c.Lifecycle.Tier != sandbox.TierNano {
+	if c := ev[2]; c.Session != info.ID || c.Decision != sandbox.AuditAllow || c.Lifecycle.Tier != tierNano {
 		t.Errorf("session create: %+v %+v", c, c.Lifecycle)
 	}
-	if r := ev[3]; r.Session != info.ID || r.Run.Tier != sandbox.TierNano || r.Run.Outcome != "exit_nonzero" || r.Run.ExitCode != 1 ||
+	if r := ev[3]; r.Session != info.ID || r.Run.Tier != tierNano || r.Run.Outcome != "exit_nonzero" || r.Run.ExitCode != 1 ||
 		r.Run.Reasons[0] != "nano: session "+info.ID {
 		t.Errorf("session run: %+v %+v", r, r.Run)
 	}
@@ -174,7 +174,7 @@ func (g *fakeGateway) ReloadPolicy() ([]string, error) {
 func TestManagerAuditsPolicyChanges(t *testing.T) {
 	sink, gw := &recordingSink{}, &fakeGateway{}
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
-		Runtimes: map[sandbox.Tier]sandbox.Runtime{sandbox.TierHeavy: &fakeRuntime{}},
+		Runtimes: []sandbox.Runtime{&fakeRuntime{tier: tierHeavy}},
 		Egress:   gw,
 		Audit:    sink,
 	})

@@ -19,29 +19,41 @@ func (m *Manager) files(id string) (*session, SessionFiles, error) {
 	m.mu.Unlock()
 	fs, ok := impl.(SessionFiles)
 	if !ok {
+		hint := "pass files with each run (the run's files field)"
+		if ts := m.tiersWith(func(c Capabilities) bool { return c.SessionFiles }); len(ts) > 0 {
+			hint += ", or use a " + tierList(ts) + " session"
+		}
 		return nil, nil, Errorf(KindInvalidRequest, "%s sessions have no file operations between runs", tier).
-			WithHint("pass files with each run (the run's files field), or use a heavy session")
+			WithHint("%s", hint)
 	}
 	return s, fs, nil
 }
 
-// moveForFiles moves an auto session still on nano to heavy, where session files live, before a
-// file is written to it (move.go). Other sessions are left alone.
+// moveForFiles moves an auto session whose tier has no session files to the first tier that has
+// them, before a file is written to it (move.go). Other sessions are left alone.
 func (m *Manager) moveForFiles(ctx context.Context, id string) error {
 	s, err := m.get(id)
 	if err != nil || !s.auto {
 		return nil // files answers for a missing session
 	}
+	hasFiles := func() bool {
+		c, _ := m.Capabilities(s.info.Tier)
+		return c.SessionFiles
+	}
 	m.mu.Lock()
-	moved := !m.movable(s)
+	stay := !m.movable(s) || hasFiles()
 	m.mu.Unlock()
-	if moved {
-		return nil // once on heavy, a write does not wait for the session's runs
+	if stay {
+		return nil // once where files live, a write does not wait for the session's runs
+	}
+	to := m.tiersWith(func(c Capabilities) bool { return c.SessionFiles && c.Sessions })
+	if len(to) == 0 {
+		return nil // files answers that this tier has none
 	}
 	s.run.Lock()
 	defer s.run.Unlock()
 	m.mu.Lock()
-	if m.sessions[id] != s || !m.movable(s) {
+	if m.sessions[id] != s || !m.movable(s) || hasFiles() {
 		m.mu.Unlock()
 		return nil
 	}
@@ -52,7 +64,7 @@ func (m *Manager) moveForFiles(ctx context.Context, id string) error {
 		s.active = false
 		m.mu.Unlock()
 	}()
-	_, err = m.move(ctx, id, s, " to write a file (session files live in heavy sessions)")
+	_, err = m.move(ctx, id, s, to[0], fmt.Sprintf(" to write a file (session files live in %s sessions)", tierList(to)))
 	return err
 }
 
@@ -64,7 +76,7 @@ func (m *Manager) touch(s *session) {
 }
 
 // WriteFile writes content to path in a session's file system, creating parent directories. An
-// auto session still on nano moves to heavy first.
+// auto session on a tier without session files moves to one with them first.
 func (m *Manager) WriteFile(ctx context.Context, id, path string, content []byte) error {
 	p, err := CleanPath(path)
 	if err != nil {
@@ -155,8 +167,8 @@ func (m *Manager) Artifact(id string) (Artifact, io.ReadSeekCloser, error) {
 // Images lists the images of every runtime that runs images.
 func (m *Manager) Images() []ImageInfo {
 	out := []ImageInfo{}
-	for _, t := range m.Tiers() {
-		if c, ok := m.runtimes[t].(Catalog); ok {
+	for _, t := range m.tiers {
+		if c, ok := t.rt.(Catalog); ok {
 			out = append(out, c.Images()...)
 		}
 	}

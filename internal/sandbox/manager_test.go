@@ -13,6 +13,7 @@ import (
 
 // fakeRuntime echoes the code it was given; it records the limits the Manager passed on.
 type fakeRuntime struct {
+	tier     sandbox.Tier // default nano
 	mu       sync.Mutex
 	last     *sandbox.RunRequest
 	sessions int
@@ -33,13 +34,13 @@ var (
 	_ sandbox.Session = (*fakeSession)(nil)
 )
 
-func (f *fakeRuntime) Tier() sandbox.Tier { return sandbox.TierNano }
+func (f *fakeRuntime) Capabilities() sandbox.Capabilities { return capsOf(f.tier) }
 
 func (f *fakeRuntime) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.last = req
-	return &sandbox.Result{Stdout: req.Code, Runtime: sandbox.TierNano}, nil
+	return &sandbox.Result{Stdout: req.Code, Runtime: tierNano}, nil
 }
 
 func (f *fakeRuntime) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
@@ -58,7 +59,7 @@ func (s *fakeSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.
 	}
 	s.runs++
 	s.last = req
-	return &sandbox.Result{Stdout: req.Code, ExitCode: s.runs, Runtime: sandbox.TierNano}, nil
+	return &sandbox.Result{Stdout: req.Code, ExitCode: s.runs, Runtime: tierNano}, nil
 }
 
 func (s *fakeSession) Close() error { s.closed = true; return nil }
@@ -66,7 +67,9 @@ func (s *fakeSession) Close() error { s.closed = true; return nil }
 func newManager(t *testing.T, opts sandbox.ManagerOptions) (*sandbox.Manager, *fakeRuntime) {
 	t.Helper()
 	rt := &fakeRuntime{}
-	opts.Runtimes = map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: rt}
+	opts.Runtimes = []sandbox.Runtime{rt}
+	opts.Known = []sandbox.Tier{tierNano, tierHeavy} // as the wiring has them: heavy may be off
+
 	m, err := sandbox.NewManager(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +88,7 @@ func TestManagerAppliesDefaultsAndRoutes(t *testing.T) {
 	if rt.last.Limits != def {
 		t.Errorf("limits %+v, want defaults %+v", rt.last.Limits, def)
 	}
-	if res.Routing == nil || res.Routing.Tier != sandbox.TierNano || len(res.Routing.Reasons) == 0 {
+	if res.Routing == nil || res.Routing.Tier != tierNano || len(res.Routing.Reasons) == 0 {
 		t.Errorf("routing %+v, want nano with a reason", res.Routing)
 	}
 }
@@ -109,7 +112,7 @@ func TestManagerRejectsBadRequests(t *testing.T) {
 		{"memory below min", sandbox.RunRequest{Code: "1", Limits: sandbox.Limits{MemoryBytes: 16 << 20}}, sandbox.KindInvalidRequest},
 		{"negative timeout", sandbox.RunRequest{Code: "1", Limits: sandbox.Limits{Timeout: -1}}, sandbox.KindInvalidRequest},
 		{"unknown runtime", sandbox.RunRequest{Code: "1", Tier: "gpu"}, sandbox.KindInvalidRequest},
-		{"heavy not here", sandbox.RunRequest{Code: "1", Tier: sandbox.TierHeavy}, sandbox.KindRuntimeUnavailable},
+		{"heavy not here", sandbox.RunRequest{Code: "1", Tier: tierHeavy}, sandbox.KindRuntimeUnavailable},
 		{"path escape", sandbox.RunRequest{Code: "1", Files: []sandbox.File{{Path: "../etc/x"}}}, sandbox.KindInvalidRequest},
 		{"duplicate file", sandbox.RunRequest{Code: "1", Files: []sandbox.File{{Path: "a"}, {Path: "/home/user/a"}}}, sandbox.KindInvalidRequest},
 		{"too many files", sandbox.RunRequest{Code: "1", Files: make([]sandbox.File, p.MaxFiles+1)}, sandbox.KindInvalidRequest},
@@ -135,7 +138,7 @@ func TestManagerSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Tier != sandbox.TierNano {
+	if a.Tier != tierNano {
 		t.Errorf("auto session tier %q", a.Tier)
 	}
 	if _, err := m.CreateSession(ctx, sandbox.SessionOptions{}); err != nil {

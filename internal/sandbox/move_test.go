@@ -22,7 +22,7 @@ func TestSessionMovesOnRouterDecision(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"heavy: session moved from nano: the code imports pandas (not in nano; in image python-datascience); replayed 2 earlier runs"}
-	if res.Runtime != sandbox.TierHeavy || !slices.Equal(res.Routing.Reasons, want) || res.Routing.Tier != sandbox.TierHeavy {
+	if res.Runtime != tierHeavy || !slices.Equal(res.Routing.Reasons, want) || res.Routing.Tier != tierHeavy {
 		t.Errorf("result %+v routing %+v, want heavy %q", res, res.Routing, want)
 	}
 	if res.Stdout != "heavy:import pandas as pd; print(pd.Series([x]).sum())" {
@@ -33,11 +33,11 @@ func TestSessionMovesOnRouterDecision(t *testing.T) {
 		t.Errorf("nano ran %q, want the first two runs only", got)
 	}
 	// The replays ran with the session's environment, as the runs did.
-	if r := f.heavy.made()[0].reqs[0]; r.Env["A"] != "1" || r.Tier != sandbox.TierHeavy {
+	if r := f.heavy.made()[0].reqs[0]; r.Env["A"] != "1" || r.Tier != tierHeavy {
 		t.Errorf("replay request %+v", r)
 	}
 	res, err = f.run(t, id, "print(y)")
-	if err != nil || res.Runtime != sandbox.TierHeavy || !slices.Equal(res.Routing.Reasons, []string{"heavy: session " + id}) {
+	if err != nil || res.Runtime != tierHeavy || !slices.Equal(res.Routing.Reasons, []string{"heavy: session " + id}) {
 		t.Errorf("next run: %+v %v", res, err)
 	}
 	if info, _ := f.m.Session(id); info.Runs != 4 {
@@ -73,7 +73,7 @@ func TestSessionMovesOnNanoError(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := []string{"nano: session " + id, "heavy: session moved from nano " + tc.after + "; replayed 2 earlier runs, then this run again"}
-			if res.Runtime != sandbox.TierHeavy || res.Error != nil || !slices.Equal(res.Routing.Reasons, want) {
+			if res.Runtime != tierHeavy || res.Error != nil || !slices.Equal(res.Routing.Reasons, want) {
 				t.Errorf("result %+v routing %q\nwant heavy %q", res, res.Routing.Reasons, want)
 			}
 			// The run that raised in nano (1/0) raised in heavy too: that is a faithful replay.
@@ -98,7 +98,7 @@ func TestSessionDoesNotMove(t *testing.T) {
 			f := newMoveFixture(t, nil)
 			id := f.session(t, sandbox.TierAuto, "x = 1")
 			res, err := f.run(t, id, code)
-			if err != nil || res.Runtime != sandbox.TierNano || !slices.Equal(res.Routing.Reasons, []string{"nano: session " + id}) {
+			if err != nil || res.Runtime != tierNano || !slices.Equal(res.Routing.Reasons, []string{"nano: session " + id}) {
 				t.Errorf("got %+v %v, want nano's own result", res, err)
 			}
 			if len(f.heavy.made()) != 0 {
@@ -131,11 +131,11 @@ func TestSessionMoveReplayFailureKeepsNano(t *testing.T) {
 				!strings.HasSuffix(e.Message, "replaying run 2 of 3 raised ValueError: not the same, where in nano it completed") {
 				t.Fatalf("got %+v %v, want a conflict naming run 2", res, e)
 			}
-			if tc.name == "after the run" && (e.Result == nil || e.Result.Runtime != sandbox.TierNano || e.Result.Error.Name != "RuntimeError") {
+			if tc.name == "after the run" && (e.Result == nil || e.Result.Runtime != tierNano || e.Result.Error.Name != "RuntimeError") {
 				t.Errorf("the error's result %+v, want nano's", e.Result)
 			}
 			info, _ := f.m.Session(id)
-			if info.Tier != sandbox.TierNano || info.MovedFrom != "" {
+			if info.Tier != tierNano || info.MovedFrom != "" {
 				t.Errorf("session %+v, want still nano", info)
 			}
 			hs := f.heavy.made()
@@ -143,7 +143,7 @@ func TestSessionMoveReplayFailureKeepsNano(t *testing.T) {
 				t.Errorf("the heavy sandbox must be closed and the nano one open")
 			}
 			res, err = f.run(t, id, "print(x)")
-			if err != nil || res.Runtime != sandbox.TierNano {
+			if err != nil || res.Runtime != tierNano {
 				t.Errorf("the session does not go on in nano: %+v %v", res, err)
 			}
 		})
@@ -159,7 +159,7 @@ func TestSessionMoveStartFailure(t *testing.T) {
 	if e := sandbox.AsError(err); e.Kind != sandbox.KindRuntimeUnavailable || !strings.Contains(e.Message, "the pool is empty") || e.Hint == "" {
 		t.Fatalf("got %v", err)
 	}
-	if info, _ := f.m.Session(id); info.Tier != sandbox.TierNano {
+	if info, _ := f.m.Session(id); info.Tier != tierNano {
 		t.Errorf("session moved: %+v", info)
 	}
 }
@@ -168,7 +168,7 @@ func TestSessionMoveStartFailure(t *testing.T) {
 // the reasons and on stderr.
 func TestExplicitNanoSessionNeverMoves(t *testing.T) {
 	f := newMoveFixture(t, nil)
-	id := f.session(t, sandbox.TierNano, "x = 1")
+	id := f.session(t, tierNano, "x = 1")
 	for _, tc := range []struct{ code, what string }{
 		{"t = Thread(); t.start()", "threads"},
 		{"m = __import__('pan' + 'das')", "pandas"},
@@ -180,7 +180,7 @@ func TestExplicitNanoSessionNeverMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 		hint := "this session was created with runtime nano; create it with runtime auto or heavy to use " + tc.what
-		if res.Runtime != sandbox.TierNano || res.Error == nil ||
+		if res.Runtime != tierNano || res.Error == nil ||
 			!slices.Equal(res.Routing.Reasons, []string{"nano: session " + id, "nano: " + hint}) ||
 			!strings.HasSuffix(res.Stderr, "[agentbox] "+hint+"\n") {
 			t.Errorf("%q: got %+v, want nano's error with the hint %q", tc.code, res, hint)
@@ -219,7 +219,7 @@ func TestSessionFileWriteMoves(t *testing.T) {
 	if b, err := f.m.ReadFile(ctx, id, "data/in.csv"); err != nil || string(b) != "a,b\n" {
 		t.Errorf("read after the move: %q %v", b, err)
 	}
-	if res, err := f.run(t, id, "print(x)"); err != nil || res.Runtime != sandbox.TierHeavy {
+	if res, err := f.run(t, id, "print(x)"); err != nil || res.Runtime != tierHeavy {
 		t.Errorf("run after the move: %+v %v", res, err)
 	}
 }
@@ -314,7 +314,7 @@ func TestSessionMoveSerialisesRuns(t *testing.T) {
 	}
 	close(f.heavy.gate)
 	a, b := <-first, <-second
-	if a.err != nil || a.res.Runtime != sandbox.TierHeavy || b.err != nil || b.res.Runtime != sandbox.TierHeavy {
+	if a.err != nil || a.res.Runtime != tierHeavy || b.err != nil || b.res.Runtime != tierHeavy {
 		t.Fatalf("runs: %+v %v / %+v %v", a.res, a.err, b.res, b.err)
 	}
 	if err := <-wrote; err != nil {
@@ -365,14 +365,14 @@ func TestManagerRetriesRefusalsInHeavy(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []string{"nano: no imports", tc.reason}
-		if res.Runtime != sandbox.TierHeavy || !slices.Equal(res.Routing.Reasons, want) {
+		if res.Runtime != tierHeavy || !slices.Equal(res.Routing.Reasons, want) {
 			t.Errorf("%q: got %+v %q, want heavy %q", tc.code, res, res.Routing.Reasons, want)
 		}
 	}
 	// Explicit nano runs keep nano's answer.
 	f := newMoveFixture(t, nil)
-	res, err := f.m.Run(context.Background(), &sandbox.RunRequest{Code: "t = Thread(); t.start()", Tier: sandbox.TierNano})
-	if err != nil || res.Runtime != sandbox.TierNano || res.Error == nil {
+	res, err := f.m.Run(context.Background(), &sandbox.RunRequest{Code: "t = Thread(); t.start()", Tier: tierNano})
+	if err != nil || res.Runtime != tierNano || res.Error == nil {
 		t.Errorf("explicit nano: %+v %v", res, err)
 	}
 }

@@ -46,11 +46,15 @@ type moveSession struct {
 var (
 	_ sandbox.Runtime      = (*moveTier)(nil)
 	_ sandbox.Catalog      = (*moveTier)(nil)
+	_ sandbox.Explainer    = (*moveTier)(nil)
 	_ sandbox.Session      = (*moveSession)(nil)
 	_ sandbox.SessionFiles = (*moveSession)(nil)
 )
 
-func (f *moveTier) Tier() sandbox.Tier { return f.tier }
+func (f *moveTier) Capabilities() sandbox.Capabilities { return capsOf(f.tier) }
+func (f *moveTier) Cannot(res *sandbox.Result, err error) (sandbox.Need, bool) {
+	return explain(f.tier, res, err)
+}
 func (f *moveTier) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	res := f.result(req.Code)
 	return res, nil
@@ -125,7 +129,7 @@ func (s *moveSession) isClosed() bool {
 	return s.closed
 }
 func (s *moveSession) WriteFile(_ context.Context, p string, b []byte) error {
-	if s.rt.tier != sandbox.TierHeavy {
+	if s.rt.tier != tierHeavy {
 		return errors.New("no files")
 	}
 	s.mu.Lock()
@@ -194,16 +198,16 @@ func nanoAnswers(code string) *sandbox.Result {
 // guess, and everything else to nano.
 var pandasRouter = routerFunc(func(req *sandbox.RunRequest) (sandbox.Decision, error) {
 	switch {
-	case req.Tier == sandbox.TierNano:
-		return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: runtime requested"}}, nil
+	case req.Tier == tierNano:
+		return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: runtime requested"}}, nil
 	case strings.Contains(req.Code, "import pandas"):
-		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: []string{"heavy: imports pandas (not in nano; in image python-datascience)"}}, nil
+		return sandbox.Decision{Tier: tierHeavy, Reasons: []string{"heavy: imports pandas (not in nano; in image python-datascience)"}}, nil
 	case strings.Contains(req.Code, "ThreadPoolExecutor"):
-		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: []string{"heavy: uses threads (concurrent.futures), which nano cannot start"}}, nil
+		return sandbox.Decision{Tier: tierHeavy, Reasons: []string{"heavy: uses threads (concurrent.futures), which nano cannot start"}}, nil
 	case strings.Contains(req.Code, "import helper"):
-		return sandbox.Decision{Tier: sandbox.TierHeavy, Reasons: []string{"heavy: imports helper (not in nano nor in any image)"}, Guess: true}, nil
+		return sandbox.Decision{Tier: tierHeavy, Reasons: []string{"heavy: imports helper (not in nano nor in any image)"}, Guess: true}, nil
 	}
-	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: no imports"}}, nil
+	return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: no imports"}}, nil
 })
 
 type moveFixture struct {
@@ -233,11 +237,11 @@ func newMoveFixture(t *testing.T, heavyAnswer func(string) *sandbox.Result) *mov
 		}
 	}
 	f := &moveFixture{
-		nano:  &moveTier{tier: sandbox.TierNano, answer: nanoAnswers},
-		heavy: &moveTier{tier: sandbox.TierHeavy, answer: answer, images: datascience},
+		nano:  &moveTier{tier: tierNano, answer: nanoAnswers},
+		heavy: &moveTier{tier: tierHeavy, answer: answer, images: datascience},
 	}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Router: pandasRouter, Runtimes: map[sandbox.Tier]sandbox.Runtime{
-		sandbox.TierNano: nanoOnly{f.nano}, sandbox.TierHeavy: f.heavy}})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Router: pandasRouter, Runtimes: []sandbox.Runtime{
+		nanoOnly{f.nano}, f.heavy}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +260,7 @@ func (f *moveFixture) session(t *testing.T, tier sandbox.Tier, codes ...string) 
 	}
 	for _, c := range codes {
 		res, err := f.m.RunInSession(context.Background(), info.ID, &sandbox.RunRequest{Code: c})
-		if err != nil || res.Runtime != sandbox.TierNano {
+		if err != nil || res.Runtime != tierNano {
 			t.Fatalf("run %q: %+v %v", c, res, err)
 		}
 	}
@@ -273,7 +277,7 @@ func (f *moveFixture) run(t *testing.T, id, code string) (*sandbox.Result, error
 func (f *moveFixture) checkMoved(t *testing.T, id string, want ...string) {
 	t.Helper()
 	info, err := f.m.Session(id)
-	if err != nil || info.Tier != sandbox.TierHeavy || info.MovedFrom != sandbox.TierNano {
+	if err != nil || info.Tier != tierHeavy || info.MovedFrom != tierNano {
 		t.Errorf("session %+v %v, want heavy moved from nano", info, err)
 	}
 	if ns := f.nano.made(); len(ns) != 1 || !ns[0].isClosed() {

@@ -14,11 +14,11 @@ func TestPackageNamesChecked(t *testing.T) {
 	m, _ := newManager(t, sandbox.ManagerOptions{})
 	ctx := context.Background()
 	for _, req := range []*sandbox.RunRequest{
-		{Code: "1", Tier: sandbox.TierHeavy, Packages: []string{"pandas==2.0"}},
-		{Code: "1", Tier: sandbox.TierHeavy, Packages: []string{"https://evil.test/x.whl"}},
-		{Code: "1", Tier: sandbox.TierHeavy, Packages: []string{""}},
-		{Code: "1", Tier: sandbox.TierHeavy, Image: "../img"},
-		{Code: "1", Tier: sandbox.TierHeavy, Packages: make([]string, 65)},
+		{Code: "1", Tier: tierHeavy, Packages: []string{"pandas==2.0"}},
+		{Code: "1", Tier: tierHeavy, Packages: []string{"https://evil.test/x.whl"}},
+		{Code: "1", Tier: tierHeavy, Packages: []string{""}},
+		{Code: "1", Tier: tierHeavy, Image: "../img"},
+		{Code: "1", Tier: tierHeavy, Packages: make([]string, 65)},
 	} {
 		if _, err := m.Run(ctx, req); !errors.Is(err, sandbox.ErrInvalidRequest) {
 			t.Errorf("packages %q image %q: %v, want invalid_request", req.Packages, req.Image, err)
@@ -34,8 +34,8 @@ func TestNanoRefusesPackagesAndNetwork(t *testing.T) {
 	m, _ := newManager(t, sandbox.ManagerOptions{})
 	ctx := context.Background()
 	for _, req := range []*sandbox.RunRequest{
-		{Code: "1", Tier: sandbox.TierNano, Packages: []string{"pandas"}},
-		{Code: "1", Tier: sandbox.TierNano, Network: true},
+		{Code: "1", Tier: tierNano, Packages: []string{"pandas"}},
+		{Code: "1", Tier: tierNano, Network: true},
 	} {
 		_, err := m.Run(ctx, req)
 		if e := sandbox.AsError(err); !errors.Is(err, sandbox.ErrInvalidRequest) || e.Hint == "" {
@@ -48,7 +48,7 @@ func TestNanoRefusesPackagesAndNetwork(t *testing.T) {
 func TestSessionNetworkFixed(t *testing.T) {
 	m, _ := newManager(t, sandbox.ManagerOptions{})
 	ctx := context.Background()
-	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: sandbox.TierNano})
+	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: tierNano})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestSessionNetworkFixed(t *testing.T) {
 func TestSessionFileLimits(t *testing.T) {
 	m, _ := newManager(t, sandbox.ManagerOptions{})
 	ctx := context.Background()
-	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: sandbox.TierNano})
+	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: tierNano})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,30 +5,26 @@ package sandbox
 type Decision struct {
 	Tier    Tier     `json:"tier"`
 	Reasons []string `json:"reasons"`
+	// Ranked are the tiers that could run the code, best first, as the router read it; Tier is the
+	// first of them whose capabilities fit the request. A run that meets what its tier cannot do
+	// falls back along the list (route.go). Empty: Tier alone.
+	Ranked []Tier `json:"-"`
 	// SyntaxError, when set, is the code's own syntax error, found while routing: the run is
 	// answered with it as the code's exception (exit code 1), and no sandbox starts.
 	SyntaxError *PyError `json:"-"`
-	// Guess, on a decision for heavy, says it rests only on imports no tier was found to have (a
-	// module the code writes itself, a typo): heavy is the likelier home, not a tier nano cannot
-	// stand in for. A one-shot run goes there all the same; a session does not move for it.
+	// Guess, on a decision away from the first tier, says it rests only on imports no tier was
+	// found to have (a module the code writes itself, a typo): the other tier is the likelier
+	// home, not one the first cannot stand in for. A one-shot run goes there all the same; a
+	// session does not move for it.
 	Guess bool `json:"-"`
 }
 
-// Router picks a tier for a request whose tier is auto, and checks a request for the nano tier
-// (whose code may import what nano lacks). Requests that ask for packages, an image or the heavy
-// tier are decided by the Manager and never reach it. The Manager owns this interface; the
-// import-reading router (package router) is one implementation.
+// Router reads a request's code and ranks the tiers that could run it, with reasons. The Manager
+// calls it for requests whose tier is auto and for explicit requests, which it checks (an explicit
+// request for a tier that cannot import what the code imports fails before a sandbox starts).
+// Requests that ask for packages, an image or network are placed by capabilities alone and never
+// reach it. The Manager owns this interface; the import-reading router (package router) is one
+// implementation. Without one, the Manager ranks the tiers in the order they were given.
 type Router interface {
 	Route(req *RunRequest) (Decision, error)
-}
-
-// staticRouter sends every auto request to one tier; it stands in while no code-reading router is
-// configured.
-type staticRouter struct{ tier Tier }
-
-func (r staticRouter) Route(req *RunRequest) (Decision, error) {
-	if req.Tier == TierNano {
-		return Decision{Tier: TierNano, Reasons: []string{"nano: runtime requested"}}, nil
-	}
-	return Decision{Tier: r.tier, Reasons: []string{string(r.tier) + ": the only tier this daemon runs"}}, nil
 }

@@ -23,12 +23,16 @@ type tierFake struct {
 
 // Interface guards.
 var (
-	_ sandbox.Runtime = (*tierFake)(nil)
-	_ sandbox.Catalog = (*tierFake)(nil)
-	_ sandbox.Router  = routerFunc(nil)
+	_ sandbox.Runtime   = (*tierFake)(nil)
+	_ sandbox.Catalog   = (*tierFake)(nil)
+	_ sandbox.Explainer = (*tierFake)(nil)
+	_ sandbox.Router    = routerFunc(nil)
 )
 
-func (f *tierFake) Tier() sandbox.Tier { return f.tier }
+func (f *tierFake) Capabilities() sandbox.Capabilities { return capsOf(f.tier) }
+func (f *tierFake) Cannot(res *sandbox.Result, err error) (sandbox.Need, bool) {
+	return explain(f.tier, res, err)
+}
 func (f *tierFake) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	f.mu.Lock()
 	f.runs = append(f.runs, *req)
@@ -64,9 +68,9 @@ func missing(mod string) func(*sandbox.RunRequest) *sandbox.Result {
 
 func tiers(t *testing.T, nano, heavy *tierFake, r sandbox.Router) *sandbox.Manager {
 	t.Helper()
-	rts := map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: nano}
+	rts := []sandbox.Runtime{nano}
 	if heavy != nil {
-		rts[sandbox.TierHeavy] = heavy
+		rts = append(rts, heavy)
 	}
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: rts, Router: r})
 	if err != nil {
@@ -77,10 +81,10 @@ func tiers(t *testing.T, nano, heavy *tierFake, r sandbox.Router) *sandbox.Manag
 }
 
 var toNano = routerFunc(func(req *sandbox.RunRequest) (sandbox.Decision, error) {
-	if req.Tier == sandbox.TierNano {
-		return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: runtime requested"}}, nil
+	if req.Tier == tierNano {
+		return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: runtime requested"}}, nil
 	}
-	return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: 1 dynamic import(s) the router cannot read"}}, nil
+	return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: 1 dynamic import(s) the router cannot read"}}, nil
 })
 
 var datascience = []sandbox.ImageInfo{{Name: "python-datascience", Modules: []string{"json", "numpy", "pandas"}}}
@@ -88,8 +92,8 @@ var datascience = []sandbox.ImageInfo{{Name: "python-datascience", Modules: []st
 // A ModuleNotFoundError in nano for a module an image has: run again in heavy, once, with what
 // the first try left of the timeout, and say so.
 func TestManagerRetriesInHeavy(t *testing.T) {
-	nano := &tierFake{tier: sandbox.TierNano, result: missing("pandas.core")}
-	heavy := &tierFake{tier: sandbox.TierHeavy, images: datascience, result: func(*sandbox.RunRequest) *sandbox.Result {
+	nano := &tierFake{tier: tierNano, result: missing("pandas.core")}
+	heavy := &tierFake{tier: tierHeavy, images: datascience, result: func(*sandbox.RunRequest) *sandbox.Result {
 		return &sandbox.Result{Stdout: "ok\n"}
 	}}
 	m := tiers(t, nano, heavy, toNano)
@@ -97,14 +101,14 @@ func TestManagerRetriesInHeavy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Runtime != sandbox.TierHeavy || res.Stdout != "ok\n" || res.Error != nil {
+	if res.Runtime != tierHeavy || res.Stdout != "ok\n" || res.Error != nil {
 		t.Errorf("result %+v, want heavy's", res)
 	}
 	want := []string{"nano: 1 dynamic import(s) the router cannot read", "heavy: retried after ModuleNotFoundError: No module named 'pandas.core' in nano"}
-	if res.Routing == nil || res.Routing.Tier != sandbox.TierHeavy || !slices.Equal(res.Routing.Reasons, want) {
+	if res.Routing == nil || res.Routing.Tier != tierHeavy || !slices.Equal(res.Routing.Reasons, want) {
 		t.Errorf("routing %+v, want heavy %q", res.Routing, want)
 	}
-	if runs := heavy.ran(); len(runs) != 1 || runs[0].Tier != sandbox.TierHeavy || runs[0].Limits.Timeout != 8*time.Second {
+	if runs := heavy.ran(); len(runs) != 1 || runs[0].Tier != tierHeavy || runs[0].Limits.Timeout != 8*time.Second {
 		t.Errorf("heavy ran %+v, want one run with the 8 s left", runs)
 	}
 }
@@ -121,23 +125,23 @@ func TestManagerDoesNotRetry(t *testing.T) {
 		reason string
 	}{
 		{"module no image has", missing("torch"), true, sandbox.TierAuto, "nano: 1 dynamic import(s) the router cannot read"},
-		{"runtime nano requested", missing("pandas"), true, sandbox.TierNano, "nano: runtime requested"},
+		{"runtime nano requested", missing("pandas"), true, tierNano, "nano: runtime requested"},
 		{"no heavy tier", missing("pandas"), false, sandbox.TierAuto, "nano: 1 dynamic import(s) the router cannot read"},
 		{"another exception", other, true, sandbox.TierAuto, "nano: 1 dynamic import(s) the router cannot read"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			nano := &tierFake{tier: sandbox.TierNano, result: tc.nano}
+			nano := &tierFake{tier: tierNano, result: tc.nano}
 			var heavy *tierFake
 			if tc.heavy {
-				heavy = &tierFake{tier: sandbox.TierHeavy, images: datascience}
+				heavy = &tierFake{tier: tierHeavy, images: datascience}
 			}
 			m := tiers(t, nano, heavy, toNano)
 			res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "x", Tier: tc.tier})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Runtime != sandbox.TierNano || res.Error == nil || !slices.Equal(res.Routing.Reasons, []string{tc.reason}) {
+			if res.Runtime != tierNano || res.Error == nil || !slices.Equal(res.Routing.Reasons, []string{tc.reason}) {
 				t.Errorf("got %+v routing %+v, want nano's own result", res, res.Routing)
 			}
 			if heavy != nil && len(heavy.ran()) != 0 {
@@ -151,15 +155,15 @@ func TestManagerDoesNotRetry(t *testing.T) {
 func TestManagerAnswersSyntaxErrors(t *testing.T) {
 	pe := &sandbox.PyError{Name: "SyntaxError", Value: "'(' was never closed (line 1, column 6)", Traceback: "  File \"<string>\", line 1\n    print(1\n         ^\nSyntaxError: '(' was never closed\n"}
 	r := routerFunc(func(*sandbox.RunRequest) (sandbox.Decision, error) {
-		return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: SyntaxError at line 1, column 6 (not run)"}, SyntaxError: pe}, nil
+		return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: SyntaxError at line 1, column 6 (not run)"}, SyntaxError: pe}, nil
 	})
-	nano := &tierFake{tier: sandbox.TierNano}
+	nano := &tierFake{tier: tierNano}
 	m := tiers(t, nano, nil, r)
 	res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "print(1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ExitCode != 1 || res.Error == nil || *res.Error != *pe || res.Stderr != pe.Traceback || res.Runtime != sandbox.TierNano {
+	if res.ExitCode != 1 || res.Error == nil || *res.Error != *pe || res.Stderr != pe.Traceback || res.Runtime != tierNano {
 		t.Errorf("result %+v", res)
 	}
 	if res.Routing == nil || !slices.Equal(res.Routing.Reasons, []string{"nano: SyntaxError at line 1, column 6 (not run)"}) {
@@ -176,28 +180,28 @@ func TestManagerRouterScope(t *testing.T) {
 	var asked []sandbox.Tier
 	r := routerFunc(func(req *sandbox.RunRequest) (sandbox.Decision, error) {
 		asked = append(asked, req.Tier)
-		if req.Tier == sandbox.TierNano {
+		if req.Tier == tierNano {
 			return sandbox.Decision{}, sandbox.Errorf(sandbox.KindInvalidRequest, "runtime nano cannot import pandas (line 1)")
 		}
-		return sandbox.Decision{Tier: sandbox.TierNano, Reasons: []string{"nano: no imports"}}, nil
+		return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: no imports"}}, nil
 	})
-	nano := &tierFake{tier: sandbox.TierNano}
-	heavy := &tierFake{tier: sandbox.TierHeavy, images: datascience}
+	nano := &tierFake{tier: tierNano}
+	heavy := &tierFake{tier: tierHeavy, images: datascience}
 	m := tiers(t, nano, heavy, r)
 	ctx := context.Background()
-	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x", Tier: sandbox.TierHeavy}); err != nil || res.Runtime != sandbox.TierHeavy {
+	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x", Tier: tierHeavy}); err != nil || res.Runtime != tierHeavy {
 		t.Errorf("explicit heavy: %+v %v", res, err)
 	}
-	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x", Packages: []string{"pandas"}}); err != nil || res.Runtime != sandbox.TierHeavy {
+	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x", Packages: []string{"pandas"}}); err != nil || res.Runtime != tierHeavy {
 		t.Errorf("packages: %+v %v", res, err)
 	}
-	if _, err := m.Run(ctx, &sandbox.RunRequest{Code: "import pandas", Tier: sandbox.TierNano}); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
+	if _, err := m.Run(ctx, &sandbox.RunRequest{Code: "import pandas", Tier: tierNano}); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
 		t.Errorf("explicit nano with pandas: %v, want invalid_request", err)
 	}
-	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x"}); err != nil || res.Runtime != sandbox.TierNano {
+	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x"}); err != nil || res.Runtime != tierNano {
 		t.Errorf("auto: %+v %v", res, err)
 	}
-	if !slices.Equal(asked, []sandbox.Tier{sandbox.TierNano, sandbox.TierAuto}) {
+	if !slices.Equal(asked, []sandbox.Tier{tierNano, sandbox.TierAuto}) {
 		t.Errorf("router asked for %v, want [nano auto]", asked)
 	}
 }

@@ -11,8 +11,9 @@ import (
 // Lifecycle: the daemon builds each runtime once, calls Run and NewSession from many goroutines,
 // and calls Close once at shutdown; Close ends every session the runtime still holds.
 type Runtime interface {
-	// Tier names the runtime.
-	Tier() Tier
+	// Capabilities says what the tier offers; the Manager routes by it. It does not change while
+	// the runtime runs.
+	Capabilities() Capabilities
 	// Run runs req in a fresh sandbox: nothing of an earlier run is visible to it. Limits in req
 	// are already defaulted and checked by the Manager. A limit that ends the run is returned as an
 	// *Error of that kind whose Result holds what the run produced before it.
@@ -63,15 +64,6 @@ type ArtifactStore interface {
 // see what packages it may ask for.
 type Catalog interface {
 	Images() []ImageInfo
-}
-
-// Capacity is an optional ability of a Runtime whose own caps are below what the policy allows
-// (nano: the Wasm memory reserve, the worker protocol's frame size): requests above them go to
-// another tier.
-type Capacity interface {
-	// MaxLimits returns the largest limits the runtime can honour; a zero field means it has no
-	// cap of its own there.
-	MaxLimits() Limits
 }
 
 // ImageInfo describes an image a runtime can run.

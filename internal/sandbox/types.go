@@ -5,14 +5,13 @@ import (
 	"time"
 )
 
-// Tier names a runtime. Auto lets the router choose.
+// Tier names a runtime. Each runtime names itself (Capabilities.Tier); the core knows no tier by
+// name but auto, which lets the router choose.
 type Tier string
 
-const (
-	TierAuto  Tier = "auto"
-	TierNano  Tier = "nano"
-	TierHeavy Tier = "heavy"
-)
+// TierAuto asks the Manager to choose the tier by the code and the request.
+const TierAuto Tier = "auto"
+
 
 // Limits bound one run. A zero field means "the server's default"; the Manager fills defaults and
 // rejects values above the server's maximum before a runtime sees the request.

@@ -57,7 +57,7 @@ const (
 func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, grace time.Duration) (*sandbox.Result, runOutcome, error) {
 	l := req.Limits
 	cap := &capture{limit: [2]int64{l.StdoutBytes, l.StderrBytes}}
-	res := &sandbox.Result{Runtime: sandbox.TierHeavy}
+	res := &sandbox.Result{Runtime: Tier}
 	files := make([]sandbox.File, len(req.Files))
 	for i, f := range req.Files {
 		p, err := sandbox.CleanPath(f.Path)

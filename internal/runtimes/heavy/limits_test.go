@@ -16,7 +16,7 @@ import (
 
 func newSession(t *testing.T, rt *Runtime, l sandbox.Limits) sandbox.Session {
 	t.Helper()
-	s, err := rt.NewSession(context.Background(), sandbox.SessionOptions{Tier: sandbox.TierHeavy, Limits: l})
+	s, err := rt.NewSession(context.Background(), sandbox.SessionOptions{Tier: Tier, Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}

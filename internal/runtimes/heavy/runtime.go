@@ -266,8 +266,6 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	return rt, nil
 }
 
-func (rt *Runtime) Tier() sandbox.Tier { return sandbox.TierHeavy }
-
 // Image is the image this runtime runs.
 func (rt *Runtime) Image() rootfs.Image { return rt.img }
 

@@ -94,7 +94,7 @@ func TestPoolGrowsUnderBurst(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ss[i], errs[i] = rt.NewSession(context.Background(), sandbox.SessionOptions{Tier: sandbox.TierHeavy, Limits: l})
+				ss[i], errs[i] = rt.NewSession(context.Background(), sandbox.SessionOptions{Tier: Tier, Limits: l})
 			}()
 		}
 		wg.Wait()

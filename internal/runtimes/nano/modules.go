@@ -136,7 +136,7 @@ func ProbeModules(ctx context.Context, a Artifacts, run RunFunc) (ModuleList, er
 		return ModuleList{}, err
 	}
 	start := time.Now()
-	res, err := run(ctx, &sandbox.RunRequest{Code: probeScript, Tier: sandbox.TierNano, Limits: probeLimits})
+	res, err := run(ctx, &sandbox.RunRequest{Code: probeScript, Tier: Tier, Limits: probeLimits})
 	if err != nil {
 		return ModuleList{}, fmt.Errorf("nano: module probe: %w", err)
 	}

@@ -204,7 +204,7 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 			return nil, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, w.ID)
 		}
 		if resp.Result != nil {
-			resp.Result.Runtime = sandbox.TierNano
+			resp.Result.Runtime = Tier
 		}
 		if resp.Error != nil {
 			return resp.Result, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint, Result: resp.Result}
@@ -218,7 +218,7 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 		return nil, (&sandbox.Error{
 			Kind:    sandbox.KindTimeout,
 			Message: fmt.Sprintf("the code ran past its %v timeout and was stopped", req.Limits.Timeout),
-			Result:  &sandbox.Result{Runtime: sandbox.TierNano, ExitCode: -1},
+			Result:  &sandbox.Result{Runtime: Tier, ExitCode: -1},
 		}).WithHint("raise timeout (the server allows up to its configured maximum) or make the code faster; output printed before the stop is not kept when the code was computing")
 	case <-p.exited:
 		return nil, p.deadErr(nil)

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -78,10 +77,10 @@ type Runtime struct {
 
 // Interface guards.
 var (
-	_ sandbox.Runtime  = (*Runtime)(nil)
-	_ sandbox.Health   = (*Runtime)(nil)
-	_ sandbox.Capacity = (*Runtime)(nil)
-	_ sandbox.Session  = (*session)(nil)
+	_ sandbox.Runtime   = (*Runtime)(nil)
+	_ sandbox.Health    = (*Runtime)(nil)
+	_ sandbox.Explainer = (*Runtime)(nil)
+	_ sandbox.Session   = (*session)(nil)
 )
 
 // New starts the one-shot workers and waits until they are ready.
@@ -143,8 +142,6 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	r.startSpares()
 	return r, nil
 }
-
-func (r *Runtime) Tier() sandbox.Tier { return sandbox.TierNano }
 
 func (r *Runtime) spawn(ctx context.Context, session bool) (*proc, error) {
 	r.mu.Lock()
@@ -265,13 +262,6 @@ func (r *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		fill(e.Result)
 	}
 	return res, err
-}
-
-// MaxLimits reports nano's own caps: the memory every interpreter reserves (Options.
-// MaxMemoryBytes), and the file system a run's files fit in on their way to and from a worker
-// (wire.MaxFilesBytes). Nano has no timeout cap of its own.
-func (r *Runtime) MaxLimits() sandbox.Limits {
-	return sandbox.Limits{MemoryBytes: r.opts.MaxMemoryBytes, FilesBytes: wire.MaxFilesBytes}
 }
 
 // Health reports how many one-shot workers are free.

@@ -74,7 +74,7 @@ func (s *suite) req(t *testing.T, code string) *sandbox.RunRequest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sandbox.RunRequest{Code: code, Tier: s.rt.Tier(), Limits: l}
+	return &sandbox.RunRequest{Code: code, Tier: s.rt.Capabilities().Tier, Limits: l}
 }
 
 func (s *suite) run(t *testing.T, req *sandbox.RunRequest) *sandbox.Result {
@@ -83,8 +83,8 @@ func (s *suite) run(t *testing.T, req *sandbox.RunRequest) *sandbox.Result {
 	if err != nil {
 		t.Fatalf("run %q: %v", req.Code, err)
 	}
-	if res.Runtime != s.rt.Tier() {
-		t.Errorf("result says runtime %q, want %q", res.Runtime, s.rt.Tier())
+	if res.Runtime != s.rt.Capabilities().Tier {
+		t.Errorf("result says runtime %q, want %q", res.Runtime, s.rt.Capabilities().Tier)
 	}
 	return res
 }
@@ -311,12 +311,12 @@ except Exception as e:
 func (s *suite) sessions(t *testing.T) {
 	ctx := context.Background()
 	l, _ := sandbox.DefaultPolicy().Apply(sandbox.Limits{})
-	a, err := s.rt.NewSession(ctx, sandbox.SessionOptions{Tier: s.rt.Tier(), Limits: l})
+	a, err := s.rt.NewSession(ctx, sandbox.SessionOptions{Tier: s.rt.Capabilities().Tier, Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := s.rt.NewSession(ctx, sandbox.SessionOptions{Tier: s.rt.Tier(), Limits: l})
+	b, err := s.rt.NewSession(ctx, sandbox.SessionOptions{Tier: s.rt.Capabilities().Tier, Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,7 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 	i.pristineNow = false
 	i.runs++
 	handed := time.Now()
-	res := &sandbox.Result{Runtime: sandbox.TierNano}
+	res := &sandbox.Result{Runtime: Tier}
 	finish := func() {
 		res.Stdout, res.StdoutTruncated = i.stdout.take()
 		res.Stderr, res.StderrTruncated = i.stderr.take()

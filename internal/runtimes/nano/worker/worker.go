@@ -273,7 +273,7 @@ func (w *worker) runOneShot(ctx context.Context, req *engine.Request) (*sandbox.
 		cancel()
 		if err != nil {
 			if sctx.Err() != nil && ctx.Err() == nil {
-				e := &sandbox.Error{Kind: sandbox.KindTimeout, Result: &sandbox.Result{Runtime: sandbox.TierNano, ExitCode: -1},
+				e := &sandbox.Error{Kind: sandbox.KindTimeout, Result: &sandbox.Result{Runtime: engine.Tier, ExitCode: -1},
 					Message: fmt.Sprintf("the run's %v timeout passed while an interpreter was starting for it (none was ready); the code did not run", req.Limits.Timeout)}
 				return nil, e.WithHint("retry, or raise the timeout: starting an interpreter takes up to a few hundred milliseconds on a busy machine")
 			}

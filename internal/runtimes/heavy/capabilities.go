@@ -1,0 +1,23 @@
+package heavy
+
+import "github.com/agentbox-dev/agentbox/internal/sandbox"
+
+// Tier is the heavy tier's name.
+const Tier sandbox.Tier = "heavy"
+
+// Capabilities: heavy runs a full Linux CPython in gVisor from images built from package lists,
+// with threads, processes and sockets, network through the egress gateway, sessions with file
+// operations between runs, and no caps of its own below the policy's. Its runs can reach out, so
+// its sessions never move by replay.
+func (rt *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{
+		Tier:         Tier,
+		Images:       true,
+		Network:      true,
+		Threads:      true,
+		Processes:    true,
+		Sockets:      true,
+		Sessions:     true,
+		SessionFiles: true,
+	}
+}

@@ -1,0 +1,268 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sort"
+	"sync"
+	"time"
+)
+
+// The session registry: sessions are created on a tier, run serialised, reaped when idle, and
+// closed. A session's sandbox is the runtime's; the registry keeps what the API shows of it.
+
+type session struct {
+	// run serialises runs of one session; held for the whole run, and for a move.
+	run sync.Mutex
+	// impl is the session's sandbox. A move replaces it while holding run and Manager.mu, so
+	// either lock is enough to read it.
+	impl Session
+
+	// env is the session's environment; every run's own env is laid over it.
+	env map[string]string
+	// opts are the options the session was created with; a move starts its heavy sandbox with
+	// them.
+	opts SessionOptions
+	// requested is the runtime the session was created with: auto (also for an empty one) or a
+	// tier's name.
+	requested Tier
+	// auto says the session may move: created with runtime auto, it starts on the first tier with
+	// sessions and moves, while that tier is contained, when its code needs another (move.go).
+	auto bool
+	// replay is what a move replays. Guarded by run; kept while the session can still move.
+	replay replayLog
+
+	// Guarded by Manager.mu.
+	info   SessionInfo
+	active bool
+}
+
+// createSession starts a stateful session; CreateSession (audit.go) records it.
+func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
+	if err := CheckEnv(opts.Env); err != nil {
+		return SessionInfo{}, err
+	}
+	if err := CheckPackages(opts.Packages, opts.Image); err != nil {
+		return SessionInfo{}, err
+	}
+	limits, err := m.policy.Apply(opts.Limits)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	opts.Limits = limits
+	requested := opts.Tier
+	if requested == "" {
+		requested = TierAuto
+	}
+	if opts.Network && opts.EgressProfile == "" {
+		opts.EgressProfile = DefaultEgressProfile
+	}
+	if opts.Tier == "" || opts.Tier == TierAuto {
+		// A session has no code yet to route by: it starts on the first tier with sessions that
+		// gives what its options ask (packages, network), the fastest to start, and moves when a
+		// run needs another (move.go).
+		opts.Tier = m.Tiers()[0]
+		for _, t := range m.tiers {
+			if t.caps.Sessions && t.caps.misfit(opts.Packages, opts.Image, opts.Network, limits) == "" {
+				opts.Tier = t.caps.Tier
+				break
+			}
+		}
+	}
+	rt, _, err := m.route(&RunRequest{Tier: opts.Tier, Packages: opts.Packages, Image: opts.Image, Network: opts.Network})
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	if c, _ := m.Capabilities(opts.Tier); !c.Sessions {
+		return SessionInfo{}, Errorf(KindInvalidRequest, "the %s runtime has no sessions", opts.Tier).
+			WithHint("use runtime %s", m.instead(func(c Capabilities) bool { return c.Sessions }))
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return SessionInfo{}, Errorf(KindRuntimeUnavailable, "the daemon is shutting down")
+	}
+	if len(m.sessions) >= m.maxSessions {
+		m.mu.Unlock()
+		return SessionInfo{}, Errorf(KindConflict, "%d sessions are open, the daemon's maximum", m.maxSessions).
+			WithHint("close sessions you no longer need, or raise the maximum in the daemon's configuration")
+	}
+	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
+	id := newID()
+	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle, Network: opts.Network, EgressProfile: opts.EgressProfile}}
+	opts.ID = id
+	s.opts, s.requested = opts, requested
+	s.auto = requested == TierAuto && len(m.tiers) > 1
+	s.active = true
+	m.sessions[id] = s
+	m.mu.Unlock()
+
+	impl, err := rt.NewSession(ctx, opts)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		delete(m.sessions, id)
+		return SessionInfo{}, err
+	}
+	s.impl = impl
+	now := time.Now().UTC()
+	s.info.CreatedAt, s.info.LastUsed = now, now
+	s.active = false
+	m.log.Info("session created", "session", id, "runtime", opts.Tier)
+	return s.info, nil
+}
+
+// runInSession runs req in an open session; RunInSession (audit.go) records it. An auto session
+// on nano whose code needs heavy moves there first (move.go).
+func (m *Manager) runInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
+	if err := m.policy.CheckRequest(req); err != nil {
+		return nil, err
+	}
+	s, err := m.get(id)
+	if err != nil {
+		return nil, err
+	}
+	info := m.infoOf(s)
+	if req.Tier != "" && req.Tier != TierAuto && req.Tier != info.Tier {
+		return nil, Errorf(KindInvalidRequest, "session %q runs %s, not %s", id, info.Tier, req.Tier).
+			WithHint("leave runtime empty in session runs")
+	}
+	if req.Network && !info.Network || req.EgressProfile != "" && req.EgressProfile != info.EgressProfile {
+		return nil, Errorf(KindInvalidRequest, "network and egress_profile are fixed when a session is created (this one: network %v, profile %q)", info.Network, info.EgressProfile).
+			WithHint("create a session with network (POST /v1/sessions with \"network\": true)")
+	}
+	limits := info.Limits
+	if req.Limits.Timeout != 0 {
+		l, err := m.policy.Apply(Limits{Timeout: req.Limits.Timeout})
+		if err != nil {
+			return nil, err
+		}
+		limits.Timeout = l.Timeout
+	}
+	s.run.Lock()
+	defer s.run.Unlock()
+	m.mu.Lock()
+	if m.sessions[id] != s {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("session %q was closed: %w", id, ErrNotFound)
+	}
+	s.active = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		s.active = false
+		s.info.LastUsed = time.Now().UTC()
+		s.info.Runs++
+		m.mu.Unlock()
+	}()
+	r := *req
+	r.Tier = s.info.Tier
+	r.Limits = limits
+	if len(s.env) > 0 {
+		r.Env = maps.Clone(s.env)
+		maps.Copy(r.Env, req.Env)
+	}
+	if m.movable(s) {
+		if d, ok := m.needsMove(&r, s.info.Tier); ok {
+			return m.moveAndRun(ctx, id, s, &r, nil, Decision{}, d.Tier, movedBecause(d.Tier, d.Reasons))
+		}
+	}
+	tier := s.info.Tier
+	t, _ := m.tier(tier)
+	res, err := s.impl.Run(ctx, &r)
+	d := Decision{Tier: tier, Reasons: []string{fmt.Sprintf("%s: session %s", tier, id)}}
+	if need, to, ok := m.cannot(t.rt, res, err, d); ok {
+		switch {
+		case m.movable(s):
+			return m.moveAndRun(ctx, id, s, &r, res, d, to, "after "+need.reason(tier))
+		case s.requested == tier:
+			hintSession(res, &d, need, to)
+		}
+	}
+	if err == nil && m.movable(s) {
+		s.replay.add(&r, res)
+	}
+	annotate(res, err, d)
+	m.keepArtifacts(res, err)
+	return res, err
+}
+
+func (m *Manager) get(id string) (*session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.sessions[id]
+	if !ok || s.impl == nil {
+		return nil, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	return s, nil
+}
+
+// Session returns the description of an open session.
+func (m *Manager) Session(id string) (SessionInfo, error) {
+	s, err := m.get(id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return s.info, nil
+}
+
+// Sessions lists open sessions, oldest first.
+func (m *Manager) Sessions() []SessionInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]SessionInfo, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		if s.impl != nil {
+			out = append(out, s.info)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// closeSession ends a session; CloseSession (audit.go) records it.
+func (m *Manager) closeSession(id string) error {
+	m.mu.Lock()
+	s, ok := m.sessions[id]
+	if !ok || s.impl == nil {
+		m.mu.Unlock()
+		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	delete(m.sessions, id)
+	impl := s.impl
+	m.mu.Unlock()
+	m.log.Info("session closed", "session", id)
+	if m.egress != nil {
+		m.egress.Forget(id)
+	}
+	return impl.Close()
+}
+
+func (m *Manager) reap() {
+	defer m.wg.Done()
+	tick := time.NewTicker(m.idle / 10)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		var expired []string
+		m.mu.Lock()
+		for id, s := range m.sessions {
+			if s.impl != nil && !s.active && time.Since(s.info.LastUsed) > m.idle {
+				expired = append(expired, id)
+			}
+		}
+		m.mu.Unlock()
+		for _, id := range expired {
+			m.log.Info("session idle, closing", "session", id, "idle_timeout", m.idle)
+			_ = m.endSession(id, AuditSessionExpire, fmt.Sprintf("idle for %v", m.idle))
+		}
+	}
+}
+
