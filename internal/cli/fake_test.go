@@ -18,14 +18,20 @@ type fakeRuntime struct{}
 // Interface guards.
 var _ sandbox.Runtime = (*fakeRuntime)(nil)
 
-func (fakeRuntime) Tier() sandbox.Tier { return sandbox.TierNano }
+// tierNano is the tier the fake stands in for; the core names no tier.
+const tierNano sandbox.Tier = "nano"
+
+// Capabilities are nano's: sessions (which the fake refuses), nothing else.
+func (fakeRuntime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Tier: tierNano, Sessions: true, Contained: true}
+}
 func (fakeRuntime) Close() error       { return nil }
 func (fakeRuntime) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
 	return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "no sessions in the fake")
 }
 
 func (fakeRuntime) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	res := &sandbox.Result{Runtime: sandbox.TierNano}
+	res := &sandbox.Result{Runtime: tierNano}
 	switch strings.TrimSpace(req.Code) {
 	case "raise":
 		res.Stderr = "Traceback (most recent call last):\nValueError: bad\n"
@@ -51,7 +57,7 @@ func (fakeRuntime) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Res
 func newFakeManager(t *testing.T) *sandbox.Manager {
 	t.Helper()
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
-		Runtimes: map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: fakeRuntime{}},
+		Runtimes: []sandbox.Runtime{fakeRuntime{}},
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -33,7 +33,7 @@ func newAuditEnv(t *testing.T) (*env, *audit.Log) {
 	rt := newFake()
 	p := testPolicy()
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
-		Runtimes: map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: rt},
+		Runtimes: []sandbox.Runtime{rt},
 		Policy:   &p,
 		Audit:    al,
 		Logger:   slog.New(slog.DiscardHandler),

@@ -42,7 +42,13 @@ var (
 	_ sandbox.Session = (*fakeSession)(nil)
 )
 
-func (f *fakeRuntime) Tier() sandbox.Tier { return f.tier }
+// tierNano is the tier the fake stands in for; the core names no tier.
+const tierNano sandbox.Tier = "nano"
+
+// Capabilities are nano's: sessions, nothing else.
+func (f *fakeRuntime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Tier: f.tier, Sessions: true, Contained: true}
+}
 
 func (f *fakeRuntime) Health(context.Context) (string, bool) {
 	if !f.healthy.Load() {
@@ -118,7 +124,7 @@ func (s *fakeSession) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbo
 func (s *fakeSession) Close() error { return nil }
 
 func newFake() *fakeRuntime {
-	f := &fakeRuntime{tier: sandbox.TierNano}
+	f := &fakeRuntime{tier: tierNano}
 	f.healthy.Store(true)
 	return f
 }

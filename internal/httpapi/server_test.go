@@ -44,9 +44,11 @@ func newEnv(t *testing.T) *env {
 	rt := newFake()
 	p := testPolicy()
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
-		Runtimes: map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: rt},
-		Policy:   &p,
-		Logger:   slog.New(slog.DiscardHandler),
+		Runtimes: []sandbox.Runtime{rt},
+		// The build has a heavy tier this daemon does not run, as a daemon without runsc.
+		Known:  []sandbox.Tier{tierNano, "heavy"},
+		Policy: &p,
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +140,7 @@ func TestRunOK(t *testing.T) {
 	}
 	// The request reached the runtime in the core's units.
 	got := e.rt.last
-	if got.Limits.Timeout != 2500*time.Millisecond || got.Limits.MemoryBytes != 64<<20 || got.Tier != sandbox.TierNano {
+	if got.Limits.Timeout != 2500*time.Millisecond || got.Limits.MemoryBytes != 64<<20 || got.Tier != tierNano {
 		t.Errorf("runtime got limits %+v tier %q", got.Limits, got.Tier)
 	}
 	if got.Files[0].Path != "in.txt" || got.Env["A"] != "1" || got.Deterministic.Seed != 42 ||
