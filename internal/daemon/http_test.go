@@ -15,8 +15,9 @@ import (
 )
 
 // slowDoor stands in for a front door whose requests take a while, as runs do: GET /sleep?d=DUR
-// answers "ok" after DUR, or stops when its request's context ends first (as a run is stopped)
-// and says so on stopped.
+// answers "ok" after DUR, or stops when its request's context ends first and says so on stopped.
+// That a run through the HTTP API does stop with its request's context is httpapi's
+// TestRunStopsWithItsRequest; the lifecycle tested here is the listener's, whatever door serves.
 func slowDoor(stopped chan<- error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
