@@ -117,11 +117,15 @@ func ImagePrune(opts ImageOptions) error {
 	if err != nil {
 		return err
 	}
-	run := filepath.Join(cfg.HeavyStateDir(), "run")
+	hc, err := heavy.ConfigFrom(cfg)
+	if err != nil {
+		return err
+	}
+	run := filepath.Join(hc.StateDirOf(cfg.DataDir), "run")
 	if f, err := os.Open(filepath.Join(run, ".lock")); err == nil {
 		defer f.Close()
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			return fmt.Errorf("a daemon uses %s and may run sandboxes on an old build: stop it first", cfg.HeavyStateDir())
+			return fmt.Errorf("a daemon uses %s and may run sandboxes on an old build: stop it first", hc.StateDirOf(cfg.DataDir))
 		}
 		defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	}

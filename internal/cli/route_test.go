@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/cli"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	heavyConfig "github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -32,7 +33,11 @@ func TestRunLocalStartsHeavyOnlyWhenNeeded(t *testing.T) {
 	list := nano.ModuleList{Build: build, Version: [3]int{3, 11, 2}, Available: []string{"json", "sys"}}
 	var heavy string
 	factory := func(_ context.Context, cfg config.Config, _ *slog.Logger) (*sandbox.Manager, error) {
-		heavy = cfg.Heavy.Enabled
+		hc, err := heavyConfig.ConfigFrom(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		heavy = hc.Enabled
 		return newFakeManager(t), nil
 	}
 	for _, tc := range []struct {
@@ -40,10 +45,10 @@ func TestRunLocalStartsHeavyOnlyWhenNeeded(t *testing.T) {
 		noList     bool
 		want       string
 	}{
-		{"stdlib", "import json\nprint(json.dumps(1))\n", false, config.HeavyOff},
-		{"pandas", "import sys\nimport pandas as pd\n", false, config.HeavyAuto},
-		{"pandas in a string", "s = 'import pandas'\n", false, config.HeavyOff},
-		{"no module list", "import json\n", true, config.HeavyAuto},
+		{"stdlib", "import json\nprint(json.dumps(1))\n", false, heavyConfig.Off},
+		{"pandas", "import sys\nimport pandas as pd\n", false, heavyConfig.Auto},
+		{"pandas in a string", "s = 'import pandas'\n", false, heavyConfig.Off},
+		{"no module list", "import json\n", true, heavyConfig.Auto},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			os.Remove(a.Modules())

@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
-	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -165,14 +164,10 @@ func pickRunner(ctx context.Context, opts RunOptions, code string) (runner, func
 		fmt.Fprintf(opts.Stderr, "agentbox run: %v\n", err)
 		return nil, nil, exitFailure
 	}
-	// One run needs one worker and no parked interpreters: the run starts its own.
-	cfg.Nano.Workers = 1
-	warm := 0
-	cfg.Nano.Warm = &warm
-	// Nor booted heavy sandboxes; and a run that cannot go to heavy does not start that tier.
-	cfg.Heavy.Warm = &warm
-	if opts.Runtime == api.RuntimeNano || opts.Runtime != api.RuntimeHeavy && len(opts.Packages) == 0 && !mayNeedHeavy(cfg, code) {
-		cfg.Heavy.Enabled = config.HeavyOff
+	// One run needs one worker, nothing parked, and no tier it cannot go to.
+	if cfg, err = daemon.ForOneRun(cfg, code, sandbox.Tier(opts.Runtime), opts.Packages); err != nil {
+		fmt.Fprintf(opts.Stderr, "agentbox run: %v\n", err)
+		return nil, nil, exitFailure
 	}
 	log := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := opts.NewManager(ctx, cfg, log)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -29,9 +27,11 @@ type Config struct {
 
 	Limits   LimitsConfig   `json:"limits"`
 	Sessions SessionsConfig `json:"sessions"`
-	Nano     NanoConfig     `json:"nano"`
-	Heavy    HeavyConfig    `json:"heavy"`
 	Egress   EgressConfig   `json:"egress"`
+	// Tiers are the tiers' own sections ("nano": {...}, "heavy": {...} in the file), by tier name.
+	// Each tier's package reads and checks its section (nano.ConfigFrom); this package knows no
+	// tier.
+	Tiers Sections `json:"-"`
 	// ArtifactsTTL is how long artifacts (figures) stay downloadable. Default 24h.
 	ArtifactsTTL Duration `json:"artifacts_ttl"`
 	// ArtifactsDir is where artifacts are kept. Default DATA_DIR/artifacts.
@@ -59,13 +59,6 @@ type AuditConfig struct {
 	SyncEveryRecord bool `json:"sync_every_record"`
 }
 
-// Heavy tier modes.
-const (
-	HeavyAuto = "auto" // run it when this machine can, say why not otherwise
-	HeavyOn   = "on"   // a daemon that cannot run it does not start
-	HeavyOff  = "off"
-)
-
 // EgressConfig configures the egress gateway heavy sandboxes with network go out through.
 type EgressConfig struct {
 	// Enabled runs the gateway (default true). Off, requests for network are refused.
@@ -81,38 +74,6 @@ type EgressConfig struct {
 	// UpstreamCAFile adds PEM certificates to the roots the gateway verifies origins with (an
 	// internal CA). Default: the system's roots only.
 	UpstreamCAFile string `json:"upstream_ca_file"`
-}
-
-// HeavyConfig sizes the heavy tier (gVisor).
-type HeavyConfig struct {
-	// Enabled is auto (default), on or off. In auto the daemon runs the heavy tier when it is
-	// root and runsc and the default image are built, and logs why not otherwise.
-	Enabled string `json:"enabled"`
-	// Image is the default image: the one warm sandboxes run. Default python-datascience.
-	Image string `json:"image"`
-	// Warm is how many sandboxes are kept booted: the pool's floor. Default 2; 0 disables the pool.
-	Warm *int `json:"warm"`
-	// PoolMemoryMB is the memory the warm pool may grow into under demand: each claim that finds
-	// it empty raises its size by one sandbox, up to this budget at ~80 MiB per idle sandbox and
-	// never beyond max_sandboxes. Default 1024 (12 sandboxes: a burst of a dozen new sessions,
-	// a small share of a 24 GiB machine); 0 keeps the pool at warm.
-	PoolMemoryMB *int64 `json:"pool_memory_mb"`
-	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
-	// sandbox above warm. Default 1m: a pool grown by a burst is back at warm within minutes,
-	// while a load that misses now and then keeps what it needs.
-	PoolShrinkAfter Duration `json:"pool_shrink_after"`
-	// Preload are the modules warm sandboxes import before they are handed out. Default numpy
-	// and pandas: a session that uses them skips ~1.1 s of imports, and each idle sandbox holds
-	// ~68 MiB (PSS); ["numpy"] makes that ~41 MiB and [] ~22 MiB, at the price of importing
-	// pandas (1-2 s in a sandbox) when the code does (heavy/FIGURES.md).
-	Preload *[]string `json:"preload"`
-	// MaxSandboxes caps heavy sandboxes in use at once (runs and sessions). Default 16.
-	MaxSandboxes int `json:"max_sandboxes"`
-	// CPUs caps each sandbox's CPU use in cores. Default 1.
-	CPUs float64 `json:"cpus"`
-	// StateDir holds the heavy tier's sandboxes while they run. Default DATA_DIR/heavy. One
-	// daemon per state directory: a second one is refused.
-	StateDir string `json:"state_dir"`
 }
 
 // LimitsConfig is the limits policy (see sandbox.Policy).
@@ -138,35 +99,6 @@ type SessionsConfig struct {
 	IdleTimeout Duration `json:"idle_timeout"`
 }
 
-// NanoConfig sizes the nano tier.
-type NanoConfig struct {
-	// Workers is the number of jailed worker processes serving one-shot runs. Each runs one guest
-	// at a time. Default: the number of CPUs, at least 2.
-	Workers int `json:"workers"`
-	// Warm is how many parked interpreters each one-shot worker keeps ready. 0 disables the warm
-	// pool (every run starts an interpreter: the cold path). Default 2.
-	Warm *int `json:"warm"`
-	// SessionWarm is how many session workers, each with its interpreter parked, are started
-	// ahead so that a new nano session answers its first run in milliseconds. Each costs what an
-	// idle session does (~60 MiB). 0 starts every session's worker when it is created. Default 2.
-	SessionWarm *int `json:"session_warm"`
-	// MaxSessionWorkers bounds the nano session worker processes (each ~60 MiB); past it, a
-	// session's run takes the worker of the idle session used longest ago, hibernating it first.
-	// Default 64.
-	MaxSessionWorkers int `json:"max_session_workers"`
-	// SessionHibernateAfter is how long a nano session may stay unused before its state moves
-	// out of its worker process into the daemon as a snapshot (a few MiB instead of a worker's
-	// ~60 MiB); its next run restores it in a few milliseconds. "0s" keeps sessions in their
-	// workers. Default 10s: agents' turns come seconds apart, and a restore costs less than a
-	// turn's network round trip.
-	SessionHibernateAfter Duration `json:"session_hibernate_after"`
-	// Grace is how long past a run's deadline the daemon waits for the worker's own answer before
-	// it kills the worker. Default 300ms: the worker interrupts a computing guest at the deadline
-	// and waits up to 200ms for it to stop (the interrupt lands in microseconds; the rest is room
-	// for a loaded machine) before it answers.
-	Grace Duration `json:"grace"`
-}
-
 // Duration is a time.Duration written as "30s" in JSON.
 type Duration time.Duration
 
@@ -188,11 +120,6 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Default returns the configuration with every default filled in.
 func Default() Config {
 	p := sandbox.DefaultPolicy()
-	warm, heavyWarm := 2, 2
-	workers := runtime.NumCPU()
-	if workers < 2 {
-		workers = 2
-	}
 	return Config{
 		Listen:       "127.0.0.1:8420",
 		DataDir:      DefaultDataDir(),
@@ -211,9 +138,6 @@ func Default() Config {
 			MaxFileBytes:       p.MaxFileBytes,
 		},
 		Sessions: SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
-		Nano: NanoConfig{Workers: workers, Warm: &warm, Grace: Duration(300 * time.Millisecond),
-			SessionHibernateAfter: Duration(10 * time.Second)},
-		Heavy:        HeavyConfig{Enabled: HeavyAuto, Image: "python-datascience", Warm: &heavyWarm, MaxSandboxes: 16, CPUs: 1},
 		ArtifactsTTL: Duration(24 * time.Hour),
 		Audit:        AuditConfig{Enabled: true, CheckpointRecords: 256, CheckpointInterval: Duration(10 * time.Second)},
 	}
@@ -239,9 +163,7 @@ func Load(path string) (Config, error) {
 		if err != nil {
 			return c, fmt.Errorf("config: %w", err)
 		}
-		dec := json.NewDecoder(strings.NewReader(string(b)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
+		if err := c.decode(b); err != nil {
 			return c, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
@@ -278,26 +200,6 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: max_code_bytes and max_file_bytes must be positive, max_files not negative")
 	case c.Sessions.Max < 0 || c.Sessions.IdleTimeout <= 0:
 		return fmt.Errorf("config: sessions.max must not be negative and sessions.idle_timeout must be positive")
-	case c.Nano.Workers < 1:
-		return fmt.Errorf("config: nano.workers must be at least 1")
-	case c.Nano.Warm != nil && (*c.Nano.Warm < 0 || *c.Nano.Warm > 16):
-		return fmt.Errorf("config: nano.warm must be between 0 and 16")
-	case c.Nano.MaxSessionWorkers < 0 || c.Nano.MaxSessionWorkers > 4096:
-		return fmt.Errorf("config: nano.max_session_workers must be between 1 and 4096 (0 for the default, 64)")
-	case c.Nano.SessionHibernateAfter < 0:
-		return fmt.Errorf("config: nano.session_hibernate_after must not be negative")
-	case c.Nano.SessionWarm != nil && (*c.Nano.SessionWarm < 0 || *c.Nano.SessionWarm > 64):
-		return fmt.Errorf("config: nano.session_warm must be between 0 and 64")
-	case c.Heavy.Enabled != HeavyAuto && c.Heavy.Enabled != HeavyOn && c.Heavy.Enabled != HeavyOff:
-		return fmt.Errorf("config: heavy.enabled is %q; use auto, on or off", c.Heavy.Enabled)
-	case c.Heavy.Warm != nil && (*c.Heavy.Warm < 0 || *c.Heavy.Warm > 64):
-		return fmt.Errorf("config: heavy.warm must be between 0 and 64")
-	case c.Heavy.PoolMemoryMB != nil && *c.Heavy.PoolMemoryMB < 0, c.Heavy.PoolShrinkAfter < 0:
-		return fmt.Errorf("config: heavy.pool_memory_mb and heavy.pool_shrink_after must not be negative")
-	case c.Heavy.MaxSandboxes < 1:
-		return fmt.Errorf("config: heavy.max_sandboxes must be at least 1")
-	case c.Heavy.CPUs < 0:
-		return fmt.Errorf("config: heavy.cpus must not be negative")
 	case c.ArtifactsTTL <= 0:
 		return fmt.Errorf("config: artifacts_ttl must be positive")
 	case c.Audit.CheckpointRecords < 1 || c.Audit.CheckpointInterval <= 0:
@@ -329,61 +231,6 @@ func (c Config) Policy() sandbox.Policy {
 		MaxFiles:       l.MaxFiles,
 		MaxFileBytes:   l.MaxFileBytes,
 	}
-}
-
-// WarmPerWorker is the configured warm count.
-func (c Config) WarmPerWorker() int {
-	if c.Nano.Warm == nil {
-		return 2
-	}
-	return *c.Nano.Warm
-}
-
-// SessionWarm is the configured number of spare nano session workers.
-func (c Config) SessionWarm() int {
-	if c.Nano.SessionWarm == nil {
-		return 2
-	}
-	return *c.Nano.SessionWarm
-}
-
-// NanoDir is where the nano tier's artifacts live: the CPython WASI build and its compilation cache.
-func (c Config) NanoDir() string { return filepath.Join(c.DataDir, "nano") }
-
-// HeavyStateDir is where the heavy tier keeps its running sandboxes.
-func (c Config) HeavyStateDir() string {
-	if c.Heavy.StateDir != "" {
-		return c.Heavy.StateDir
-	}
-	return filepath.Join(c.DataDir, "heavy")
-}
-
-// HeavyWarm is the configured heavy pool size.
-func (c Config) HeavyWarm() int {
-	if c.Heavy.Warm == nil {
-		return 2
-	}
-	return *c.Heavy.Warm
-}
-
-// HeavyPreload is heavy.preload as heavy.Options takes it: nil for the default.
-func (c Config) HeavyPreload() []string {
-	if c.Heavy.Preload == nil {
-		return nil
-	}
-	return append([]string{}, *c.Heavy.Preload...)
-}
-
-// HeavyPoolMemoryBytes is the heavy pool's memory budget as heavy.Options takes it: 0 for the
-// default, negative for none.
-func (c Config) HeavyPoolMemoryBytes() int64 {
-	switch {
-	case c.Heavy.PoolMemoryMB == nil:
-		return 0
-	case *c.Heavy.PoolMemoryMB == 0:
-		return -1
-	}
-	return *c.Heavy.PoolMemoryMB << 20
 }
 
 // EgressEnabled says whether the gateway runs.

@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,5 +28,38 @@ func TestAuditConfig(t *testing.T) {
 	c.Audit.CheckpointInterval = 0
 	if err := c.Validate(); err == nil {
 		t.Error("a zero checkpoint interval was accepted")
+	}
+}
+
+// A tier's section is kept for its package to read; a section no tier has is an error, and so is
+// a field the tier's section does not have.
+func TestTierSections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(path, []byte(`{"listen": "127.0.0.1:9000", "nano": {"workers": 3}, "gpu": {"cards": 1}}`), 0o600)
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9000" {
+		t.Errorf("listen %q", c.Listen)
+	}
+	var nano struct {
+		Workers int `json:"workers"`
+		Warm    int `json:"warm"`
+	}
+	nano.Warm = 2 // a default the file does not change
+	if err := c.Tiers.Decode("nano", &nano); err != nil || nano.Workers != 3 || nano.Warm != 2 {
+		t.Errorf("nano section: %+v %v", nano, err)
+	}
+	if err := c.Tiers.Check([]string{"nano", "heavy"}); err == nil || !strings.Contains(err.Error(), `unknown setting "gpu"`) {
+		t.Errorf("unknown section: %v", err)
+	}
+	var strict struct{ Workers int }
+	if err := (config.Sections{"nano": []byte(`{"wrokers": 1}`)}).Decode("nano", &strict); err == nil {
+		t.Error("a misspelt field in a tier's section was accepted")
+	}
+	os.WriteFile(path, []byte(`{"limits": {"max_timeout_s": 1}}`), 0o600)
+	if _, err := config.Load(path); err == nil {
+		t.Error("an unknown field of a known setting was accepted")
 	}
 }

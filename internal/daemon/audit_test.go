@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"slices"
 	"testing"
 
@@ -19,7 +20,7 @@ import (
 func TestDaemonAudits(t *testing.T) {
 	dir := t.TempDir()
 	c, _ := startWith(t, func(c *config.Config) {
-		c.Heavy.Enabled = config.HeavyOff
+		mustConfigure(t, heavy.Configure(c, func(h *heavy.Config) { h.Enabled = heavy.Off }))
 		c.Audit.Dir = dir
 		c.Audit.CheckpointRecords = 2
 	})

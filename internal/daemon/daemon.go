@@ -1,5 +1,6 @@
-// Package daemon is the composition root: the one place that builds the runtimes, the manager and
-// the HTTP server from a Config and wires them together.
+// Package daemon is the composition root: the one place that builds the tiers (builtinTiers), the
+// router, the manager and the front doors from a Config and wires them together. It is the only
+// package that imports every runtime and every front door.
 package daemon
 
 import (
@@ -18,44 +19,55 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
+// The tiers this build has, in the Manager's order of preference: the fastest to start first.
+// Adding a tier is a package under internal/runtimes, its config section (read by its own
+// package), the conformance suite passing, and one line here.
+var builtinTiers = []tierSpec{
+	{nano.Tier, startNano},
+	{heavy.Tier, startHeavy},
+}
+
+// tierSpec is one tier of this build: its name, and how it starts from the configuration.
+type tierSpec struct {
+	name sandbox.Tier
+	// start builds the tier. A nil runtime and no error means the tier is off on this node; start
+	// logs why.
+	start func(ctx context.Context, w wiring) (sandbox.Runtime, error)
+}
+
+// wiring is what a tier is built from.
+type wiring struct {
+	cfg    config.Config
+	policy sandbox.Policy
+	// gw is the egress gateway; nil when it is off.
+	gw  *gateway
+	log *slog.Logger
+}
+
 // NewManager builds every runtime this node can run and a Manager over them. The caller closes
 // the Manager, which closes the runtimes.
 func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandbox.Manager, error) {
+	return newManager(ctx, cfg, log, builtinTiers)
+}
+
+func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs []tierSpec) (*sandbox.Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	policy := cfg.Policy()
-	nanoFiles := nano.Artifacts{Dir: cfg.NanoDir()}
-	if err := nanoFiles.Check(); err != nil {
+	names := make([]string, len(specs))
+	known := make([]sandbox.Tier, len(specs))
+	for i, s := range specs {
+		names[i], known[i] = string(s.name), s.name
+	}
+	if err := cfg.Tiers.Check(names); err != nil {
 		return nil, err
 	}
-	// Workers see the compilation cache read-only: make sure it holds this binary's compilation.
-	if _, err := nano.WarmCache(ctx, nanoFiles); err != nil {
-		return nil, fmt.Errorf("nano compilation cache: %w", err)
-	}
-	nr, err := nano.New(ctx, nano.Options{
-		Artifacts:          nanoFiles,
-		Workers:            cfg.Nano.Workers,
-		Warm:               cfg.WarmPerWorker(),
-		SessionWarm:        cfg.SessionWarm(),
-		HibernateAfter:     cfg.Nano.SessionHibernateAfter.D(),
-		MaxSessionWorkers:  cfg.Nano.MaxSessionWorkers,
-		Grace:              cfg.Nano.Grace.D(),
-		DefaultMemoryBytes: policy.Defaults.MemoryBytes,
-		MaxMemoryBytes:     policy.Max.MemoryBytes,
-		Logger:             log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("nano runtime: %w", err)
-	}
-	// The tiers, in the Manager's order of preference: the fastest to start first.
-	runtimes := []sandbox.Runtime{nr}
 	// The audit log opens first: the egress gateway writes to it from its start.
 	auditLog, err := openAudit(cfg, log)
 	if err != nil {
-		nr.Close()
 		return nil, err
 	}
+	var runtimes []sandbox.Runtime
 	var gw *gateway
 	closeAll := func() {
 		for _, rt := range runtimes {
@@ -74,15 +86,22 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 		closeAll()
 		return nil, err
 	}
-	hr, err := newHeavy(ctx, cfg, policy, gw, log)
-	if err != nil {
+	w := wiring{cfg: cfg, policy: cfg.Policy(), gw: gw, log: log}
+	for _, s := range specs {
+		rt, err := s.start(ctx, w)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s runtime: %w", s.name, err)
+		}
+		if rt != nil {
+			runtimes = append(runtimes, rt)
+		}
+	}
+	if len(runtimes) == 0 {
 		closeAll()
-		return nil, err
+		return nil, fmt.Errorf("no runtime can run on this node")
 	}
-	if hr != nil {
-		runtimes = append(runtimes, hr)
-	}
-	rt, err := newRouter(ctx, nanoFiles, nr, hr, log)
+	rt, err := newRouter(ctx, cfg, runtimes, log)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -96,16 +115,19 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	if auditLog != nil {
 		sink = auditLog
 	}
+	policy := w.policy
 	mopts := sandbox.ManagerOptions{
 		Runtimes:    runtimes,
-		Known:       []sandbox.Tier{nano.Tier, heavy.Tier},
-		Router:      rt,
+		Known:       known,
 		Policy:      &policy,
 		MaxSessions: cfg.Sessions.Max,
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),
 		Artifacts:   store,
 		Audit:       sink,
 		Logger:      log,
+	}
+	if rt != nil {
+		mopts.Router = rt
 	}
 	if gw != nil {
 		mopts.Egress = gw
@@ -124,12 +146,55 @@ func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sand
 	return m, nil
 }
 
-// newRouter builds the router from what the nano build can import (DATA/nano/modules.json, made
-// by `agentbox setup`) and what the heavy images offer. A missing or stale module list (the
-// interpreter was rebuilt since) is made again here, by running the probe in nano's own jailed
-// workers, and written back for the next start: the daemon then starts a second or so later
-// rather than not at all.
-func newRouter(ctx context.Context, a nano.Artifacts, nr *nano.Runtime, hr *heavy.Runtime, log *slog.Logger) (*router.Router, error) {
+// startNano starts the nano tier: jailed workers with CPython for WASI.
+func startNano(ctx context.Context, w wiring) (sandbox.Runtime, error) {
+	nc, err := nano.ConfigFrom(w.cfg)
+	if err != nil {
+		return nil, err
+	}
+	files := nano.Artifacts{Dir: nano.Dir(w.cfg)}
+	if err := files.Check(); err != nil {
+		return nil, err
+	}
+	// Workers see the compilation cache read-only: make sure it holds this binary's compilation.
+	if _, err := nano.WarmCache(ctx, files); err != nil {
+		return nil, fmt.Errorf("compilation cache: %w", err)
+	}
+	return nano.New(ctx, nano.Options{
+		Artifacts:          files,
+		Workers:            nc.Workers,
+		Warm:               nc.WarmPerWorker(),
+		SessionWarm:        nc.SessionWarmWorkers(),
+		HibernateAfter:     nc.SessionHibernateAfter.D(),
+		MaxSessionWorkers:  nc.MaxSessionWorkers,
+		Grace:              nc.Grace.D(),
+		DefaultMemoryBytes: w.policy.Defaults.MemoryBytes,
+		MaxMemoryBytes:     w.policy.Max.MemoryBytes,
+		Logger:             w.log,
+	})
+}
+
+// newRouter builds the import-reading router from what the nano build can import
+// (DATA/nano/modules.json, made by `agentbox setup`) and what the heavy images offer. A missing or
+// stale module list (the interpreter was rebuilt since) is made again here, by running the probe
+// in nano's own jailed workers, and written back for the next start: the daemon then starts a
+// second or so later rather than not at all. Without nano there is no router: the Manager ranks
+// the tiers in their order.
+func newRouter(ctx context.Context, cfg config.Config, runtimes []sandbox.Runtime, log *slog.Logger) (sandbox.Router, error) {
+	var nr *nano.Runtime
+	var hr *heavy.Runtime
+	for _, rt := range runtimes {
+		switch r := rt.(type) {
+		case *nano.Runtime:
+			nr = r
+		case *heavy.Runtime:
+			hr = r
+		}
+	}
+	if nr == nil {
+		return nil, nil
+	}
+	a := nano.Artifacts{Dir: nano.Dir(cfg)}
 	mods, err := nano.ReadModules(a)
 	if errors.Is(err, nano.ErrNoModules) {
 		log.Warn("nano: probing what the build can import", "reason", err)
@@ -159,39 +224,43 @@ func newRouter(ctx context.Context, a nano.Artifacts, nr *nano.Runtime, hr *heav
 	return router.New(opts), nil
 }
 
-// newHeavy builds the heavy tier as cfg.Heavy.Enabled says: nil (and a log line saying why) when
-// it is off, or in auto mode when this machine cannot run it.
-func newHeavy(ctx context.Context, cfg config.Config, policy sandbox.Policy, gw *gateway, log *slog.Logger) (*heavy.Runtime, error) {
-	if cfg.Heavy.Enabled == config.HeavyOff {
-		log.Info("heavy tier off (heavy.enabled is off)")
+// startHeavy starts the heavy tier as its enabled setting says: off (nil, and a log line saying
+// why) when it is off, or in auto mode when this machine cannot run it.
+func startHeavy(ctx context.Context, w wiring) (sandbox.Runtime, error) {
+	hc, err := heavy.ConfigFrom(w.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if hc.Enabled == heavy.Off {
+		w.log.Info("heavy tier off (heavy.enabled is off)")
 		return nil, nil
 	}
-	warm := cfg.HeavyWarm()
+	warm := hc.WarmSandboxes()
 	if warm == 0 {
 		warm = -1 // heavy.Options: negative disables the pool
 	}
 	opts := heavy.Options{
-		Layout:        heavy.LayoutFor(cfg.DataDir),
-		StateDir:      cfg.HeavyStateDir(),
-		Image:         cfg.Heavy.Image,
+		Layout:        heavy.LayoutFor(w.cfg.DataDir),
+		StateDir:      hc.StateDirOf(w.cfg.DataDir),
+		Image:         hc.Image,
 		Warm:          warm,
-		MaxSandboxes:  cfg.Heavy.MaxSandboxes,
-		CPUs:          cfg.Heavy.CPUs,
-		DefaultLimits: policy.Defaults,
-		Logger:        log,
+		MaxSandboxes:  hc.MaxSandboxes,
+		CPUs:          hc.CPUs,
+		DefaultLimits: w.policy.Defaults,
+		Logger:        w.log,
 	}
-	opts.PoolMemoryBytes, opts.PoolShrinkAfter, opts.Preload = cfg.HeavyPoolMemoryBytes(), cfg.Heavy.PoolShrinkAfter.D(), cfg.HeavyPreload()
-	if gw != nil {
-		opts.Egress = gw
+	opts.PoolMemoryBytes, opts.PoolShrinkAfter, opts.Preload = hc.PoolMemoryBytes(), hc.PoolShrinkAfter.D(), hc.PreloadModules()
+	if w.gw != nil {
+		opts.Egress = w.gw
 	}
 	hr, err := heavy.New(ctx, opts)
 	if err == nil {
 		return hr, nil
 	}
-	if cfg.Heavy.Enabled == config.HeavyOn {
-		return nil, fmt.Errorf("heavy runtime: %w", err)
+	if hc.Enabled == heavy.On {
+		return nil, err
 	}
 	e := sandbox.AsError(err)
-	log.Warn("heavy tier unavailable; running nano only", "reason", e.Message, "hint", e.Hint)
+	w.log.Warn("heavy tier unavailable; running nano only", "reason", e.Message, "hint", e.Hint)
 	return nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"io"
 	"log/slog"
 	"net/http"
@@ -39,7 +40,17 @@ const key = "test-key-0123456789"
 // The heavy tier is off here; heavy_test.go starts a daemon with it.
 func start(t *testing.T) (*client.Client, string) {
 	t.Helper()
-	return startWith(t, func(c *config.Config) { c.Heavy.Enabled = config.HeavyOff })
+	return startWith(t, func(c *config.Config) {
+		mustConfigure(t, heavy.Configure(c, func(h *heavy.Config) { h.Enabled = heavy.Off }))
+	})
+}
+
+// mustConfigure fails the test when a tier's section could not be changed.
+func mustConfigure(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startWith starts a daemon whose configuration edit changed. Per-node state (heavy sandboxes,
@@ -48,10 +59,11 @@ func startWith(t *testing.T, edit func(*config.Config)) (*client.Client, string)
 	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
-	if err := (nano.Artifacts{Dir: cfg.NanoDir()}).Check(); err != nil {
+	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}
-	cfg.Heavy.StateDir = t.TempDir()
+	stateDir := t.TempDir()
+	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.StateDir = stateDir }))
 	cfg.ArtifactsDir = t.TempDir()
 	cfg.Audit.Dir = t.TempDir()
 	edit(&cfg)

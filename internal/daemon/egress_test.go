@@ -94,8 +94,7 @@ func startEgress(t *testing.T) (*client.Client, chan originHit) {
 	os.WriteFile(filepath.Join(profiles, "test-warn.yaml"), []byte(warnProfile), 0o644)
 	warm := 1
 	c, _ := startWith(t, func(c *config.Config) {
-		c.Heavy.Enabled = config.HeavyOn
-		c.Heavy.Warm = &warm
+		mustConfigure(t, heavy.Configure(c, func(h *heavy.Config) { h.Enabled, h.Warm = heavy.On, &warm }))
 		c.Egress.Dir = t.TempDir()
 		c.Egress.ProfilesDir = profiles
 		c.Egress.UpstreamCAFile = caFile

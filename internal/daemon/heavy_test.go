@@ -27,8 +27,7 @@ func startHeavy(t *testing.T) *client.Client {
 	}
 	warm := 1
 	c, _ := startWith(t, func(c *config.Config) {
-		c.Heavy.Enabled = config.HeavyOn
-		c.Heavy.Warm = &warm
+		mustConfigure(t, heavy.Configure(c, func(h *heavy.Config) { h.Enabled, h.Warm = heavy.On, &warm }))
 	})
 	return c
 }

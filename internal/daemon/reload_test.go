@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,7 @@ import (
 func TestEgressPolicyReload(t *testing.T) {
 	profiles := t.TempDir()
 	c, _ := startWith(t, func(c *config.Config) {
-		c.Heavy.Enabled = config.HeavyOff
+		mustConfigure(t, heavy.Configure(c, func(h *heavy.Config) { h.Enabled = heavy.Off }))
 		c.Egress.Dir = t.TempDir()
 		c.Egress.ProfilesDir = profiles
 	})

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -120,15 +121,15 @@ func TestDaemonHeavyRouting(t *testing.T) {
 // rebuilt by hand): the daemon probes the build in its own workers at start and keeps the list.
 func TestDaemonMakesMissingModuleList(t *testing.T) {
 	testenv.RequireRoot(t)
-	src := nano.Artifacts{Dir: config.Default().NanoDir()}
+	src := nano.Artifacts{Dir: nano.Dir(config.Default())}
 	if err := src.Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}
 	cfg := config.Default()
 	cfg.DataDir = t.TempDir()
-	cfg.Heavy.Enabled = config.HeavyOff
+	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled = heavy.Off }))
 	cfg.ArtifactsDir = t.TempDir()
-	a := nano.Artifacts{Dir: cfg.NanoDir()}
+	a := nano.Artifacts{Dir: nano.Dir(cfg)}
 	// Link the installed build and its compilation cache, all but the module list.
 	err := filepath.WalkDir(src.Dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

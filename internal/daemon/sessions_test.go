@@ -3,6 +3,8 @@ package daemon_test
 import (
 	"context"
 	"fmt"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +21,9 @@ func TestNanoSessionBurst(t *testing.T) {
 		t.Skip("starts dozens of worker processes")
 	}
 	c, _ := startWith(t, func(c *config.Config) {
-		c.Heavy.Enabled = config.HeavyOff
+		mustConfigure(t, heavy.Configure(c, func(h *heavy.Config) { h.Enabled = heavy.Off }))
 		c.Sessions.Max = 256
-		c.Nano.MaxSessionWorkers = 16
+		mustConfigure(t, nano.Configure(c, func(n *nano.Config) { n.MaxSessionWorkers = 16 }))
 	})
 	const n = 200
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -18,7 +18,7 @@ import (
 // The module-list step on a copy of the installed build: the first run probes the build and
 // writes the list, the second finds it and does nothing, and a changed build is probed again.
 func TestNanoModulesStep(t *testing.T) {
-	src := nano.Artifacts{Dir: config.Default().NanoDir()}
+	src := nano.Artifacts{Dir: nano.Dir(config.Default())}
 	if err := src.Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}

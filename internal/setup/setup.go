@@ -37,7 +37,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, out io.Writer) er
 	}
 	fmt.Fprintf(out, "agentbox setup: data directory %s\n", cfg.DataDir)
 	start := time.Now()
-	if err := Nano(ctx, cfg.NanoDir(), opts, out); err != nil {
+	if err := Nano(ctx, nano.Dir(cfg), opts, out); err != nil {
 		return err
 	}
 	if err := Heavy(ctx, cfg, opts, out); err != nil {

@@ -1,0 +1,125 @@
+package heavy
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/agentbox-dev/agentbox/internal/config"
+)
+
+// Modes of Config.Enabled.
+const (
+	Auto = "auto" // run it when this machine can, say why not otherwise
+	On   = "on"   // a daemon that cannot run it does not start
+	Off  = "off"
+)
+
+// Config is the heavy tier's section of the daemon's configuration ("heavy": {...}).
+type Config struct {
+	// Enabled is auto (default), on or off. In auto the daemon runs the heavy tier when it is
+	// root and runsc and the default image are built, and logs why not otherwise.
+	Enabled string `json:"enabled"`
+	// Image is the default image: the one warm sandboxes run. Default python-datascience.
+	Image string `json:"image"`
+	// Warm is how many sandboxes are kept booted: the pool's floor. Default 2; 0 disables the pool.
+	Warm *int `json:"warm"`
+	// PoolMemoryMB is the memory the warm pool may grow into under demand: each claim that finds
+	// it empty raises its size by one sandbox, up to this budget at ~80 MiB per idle sandbox and
+	// never beyond max_sandboxes. Default 1024 (12 sandboxes: a burst of a dozen new sessions,
+	// a small share of a 24 GiB machine); 0 keeps the pool at warm.
+	PoolMemoryMB *int64 `json:"pool_memory_mb"`
+	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
+	// sandbox above warm. Default 1m: a pool grown by a burst is back at warm within minutes,
+	// while a load that misses now and then keeps what it needs.
+	PoolShrinkAfter config.Duration `json:"pool_shrink_after"`
+	// Preload are the modules warm sandboxes import before they are handed out. Default numpy
+	// and pandas: a session that uses them skips ~1.1 s of imports, and each idle sandbox holds
+	// ~68 MiB (PSS); ["numpy"] makes that ~41 MiB and [] ~22 MiB, at the price of importing
+	// pandas (1-2 s in a sandbox) when the code does (heavy/FIGURES.md).
+	Preload *[]string `json:"preload"`
+	// MaxSandboxes caps heavy sandboxes in use at once (runs and sessions). Default 16.
+	MaxSandboxes int `json:"max_sandboxes"`
+	// CPUs caps each sandbox's CPU use in cores. Default 1.
+	CPUs float64 `json:"cpus"`
+	// StateDir holds the heavy tier's sandboxes while they run. Default DATA_DIR/heavy. One
+	// daemon per state directory: a second one is refused.
+	StateDir string `json:"state_dir"`
+}
+
+// DefaultConfig is the heavy section with every default filled in.
+func DefaultConfig() Config {
+	warm := 2
+	return Config{Enabled: Auto, Image: "python-datascience", Warm: &warm, MaxSandboxes: 16, CPUs: 1}
+}
+
+// ConfigFrom reads the heavy section of c over the defaults and checks it.
+func ConfigFrom(c config.Config) (Config, error) {
+	h := DefaultConfig()
+	if err := c.Tiers.Decode(string(Tier), &h); err != nil {
+		return h, err
+	}
+	return h, h.Validate()
+}
+
+// Configure changes the heavy section of c, for code and tests that build a configuration in Go.
+func Configure(c *config.Config, f func(*Config)) error {
+	h, err := ConfigFrom(*c)
+	if err != nil {
+		return err
+	}
+	f(&h)
+	return c.Tiers.Set(string(Tier), h)
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Enabled != Auto && c.Enabled != On && c.Enabled != Off:
+		return fmt.Errorf("config: heavy.enabled is %q; use auto, on or off", c.Enabled)
+	case c.Warm != nil && (*c.Warm < 0 || *c.Warm > 64):
+		return fmt.Errorf("config: heavy.warm must be between 0 and 64")
+	case c.PoolMemoryMB != nil && *c.PoolMemoryMB < 0, c.PoolShrinkAfter < 0:
+		return fmt.Errorf("config: heavy.pool_memory_mb and heavy.pool_shrink_after must not be negative")
+	case c.MaxSandboxes < 1:
+		return fmt.Errorf("config: heavy.max_sandboxes must be at least 1")
+	case c.CPUs < 0:
+		return fmt.Errorf("config: heavy.cpus must not be negative")
+	}
+	return nil
+}
+
+// StateDirOf is where the heavy tier keeps its running sandboxes: state_dir, or DATA_DIR/heavy.
+func (c Config) StateDirOf(dataDir string) string {
+	if c.StateDir != "" {
+		return c.StateDir
+	}
+	return filepath.Join(dataDir, string(Tier))
+}
+
+// WarmSandboxes is the configured pool size.
+func (c Config) WarmSandboxes() int {
+	if c.Warm == nil {
+		return 2
+	}
+	return *c.Warm
+}
+
+// PreloadModules is preload as Options takes it: nil for the default.
+func (c Config) PreloadModules() []string {
+	if c.Preload == nil {
+		return nil
+	}
+	return append([]string{}, *c.Preload...)
+}
+
+// PoolMemoryBytes is the pool's memory budget as Options takes it: 0 for the default, negative
+// for none.
+func (c Config) PoolMemoryBytes() int64 {
+	switch {
+	case c.PoolMemoryMB == nil:
+		return 0
+	case *c.PoolMemoryMB == 0:
+		return -1
+	}
+	return *c.PoolMemoryMB << 20
+}
