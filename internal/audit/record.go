@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/api"
 )
 
 // Kind names what a record is about.
@@ -26,6 +28,11 @@ const (
 	// KindRepair records that Open cut a torn last line (a write the daemon did not finish).
 	KindRepair Kind = "log.repair"
 )
+
+// The kind-specific objects of a record are the API's types (package api): one schema for what the
+// log writes and what GET /v1/audit serves. Record itself stays here: its hash field is written
+// last and left out while the hash is computed (encodeLine); TestRecordMatchesAPI keeps its JSON
+// in step with api.AuditRecord.
 
 // Record is one line of the audit log. Append fills Seq, Time, Prev and Hash; the writer fills
 // Kind, the top-level fields it has and one kind-specific object.
@@ -54,119 +61,28 @@ type Record struct {
 }
 
 // Run describes one run of code.
-type Run struct {
-	// CodeSHA256 is the hex SHA-256 of the code; the code itself is not kept.
-	CodeSHA256 string   `json:"code_sha256"`
-	CodeBytes  int      `json:"code_bytes"`
-	Tier       string   `json:"tier,omitempty"`
-	Reasons    []string `json:"reasons,omitempty"`
-	Limits     *Limits  `json:"limits,omitempty"`
-	Packages   []string `json:"packages,omitempty"`
-	Image      string   `json:"image,omitempty"`
-	// Network says the run could reach out through the egress gateway, under EgressProfile.
-	Network       bool   `json:"network,omitempty"`
-	EgressProfile string `json:"egress_profile,omitempty"`
-	// Outcome is ok, exception, exit_nonzero or error.
-	Outcome    string  `json:"outcome"`
-	Exception  string  `json:"exception,omitempty"`
-	ExitCode   int     `json:"exit_code"`
-	ErrorKind  string  `json:"error_kind,omitempty"`
-	Error      string  `json:"error,omitempty"`
-	DurationMS float64 `json:"duration_ms"`
-}
+type Run = api.AuditRun
 
 // Limits are a run's or a session's effective limits.
-type Limits struct {
-	TimeoutMS   int64 `json:"timeout_ms"`
-	MemoryBytes int64 `json:"memory_bytes"`
-	StdoutBytes int64 `json:"stdout_bytes"`
-	StderrBytes int64 `json:"stderr_bytes"`
-	FilesBytes  int64 `json:"files_bytes"`
-}
+type Limits = api.AuditLimits
 
 // Lifecycle describes a session's creation or end.
-type Lifecycle struct {
-	Tier     string   `json:"tier,omitempty"`
-	Limits   *Limits  `json:"limits,omitempty"`
-	Packages []string `json:"packages,omitempty"`
-	Image    string   `json:"image,omitempty"`
-	// Network and EgressProfile as in Run.
-	Network       bool    `json:"network,omitempty"`
-	EgressProfile string  `json:"egress_profile,omitempty"`
-	Reason        string  `json:"reason,omitempty"`
-	Runs          int     `json:"runs,omitempty"`
-	AgeMS         float64 `json:"age_ms,omitempty"`
-	ErrorKind     string  `json:"error_kind,omitempty"`
-	Error         string  `json:"error,omitempty"`
-}
+type Lifecycle = api.AuditLifecycle
 
 // Egress describes one request a sandbox made to the outside, as the governance proxy saw and
 // decided it. The proxy redacts every secret its detectors found before it appends the record;
 // Append also masks credential headers (see maskHeaders) and bounds the excerpt.
-type Egress struct {
-	Method string `json:"method"`
-	// URL is the request's URL; for a tunnel, the host and port.
-	URL string `json:"url"`
-	// Addr is the address dialed, when one was.
-	Addr string `json:"addr,omitempty"`
-	// Status is the origin's status code, or the gateway's own when it refused; 0 when there
-	// was no answer.
-	Status int `json:"status,omitempty"`
-	// Decision is the gateway's own: allowed, denied, blocked (DLP), redacted, warned, refused
-	// (SSRF guard) or failed (the origin could not be reached). The record's top-level decision
-	// is the same in the common vocabulary (allow, deny, redact, warn).
-	Decision string `json:"decision"`
-	// Profile, Mode and Intent are the egress profile, its mode and the session's intent then.
-	Profile string `json:"profile,omitempty"`
-	Mode    string `json:"mode,omitempty"`
-	Intent  string `json:"intent,omitempty"`
-	// Rules and Detectors name the policy rules that matched and the DLP detectors that fired;
-	// Reason says why, for people.
-	Rules     []string `json:"rules,omitempty"`
-	Detectors []string `json:"detectors,omitempty"`
-	Reason    string   `json:"reason,omitempty"`
-	// Headers are the request's headers, secrets redacted.
-	Headers map[string]string `json:"headers,omitempty"`
-	// BodyExcerpt is the start of the request body, secrets redacted, at most MaxExcerpt bytes.
-	BodyExcerpt string  `json:"body_excerpt,omitempty"`
-	DurationMS  float64 `json:"duration_ms,omitempty"`
-}
+type Egress = api.AuditEgress
 
 // Policy describes a change of the egress or limits policy.
-type Policy struct {
-	// Actor is who changed it (an API key's name, "config file").
-	Actor   string `json:"actor,omitempty"`
-	Summary string `json:"summary"`
-	// Error says why a change was refused.
-	Error string `json:"error,omitempty"`
-	// Before and After are the policy documents, as JSON.
-	Before json.RawMessage `json:"before,omitempty"`
-	After  json.RawMessage `json:"after,omitempty"`
-}
+type Policy = api.AuditPolicy
 
 // Alert is something an operator should look at: the log reporting on itself (source
 // "audit"), or the egress gateway's alert on repeated violations (source "egress").
-type Alert struct {
-	Source  string `json:"source"`
-	Message string `json:"message"`
-	// Egress alerts: the profile, how many violations within which window, and whether the
-	// session was ended for them.
-	Profile    string `json:"profile,omitempty"`
-	Violations int    `json:"violations,omitempty"`
-	Window     string `json:"window,omitempty"`
-	Ended      bool   `json:"ended,omitempty"`
-}
+type Alert = api.AuditAlert
 
 // Repair says what Open cut from the end of the file.
-type Repair struct {
-	// Line is the 1-based line number the torn bytes started on.
-	Line  int64 `json:"line"`
-	Bytes int64 `json:"bytes"`
-	// SHA256 is the hex hash of the bytes cut; Excerpt is their start (at most MaxExcerpt bytes).
-	SHA256  string `json:"sha256"`
-	Excerpt string `json:"excerpt,omitempty"`
-	Reason  string `json:"reason"`
-}
+type Repair = api.AuditRepair
 
 // Size bounds. A record line longer than MaxLine is refused by Append and is an altered record to
 // Verify.
