@@ -14,6 +14,8 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 )
 
 // warmTarget is the daemon of the warm scenarios: -url, or one the bench starts with the default
@@ -22,7 +24,7 @@ func (b *bencher) warmTarget(ctx context.Context) (target, error) {
 	if b.opts.URL != "" {
 		return b.remote(ctx, b.opts.URL, "warm")
 	}
-	return b.inProcess(ctx, config.Default().WarmPerWorker())
+	return b.inProcess(ctx, nano.DefaultConfig().WarmPerWorker())
 }
 
 // coldTarget is the daemon of the cold scenarios: -cold-url, or one the bench starts with the warm
@@ -53,11 +55,11 @@ func (b *bencher) remote(ctx context.Context, url, what string) (target, error) 
 // inProcess starts a daemon in this process for the nano scenarios (startDaemon) with
 // nano.warm = warm, the heavy tier off, and room for the density scenario's idle sessions.
 func (b *bencher) inProcess(ctx context.Context, warm int) (target, error) {
-	t, cfg, logPath, err := startDaemon(ctx, b.opts.DataDir, "daemon.log", func(c *config.Config) {
+	t, cfg, logPath, err := startDaemon(ctx, b.opts.DataDir, "daemon.log", func(c *daemonConfig) {
 		c.Nano.Warm = &warm
 		// The figures are the nano tier's: a heavy pool restoring gVisor sandboxes beside them
 		// would take the CPU they are measured on.
-		c.Heavy.Enabled = config.HeavyOff
+		c.Heavy.Enabled = heavy.Off
 		// Room for the idle sessions of the density scenario, and time to open them all before
 		// the first ones expire.
 		c.Sessions.Max = max(c.Sessions.Max, b.opts.IdleSessions+8)
@@ -75,6 +77,14 @@ func (b *bencher) inProcess(ctx context.Context, warm int) (target, error) {
 	return t, nil
 }
 
+// daemonConfig is the configuration of a daemon the bench starts: the daemon's own and the
+// sections of the two tiers, which the scenarios set and the notes report.
+type daemonConfig struct {
+	config.Config
+	Nano  nano.Config
+	Heavy heavy.Config
+}
+
 // startDaemon starts a daemon in this process: the manager built by internal/daemon from the
 // data directory's artifacts with the default configuration as edit changes it, served by
 // the daemon on a random loopback port with a random API key, and reached through the
@@ -82,54 +92,55 @@ func (b *bencher) inProcess(ctx context.Context, warm int) (target, error) {
 // it. The daemon's processes (nano workers, runsc) are this process's descendants, so the
 // target reads their memory with selfMemory. The configuration returned has the address it
 // listens on.
-func startDaemon(ctx context.Context, dataDir, logName string, edit func(*config.Config), progress func(string, ...any)) (*httpTarget, config.Config, string, error) {
-	cfg := config.Default()
-	cfg.DataDir = dataDir
-	cfg.Listen = "127.0.0.1:0"
+func startDaemon(ctx context.Context, dataDir, logName string, edit func(*daemonConfig), progress func(string, ...any)) (*httpTarget, daemonConfig, string, error) {
+	dc := daemonConfig{Config: config.Default(), Nano: nano.DefaultConfig(), Heavy: heavy.DefaultConfig()}
+	dc.DataDir = dataDir
+	dc.Listen = "127.0.0.1:0"
 	// Its own audit log: a daemon of the user's may hold the data directory's.
-	cfg.Audit.Dir = filepath.Join(dataDir, "bench", "audit")
-	edit(&cfg)
-	if err := cfg.Validate(); err != nil {
-		return nil, cfg, "", err
+	dc.Audit.Dir = filepath.Join(dataDir, "bench", "audit")
+	edit(&dc)
+	cfg, err := dc.resolve()
+	if err != nil {
+		return nil, dc, "", err
 	}
 	logPath := filepath.Join(dataDir, "bench", logName)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, cfg, "", err
+		return nil, dc, "", err
 	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return nil, cfg, "", err
+		return nil, dc, "", err
 	}
 	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	log.Info("bench: starting an in-process daemon", "warm", *cfg.Nano.Warm, "workers", cfg.Nano.Workers, "heavy", cfg.Heavy.Enabled)
+	log.Info("bench: starting an in-process daemon", "warm", dc.Nano.WarmPerWorker(), "workers", dc.Nano.Workers, "heavy", dc.Heavy.Enabled)
 
 	progress("starting an in-process daemon: %d nano workers, %d warm interpreters each, heavy tier %s (log: %s)",
-		cfg.Nano.Workers, *cfg.Nano.Warm, cfg.Heavy.Enabled, logPath)
+		dc.Nano.Workers, dc.Nano.WarmPerWorker(), dc.Heavy.Enabled, logPath)
 	start := time.Now()
 	m, err := daemon.NewManager(ctx, cfg, log)
 	if err != nil {
 		logFile.Close()
-		return nil, cfg, "", fmt.Errorf("start an in-process daemon: %w", err)
+		return nil, dc, "", fmt.Errorf("start an in-process daemon: %w", err)
 	}
 	key := make([]byte, 16)
 	if _, err := rand.Read(key); err != nil {
 		m.Close()
 		logFile.Close()
-		return nil, cfg, "", err
+		return nil, dc, "", err
 	}
 	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: hex.EncodeToString(key), Logger: log, Version: "bench"})
 	if err != nil {
 		m.Close()
 		logFile.Close()
-		return nil, cfg, "", err
+		return nil, dc, "", err
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		m.Close()
 		logFile.Close()
-		return nil, cfg, "", err
+		return nil, dc, "", err
 	}
-	cfg.Listen = ln.Addr().String()
+	dc.Listen = ln.Addr().String()
 	sctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(sctx, ln) }()
@@ -145,10 +156,28 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*config
 	t, err := newHTTPTarget("http://"+ln.Addr().String(), hex.EncodeToString(key))
 	if err != nil {
 		stop()
-		return nil, cfg, "", err
+		return nil, dc, "", err
 	}
 	t.stop = stop
 	t.memory = selfMemory
 	progress("in-process daemon ready in %v at %s", time.Since(start).Round(time.Millisecond), ln.Addr())
-	return t, cfg, logPath, nil
+	return t, dc, logPath, nil
+}
+
+// resolve checks the tiers' sections and writes them into the daemon's configuration.
+func (dc daemonConfig) resolve() (config.Config, error) {
+	cfg := dc.Config
+	if err := dc.Nano.Validate(); err != nil {
+		return cfg, err
+	}
+	if err := dc.Heavy.Validate(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Tiers.Set(string(nano.Tier), dc.Nano); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Tiers.Set(string(heavy.Tier), dc.Heavy); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Validate()
 }

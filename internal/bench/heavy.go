@@ -214,7 +214,7 @@ func RunHeavy(ctx context.Context, o HeavyOptions, out io.Writer) error {
 			return nil, err
 		}
 		b.note("HTTP scenarios: a daemon in this process, heavy tier on with %d warm and max_sandboxes %d, nano with 1 worker and no pool, served on %s; its log is %s",
-			cfg.HeavyWarm(), cfg.Heavy.MaxSandboxes, cfg.Listen, logPath)
+			cfg.Heavy.WarmSandboxes(), cfg.Heavy.MaxSandboxes, cfg.Listen, logPath)
 		return t, nil
 	}
 	b.machine()

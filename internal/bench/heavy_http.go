@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 )
 
 // The HTTP scenarios of `bench heavy` measure the heavy tier as a client of the API sees it, on
@@ -33,12 +34,12 @@ func (b *heavyBencher) rowBurst() string {
 // and uses the bench's own state directory (DATA_DIR/bench/heavy, like the runtime scenarios,
 // which are closed by then), with room for the density and burst scenarios' sandboxes. Its nano
 // tier, which no scenario here uses, is one worker with no warm pool, so that it takes no CPU.
-func startHeavyDaemon(ctx context.Context, o HeavyOptions, progress func(string, ...any)) (*httpTarget, config.Config, string, error) {
-	t, cfg, logPath, err := startDaemon(ctx, o.DataDir, "heavy-daemon.log", func(c *config.Config) {
-		c.Heavy.Enabled = config.HeavyOn
+func startHeavyDaemon(ctx context.Context, o HeavyOptions, progress func(string, ...any)) (*httpTarget, daemonConfig, string, error) {
+	t, cfg, logPath, err := startDaemon(ctx, o.DataDir, "heavy-daemon.log", func(c *daemonConfig) {
+		c.Heavy.Enabled = heavy.On
 		c.Heavy.Image = o.Image
 		c.Heavy.StateDir = filepath.Join(o.DataDir, "bench", "heavy")
-		room := o.IdleSessions + o.Creators + c.HeavyWarm() + 2
+		room := o.IdleSessions + o.Creators + c.Heavy.WarmSandboxes() + 2
 		c.Heavy.MaxSandboxes = max(c.Heavy.MaxSandboxes, room)
 		c.Sessions.Max = max(c.Sessions.Max, room)
 		c.Sessions.IdleTimeout = max(c.Sessions.IdleTimeout, config.Duration(time.Hour))

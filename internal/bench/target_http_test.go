@@ -29,13 +29,19 @@ var (
 	_ sandbox.Session = (*fakeNanoSession)(nil)
 )
 
-func (f *fakeNano) Tier() sandbox.Tier { return sandbox.TierNano }
+// tierNano is the tier the fake stands in for; the core names no tier.
+const tierNano sandbox.Tier = "nano"
+
+// Capabilities are nano's: sessions, nothing else.
+func (f *fakeNano) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Tier: tierNano, Sessions: true, Contained: true}
+}
 
 func (f *fakeNano) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	f.mu.Lock()
 	f.runs++
 	f.mu.Unlock()
-	res := &sandbox.Result{Runtime: sandbox.TierNano, Timing: sandbox.Timing{Pool: "warm", Execute: time.Millisecond}}
+	res := &sandbox.Result{Runtime: tierNano, Timing: sandbox.Timing{Pool: "warm", Execute: time.Millisecond}}
 	switch {
 	case req.Code == helloCode:
 		res.Stdout = "hi\n"
@@ -62,7 +68,7 @@ type fakeNanoSession struct{ x int }
 
 func (s *fakeNanoSession) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	s.x++
-	return &sandbox.Result{Stdout: fmt.Sprintf("%d\n", s.x), Runtime: sandbox.TierNano}, nil
+	return &sandbox.Result{Stdout: fmt.Sprintf("%d\n", s.x), Runtime: tierNano}, nil
 }
 
 func (s *fakeNanoSession) Close() error { return nil }
@@ -70,7 +76,7 @@ func (s *fakeNanoSession) Close() error { return nil }
 func TestHTTPTarget(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: map[sandbox.Tier]sandbox.Runtime{sandbox.TierNano: &fakeNano{}}, Logger: log})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{&fakeNano{}}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
