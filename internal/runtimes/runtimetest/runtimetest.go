@@ -1,7 +1,11 @@
 // Package runtimetest is the conformance suite every sandbox.Runtime passes, so the tiers keep the
 // same promises: output and exceptions come back right, limits end runs with their typed errors,
 // nothing survives from one run to the next, sessions keep state and only their own, and the host
-// is out of reach.
+// is out of reach. Sub-suites hold each optional ability to its contract (SessionFiles, Catalog,
+// Health, Explainer) and the tier to what its Capabilities state; each runs for every runtime
+// that has the ability and skips, naming it, for one that has not.
+//
+// The package also has Fake, the one runtime fake for the tests of the code around runtimes.
 package runtimetest
 
 import (
@@ -28,10 +32,14 @@ type Options struct {
 	// TimeoutSlack is how far past its deadline a stopped run may return. Default 100ms, the
 	// product's promise.
 	TimeoutSlack time.Duration
+	// NoInterpreter: the runtime runs no Python (a Fake). The cases that run code and read what
+	// it did skip, saying so; what is left holds the runtime to its abilities and Capabilities.
+	NoInterpreter bool
 }
 
 // Run runs the suite against the runtime newRuntime returns. The runtime is shared by the
-// subtests and closed at the end.
+// subtests and closed at the end: Health goes first, on the fresh runtime, and last, once the
+// runtime is closed.
 func Run(t *testing.T, newRuntime func(t *testing.T) sandbox.Runtime, opts Options) {
 	if opts.TimeoutSlack == 0 {
 		opts.TimeoutSlack = 100 * time.Millisecond
@@ -40,32 +48,61 @@ func Run(t *testing.T, newRuntime func(t *testing.T) sandbox.Runtime, opts Optio
 	// reach any sandbox.
 	t.Setenv(canaryEnv, "daemon-secret")
 	rt := newRuntime(t)
-	t.Cleanup(func() { _ = rt.Close() })
 	s := &suite{rt: rt, opts: opts}
-	t.Run("Output", s.output)
-	t.Run("Exception", s.exception)
-	t.Run("ExitCode", s.exitCode)
-	t.Run("Env", s.env)
-	t.Run("FreshPerRun", s.freshPerRun)
-	t.Run("Files", s.files)
-	t.Run("OutputTruncated", s.outputTruncated)
-	t.Run("TimeoutSpin", s.timeout("while True:\n    pass\n"))
-	t.Run("TimeoutSleep", s.timeout("import time\ntime.sleep(60)\n"))
-	t.Run("TimeoutStdin", s.timeout("import sys\nsys.stdin.read()\n"))
-	t.Run("AfterTimeout", s.output)
-	t.Run("MemoryLimit", s.memory)
-	t.Run("NoHostFiles", s.noHostFiles)
-	t.Run("NoNetwork", s.noNetwork)
-	t.Run("Sessions", s.sessions)
-	t.Run("Concurrent", s.concurrent)
+	t.Cleanup(func() {
+		if !s.closed {
+			_ = rt.Close()
+		}
+	})
+	t.Run("Health", s.health)
+	for _, c := range []struct {
+		name string
+		f    func(t *testing.T)
+	}{
+		{"Output", s.output},
+		{"Exception", s.exception},
+		{"ExitCode", s.exitCode},
+		{"Env", s.env},
+		{"FreshPerRun", s.freshPerRun},
+		{"Files", s.files},
+		{"OutputTruncated", s.outputTruncated},
+		{"TimeoutSpin", s.timeout("while True:\n    pass\n")},
+		{"TimeoutSleep", s.timeout("import time\ntime.sleep(60)\n")},
+		{"TimeoutStdin", s.timeout("import sys\nsys.stdin.read()\n")},
+		{"AfterTimeout", s.output},
+		{"MemoryLimit", s.memory},
+		{"NoHostFiles", s.noHostFiles},
+		{"NoNetwork", s.noNetwork},
+		{"Sessions", s.sessions},
+		{"Concurrent", s.concurrent},
+	} {
+		t.Run(c.name, s.python(c.f))
+	}
 	if opts.Deterministic {
-		t.Run("Deterministic", s.deterministic)
+		t.Run("Deterministic", s.python(s.deterministic))
+	}
+	t.Run("Capabilities", s.capabilities)
+	t.Run("SessionFiles", s.sessionFiles)
+	t.Run("Catalog", s.catalog)
+	t.Run("Explainer", s.explainer)
+	t.Run("HealthAfterClose", s.healthAfterClose)
+}
+
+// python marks a case that runs Python and reads what it did: it skips for a runtime without an
+// interpreter.
+func (s *suite) python(f func(t *testing.T)) func(t *testing.T) {
+	return func(t *testing.T) {
+		if s.opts.NoInterpreter {
+			t.Skip("runs Python code; the runtime has no interpreter (Options.NoInterpreter)")
+		}
+		f(t)
 	}
 }
 
 type suite struct {
-	rt   sandbox.Runtime
-	opts Options
+	rt     sandbox.Runtime
+	opts   Options
+	closed bool // by HealthAfterClose
 }
 
 func (s *suite) req(t *testing.T, code string) *sandbox.RunRequest {
@@ -222,8 +259,12 @@ func (s *suite) timeout(code string) func(t *testing.T) {
 		if took > req.Limits.Timeout+s.opts.TimeoutSlack {
 			t.Errorf("stopped after %v, want within %v of the %v deadline", took, s.opts.TimeoutSlack, req.Limits.Timeout)
 		}
-		if e := sandbox.AsError(err); e.Hint == "" {
+		e := sandbox.AsError(err)
+		if e.Hint == "" {
 			t.Errorf("timeout error has no hint: %v", e)
+		}
+		if e.Result != nil && e.Result.Runtime != s.rt.Capabilities().Tier {
+			t.Errorf("the timeout's partial result says runtime %q, want %q", e.Result.Runtime, s.rt.Capabilities().Tier)
 		}
 	}
 }
@@ -309,6 +350,9 @@ except Exception as e:
 }
 
 func (s *suite) sessions(t *testing.T) {
+	if !s.rt.Capabilities().Sessions {
+		t.Skip("the tier states no Sessions (Capabilities.Sessions); the Capabilities case checks NewSession refuses")
+	}
 	ctx := context.Background()
 	l, _ := sandbox.DefaultPolicy().Apply(sandbox.Limits{})
 	a, err := s.rt.NewSession(ctx, sandbox.SessionOptions{Tier: s.rt.Capabilities().Tier, Limits: l})
