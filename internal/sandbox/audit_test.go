@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -174,7 +175,7 @@ func (g *fakeGateway) ReloadPolicy() ([]string, error) {
 func TestManagerAuditsPolicyChanges(t *testing.T) {
 	sink, gw := &recordingSink{}, &fakeGateway{}
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
-		Runtimes: []sandbox.Runtime{&fakeRuntime{tier: tierHeavy}},
+		Runtimes: []sandbox.Runtime{runtimetest.NewFake(capsOf(tierHeavy))},
 		Egress:   gw,
 		Audit:    sink,
 	})

@@ -4,69 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// fakeRuntime echoes the code it was given; it records the limits the Manager passed on.
-type fakeRuntime struct {
-	tier     sandbox.Tier // default nano
-	mu       sync.Mutex
-	last     *sandbox.RunRequest
-	sessions int
-	session  *fakeSession // the last one made
-	closed   bool
-}
-
-type fakeSession struct {
-	rt     *fakeRuntime
-	runs   int
-	last   *sandbox.RunRequest
-	closed bool
-}
-
-// Interface guards.
-var (
-	_ sandbox.Runtime = (*fakeRuntime)(nil)
-	_ sandbox.Session = (*fakeSession)(nil)
-)
-
-func (f *fakeRuntime) Capabilities() sandbox.Capabilities { return capsOf(f.tier) }
-
-func (f *fakeRuntime) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.last = req
-	return &sandbox.Result{Stdout: req.Code, Runtime: tierNano}, nil
-}
-
-func (f *fakeRuntime) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sessions++
-	f.session = &fakeSession{rt: f}
-	return f.session, nil
-}
-
-func (f *fakeRuntime) Close() error { f.closed = true; return nil }
-
-func (s *fakeSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	if s.closed {
-		return nil, sandbox.ErrConflict
-	}
-	s.runs++
-	s.last = req
-	return &sandbox.Result{Stdout: req.Code, ExitCode: s.runs, Runtime: tierNano}, nil
-}
-
-func (s *fakeSession) Close() error { s.closed = true; return nil }
-
-func newManager(t *testing.T, opts sandbox.ManagerOptions) (*sandbox.Manager, *fakeRuntime) {
+// newManager makes a Manager over one fake of nano's capabilities, which echoes the code it was
+// given; in a session, its exit code counts the session's runs.
+func newManager(t *testing.T, opts sandbox.ManagerOptions) (*sandbox.Manager, *runtimetest.Fake) {
 	t.Helper()
-	rt := &fakeRuntime{}
+	rt := runtimetest.NewFake(capsOf(tierNano))
+	rt.Answer = func(_ context.Context, req *sandbox.RunRequest, s *runtimetest.FakeSession) (*sandbox.Result, error) {
+		res := &sandbox.Result{Stdout: req.Code}
+		if s != nil {
+			res.ExitCode = len(s.Requests())
+		}
+		return res, nil
+	}
 	opts.Runtimes = []sandbox.Runtime{rt}
 	opts.Known = []sandbox.Tier{tierNano, tierHeavy} // as the wiring has them: heavy may be off
 
@@ -78,6 +34,30 @@ func newManager(t *testing.T, opts sandbox.ManagerOptions) (*sandbox.Manager, *f
 	return m, rt
 }
 
+// lastRun returns the last one-shot request rt was given.
+func lastRun(t *testing.T, rt *runtimetest.Fake) sandbox.RunRequest {
+	t.Helper()
+	runs := rt.Runs()
+	if len(runs) == 0 {
+		t.Fatal("the runtime ran nothing")
+	}
+	return runs[len(runs)-1]
+}
+
+// lastSessionRun returns the last request run in the last session rt started.
+func lastSessionRun(t *testing.T, rt *runtimetest.Fake) sandbox.RunRequest {
+	t.Helper()
+	ss := rt.Sessions()
+	if len(ss) == 0 {
+		t.Fatal("the runtime started no session")
+	}
+	reqs := ss[len(ss)-1].Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the last session ran nothing")
+	}
+	return reqs[len(reqs)-1]
+}
+
 func TestManagerAppliesDefaultsAndRoutes(t *testing.T) {
 	m, rt := newManager(t, sandbox.ManagerOptions{})
 	res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "print(1)"})
@@ -85,8 +65,8 @@ func TestManagerAppliesDefaultsAndRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	def := sandbox.DefaultPolicy().Defaults
-	if rt.last.Limits != def {
-		t.Errorf("limits %+v, want defaults %+v", rt.last.Limits, def)
+	if got := lastRun(t, rt).Limits; got != def {
+		t.Errorf("limits %+v, want defaults %+v", got, def)
 	}
 	if res.Routing == nil || res.Routing.Tier != tierNano || len(res.Routing.Reasons) == 0 {
 		t.Errorf("routing %+v, want nano with a reason", res.Routing)
@@ -205,7 +185,7 @@ func TestManagerSessionEnvUnderRunEnv(t *testing.T) {
 	if _, err := m.RunInSession(ctx, info.ID, &sandbox.RunRequest{Code: "x", Env: map[string]string{"B": "run"}}); err != nil {
 		t.Fatal(err)
 	}
-	got := rt.session.last.Env
+	got := lastSessionRun(t, rt).Env
 	if got["A"] != "session" || got["B"] != "run" {
 		t.Errorf("env %v, want A from the session and B from the run", got)
 	}

@@ -29,11 +29,11 @@ func TestSessionMovesOnRouterDecision(t *testing.T) {
 		t.Errorf("stdout %q: the replays' output must not show", res.Stdout)
 	}
 	f.checkMoved(t, id, "x = sum([1, 2, 3])", "y = x + 1", "import pandas as pd; print(pd.Series([x]).sum())")
-	if got := f.nano.made()[0].ran(); len(got) != 2 {
+	if got := f.nano.Sessions()[0].Codes(); len(got) != 2 {
 		t.Errorf("nano ran %q, want the first two runs only", got)
 	}
 	// The replays ran with the session's environment, as the runs did.
-	if r := f.heavy.made()[0].reqs[0]; r.Env["A"] != "1" || r.Tier != tierHeavy {
+	if r := f.heavy.Sessions()[0].Requests()[0]; r.Env["A"] != "1" || r.Tier != tierHeavy {
 		t.Errorf("replay request %+v", r)
 	}
 	res, err = f.run(t, id, "print(y)")
@@ -78,7 +78,7 @@ func TestSessionMovesOnNanoError(t *testing.T) {
 			}
 			// The run that raised in nano (1/0) raised in heavy too: that is a faithful replay.
 			f.checkMoved(t, id, "x = 1", "1/0", tc.code)
-			if r := f.heavy.made()[0].reqs[2]; r.Limits.Timeout != 8*time.Second {
+			if r := f.heavy.Sessions()[0].Requests()[2]; r.Limits.Timeout != 8*time.Second {
 				t.Errorf("heavy run's timeout %v, want the 8 s nano left", r.Limits.Timeout)
 			}
 		})
@@ -101,7 +101,7 @@ func TestSessionDoesNotMove(t *testing.T) {
 			if err != nil || res.Runtime != tierNano || !slices.Equal(res.Routing.Reasons, []string{"nano: session " + id}) {
 				t.Errorf("got %+v %v, want nano's own result", res, err)
 			}
-			if len(f.heavy.made()) != 0 {
+			if len(f.heavy.Sessions()) != 0 {
 				t.Error("a heavy sandbox was started")
 			}
 		})
@@ -138,8 +138,8 @@ func TestSessionMoveReplayFailureKeepsNano(t *testing.T) {
 			if info.Tier != tierNano || info.MovedFrom != "" {
 				t.Errorf("session %+v, want still nano", info)
 			}
-			hs := f.heavy.made()
-			if len(hs) != 1 || !hs[0].isClosed() || f.nano.made()[0].isClosed() {
+			hs := f.heavy.Sessions()
+			if len(hs) != 1 || !hs[0].Closed() || f.nano.Sessions()[0].Closed() {
 				t.Errorf("the heavy sandbox must be closed and the nano one open")
 			}
 			res, err = f.run(t, id, "print(x)")
@@ -153,7 +153,7 @@ func TestSessionMoveReplayFailureKeepsNano(t *testing.T) {
 // A heavy sandbox that cannot start leaves the session on nano; the error keeps its kind.
 func TestSessionMoveStartFailure(t *testing.T) {
 	f := newMoveFixture(t, nil)
-	f.heavy.failNew = sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the pool is empty")
+	f.heavy.FailNew = sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the pool is empty")
 	id := f.session(t, sandbox.TierAuto, "x = 1")
 	_, err := f.run(t, id, "import pandas")
 	if e := sandbox.AsError(err); e.Kind != sandbox.KindRuntimeUnavailable || !strings.Contains(e.Message, "the pool is empty") || e.Hint == "" {
@@ -189,7 +189,7 @@ func TestExplicitNanoSessionNeverMoves(t *testing.T) {
 	if err := f.m.WriteFile(context.Background(), id, "a.txt", []byte("x")); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
 		t.Errorf("file write on a nano session: %v, want invalid_request as before", err)
 	}
-	if len(f.heavy.made()) != 0 {
+	if len(f.heavy.Sessions()) != 0 {
 		t.Error("a heavy sandbox was started")
 	}
 	if res, err := f.run(t, id, "1/0"); err != nil || len(res.Routing.Reasons) != 1 || strings.Contains(res.Stderr, "[agentbox]") {
@@ -209,7 +209,7 @@ func TestSessionFileWriteMoves(t *testing.T) {
 	if _, err := f.m.ListFiles(ctx, id, ""); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
 		t.Errorf("list on nano: %v, want invalid_request", err)
 	}
-	if len(f.heavy.made()) != 0 {
+	if len(f.heavy.Sessions()) != 0 {
 		t.Fatal("reading moved the session")
 	}
 	if err := f.m.WriteFile(ctx, id, "data/in.csv", []byte("a,b\n")); err != nil {
@@ -271,7 +271,7 @@ func TestSessionReplayBounds(t *testing.T) {
 			if err := f.m.WriteFile(ctx, id, "a", nil); sandbox.KindOf(err) != sandbox.KindConflict {
 				t.Errorf("file write: %v, want conflict", err)
 			}
-			if len(f.heavy.made()) != 0 {
+			if len(f.heavy.Sessions()) != 0 {
 				t.Error("a heavy sandbox was started for a session that cannot move")
 			}
 		})
@@ -282,7 +282,7 @@ func TestSessionReplayBounds(t *testing.T) {
 // two sandboxes at once, and they land in heavy after the move, in order.
 func TestSessionMoveSerialisesRuns(t *testing.T) {
 	f := newMoveFixture(t, nil)
-	f.heavy.gate, f.heavy.started = make(chan struct{}), make(chan struct{}, 1)
+	f.heavy.Gate, f.heavy.Started = make(chan struct{}), make(chan struct{}, 1)
 	id := f.session(t, sandbox.TierAuto, "x = 1")
 	type out struct {
 		res *sandbox.Result
@@ -293,7 +293,7 @@ func TestSessionMoveSerialisesRuns(t *testing.T) {
 		res, err := f.run(t, id, "import pandas")
 		first <- out{res, err}
 	}()
-	<-f.heavy.started // the move has begun: it holds the session
+	<-f.heavy.Started // the move has begun: it holds the session
 	go func() {
 		res, err := f.run(t, id, "y = 2")
 		second <- out{res, err}
@@ -302,7 +302,7 @@ func TestSessionMoveSerialisesRuns(t *testing.T) {
 	wrote := make(chan error, 1)
 	go func() { wrote <- f.m.WriteFile(context.Background(), id, "f.txt", []byte("z")) }()
 	time.Sleep(50 * time.Millisecond)
-	if got := f.nano.made()[0].ran(); !slices.Equal(got, []string{"x = 1"}) {
+	if got := f.nano.Sessions()[0].Codes(); !slices.Equal(got, []string{"x = 1"}) {
 		t.Errorf("nano ran %q while the session moved", got)
 	}
 	select {
@@ -312,7 +312,7 @@ func TestSessionMoveSerialisesRuns(t *testing.T) {
 		t.Fatalf("a file write finished during the move: %v", err)
 	default:
 	}
-	close(f.heavy.gate)
+	close(f.heavy.Gate)
 	a, b := <-first, <-second
 	if a.err != nil || a.res.Runtime != tierHeavy || b.err != nil || b.res.Runtime != tierHeavy {
 		t.Fatalf("runs: %+v %v / %+v %v", a.res, a.err, b.res, b.err)
@@ -321,30 +321,30 @@ func TestSessionMoveSerialisesRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.checkMoved(t, id, "x = 1", "import pandas", "y = 2")
-	if h := f.heavy.made()[0]; h.overlap != 0 {
-		t.Errorf("%d runs overlapped in the heavy sandbox", h.overlap)
+	if h := f.heavy.Sessions()[0]; h.Overlaps() != 0 {
+		t.Errorf("%d runs overlapped in the heavy sandbox", h.Overlaps())
 	}
 }
 
 // A session closed while it moves stays closed: the heavy sandbox made for it is closed too.
 func TestSessionClosedWhileMoving(t *testing.T) {
 	f := newMoveFixture(t, nil)
-	f.heavy.gate, f.heavy.started = make(chan struct{}), make(chan struct{}, 1)
+	f.heavy.Gate, f.heavy.Started = make(chan struct{}), make(chan struct{}, 1)
 	id := f.session(t, sandbox.TierAuto, "x = 1")
 	done := make(chan error, 1)
 	go func() {
 		_, err := f.run(t, id, "import pandas")
 		done <- err
 	}()
-	<-f.heavy.started
+	<-f.heavy.Started
 	if err := f.m.CloseSession(id); err != nil {
 		t.Fatal(err)
 	}
-	close(f.heavy.gate)
+	close(f.heavy.Gate)
 	if err := <-done; !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("run: %v, want not_found", err)
 	}
-	if hs := f.heavy.made(); len(hs) != 1 || !hs[0].isClosed() {
+	if hs := f.heavy.Sessions(); len(hs) != 1 || !hs[0].Closed() {
 		t.Error("the heavy sandbox was left open")
 	}
 	if _, err := f.m.Session(id); !errors.Is(err, sandbox.ErrNotFound) {

@@ -2,164 +2,38 @@ package sandbox_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// The fakes of the session-move tests (move_test.go): two tiers whose sessions remember what
-// they ran, a router that reads a few words, and the Manager that joins them.
+// The fixture of the session-move tests (move_test.go): two fake tiers whose sessions remember
+// what they ran, a router that reads a few words, and the Manager that joins them.
 
-// moveTier is a runtime whose sessions answer each code with answer(code), and remember what
-// they ran, files included. Its sessions of the heavy tier also have files. NewSession waits on
-// gate when it is set, and fails with failNew.
-type moveTier struct {
-	tier    sandbox.Tier
-	answer  func(code string) *sandbox.Result
-	images  []sandbox.ImageInfo
-	gate    chan struct{}
-	started chan struct{} // receives when NewSession is called, if set
-	failNew error
-
-	mu       sync.Mutex
-	sessions []*moveSession
-}
-
-type moveSession struct {
-	rt *moveTier
-
-	mu     sync.Mutex
-	codes  []string
-	reqs   []sandbox.RunRequest
-	files  map[string][]byte
-	closed bool
-	// running counts runs in progress, to catch two at once.
-	running, overlap int
-}
-
-// Interface guards.
-var (
-	_ sandbox.Runtime      = (*moveTier)(nil)
-	_ sandbox.Catalog      = (*moveTier)(nil)
-	_ sandbox.Explainer    = (*moveTier)(nil)
-	_ sandbox.Session      = (*moveSession)(nil)
-	_ sandbox.SessionFiles = (*moveSession)(nil)
-)
-
-func (f *moveTier) Capabilities() sandbox.Capabilities { return capsOf(f.tier) }
-func (f *moveTier) Cannot(res *sandbox.Result, err error) (sandbox.Need, bool) {
-	return explain(f.tier, res, err)
-}
-func (f *moveTier) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	res := f.result(req.Code)
-	return res, nil
-}
-func (f *moveTier) result(code string) *sandbox.Result {
-	res := &sandbox.Result{Stdout: string(f.tier) + ":" + code, Timing: sandbox.Timing{Total: time.Second}}
-	if f.answer != nil {
-		if r := f.answer(code); r != nil {
-			res = r
+// moveTier returns a fake of tier whose runs answer each code with answer(code), or with
+// "tier:code" that took 1 s when answer gives nil. A session run holds its session for 1 ms, so
+// runs that overlap are seen. The fake's sessions remember what they ran; heavy's have files.
+func moveTier(tier sandbox.Tier, answer func(code string) *sandbox.Result, images []sandbox.ImageInfo) *runtimetest.Fake {
+	f := tierFake(tier)
+	f.Catalog = images
+	f.Answer = func(_ context.Context, req *sandbox.RunRequest, s *runtimetest.FakeSession) (*sandbox.Result, error) {
+		if s != nil {
+			time.Sleep(time.Millisecond)
 		}
+		res := &sandbox.Result{Stdout: string(tier) + ":" + req.Code, Timing: sandbox.Timing{Total: time.Second}}
+		if answer != nil {
+			if r := answer(req.Code); r != nil {
+				res = r
+			}
+		}
+		res.Runtime = tier
+		return res, nil
 	}
-	res.Runtime = f.tier
-	return res
-}
-func (f *moveTier) NewSession(ctx context.Context, _ sandbox.SessionOptions) (sandbox.Session, error) {
-	if f.started != nil {
-		f.started <- struct{}{}
-	}
-	if f.gate != nil {
-		<-f.gate
-	}
-	if f.failNew != nil {
-		return nil, f.failNew
-	}
-	s := &moveSession{rt: f, files: map[string][]byte{}}
-	f.mu.Lock()
-	f.sessions = append(f.sessions, s)
-	f.mu.Unlock()
-	return s, nil
-}
-func (f *moveTier) Close() error                { return nil }
-func (f *moveTier) Images() []sandbox.ImageInfo { return f.images }
-func (f *moveTier) made() []*moveSession {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.sessions)
-}
-
-func (s *moveSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, sandbox.Errorf(sandbox.KindConflict, "session closed")
-	}
-	s.running++
-	if s.running > 1 {
-		s.overlap++
-	}
-	s.codes = append(s.codes, req.Code)
-	s.reqs = append(s.reqs, *req)
-	s.mu.Unlock()
-	time.Sleep(time.Millisecond)
-	s.mu.Lock()
-	s.running--
-	s.mu.Unlock()
-	return s.rt.result(req.Code), nil
-}
-func (s *moveSession) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return nil
-}
-func (s *moveSession) ran() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.codes)
-}
-func (s *moveSession) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
-}
-func (s *moveSession) WriteFile(_ context.Context, p string, b []byte) error {
-	if s.rt.tier != tierHeavy {
-		return errors.New("no files")
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.files[p] = b
-	return nil
-}
-func (s *moveSession) ReadFile(_ context.Context, p string) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.files[p]
-	if !ok {
-		return nil, sandbox.ErrNotFound
-	}
-	return b, nil
-}
-func (s *moveSession) ListFiles(context.Context, string) ([]sandbox.FileInfo, error) {
-	return nil, nil
-}
-func (s *moveSession) RemoveFile(context.Context, string) error { return nil }
-
-// nanoSession hides the fake's file operations, as nano's sessions have none.
-type nanoOnly struct{ *moveTier }
-
-func (n nanoOnly) NewSession(ctx context.Context, o sandbox.SessionOptions) (sandbox.Session, error) {
-	s, err := n.moveTier.NewSession(ctx, o)
-	if err != nil {
-		return nil, err
-	}
-	return struct{ sandbox.Session }{s}, nil
+	return f
 }
 
 // nanoAnswers answers like nano's interpreter for the codes of these tests.
@@ -212,7 +86,7 @@ var pandasRouter = routerFunc(func(req *sandbox.RunRequest) (sandbox.Decision, e
 
 type moveFixture struct {
 	m           *sandbox.Manager
-	nano, heavy *moveTier
+	nano, heavy *runtimetest.Fake
 }
 
 // heavyAnswers answers like heavy's interpreter: only plain exceptions.
@@ -237,11 +111,11 @@ func newMoveFixture(t *testing.T, heavyAnswer func(string) *sandbox.Result) *mov
 		}
 	}
 	f := &moveFixture{
-		nano:  &moveTier{tier: tierNano, answer: nanoAnswers},
-		heavy: &moveTier{tier: tierHeavy, answer: answer, images: datascience},
+		nano:  moveTier(tierNano, nanoAnswers, nil),
+		heavy: moveTier(tierHeavy, answer, datascience),
 	}
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{Router: pandasRouter, Runtimes: []sandbox.Runtime{
-		nanoOnly{f.nano}, f.heavy}})
+		f.nano, f.heavy}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,14 +154,14 @@ func (f *moveFixture) checkMoved(t *testing.T, id string, want ...string) {
 	if err != nil || info.Tier != tierHeavy || info.MovedFrom != tierNano {
 		t.Errorf("session %+v %v, want heavy moved from nano", info, err)
 	}
-	if ns := f.nano.made(); len(ns) != 1 || !ns[0].isClosed() {
+	if ns := f.nano.Sessions(); len(ns) != 1 || !ns[0].Closed() {
 		t.Errorf("the nano sandbox was not closed")
 	}
-	hs := f.heavy.made()
+	hs := f.heavy.Sessions()
 	if len(hs) != 1 {
 		t.Fatalf("%d heavy sandboxes, want 1", len(hs))
 	}
-	if got := hs[0].ran(); !slices.Equal(got, want) {
+	if got := hs[0].Codes(); !slices.Equal(got, want) {
 		t.Errorf("heavy ran %q, want %q", got, want)
 	}
 }

@@ -3,57 +3,32 @@ package sandbox_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// tierFake is a runtime of any tier whose runs answer with result(req); as a heavy runtime it
-// also lists images.
-type tierFake struct {
-	tier   sandbox.Tier
-	result func(req *sandbox.RunRequest) *sandbox.Result
-	images []sandbox.ImageInfo
-
-	mu   sync.Mutex
-	runs []sandbox.RunRequest
+// answering returns a fake of tier whose runs answer with result(req), or with an empty result
+// that took 2 s when result is nil; it lists images.
+func answering(tier sandbox.Tier, result func(req *sandbox.RunRequest) *sandbox.Result, images []sandbox.ImageInfo) *runtimetest.Fake {
+	f := tierFake(tier)
+	f.Catalog = images
+	f.Answer = func(_ context.Context, req *sandbox.RunRequest, _ *runtimetest.FakeSession) (*sandbox.Result, error) {
+		if result == nil {
+			return &sandbox.Result{Runtime: tier, Timing: sandbox.Timing{Total: 2 * time.Second}}, nil
+		}
+		res := result(req)
+		res.Runtime = tier
+		return res, nil
+	}
+	return f
 }
 
 // Interface guards.
-var (
-	_ sandbox.Runtime   = (*tierFake)(nil)
-	_ sandbox.Catalog   = (*tierFake)(nil)
-	_ sandbox.Explainer = (*tierFake)(nil)
-	_ sandbox.Router    = routerFunc(nil)
-)
+var _ sandbox.Router = routerFunc(nil)
 
-func (f *tierFake) Capabilities() sandbox.Capabilities { return capsOf(f.tier) }
-func (f *tierFake) Cannot(res *sandbox.Result, err error) (sandbox.Need, bool) {
-	return explain(f.tier, res, err)
-}
-func (f *tierFake) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	f.mu.Lock()
-	f.runs = append(f.runs, *req)
-	f.mu.Unlock()
-	res := &sandbox.Result{Runtime: f.tier, Timing: sandbox.Timing{Total: 2 * time.Second}}
-	if f.result != nil {
-		res = f.result(req)
-		res.Runtime = f.tier
-	}
-	return res, nil
-}
-func (f *tierFake) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
-	return nil, sandbox.ErrConflict
-}
-func (f *tierFake) Close() error                { return nil }
-func (f *tierFake) Images() []sandbox.ImageInfo { return f.images }
-func (f *tierFake) ran() []sandbox.RunRequest {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.runs)
-}
 func (r routerFunc) Route(req *sandbox.RunRequest) (sandbox.Decision, error) { return r(req) }
 
 type routerFunc func(req *sandbox.RunRequest) (sandbox.Decision, error)
@@ -66,7 +41,7 @@ func missing(mod string) func(*sandbox.RunRequest) *sandbox.Result {
 	}
 }
 
-func tiers(t *testing.T, nano, heavy *tierFake, r sandbox.Router) *sandbox.Manager {
+func tiers(t *testing.T, nano, heavy *runtimetest.Fake, r sandbox.Router) *sandbox.Manager {
 	t.Helper()
 	rts := []sandbox.Runtime{nano}
 	if heavy != nil {
@@ -92,10 +67,10 @@ var datascience = []sandbox.ImageInfo{{Name: "python-datascience", Modules: []st
 // A ModuleNotFoundError in nano for a module an image has: run again in heavy, once, with what
 // the first try left of the timeout, and say so.
 func TestManagerRetriesInHeavy(t *testing.T) {
-	nano := &tierFake{tier: tierNano, result: missing("pandas.core")}
-	heavy := &tierFake{tier: tierHeavy, images: datascience, result: func(*sandbox.RunRequest) *sandbox.Result {
+	nano := answering(tierNano, missing("pandas.core"), nil)
+	heavy := answering(tierHeavy, func(*sandbox.RunRequest) *sandbox.Result {
 		return &sandbox.Result{Stdout: "ok\n"}
-	}}
+	}, datascience)
 	m := tiers(t, nano, heavy, toNano)
 	res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "m = __import__(name)", Limits: sandbox.Limits{Timeout: 10 * time.Second}})
 	if err != nil {
@@ -108,7 +83,7 @@ func TestManagerRetriesInHeavy(t *testing.T) {
 	if res.Routing == nil || res.Routing.Tier != tierHeavy || !slices.Equal(res.Routing.Reasons, want) {
 		t.Errorf("routing %+v, want heavy %q", res.Routing, want)
 	}
-	if runs := heavy.ran(); len(runs) != 1 || runs[0].Tier != tierHeavy || runs[0].Limits.Timeout != 8*time.Second {
+	if runs := heavy.Runs(); len(runs) != 1 || runs[0].Tier != tierHeavy || runs[0].Limits.Timeout != 8*time.Second {
 		t.Errorf("heavy ran %+v, want one run with the 8 s left", runs)
 	}
 }
@@ -131,10 +106,10 @@ func TestManagerDoesNotRetry(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			nano := &tierFake{tier: tierNano, result: tc.nano}
-			var heavy *tierFake
+			nano := answering(tierNano, tc.nano, nil)
+			var heavy *runtimetest.Fake
 			if tc.heavy {
-				heavy = &tierFake{tier: tierHeavy, images: datascience}
+				heavy = answering(tierHeavy, nil, datascience)
 			}
 			m := tiers(t, nano, heavy, toNano)
 			res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "x", Tier: tc.tier})
@@ -144,7 +119,7 @@ func TestManagerDoesNotRetry(t *testing.T) {
 			if res.Runtime != tierNano || res.Error == nil || !slices.Equal(res.Routing.Reasons, []string{tc.reason}) {
 				t.Errorf("got %+v routing %+v, want nano's own result", res, res.Routing)
 			}
-			if heavy != nil && len(heavy.ran()) != 0 {
+			if heavy != nil && len(heavy.Runs()) != 0 {
 				t.Errorf("heavy ran")
 			}
 		})
@@ -157,7 +132,7 @@ func TestManagerAnswersSyntaxErrors(t *testing.T) {
 	r := routerFunc(func(*sandbox.RunRequest) (sandbox.Decision, error) {
 		return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: SyntaxError at line 1, column 6 (not run)"}, SyntaxError: pe}, nil
 	})
-	nano := &tierFake{tier: tierNano}
+	nano := answering(tierNano, nil, nil)
 	m := tiers(t, nano, nil, r)
 	res, err := m.Run(context.Background(), &sandbox.RunRequest{Code: "print(1"})
 	if err != nil {
@@ -169,7 +144,7 @@ func TestManagerAnswersSyntaxErrors(t *testing.T) {
 	if res.Routing == nil || !slices.Equal(res.Routing.Reasons, []string{"nano: SyntaxError at line 1, column 6 (not run)"}) {
 		t.Errorf("routing %+v", res.Routing)
 	}
-	if len(nano.ran()) != 0 {
+	if len(nano.Runs()) != 0 {
 		t.Error("a sandbox ran code that cannot compile")
 	}
 }
@@ -185,8 +160,8 @@ func TestManagerRouterScope(t *testing.T) {
 		}
 		return sandbox.Decision{Tier: tierNano, Reasons: []string{"nano: no imports"}}, nil
 	})
-	nano := &tierFake{tier: tierNano}
-	heavy := &tierFake{tier: tierHeavy, images: datascience}
+	nano := answering(tierNano, nil, nil)
+	heavy := answering(tierHeavy, nil, datascience)
 	m := tiers(t, nano, heavy, r)
 	ctx := context.Background()
 	if res, err := m.Run(ctx, &sandbox.RunRequest{Code: "x", Tier: tierHeavy}); err != nil || res.Runtime != tierHeavy {

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -28,4 +29,12 @@ func explain(t sandbox.Tier, res *sandbox.Result, err error) (sandbox.Need, bool
 		return sandbox.Need{}, false
 	}
 	return (*nano.Runtime)(nil).Cannot(res, err)
+}
+
+// tierFake returns a runtimetest.Fake that stands in for tier t: its capabilities, and its way of
+// reading results (explain).
+func tierFake(t sandbox.Tier) *runtimetest.Fake {
+	f := runtimetest.NewFake(capsOf(t))
+	f.Explain = func(res *sandbox.Result, err error) (sandbox.Need, bool) { return explain(t, res, err) }
+	return f
 }
