@@ -80,7 +80,7 @@ func NewFrontDoors(m *sandbox.Manager, opts FrontDoorOptions) (*FrontDoors, erro
 		Registry:     reg,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("HTTP API: %w", err)
+		return nil, err // it names itself ("httpapi: ...")
 	}
 	return newFrontDoors(mountAll(api), opts), nil
 }
