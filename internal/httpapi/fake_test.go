@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
+	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// fakeRuntime stands in for a tier: the server's tests are about the code around the runtime,
-// so the runtime's behaviour is chosen by the code it gets:
+// tierNano is the tier the fake stands in for; the core names no tier.
+const tierNano sandbox.Tier = "nano"
+
+// newFake returns a runtime with nano's capabilities (sessions, nothing else) that reports "2 of
+// 2 workers free". The server's tests are about the code around the runtime, so the runtime's
+// behaviour is chosen by the code it gets:
 //
 //	raise          the code raised ZeroDivisionError (a result, not an error)
 //	timeout        a timeout error with partial output
@@ -21,59 +25,40 @@ import (
 //	crash          an internal error whose text must not reach the client
 //	sleep:DUR      sleeps DUR (or until the context ends), then answers
 //	anything else  prints "ok", echoes the input files back as output files
-type fakeRuntime struct {
-	tier    sandbox.Tier
-	healthy atomic.Bool
-
-	mu   sync.Mutex
-	last *sandbox.RunRequest
+//
+// In a session, "x=V" remembers V as x and "print(x)" prints it, to show state survives.
+func newFake() *runtimetest.Fake {
+	f := runtimetest.NewFake(sandbox.Capabilities{Tier: tierNano, Sessions: true, Contained: true})
+	f.SetHealth("2 of 2 workers free", true)
+	f.Answer = answer
+	return f
 }
 
-type fakeSession struct {
-	rt   *fakeRuntime
-	mu   sync.Mutex
-	vars map[string]string
-}
+// setUnhealthy makes the fake report what a nano runtime without workers does.
+func setUnhealthy(f *runtimetest.Fake) { f.SetHealth("no worker started", false) }
 
-// Interface guards.
-var (
-	_ sandbox.Runtime = (*fakeRuntime)(nil)
-	_ sandbox.Health  = (*fakeRuntime)(nil)
-	_ sandbox.Session = (*fakeSession)(nil)
-)
-
-// tierNano is the tier the fake stands in for; the core names no tier.
-const tierNano sandbox.Tier = "nano"
-
-// Capabilities are nano's: sessions, nothing else.
-func (f *fakeRuntime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Tier: f.tier, Sessions: true, Contained: true}
-}
-
-func (f *fakeRuntime) Health(context.Context) (string, bool) {
-	if !f.healthy.Load() {
-		return "no worker started", false
+// lastRun returns the last one-shot request the runtime was given.
+func lastRun(t *testing.T, f *runtimetest.Fake) sandbox.RunRequest {
+	t.Helper()
+	runs := f.Runs()
+	if len(runs) == 0 {
+		t.Fatal("the runtime ran nothing")
 	}
-	return "2 of 2 workers free", true
+	return runs[len(runs)-1]
 }
 
-func (f *fakeRuntime) Close() error { return nil }
-
-func (f *fakeRuntime) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
-	return &fakeSession{rt: f, vars: map[string]string{}}, nil
-}
-
-func (f *fakeRuntime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	f.mu.Lock()
-	f.last = req
-	f.mu.Unlock()
-	return f.exec(ctx, req)
-}
-
-func (f *fakeRuntime) exec(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+func answer(ctx context.Context, req *sandbox.RunRequest, s *runtimetest.FakeSession) (*sandbox.Result, error) {
+	if s != nil {
+		if _, _, ok := strings.Cut(req.Code, "="); ok {
+			return &sandbox.Result{}, nil
+		}
+		if strings.HasPrefix(req.Code, "print(") {
+			k := strings.TrimSuffix(strings.TrimPrefix(req.Code, "print("), ")")
+			return &sandbox.Result{Stdout: fmt.Sprintln(recall(s, k))}, nil
+		}
+	}
 	res := &sandbox.Result{
-		Runtime: f.tier,
-		Timing:  sandbox.Timing{Start: 300 * time.Microsecond, Execute: 1500 * time.Microsecond, Total: 2 * time.Millisecond, Pool: "warm"},
+		Timing: sandbox.Timing{Start: 300 * time.Microsecond, Execute: 1500 * time.Microsecond, Total: 2 * time.Millisecond, Pool: "warm"},
 	}
 	code := req.Code
 	switch {
@@ -106,25 +91,13 @@ func (f *fakeRuntime) exec(ctx context.Context, req *sandbox.RunRequest) (*sandb
 	return res, nil
 }
 
-// Session runs understand "x=V" (remember) and "print(x)" (recall), to show state survives.
-func (s *fakeSession) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if k, v, ok := strings.Cut(req.Code, "="); ok {
-		s.vars[k] = v
-		return &sandbox.Result{Runtime: s.rt.tier}, nil
+// recall returns the value the session's last "k=V" run gave k, or "".
+func recall(s *runtimetest.FakeSession, k string) string {
+	codes := s.Codes()
+	for i := len(codes) - 1; i >= 0; i-- {
+		if name, v, ok := strings.Cut(codes[i], "="); ok && name == k {
+			return v
+		}
 	}
-	if strings.HasPrefix(req.Code, "print(") {
-		k := strings.TrimSuffix(strings.TrimPrefix(req.Code, "print("), ")")
-		return &sandbox.Result{Runtime: s.rt.tier, Stdout: fmt.Sprintln(s.vars[k])}, nil
-	}
-	return s.rt.exec(ctx, req)
-}
-
-func (s *fakeSession) Close() error { return nil }
-
-func newFake() *fakeRuntime {
-	f := &fakeRuntime{tier: tierNano}
-	f.healthy.Store(true)
-	return f
+	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/httpapi"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -34,7 +35,7 @@ const testMaxBody = 64 << 10
 type env struct {
 	url string
 	srv *httpapi.API
-	rt  *fakeRuntime
+	rt  *runtimetest.Fake
 	m   *sandbox.Manager
 	c   *client.Client
 }
@@ -139,7 +140,7 @@ func TestRunOK(t *testing.T) {
 		t.Errorf("files %+v", res.Files)
 	}
 	// The request reached the runtime in the core's units.
-	got := e.rt.last
+	got := lastRun(t, e.rt)
 	if got.Limits.Timeout != 2500*time.Millisecond || got.Limits.MemoryBytes != 64<<20 || got.Tier != tierNano {
 		t.Errorf("runtime got limits %+v tier %q", got.Limits, got.Tier)
 	}
@@ -321,7 +322,7 @@ func TestHealthNeedsNoKey(t *testing.T) {
 		h.Runtimes[0].Name != "nano" || !h.Runtimes[0].OK || h.Runtimes[0].State != "2 of 2 workers free" {
 		t.Errorf("health %+v", h)
 	}
-	e.rt.healthy.Store(false)
+	setUnhealthy(e.rt)
 	status, _, b := e.do(t, "GET", "/v1/health", "", nil)
 	if status != 503 || !strings.Contains(string(b), `"unavailable"`) {
 		t.Errorf("unhealthy runtime: status %d %s", status, b)
