@@ -1,8 +1,4 @@
 package daemon
 
-// For the tests of the listener (http_test.go): its lifecycle over any handler, and its mounts
-// over a stand-in for the HTTP API.
-var (
-	NewFrontDoorsFor = newFrontDoors
-	MountAll         = mountAll
-)
+// MountAll is the listener's mounts, for TestMounts (http_test.go) over a stand-in HTTP API.
+var MountAll = mountAll

@@ -4,93 +4,93 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// slowDoor stands in for a front door whose requests take a while, as runs do: GET /sleep?d=DUR
-// answers "ok" after DUR, or stops when its request's context ends first and says so on stopped.
-// That a run through the HTTP API does stop with its request's context is httpapi's
-// TestRunStopsWithItsRequest; the lifecycle tested here is the listener's, whatever door serves.
-func slowDoor(stopped chan<- error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+// sleeper is a runtime whose runs of "sleep:DUR" answer "ok" after DUR, or stop when their
+// context ends first, as a run stopped at its deadline does.
+func sleeper() *runtimetest.Fake {
+	f := runtimetest.NewFake(sandbox.Capabilities{Tier: "nano", Sessions: true})
+	f.Answer = func(ctx context.Context, req *sandbox.RunRequest, _ *runtimetest.FakeSession) (*sandbox.Result, error) {
+		d, _ := time.ParseDuration(strings.TrimPrefix(req.Code, "sleep:"))
 		select {
 		case <-time.After(d):
-			fmt.Fprintln(w, "ok")
-		case <-r.Context().Done():
-			if stopped != nil {
-				stopped <- r.Context().Err()
-			}
-			w.WriteHeader(499)
+			return &sandbox.Result{Stdout: "ok\n"}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-	})
+	}
+	return f
 }
 
-// get fetches url and returns its status and body.
-func get(url string) (int, string, error) {
-	resp, err := http.Get(url)
+// sleepyDoors builds the daemon's front doors over a Manager of one sleeper.
+func sleepyDoors(t *testing.T, shutdown time.Duration) *daemon.FrontDoors {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{sleeper()}, Logger: log})
 	if err != nil {
-		return 0, "", err
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	t.Cleanup(func() { m.Close() })
+	doors, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: key, Logger: log, ShutdownTimeout: shutdown})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doors
 }
 
 func TestServeShutsDownGracefully(t *testing.T) {
 	t.Parallel()
-	doors := daemon.NewFrontDoorsFor(slowDoor(nil), daemon.FrontDoorOptions{Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: 5 * time.Second})
+	doors := sleepyDoors(t, 5*time.Second)
 	hs := httptest.NewUnstartedServer(nil) // only for its loopback listener
 	ln := hs.Listener
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- doors.Serve(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
+	c, _ := client.New("http://"+ln.Addr().String(), key)
 
 	ran := make(chan error, 1)
 	go func() {
-		status, body, err := get(url + "/sleep?d=300ms")
-		if err == nil && (status != 200 || body != "ok\n") {
-			err = fmt.Errorf("wrong answer %d %q", status, body)
+		res, err := c.Run(context.Background(), api.RunRequest{Code: "sleep:300ms"})
+		if err == nil && res.Stdout != "ok\n" {
+			err = errors.New("wrong output " + res.Stdout)
 		}
 		ran <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // the request is in flight
+	time.Sleep(100 * time.Millisecond) // the run is in flight
 	cancel()
 	if err := <-ran; err != nil {
-		t.Errorf("a request in flight at shutdown: %v", err)
+		t.Errorf("a run in flight at shutdown: %v", err)
 	}
 	if err := <-served; err != nil {
 		t.Errorf("Serve: %v", err)
 	}
-	if _, _, err := get(url + "/sleep"); err == nil {
+	if _, err := c.Health(context.Background()); err == nil {
 		t.Errorf("the server still answers after shutdown")
 	}
 }
 
 func TestServeStopsRunsAfterTheBound(t *testing.T) {
 	t.Parallel()
-	stopped := make(chan error, 1)
-	doors := daemon.NewFrontDoorsFor(slowDoor(stopped), daemon.FrontDoorOptions{Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: 100 * time.Millisecond})
+	doors := sleepyDoors(t, 100*time.Millisecond)
 	ln := httptest.NewUnstartedServer(nil).Listener
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- doors.Serve(ctx, ln) }()
+	c, _ := client.New("http://"+ln.Addr().String(), key)
 	ran := make(chan error, 1)
-	go func() {
-		status, _, err := get("http://" + ln.Addr().String() + "/sleep?d=1m")
-		if err == nil && status != 200 {
-			err = fmt.Errorf("status %d", status)
-		}
-		ran <- err
-	}()
+	go func() { _, err := c.Run(context.Background(), api.RunRequest{Code: "sleep:1m"}); ran <- err }()
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	cancel()
@@ -103,15 +103,7 @@ func TestServeStopsRunsAfterTheBound(t *testing.T) {
 		t.Errorf("shutdown took %v", d)
 	}
 	if err := <-ran; err == nil {
-		t.Errorf("a request past the shutdown bound finished normally")
-	}
-	select {
-	case err := <-stopped:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("the request's context ended with %v, want canceled", err)
-		}
-	default:
-		t.Errorf("the request's context did not end: its run would go on")
+		t.Errorf("a run past the shutdown bound finished normally")
 	}
 }
 
