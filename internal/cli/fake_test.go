@@ -45,7 +45,9 @@ func newFake() *runtimetest.Fake {
 	return f
 }
 
-func newFakeManager(t *testing.T) *sandbox.Manager {
+// newFakeManager is a Manager over the fake, behind the audit decorator as the daemon builds it
+// (with no log: the CLI's tests keep none).
+func newFakeManager(t *testing.T) *sandbox.Audited {
 	t.Helper()
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{
 		Runtimes: []sandbox.Runtime{newFake()},
@@ -54,12 +56,12 @@ func newFakeManager(t *testing.T) *sandbox.Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return sandbox.WithAudit(m, nil)
 }
 
 // fakeFactory stands in for daemon.NewManager and records that it was called.
-func fakeFactory(t *testing.T, called *bool) func(context.Context, config.Config, *slog.Logger) (*sandbox.Manager, error) {
-	return func(context.Context, config.Config, *slog.Logger) (*sandbox.Manager, error) {
+func fakeFactory(t *testing.T, called *bool) func(context.Context, config.Config, *slog.Logger) (*sandbox.Audited, error) {
+	return func(context.Context, config.Config, *slog.Logger) (*sandbox.Audited, error) {
 		if called != nil {
 			*called = true
 		}

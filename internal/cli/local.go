@@ -24,7 +24,7 @@ var (
 // localRunner runs through an in-process Manager, speaking the API's types so that the output
 // and the errors are those of the daemon path. Errors become *client.Error, like the client's.
 // Unlike the daemon, it shows internal errors in full: the user is the operator here.
-type localRunner struct{ m *sandbox.Manager }
+type localRunner struct{ m *sandbox.Audited }
 
 func (l localRunner) Run(ctx context.Context, in api.RunRequest) (*api.Result, error) {
 	req, err := apiwire.RunRequestFromAPI(in)

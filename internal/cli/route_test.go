@@ -32,7 +32,7 @@ func TestRunLocalStartsHeavyOnlyWhenNeeded(t *testing.T) {
 	}
 	list := nano.ModuleList{Build: build, Version: [3]int{3, 11, 2}, Available: []string{"json", "sys"}}
 	var heavy string
-	factory := func(_ context.Context, cfg config.Config, _ *slog.Logger) (*sandbox.Manager, error) {
+	factory := func(_ context.Context, cfg config.Config, _ *slog.Logger) (*sandbox.Audited, error) {
 		hc, err := heavyConfig.ConfigFrom(cfg)
 		if err != nil {
 			t.Fatal(err)

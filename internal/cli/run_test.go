@@ -234,7 +234,7 @@ func TestMainParsesRunFlags(t *testing.T) {
 // A local engine that cannot start says why and what to do, e.g. when a daemon holds the data
 // directory's audit log.
 func TestRunLocalEngineRefusedShowsHint(t *testing.T) {
-	busy := func(context.Context, config.Config, *slog.Logger) (*sandbox.Manager, error) {
+	busy := func(context.Context, config.Config, *slog.Logger) (*sandbox.Audited, error) {
 		return nil, sandbox.Errorf(sandbox.KindConflict, "audit log X is in use by another agentbox process").
 			WithHint("a daemon with this data directory is running: send requests to it")
 	}

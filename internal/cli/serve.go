@@ -18,7 +18,7 @@ import (
 )
 
 // ManagerFactory builds the engine from a configuration; daemon.NewManager is the real one.
-type ManagerFactory func(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandbox.Manager, error)
+type ManagerFactory func(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandbox.Audited, error)
 
 // ServeOptions are the flags of `agentbox serve` and what tests replace.
 type ServeOptions struct {

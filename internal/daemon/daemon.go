@@ -44,13 +44,14 @@ type wiring struct {
 	log *slog.Logger
 }
 
-// NewManager builds every runtime this node can run and a Manager over them. The caller closes
-// the Manager, which closes the runtimes.
-func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandbox.Manager, error) {
+// NewManager builds every runtime this node can run and a Manager over them, behind the audit
+// decorator that records into the daemon's audit log (when it is on). The caller closes it, which
+// closes the runtimes and then the log.
+func NewManager(ctx context.Context, cfg config.Config, log *slog.Logger) (*sandbox.Audited, error) {
 	return newManager(ctx, cfg, log, builtinTiers)
 }
 
-func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs []tierSpec) (*sandbox.Manager, error) {
+func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs []tierSpec) (*sandbox.Audited, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -123,7 +124,6 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		MaxSessions: cfg.Sessions.Max,
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),
 		Artifacts:   store,
-		Audit:       sink,
 		Logger:      log,
 	}
 	if rt != nil {
@@ -133,11 +133,12 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		mopts.Egress = gw
 		mopts.Closers = []io.Closer{gw}
 	}
-	m, err := sandbox.NewManager(mopts)
+	core, err := sandbox.NewManager(mopts)
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
+	m := sandbox.WithAudit(core, sink)
 	closeSession := func(id, reason string) {
 		log.Warn("ending a session after egress violations", "session", id, "reason", reason)
 		_ = m.EndSession(id, "ended by an egress alert: "+reason)

@@ -60,11 +60,12 @@ type FrontDoors struct {
 var (
 	_ http.Handler   = (*FrontDoors)(nil)
 	_ httpapi.Engine = (*sandbox.Manager)(nil)
+	_ httpapi.Engine = (*sandbox.Audited)(nil)
 )
 
-// NewFrontDoors builds the front doors over m. It does not close m: the caller does, after Serve
-// has returned.
-func NewFrontDoors(m *sandbox.Manager, opts FrontDoorOptions) (*FrontDoors, error) {
+// NewFrontDoors builds the front doors over m, the Manager (behind its audit decorator, as
+// NewManager builds it). It does not close m: the caller does, after Serve has returned.
+func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -32,15 +32,15 @@ func newAuditEnv(t *testing.T) (*env, *audit.Log) {
 	}
 	rt := newFake()
 	p := testPolicy()
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{
+	core, err := sandbox.NewManager(sandbox.ManagerOptions{
 		Runtimes: []sandbox.Runtime{rt},
 		Policy:   &p,
-		Audit:    al,
 		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := sandbox.WithAudit(core, al)
 	t.Cleanup(func() { m.Close() })
 	srv, err := httpapi.New(httpapi.Options{Engine: m, APIKey: testKey, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -52,7 +52,7 @@ func newAuditEnv(t *testing.T) (*env, *audit.Log) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{url: hs.URL, srv: srv, rt: rt, m: m, c: c}, al
+	return &env{url: hs.URL, srv: srv, rt: rt, m: core, c: c}, al
 }
 
 func TestAuditQuery(t *testing.T) {

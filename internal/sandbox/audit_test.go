@@ -51,6 +51,13 @@ func (s *recordingSink) all() []sandbox.AuditEvent {
 	return slices.Clone(s.events)
 }
 
+// audited is newManager's Manager behind the audit decorator, recording into sink.
+func audited(t *testing.T, sink sandbox.AuditSink, opts sandbox.ManagerOptions) *sandbox.Audited {
+	t.Helper()
+	m, _ := newManager(t, opts)
+	return sandbox.WithAudit(m, sink)
+}
+
 func hexSHA(code string) string {
 	sum := sha256.Sum256([]byte(code))
 	return hex.EncodeToString(sum[:])
@@ -58,7 +65,7 @@ func hexSHA(code string) string {
 
 func TestManagerAudits(t *testing.T) {
 	sink := &recordingSink{}
-	m, _ := newManager(t, sandbox.ManagerOptions{Audit: sink, SessionIdle: time.Hour})
+	m := audited(t, sink, sandbox.ManagerOptions{SessionIdle: time.Hour})
 	ctx := context.Background()
 
 	if _, err := m.Run(ctx, &sandbox.RunRequest{Code: "print(1)"}); err != nil {
@@ -126,7 +133,7 @@ func TestManagerAudits(t *testing.T) {
 
 func TestManagerAuditsIdleExpiry(t *testing.T) {
 	sink := &recordingSink{}
-	m, _ := newManager(t, sandbox.ManagerOptions{Audit: sink, SessionIdle: 50 * time.Millisecond})
+	m := audited(t, sink, sandbox.ManagerOptions{SessionIdle: 50 * time.Millisecond})
 	info, err := m.CreateSession(context.Background(), sandbox.SessionOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +151,7 @@ func TestManagerAuditsIdleExpiry(t *testing.T) {
 }
 
 func TestQueryAuditWithoutLog(t *testing.T) {
-	m, _ := newManager(t, sandbox.ManagerOptions{Audit: &recordingSink{}})
+	m := audited(t, &recordingSink{}, sandbox.ManagerOptions{})
 	if _, err := m.QueryAudit(context.Background(), sandbox.AuditFilter{}); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Fatalf("got %v, want not_found", err)
 	}
@@ -174,14 +181,14 @@ func (g *fakeGateway) ReloadPolicy() ([]string, error) {
 
 func TestManagerAuditsPolicyChanges(t *testing.T) {
 	sink, gw := &recordingSink{}, &fakeGateway{}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{
+	inner, err := sandbox.NewManager(sandbox.ManagerOptions{
 		Runtimes: []sandbox.Runtime{runtimetest.NewFake(capsOf(tierHeavy))},
 		Egress:   gw,
-		Audit:    sink,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	m := sandbox.WithAudit(inner, sink)
 	defer m.Close()
 	info, err := m.CreateSession(context.Background(), sandbox.SessionOptions{Network: true})
 	if err != nil {

@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"fmt"
-	"strings"
 	"time"
 )
 
@@ -48,10 +46,8 @@ func (m *Manager) SetIntent(id, name string, ttl time.Duration) (IntentInfo, err
 	}
 	exp, err := m.egress.SetIntent(id, s.info.EgressProfile, name, ttl)
 	if err != nil {
-		m.auditPolicy(id, fmt.Sprintf("intent %s refused", name), err)
-		return IntentInfo{}, Errorf(KindInvalidRequest, "%v", err)
+		return IntentInfo{}, &gatewayError{Errorf(KindInvalidRequest, "%v", err), err}
 	}
-	m.auditPolicy(id, fmt.Sprintf("intent %s set until %s", name, exp.UTC().Format(time.RFC3339)), nil)
 	m.touch(s)
 	m.log.Info("intent set", "session", id, "intent", name, "expires", exp)
 	return IntentInfo{Name: name, Expires: exp.UTC()}, nil
@@ -64,7 +60,6 @@ func (m *Manager) ClearIntent(id string) error {
 		return err
 	}
 	m.egress.ClearIntent(id)
-	m.auditPolicy(id, "intent cleared", nil)
 	m.touch(s)
 	m.log.Info("intent cleared", "session", id)
 	return nil
@@ -98,14 +93,20 @@ func (m *Manager) ReloadEgressPolicy() ([]string, error) {
 	}
 	names, err := r.ReloadPolicy()
 	if err != nil {
-		m.auditPolicy("", "egress profiles not reloaded; the old ones stay", err)
-	} else {
-		m.auditPolicy("", "egress profiles reloaded: "+strings.Join(names, ", "), nil)
-	}
-	if err != nil {
 		m.log.Error("egress policy not reloaded; the old one stays", "err", err)
-		return nil, Errorf(KindInvalidRequest, "egress policy not reloaded (the old one stays): %v", err)
+		return nil, &gatewayError{Errorf(KindInvalidRequest, "egress policy not reloaded (the old one stays): %v", err), err}
 	}
 	m.log.Info("egress policy reloaded", "profiles", names)
 	return names, nil
 }
+
+// gatewayError is a refusal of the egress gateway's own (an intent the profile does not have, a
+// policy file with an error), which Audited records as a refused policy change in the gateway's
+// words. It is the *Error it wraps to everyone else.
+type gatewayError struct {
+	err   *Error
+	cause error
+}
+
+func (g *gatewayError) Error() string { return g.err.Error() }
+func (g *gatewayError) Unwrap() error { return g.err }

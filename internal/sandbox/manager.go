@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,10 +36,7 @@ type ManagerOptions struct {
 	Egress Intents
 	// Closers are closed after the runtimes when the Manager closes (the egress gateway).
 	Closers []io.Closer
-	// Audit receives an event per session and per run. Nil: nothing is recorded. The Manager
-	// closes it at Close when it is an io.Closer, after the Closers.
-	Audit  AuditSink
-	Logger *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Manager is where every request meets the limits, the router and the runtimes. It keeps the
@@ -52,8 +51,10 @@ type Manager struct {
 	artifacts   ArtifactStore
 	egress      Intents
 	closers     []io.Closer
-	audit       AuditSink
 	log         *slog.Logger
+
+	// onEnd hears of every session the Manager ends (Audited); guarded by mu.
+	onEnd func(SessionEnd)
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -111,7 +112,6 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		artifacts:   opts.Artifacts,
 		egress:      opts.Egress,
 		closers:     opts.Closers,
-		audit:       opts.Audit,
 		log:         opts.Logger,
 		sessions:    map[string]*session{},
 		stop:        make(chan struct{}),
@@ -218,7 +218,7 @@ func (m *Manager) Close() error {
 	m.wg.Wait()
 	for _, e := range ends {
 		_ = e.impl.Close()
-		m.auditEnd(AuditSessionClose, e.info, "daemon shutdown")
+		m.ended(SessionEnd{Info: e.info, Reason: "daemon shutdown"})
 	}
 	var first error
 	for _, t := range m.tiers {
@@ -231,11 +231,6 @@ func (m *Manager) Close() error {
 			first = err
 		}
 	}
-	if c, ok := m.audit.(io.Closer); ok {
-		if err := c.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
 	return first
 }
 
@@ -243,4 +238,10 @@ func newID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "sb_" + hex.EncodeToString(b[:])
+}
+
+// QueryAudit answers that a Manager alone keeps no audit log: Audited reads its sink.
+func (m *Manager) QueryAudit(context.Context, AuditFilter) ([]json.RawMessage, error) {
+	return nil, Errorf(KindNotFound, "this daemon keeps no audit log").
+		WithHint("enable it in the daemon's configuration (audit.enabled)")
 }

@@ -156,10 +156,10 @@ func (m *Manager) Route(req *RunRequest) (Decision, error) {
 	return d, err
 }
 
-// run runs one request in a fresh sandbox; Run (audit.go) records it. In auto mode, a run whose
+// Run runs one request in a fresh sandbox. In auto mode, a run whose
 // tier reports that the code needed what it cannot give (a module an image has, a thread) is run
 // again, once, in the next ranked tier that gives it (see retry).
-func (m *Manager) run(ctx context.Context, req *RunRequest) (*Result, error) {
+func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}

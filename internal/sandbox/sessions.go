@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -38,8 +39,8 @@ type session struct {
 	active bool
 }
 
-// createSession starts a stateful session; CreateSession (audit.go) records it.
-func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
+// CreateSession starts a stateful session.
+func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
 	if err := CheckEnv(opts.Env); err != nil {
 		return SessionInfo{}, err
 	}
@@ -113,9 +114,9 @@ func (m *Manager) createSession(ctx context.Context, opts SessionOptions) (Sessi
 	return s.info, nil
 }
 
-// runInSession runs req in an open session; RunInSession (audit.go) records it. An auto session
-// on nano whose code needs heavy moves there first (move.go).
-func (m *Manager) runInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
+// RunInSession runs req in an open session, serialised with the session's other runs. An auto
+// session whose code needs another tier moves there first (move.go).
+func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}
@@ -223,7 +224,7 @@ func (m *Manager) Sessions() []SessionInfo {
 	return out
 }
 
-// closeSession ends a session; CloseSession (audit.go) records it.
+// closeSession ends a session.
 func (m *Manager) closeSession(id string) error {
 	m.mu.Lock()
 	s, ok := m.sessions[id]
@@ -261,8 +262,55 @@ func (m *Manager) reap() {
 		m.mu.Unlock()
 		for _, id := range expired {
 			m.log.Info("session idle, closing", "session", id, "idle_timeout", m.idle)
-			_ = m.endSession(id, AuditSessionExpire, fmt.Sprintf("idle for %v", m.idle))
+			_ = m.endSession(id, fmt.Sprintf("idle for %v", m.idle), true)
 		}
 	}
 }
 
+// SessionEnd is a session the Manager ended, as the audit decorator records it.
+type SessionEnd struct {
+	// Info is the session as it was at its end.
+	Info SessionInfo
+	// Reason says why: "closed by request", "idle for 10m0s", "daemon shutdown".
+	Reason string
+	// Expired says the idle reaper ended it.
+	Expired bool
+}
+
+// CloseSession ends a session. A run in progress is stopped.
+func (m *Manager) CloseSession(id string) error {
+	return m.endSession(id, "closed by request", false)
+}
+
+// EndSession closes a session for a reason of the daemon's own (an egress alert), which its
+// audit record gives.
+func (m *Manager) EndSession(id, reason string) error {
+	return m.endSession(id, reason, false)
+}
+
+// endSession closes a session and reports why it ended to the hook (Audited).
+func (m *Manager) endSession(id, reason string, expired bool) error {
+	info, infoErr := m.Session(id)
+	err := m.closeSession(id)
+	if infoErr == nil && !errors.Is(err, ErrNotFound) {
+		m.ended(SessionEnd{Info: info, Reason: reason, Expired: expired})
+	}
+	return err
+}
+
+// ended reports a session's end to the hook, if one is set.
+func (m *Manager) ended(e SessionEnd) {
+	m.mu.Lock()
+	f := m.onEnd
+	m.mu.Unlock()
+	if f != nil {
+		f(e)
+	}
+}
+
+// infoOf reads a session's description under the Manager's lock.
+func (m *Manager) infoOf(s *session) SessionInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return s.info
+}

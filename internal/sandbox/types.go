@@ -12,7 +12,6 @@ type Tier string
 // TierAuto asks the Manager to choose the tier by the code and the request.
 const TierAuto Tier = "auto"
 
-
 // Limits bound one run. A zero field means "the server's default"; the Manager fills defaults and
 // rejects values above the server's maximum before a runtime sees the request.
 type Limits struct {
