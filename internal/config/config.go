@@ -137,7 +137,7 @@ func Default() Config {
 			MaxFiles:           p.MaxFiles,
 			MaxFileBytes:       p.MaxFileBytes,
 		},
-		Sessions: SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
+		Sessions:     SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
 		ArtifactsTTL: Duration(24 * time.Hour),
 		Audit:        AuditConfig{Enabled: true, CheckpointRecords: 256, CheckpointInterval: Duration(10 * time.Second)},
 	}
