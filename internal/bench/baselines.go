@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -111,15 +110,7 @@ var processEnv = []string{"PATH=/usr/bin:/bin"}
 func runProcess(ctx context.Context, argv []string) (string, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = processEnv
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	d := time.Since(start)
-	if err != nil {
-		return "", 0, fmt.Errorf("%s: %w: %s", filepath.Base(argv[0]), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), d, nil
+	return timedRun(cmd, filepath.Base(argv[0]))
 }
 
 // helloCall runs argv and checks it printed "hi".

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -78,4 +80,23 @@ func sessionFirstResult(t target) call {
 		}
 		return d, nil
 	}
+}
+
+// sessionRuns runs sessionCode n times in s (after the warm-up runs) and checks that x counts up:
+// that the session kept its state. what names a run in the error ("cell").
+func sessionRuns(ctx context.Context, n int, s targetSession, what string) ([]time.Duration, error) {
+	want := 0
+	return sequential(ctx, n, func(ctx context.Context) (time.Duration, error) {
+		start := time.Now()
+		res, err := s.Run(ctx, sessionCode)
+		d := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if got := strings.TrimSpace(res.Stdout); res.Failure != "" || got != strconv.Itoa(want) {
+			return 0, fmt.Errorf("%s %d printed %q (%s), want %d: state did not carry over", what, want, res.Stdout, res.Failure, want)
+		}
+		want++
+		return d, nil
+	})
 }

@@ -211,67 +211,38 @@ func steadyMemory(ctx context.Context, sp idleSpec) (memSample, error) {
 // returns the open ones and why it stopped early (nil when all K opened).
 func openIdle(ctx context.Context, sp idleSpec) ([]targetSession, error) {
 	var (
-		mu    sync.Mutex
-		open  []targetSession
-		first error
-		next  int
-		wg    sync.WaitGroup
+		mu   sync.Mutex
+		open []targetSession
 	)
-	take := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if next >= sp.K || first != nil {
-			return false
+	err := fanOut(sp.Clients, sp.K, func(int) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		next++
-		return true
-	}
-	fail := func(err error) {
-		mu.Lock()
-		if first == nil {
-			first = err
+		if err := memoryGuard(sp.MemInfo); err != nil {
+			return err
 		}
+		s, err := sp.Open(ctx)
+		if err != nil {
+			return fmt.Errorf("open: %w", err)
+		}
+		res, err := s.Run(ctx, densityCell)
+		if err == nil && (res.Failure != "" || res.Stdout != densityCellOut) {
+			err = fmt.Errorf("the first cell printed %q (%s), want %q", res.Stdout, res.Failure, densityCellOut)
+		}
+		if err != nil {
+			s.Close()
+			return err
+		}
+		mu.Lock()
+		open = append(open, s)
+		n := len(open)
 		mu.Unlock()
-	}
-	for i := 0; i < max(sp.Clients, 1); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for take() {
-				if err := ctx.Err(); err != nil {
-					fail(err)
-					return
-				}
-				if err := memoryGuard(sp.MemInfo); err != nil {
-					fail(err)
-					return
-				}
-				s, err := sp.Open(ctx)
-				if err != nil {
-					fail(fmt.Errorf("open: %w", err))
-					return
-				}
-				res, err := s.Run(ctx, densityCell)
-				if err == nil && (res.Failure != "" || res.Stdout != densityCellOut) {
-					err = fmt.Errorf("the first cell printed %q (%s), want %q", res.Stdout, res.Failure, densityCellOut)
-				}
-				if err != nil {
-					s.Close()
-					fail(err)
-					return
-				}
-				mu.Lock()
-				open = append(open, s)
-				n := len(open)
-				mu.Unlock()
-				if n%100 == 0 {
-					sp.Progress("%s: %d open", sp.Name, n)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	return open, first
+		if n%100 == 0 {
+			sp.Progress("%s: %d open", sp.Name, n)
+		}
+		return nil
+	})
+	return open, err
 }
 
 // memoryGuard fails when the machine's available memory is below max(densityGuardMiB, a tenth of
@@ -317,22 +288,10 @@ func closeAll(open []targetSession, clients int) {
 
 // forEach calls f on every session from clients goroutines.
 func forEach(ss []targetSession, clients int, f func(targetSession)) {
-	ch := make(chan targetSession)
-	var wg sync.WaitGroup
-	for i := 0; i < max(clients, 1); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for s := range ch {
-				f(s)
-			}
-		}()
-	}
-	for _, s := range ss {
-		ch <- s
-	}
-	close(ch)
-	wg.Wait()
+	fanOut(clients, len(ss), func(i int) error {
+		f(ss[i])
+		return nil
+	})
 }
 
 func joinErr(a, b string) string {

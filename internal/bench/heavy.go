@@ -428,29 +428,11 @@ func (b *heavyBencher) nativeBaselines(ctx context.Context) {
 	if err != nil {
 		b.fail(hgCell, "native REPL over a pipe (chroot)", err, true)
 	} else {
-		lat, err := sessionCells(ctx, b.opts.Cells, repl)
+		lat, err := sessionRuns(ctx, b.opts.Cells, repl, "cell")
 		repl.Close()
 		b.add(hgCell, "native REPL over a pipe (chroot)", "python3 reading JSON lines, exec in one namespace, a marker line after each cell", true, lat, err)
 	}
 
-}
-
-// sessionCells runs sessionCode n times in s and checks that x counts up.
-func sessionCells(ctx context.Context, n int, s targetSession) ([]time.Duration, error) {
-	want := 0
-	return sequential(ctx, n, func(ctx context.Context) (time.Duration, error) {
-		start := time.Now()
-		res, err := s.Run(ctx, sessionCode)
-		d := time.Since(start)
-		if err != nil {
-			return 0, err
-		}
-		if got := strings.TrimSpace(res.Stdout); res.Failure != "" || got != strconv.Itoa(want) {
-			return 0, fmt.Errorf("cell %d printed %q (%s), want %d: state did not carry over", want, res.Stdout, res.Failure, want)
-		}
-		want++
-		return d, nil
-	})
 }
 
 // restoreScenarios run on a runtime whose pool restores from a checkpoint.
@@ -463,7 +445,7 @@ func (b *heavyBencher) restoreScenarios(ctx context.Context, e heavyEngine) {
 	if s, err := e.NewSession(ctx); err != nil {
 		b.fail(hgCell, rowCell, err)
 	} else {
-		lat, err := sessionCells(ctx, b.opts.Cells, s)
+		lat, err := sessionRuns(ctx, b.opts.Cells, s, "cell")
 		b.add(hgCell, rowCell, "`"+sessionCode+"`, x counts up", false, lat, err)
 		s.Close()
 	}

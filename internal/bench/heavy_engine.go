@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -35,7 +32,6 @@ type heavyEngine interface {
 var (
 	_ heavyEngine   = (*runtimeEngine)(nil)
 	_ targetSession = (*runtimeSession)(nil)
-	_ targetSession = (*nativeREPL)(nil)
 )
 
 // runtimeEngine drives a heavy.Runtime in this process.
@@ -149,16 +145,7 @@ func (p chrootPython) command(ctx context.Context, args ...string) *exec.Cmd {
 
 // run runs code in a fresh process and returns its stdout and the time from start to exit.
 func (p chrootPython) run(ctx context.Context, code string) (string, time.Duration, error) {
-	cmd := p.command(ctx, "-c", code)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	d := time.Since(start)
-	if err != nil {
-		return "", 0, fmt.Errorf("chroot python3: %w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), d, nil
+	return timedRun(p.command(ctx, "-c", code), "chroot python3")
 }
 
 // describe is the equivalent shell command, for the notes.
@@ -166,65 +153,7 @@ func (p chrootPython) describe() string {
 	return "chroot --userspec=1000:1000 " + p.rootfs + " /usr/bin/python3 -c CODE (environment: " + strings.Join(chrootEnv, " ") + ")"
 }
 
-// replLoop is the native REPL the session-cell baseline talks to: it reads one JSON-encoded cell a
-// line, runs it in one namespace and ends its output with a marker line. That is what a warm
-// session does, minus the sandbox, its agent and its framing.
-const replLoop = `import json, sys
-ns = {"__name__": "__main__"}
-for line in sys.stdin:
-    exec(compile(json.loads(line), "<cell>", "exec"), ns)
-    sys.stdout.write("\x00done\n")
-    sys.stdout.flush()
-`
-
-// nativeREPL is a replLoop process in the chroot.
-type nativeREPL struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
-}
-
+// startREPL starts a replLoop in the chroot: the baseline of cells in a warm session.
 func (p chrootPython) startREPL(ctx context.Context) (*nativeREPL, error) {
 	return startREPL(p.command(ctx, "-u", "-c", replLoop))
-}
-
-// startREPL starts cmd, a python3 running replLoop, with pipes to send it cells and read their
-// output. It serves the heavy bench's native cells and the nano bench's idle baselines.
-func startREPL(cmd *exec.Cmd) (*nativeREPL, error) {
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	return &nativeREPL{cmd: cmd, in: in, out: bufio.NewReader(out)}, nil
-}
-
-// Run sends one cell and returns what it printed.
-func (r *nativeREPL) Run(ctx context.Context, code string) (runResult, error) {
-	b, _ := json.Marshal(code)
-	if _, err := r.in.Write(append(b, '\n')); err != nil {
-		return runResult{}, err
-	}
-	var out strings.Builder
-	for {
-		line, err := r.out.ReadString('\n')
-		if err != nil {
-			return runResult{}, fmt.Errorf("native REPL: %w", err)
-		}
-		if line == "\x00done\n" {
-			return runResult{Stdout: out.String()}, nil
-		}
-		out.WriteString(line)
-	}
-}
-
-func (r *nativeREPL) Close() error {
-	r.in.Close()
-	return r.cmd.Wait()
 }

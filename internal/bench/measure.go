@@ -53,45 +53,63 @@ func burst(ctx context.Context, clients, n int, c call) ([]time.Duration, time.D
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
+		mu  sync.Mutex
+		lat = make([]time.Duration, 0, n)
+	)
+	start := time.Now()
+	err := fanOut(clients, n, func(int) error {
+		d, err := c(ctx)
+		if err != nil {
+			cancel() // the calls under way fail fast: the scenario has failed
+			return err
+		}
+		mu.Lock()
+		lat = append(lat, d)
+		mu.Unlock()
+		return nil
+	})
+	wall := time.Since(start)
+	if err != nil {
+		return nil, 0, err
+	}
+	return lat, wall, nil
+}
+
+// fanOut calls f(i) for every i from 0 to n-1 from clients goroutines (at least one), each taking
+// the next i as soon as its last call returned, as clients back to back do. The first error stops
+// the taking and is returned once the calls under way have returned.
+func fanOut(clients, n int, f func(i int) error) error {
+	var (
 		mu    sync.Mutex
-		lat   = make([]time.Duration, 0, n)
 		next  int
 		first error
 		wg    sync.WaitGroup
 	)
-	take := func() bool {
+	take := func() (int, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		if next >= n || first != nil {
-			return false
+			return 0, false
 		}
 		next++
-		return true
+		return next - 1, true
 	}
-	start := time.Now()
-	for i := 0; i < clients; i++ {
+	for range max(clients, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for take() {
-				d, err := c(ctx)
-				mu.Lock()
-				if err != nil {
+			for i, ok := take(); ok; i, ok = take() {
+				if err := f(i); err != nil {
+					mu.Lock()
 					if first == nil {
 						first = err
-						cancel()
 					}
-				} else {
-					lat = append(lat, d)
+					mu.Unlock()
+					return
 				}
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	wall := time.Since(start)
-	if first != nil {
-		return nil, 0, first
-	}
-	return lat, wall, nil
+	return first
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -119,20 +117,7 @@ func (b *bencher) nanoSession(ctx context.Context, t target) {
 	}
 	defer s.Close()
 	b.progress("nano session: created in %v, %d runs", created.Round(time.Millisecond), b.opts.N)
-	want := 0
-	lat, err := sequential(ctx, b.opts.N, func(ctx context.Context) (time.Duration, error) {
-		start := time.Now()
-		res, err := s.Run(ctx, sessionCode)
-		d := time.Since(start)
-		if err != nil {
-			return 0, err
-		}
-		if got := strings.TrimSpace(res.Stdout); res.Failure != "" || got != strconv.Itoa(want) {
-			return 0, fmt.Errorf("session run %d printed %q (%s), want %d: state did not carry over", want, res.Stdout, res.Failure, want)
-		}
-		want++
-		return d, nil
-	})
+	lat, err := sessionRuns(ctx, b.opts.N, s, "session run")
 	b.add(groupLatency, "", rowSession, fmt.Sprintf("`%s`; session created in %.0f ms", sessionCode, float64(created)/float64(time.Millisecond)), lat, 0, err)
 }
 

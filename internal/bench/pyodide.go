@@ -51,20 +51,13 @@ func startPyodide(ctx context.Context, driver string) (*pyodideProc, error) {
 	cmd.Dir = filepath.Dir(driver)
 	var stderr tailBuffer
 	cmd.Stderr = &stderr
-	in, err := cmd.StdinPipe()
+	start := time.Now()
+	in, out, err := startPiped(cmd)
 	if err != nil {
-		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start node: %w", err)
 	}
 	p := &pyodideProc{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	p.out.Buffer(make([]byte, 64<<10), 64<<20)
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start node: %w", err)
-	}
 	ev, err := p.next()
 	if err == nil && ev.Event != "ready" {
 		err = fmt.Errorf("driver said %q (%s) instead of ready", ev.Event, ev.Error)

@@ -166,41 +166,39 @@ func orDash(s string) string {
 }
 
 // fmtMS prints milliseconds with about three significant digits.
-func fmtMS(ms float64) string {
-	switch {
-	case ms < 1:
-		return fmt.Sprintf("%.3f", ms)
-	case ms < 10:
-		return fmt.Sprintf("%.2f", ms)
-	case ms < 100:
-		return fmt.Sprintf("%.1f", ms)
-	default:
-		return fmt.Sprintf("%.0f", ms)
-	}
-}
+func fmtMS(ms float64) string { return decimals(ms, bound{1, 3}, bound{10, 2}, bound{100, 1}) }
 
+// fmtRate prints runs/s or sandboxes/s, or a dash for none.
 func fmtRate(r float64) string {
-	switch {
-	case r == 0:
+	if r == 0 {
 		return "—"
-	case r < 10:
-		return fmt.Sprintf("%.2f", r)
-	case r < 100:
-		return fmt.Sprintf("%.1f", r)
-	default:
-		return fmt.Sprintf("%.0f", r)
 	}
+	return decimals(r, bound{10, 2}, bound{100, 1})
 }
 
+// fmtRatio prints a ratio ("2.00x"), or a dash when either side was missing.
 func fmtRatio(x float64) string {
-	switch {
-	case x == 0 || math.IsNaN(x):
+	if x == 0 || math.IsNaN(x) {
 		return "—"
-	case x < 0.1:
-		return fmt.Sprintf("%.3fx", x)
-	case x < 10:
-		return fmt.Sprintf("%.2fx", x)
-	default:
-		return fmt.Sprintf("%.1fx", x)
 	}
+	return decimals(x, bound{0.1, 3}, bound{10, 2}, bound{math.Inf(1), 1}) + "x"
+}
+
+// bound gives the decimals of figures below a value.
+type bound struct {
+	below    float64
+	decimals int
+}
+
+// decimals prints x with the decimals of the first bound it is below, or none: the tables show
+// each kind of figure with about as many significant digits, whatever its magnitude.
+func decimals(x float64, bounds ...bound) string {
+	d := 0
+	for _, b := range bounds {
+		if x < b.below {
+			d = b.decimals
+			break
+		}
+	}
+	return fmt.Sprintf("%.*f", d, x)
 }

@@ -67,17 +67,13 @@ var heavyTarget = regexp.MustCompile(`pool target (\d+)`)
 // parseHeavyPool reads a poolState from the heavy runtime's health text: Workers is the sandbox
 // cap, Free the slots not in use, so that "every worker free" means no sandbox is busy.
 func parseHeavyPool(state string) (poolState, bool) {
-	m := heavyHealth.FindStringSubmatch(state)
-	if m == nil {
+	m, ok := submatchInts(heavyHealth, state)
+	if !ok {
 		return poolState{}, false
 	}
-	p := poolState{State: state}
-	p.Warm, _ = strconv.Atoi(m[1])
-	used, _ := strconv.Atoi(m[2])
-	p.Workers, _ = strconv.Atoi(m[3])
-	p.Free = p.Workers - used
-	if m := heavyTarget.FindStringSubmatch(state); m != nil {
-		p.WarmTarget, _ = strconv.Atoi(m[1])
+	p := poolState{Warm: m[0], Workers: m[2], Free: m[2] - m[1], State: state}
+	if m, ok := submatchInts(heavyTarget, state); ok {
+		p.WarmTarget = m[0]
 	}
 	return p, true
 }
@@ -90,19 +86,28 @@ var nanoSessionHealth = regexp.MustCompile(`(\d+) of (\d+) session workers ready
 
 // parsePool reads a poolState from the nano runtime's health text.
 func parsePool(state string) (poolState, bool) {
-	m := nanoHealth.FindStringSubmatch(state)
-	if m == nil {
+	m, ok := submatchInts(nanoHealth, state)
+	if !ok {
 		return poolState{}, false
 	}
-	p := poolState{State: state}
-	p.Free, _ = strconv.Atoi(m[1])
-	p.Workers, _ = strconv.Atoi(m[2])
-	p.Warm, _ = strconv.Atoi(m[3])
-	if m := nanoSessionHealth.FindStringSubmatch(state); m != nil {
-		p.SessionReady, _ = strconv.Atoi(m[1])
-		p.SessionWorkers, _ = strconv.Atoi(m[2])
+	p := poolState{Free: m[0], Workers: m[1], Warm: m[2], State: state}
+	if m, ok := submatchInts(nanoSessionHealth, state); ok {
+		p.SessionReady, p.SessionWorkers = m[0], m[1]
 	}
 	return p, true
+}
+
+// submatchInts returns the numbers re's groups matched in s, or false when it did not match.
+func submatchInts(re *regexp.Regexp, s string) ([]int, bool) {
+	m := re.FindStringSubmatch(s)
+	if m == nil {
+		return nil, false
+	}
+	n := make([]int, len(m)-1)
+	for i, g := range m[1:] {
+		n[i], _ = strconv.Atoi(g)
+	}
+	return n, true
 }
 
 func (p poolState) String() string {
