@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,12 +56,7 @@ type EgressRow struct {
 	OverMS float64 `json:"overhead_ms"`
 }
 
-func mainEgress(ctx context.Context, args []string, out io.Writer) error {
-	var o EgressOptions
-	fs := flag.NewFlagSet("agentbox bench egress", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, `usage: agentbox bench egress [flags]
+const egressUsage = `usage: agentbox bench egress [flags]
 
 Measures what the egress gateway adds to a small HTTPS request (GET of 1 KB from a local origin)
 against the same request sent directly, in the same run: with a kept-alive connection, and with
@@ -70,15 +64,17 @@ a new connection per request (CONNECT, TLS interception, TLS to the origin). The
 scanning throughput on a 10 MB JSON body.
 
 flags:
-`)
-		fs.PrintDefaults()
-	}
-	fs.IntVar(&o.N, "n", 500, "timed requests per scenario")
+`
+
+// egressDefaults are the defaults of EgressOptions, as its flags show them.
+func egressDefaults() EgressOptions { return EgressOptions{N: 500, Log: os.Stderr} }
+
+func mainEgress(ctx context.Context, args []string, out io.Writer) error {
+	var o EgressOptions
+	fs := newFlagSet("egress", egressUsage, out)
+	fs.IntVar(&o.N, "n", egressDefaults().N, "timed requests per scenario")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if o.N < 1 {
@@ -110,12 +106,7 @@ func (r staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 
 // RunEgress measures the gateway in this process against a loopback origin.
 func RunEgress(ctx context.Context, o EgressOptions) (*EgressResults, error) {
-	if o.N <= 0 {
-		o.N = 500
-	}
-	if o.Log == nil {
-		o.Log = os.Stderr
-	}
+	fillDefaults(&o, egressDefaults())
 	res := &EgressResults{Started: time.Now(), CPUs: runtime.NumCPU(), N: o.N}
 	dir, err := os.MkdirTemp("", "agentbox-bench-egress-")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -58,48 +57,15 @@ type HeavyOptions struct {
 	Log io.Writer `json:"-"`
 }
 
-func (o *HeavyOptions) defaults() {
-	if o.N <= 0 {
-		o.N = 50
-	}
-	if o.NBoot <= 0 {
-		o.NBoot = 10
-	}
-	if o.Cells <= 0 {
-		o.Cells = 200
-	}
-	if o.Refill <= 0 {
-		o.Refill = 8
-	}
-	if o.RefillReps <= 0 {
-		o.RefillReps = 5
-	}
-	if o.Reps <= 0 {
-		o.Reps = 9
-	}
-	if o.Creators <= 0 {
-		o.Creators = 10
-	}
-	if o.IdleSessions <= 0 {
-		o.IdleSessions = 10
-	}
-	if o.DataDir == "" {
-		o.DataDir = config.DefaultDataDir()
-	}
-	if o.Image == "" {
-		o.Image = "python-datascience"
-	}
-	if o.Log == nil {
-		o.Log = os.Stderr
-	}
+// heavyDefaults are the defaults of HeavyOptions, as its flags show them.
+func heavyDefaults() HeavyOptions {
+	return HeavyOptions{N: 50, NBoot: 10, Cells: 200, Refill: 8, RefillReps: 5, Reps: 9, Creators: 10, IdleSessions: 10,
+		DataDir: config.DefaultDataDir(), Image: "python-datascience", Log: os.Stderr}
 }
 
-func mainHeavy(ctx context.Context, args []string, out io.Writer) error {
-	var o HeavyOptions
-	fs := flag.NewFlagSet("agentbox bench heavy", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, `usage: agentbox bench heavy [flags]
+func (o *HeavyOptions) defaults() { fillDefaults(o, heavyDefaults()) }
+
+const heavyUsage = `usage: agentbox bench heavy [flags]
 
 Measures the heavy tier (gVisor) in this process, with a state directory of its own
 (DATA_DIR/bench/heavy): session start served by the warm pool, by a restore and by a boot, the
@@ -107,31 +73,31 @@ first pandas cell, cells in a warm session, the pool's refill rate, and a CPU-bo
 pandas-bound cell; and, in the same run, the baselines they are ratios of: the image's own
 python3 run natively in a chroot of the image. Then, through the HTTP API of a daemon it starts
 in this process: a one-shot print, session create → first result from concurrent creators, and
-the memory (PSS) of idle heavy sessions. Needs root and `+"`agentbox setup`"+` (runsc and
+the memory (PSS) of idle heavy sessions. Needs root and ` + "`agentbox setup`" + ` (runsc and
 the python-datascience image).
 
 flags:
-`)
-		fs.PrintDefaults()
-	}
-	fs.IntVar(&o.N, "n", 50, "timed runs of each session-start scenario served warm or by a restore")
-	fs.IntVar(&o.NBoot, "n-boot", 10, "timed runs of the session-start scenarios served by a boot")
-	fs.IntVar(&o.Cells, "cells", 200, "timed cells in a warm session")
-	fs.IntVar(&o.Refill, "refill", 8, "sandboxes each refill scenario makes from an empty pool")
-	fs.IntVar(&o.RefillReps, "refill-reps", 5, "repetitions of each refill scenario (at most 3 for the boot path)")
-	fs.IntVar(&o.FillParallel, "fill-parallel", 0, "warm sandboxes made at once (default: the runtime's)")
-	fs.IntVar(&o.Reps, "reps", 9, "repetitions of each compute snippet per engine (the median is reported)")
-	fs.StringVar(&o.DataDir, "data-dir", config.DefaultDataDir(), "data directory: runsc and images, and bench/ for the bench's own state")
-	fs.StringVar(&o.Image, "image", "python-datascience", "heavy image")
+`
+
+func mainHeavy(ctx context.Context, args []string, out io.Writer) error {
+	var o HeavyOptions
+	d := heavyDefaults()
+	fs := newFlagSet("heavy", heavyUsage, out)
+	fs.IntVar(&o.N, "n", d.N, "timed runs of each session-start scenario served warm or by a restore")
+	fs.IntVar(&o.NBoot, "n-boot", d.NBoot, "timed runs of the session-start scenarios served by a boot")
+	fs.IntVar(&o.Cells, "cells", d.Cells, "timed cells in a warm session")
+	fs.IntVar(&o.Refill, "refill", d.Refill, "sandboxes each refill scenario makes from an empty pool")
+	fs.IntVar(&o.RefillReps, "refill-reps", d.RefillReps, "repetitions of each refill scenario (at most 3 for the boot path)")
+	fs.IntVar(&o.FillParallel, "fill-parallel", d.FillParallel, "warm sandboxes made at once (default: the runtime's)")
+	fs.IntVar(&o.Reps, "reps", d.Reps, "repetitions of each compute snippet per engine (the median is reported)")
+	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "data directory: runsc and images, and bench/ for the bench's own state")
+	fs.StringVar(&o.Image, "image", d.Image, "heavy image")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	fs.BoolVar(&o.NoBoot, "no-boot", false, "skip the boot-path scenarios (they take the longest)")
-	fs.IntVar(&o.Creators, "creators", 10, "clients creating sessions at once in the HTTP burst scenario")
-	fs.IntVar(&o.IdleSessions, "idle-sessions", 10, "idle heavy sessions the density scenario opens (0 skips it)")
+	fs.IntVar(&o.Creators, "creators", d.Creators, "clients creating sessions at once in the HTTP burst scenario")
+	fs.IntVar(&o.IdleSessions, "idle-sessions", d.IdleSessions, "idle heavy sessions the density scenario opens (0 skips it)")
 	fs.BoolVar(&o.NoHTTP, "no-http", false, "skip the scenarios through the HTTP API of a daemon in this process")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

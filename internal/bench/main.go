@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -88,78 +89,48 @@ type Options struct {
 	Log io.Writer `json:"-"`
 }
 
-func (o *Options) defaults() {
-	if o.N <= 0 {
-		o.N = 200
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = 4
-	}
-	if o.Reps <= 0 {
-		o.Reps = 3
-	}
-	if o.IdleSessions <= 0 {
-		o.IdleSessions = 100
-	}
-	if o.IdleWait <= 0 {
-		o.IdleWait = 15 * time.Second
-	}
-	if o.DataDir == "" {
-		o.DataDir = config.DefaultDataDir()
-	}
-	if o.Python == "" {
-		o.Python = DefaultPython()
-	}
-	if o.PyodideVersion == "" {
-		o.PyodideVersion = DefaultPyodideVersion
-	}
-	if o.Pace == "" {
-		o.Pace = "health"
-	}
-	if o.Log == nil {
-		o.Log = os.Stderr
-	}
+// nanoDefaults are the defaults of Options, as its flags show them.
+func nanoDefaults() Options {
+	return Options{N: 200, Concurrency: 4, Reps: 3, IdleSessions: 100, IdleWait: 15 * time.Second,
+		DataDir: config.DefaultDataDir(), Python: DefaultPython(), PyodideVersion: DefaultPyodideVersion, Pace: "health", Log: os.Stderr}
 }
 
-func mainNano(ctx context.Context, args []string, out io.Writer) error {
-	var o Options
-	fs := flag.NewFlagSet("agentbox bench nano", flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, `usage: agentbox bench nano [flags]
+func (o *Options) defaults() { fillDefaults(o, nanoDefaults()) }
+
+const nanoUsage = `usage: agentbox bench nano [flags]
 
 Measures the nano tier end to end through the HTTP API (warm pool, cold, session runs, session
 create → first result, idle-session memory, compute) and, in the same run, the baselines the
 figures are ratios of: native python3, python3 under bubblewrap, and Pyodide under node. Without -url it starts its own daemons in this process on
-loopback ports, from the data directory's artifacts (run `+"`agentbox setup`"+` first).
+loopback ports, from the data directory's artifacts (run ` + "`agentbox setup`" + ` first).
 
 flags:
-`)
-		fs.PrintDefaults()
-	}
+`
+
+func mainNano(ctx context.Context, args []string, out io.Writer) error {
+	var o Options
+	d := nanoDefaults()
+	fs := newFlagSet("nano", nanoUsage, out)
 	compute, noCompute := true, false
-	fs.IntVar(&o.N, "n", 200, "timed runs of each latency and throughput scenario")
-	fs.IntVar(&o.Concurrency, "c", 4, "concurrent clients of the throughput scenarios")
-	fs.IntVar(&o.Reps, "reps", 3, "repetitions of each compute snippet per engine (the median is reported)")
+	fs.IntVar(&o.N, "n", d.N, "timed runs of each latency and throughput scenario")
+	fs.IntVar(&o.Concurrency, "c", d.Concurrency, "concurrent clients of the throughput scenarios")
+	fs.IntVar(&o.Reps, "reps", d.Reps, "repetitions of each compute snippet per engine (the median is reported)")
 	fs.StringVar(&o.URL, "url", os.Getenv("AGENTBOX_URL"), "measure this running daemon instead of in-process ones (default $AGENTBOX_URL)")
 	fs.StringVar(&o.APIKey, "api-key", "", "bearer token of -url and -cold-url (default $AGENTBOX_API_KEY, else the data directory's api_key file)")
 	fs.StringVar(&o.ColdURL, "cold-url", "", "with -url: a second daemon with nano.warm=0 for the cold scenarios")
-	fs.StringVar(&o.DataDir, "data-dir", config.DefaultDataDir(), "data directory: nano artifacts, and bench/ for what the bench installs")
+	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "data directory: nano artifacts, and bench/ for what the bench installs")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	fs.BoolVar(&o.SkipBaselines, "skip-baselines", false, "skip native python3, bubblewrap and Pyodide (native compute runs are kept)")
 	fs.BoolVar(&compute, "compute", true, "run the compute slowdown scenarios")
 	fs.BoolVar(&noCompute, "no-compute", false, "skip the compute slowdown scenarios")
 	thousand := false
-	fs.IntVar(&o.IdleSessions, "idle-sessions", 100, "idle nano sessions the density scenario opens, and baseline processes it starts (0 skips it)")
-	fs.DurationVar(&o.IdleWait, "idle-wait", 15*time.Second, "how long the idle sessions sit before their memory is read (longer than the daemon's session_hibernate_after)")
+	fs.IntVar(&o.IdleSessions, "idle-sessions", d.IdleSessions, "idle nano sessions the density scenario opens, and baseline processes it starts (0 skips it)")
+	fs.DurationVar(&o.IdleWait, "idle-wait", d.IdleWait, "how long the idle sessions sit before their memory is read (longer than the daemon's session_hibernate_after)")
 	fs.BoolVar(&thousand, "sessions-1000", false, "density with 1,000 idle sessions, issue 11's target (same as -idle-sessions 1000)")
-	fs.StringVar(&o.Python, "python", DefaultPython(), "native interpreter of the baselines (its sys.executable is run, not a shim)")
-	fs.StringVar(&o.PyodideVersion, "pyodide-version", DefaultPyodideVersion, "npm pyodide version to install and measure")
-	fs.StringVar(&o.Pace, "pace", "health", `warm latency pacing: "health" (wait until the daemon reports the pool full) or a fixed pause like "500ms"`)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs.StringVar(&o.Python, "python", d.Python, "native interpreter of the baselines (its sys.executable is run, not a shim)")
+	fs.StringVar(&o.PyodideVersion, "pyodide-version", d.PyodideVersion, "npm pyodide version to install and measure")
+	fs.StringVar(&o.Pace, "pace", d.Pace, `warm latency pacing: "health" (wait until the daemon reports the pool full) or a fixed pause like "500ms"`)
+	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -202,4 +173,50 @@ func apiKeyFrom(dataDir string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// newFlagSet is the flag set of `agentbox bench NAME`: -h prints usage, the benchmark's
+// description ending in "flags:", then the flags; errors go to out as well.
+func newFlagSet(name, usage string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("agentbox bench "+name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs. help is true when they asked for -h, which is not an error: the
+// usage has been printed and the benchmark does not run.
+func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}
+
+// fillDefaults sets every field of *o that is unset, a number ≤ 0, an empty string or a nil
+// interface (a writer), to the same field of d. The Run functions apply a benchmark's defaults
+// with it and its flags show the same value as theirs, so each default is written once.
+func fillDefaults[T any](o *T, d T) {
+	v, dv := reflect.ValueOf(o).Elem(), reflect.ValueOf(d)
+	for i := range v.NumField() {
+		f := v.Field(i)
+		unset := false
+		switch f.Kind() {
+		case reflect.Int, reflect.Int64:
+			unset = f.Int() <= 0
+		case reflect.String:
+			unset = f.String() == ""
+		case reflect.Interface:
+			unset = f.IsNil()
+		}
+		if unset {
+			f.Set(dv.Field(i))
+		}
+	}
 }
