@@ -9,8 +9,18 @@ import (
 	"time"
 )
 
-// The calls of the HTTP scenarios, made the same way on both tiers: a one-shot print, and a
-// session created, asked for its first result and closed.
+// The calls the scenarios make the same way on every tier and baseline: a one-shot print, a
+// session created, asked for its first result and closed, and cells run in a session.
+
+// helloCode is what every latency scenario runs: the smallest program that proves the
+// interpreter started and its output came back.
+const helloCode = `print("hi")`
+
+// helloTimeout bounds one latency run.
+const helloTimeout = 30 * time.Second
+
+// sessionCode is what the session scenarios run: each run sees the previous run's x.
+const sessionCode = `x = x + 1 if 'x' in globals() else 0; print(x)`
 
 // served counts one-shot runs by the pool that served them ("warm" or "cold"); safe for
 // concurrent clients.

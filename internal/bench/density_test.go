@@ -138,7 +138,7 @@ func TestDensityRatiosAndReport(t *testing.T) {
 
 func TestNanoTargets(t *testing.T) {
 	t.Parallel()
-	r := &Results{
+	r := &NanoResults{
 		Rows: []Row{
 			{Group: groupLatency, Name: rowWarm, Stats: &Summary{Median: 3, P99: 9}},
 			{Group: groupThroughput, Name: rowSessionFirst, Stats: &Summary{Median: 1, P99: 1}}, // not the latency row
@@ -173,7 +173,7 @@ func TestNanoTargets(t *testing.T) {
 func TestNanoSessionStartAndDensityOnFake(t *testing.T) {
 	t.Parallel()
 	f := &fakeTarget{workers: 2, warmCap: 2, warm: 2, refill: time.Millisecond}
-	b := testBencher(Options{N: 10, Concurrency: 2, IdleSessions: 6, IdleWait: time.Millisecond})
+	b := testBencher(NanoOptions{N: 10, Concurrency: 2, IdleSessions: 6, IdleWait: time.Millisecond})
 	b.nanoSessionStart(context.Background(), f)
 	b.nanoDensity(context.Background(), f)
 	if len(b.res.Rows) != 2 {

@@ -26,8 +26,8 @@ const (
 )
 
 // rowBurst names the concurrent session-start row after its number of creators.
-func (b *heavyBencher) rowBurst() string {
-	return fmt.Sprintf("session create → first result, %d concurrent creators", b.opts.Creators)
+func rowBurst(creators int) string {
+	return fmt.Sprintf("session create → first result, %d concurrent creators", creators)
 }
 
 // startHeavyDaemon starts a daemon in this process (startDaemon) whose heavy tier is required
@@ -57,7 +57,7 @@ func startHeavyDaemon(ctx context.Context, o HeavyOptions, progress func(string,
 // pool; the memory of opts.IdleSessions idle sessions; and session create → first result from
 // opts.Creators clients at once, started when the pool is full and idle.
 func (b *heavyBencher) httpScenarios(ctx context.Context) {
-	burstRow := b.rowBurst()
+	burstRow := rowBurst(b.opts.Creators)
 	b.progress("starting a daemon in this process for the HTTP scenarios")
 	t, err := b.serve(ctx)
 	if err != nil {

@@ -208,8 +208,8 @@ func TestHeavyReport(t *testing.T) {
 	r := &HeavyResults{
 		Started:  time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC),
 		Settings: HeavyOptions{Refill: 8, Reps: 5},
-		Machine:  HeavyMachine{CPUs: 2, LoadBefore: "0.10 0.20 0.30", BusyBefore: 0.12, BusyAfter: -1, Image: "python-datascience"},
-		Rows: []HeavyRow{
+		Machine:  HeavyMachine{Host: Host{CPUs: 2}, LoadBefore: "0.10 0.20 0.30", BusyBefore: 0.12, BusyAfter: -1, Image: "python-datascience"},
+		Rows: []Row{
 			{Group: hgStart, Name: "python3 -c, native (chroot)", Base: true, Stats: &Summary{N: 50, Median: 500, P99: 600, Min: 450}},
 			{Group: hgStart, Name: rowFirstH, Detail: "paced", Stats: &Summary{N: 50, Median: 10, P99: 20, Min: 8}},
 			{Group: hgStart, Name: rowMissR, Stats: &Summary{N: 50, Median: 250, P99: 300, Min: 200}},

@@ -56,10 +56,10 @@ func TestMainHelp(t *testing.T) {
 
 func TestReport(t *testing.T) {
 	t.Parallel()
-	r := &Results{
+	r := &NanoResults{
 		Started:  time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC),
-		Settings: Options{Concurrency: 4, Reps: 3},
-		Machine:  Machine{CPUs: 2, Nano: "npm: -O0", LoadBefore: "1.00 2.00 3.00", LoadAfter: "4.00 5.00 6.00"},
+		Settings: NanoOptions{Concurrency: 4, Reps: 3},
+		Machine:  NanoMachine{Host: Host{CPUs: 2}, Nano: "npm: -O0", LoadBefore: "1.00 2.00 3.00", LoadAfter: "4.00 5.00 6.00"},
 		Density: []Density{{Name: rowDensity, Asked: 100, Opened: 100, Answered: 100, ProcessesBefore: 5, Processes: 5,
 			BeforeMiB: 500, AfterMiB: 700, PerSession: 2}},
 		Rows: []Row{
@@ -70,14 +70,14 @@ func TestReport(t *testing.T) {
 			{Group: groupThroughput, Key: keyNative, Name: "native", Stats: &Summary{N: 200, Median: 40, P99: 90, Min: 20, PerSecond: 100}},
 			{Group: groupThroughput, Name: "nano warm", Stats: &Summary{N: 200, Median: 40, P99: 90, Min: 20, PerSecond: 25}},
 		},
-		Compute: &ComputeResults{Method: "inside", Geomean: map[string]float64{engineNano: 12.8},
-			Snippets: []SnippetResult{{Name: "fib", Median: map[string]float64{engineNative: 0.05, engineNano: 0.64},
+		Compute: &NanoCompute{Method: "inside", Geomean: map[string]float64{engineNano: 12.8},
+			Snippets: []NanoSnippet{{Name: "fib", Median: map[string]float64{engineNative: 0.05, engineNano: 0.64},
 				Ratio: map[string]float64{engineNano: 12.8}, Errors: map[string]string{enginePyodide: "no node"}}}},
 	}
 	r.fillRatios()
 	r.Targets = nanoTargets(r)
 	var out bytes.Buffer
-	writeReport(&out, r)
+	writeNanoReport(&out, r)
 	s := out.String()
 	if i, j, k := strings.Index(s, "### Idle sessions"), strings.Index(s, "### Compute"), strings.Index(s, "### Targets"); i < 0 || !(i < j && j < k) {
 		t.Errorf("want the idle sessions, compute and targets sections in that order:\n%s", s)

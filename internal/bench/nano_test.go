@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-func testBencher(o Options) *bencher {
+func testBencher(o NanoOptions) *nanoBencher {
 	o.Log = io.Discard
 	o.defaults()
-	return &bencher{opts: o, log: io.Discard, res: &Results{Settings: o}}
+	return newNanoBencher(o)
 }
 
 func TestParsePool(t *testing.T) {
@@ -32,7 +32,7 @@ func TestParsePool(t *testing.T) {
 func TestNanoScenariosOnFake(t *testing.T) {
 	t.Parallel()
 	f := &fakeTarget{workers: 2, warmCap: 4, warm: 4, refill: 2 * time.Millisecond}
-	b := testBencher(Options{N: 20, Concurrency: 3})
+	b := testBencher(NanoOptions{N: 20, Concurrency: 3})
 	b.nanoWarm(context.Background(), f)
 	b.nanoSession(context.Background(), f)
 	if len(b.res.Rows) != 3 {
@@ -56,7 +56,7 @@ func TestNanoScenariosOnFake(t *testing.T) {
 func TestPacerFallsBackToFixedPause(t *testing.T) {
 	t.Parallel()
 	f := &fakeTarget{workers: 1, warmCap: 1, warm: 1, noPool: true}
-	b := testBencher(Options{})
+	b := testBencher(NanoOptions{})
 	p, err := b.newPacer(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestPacerFallsBackToFixedPause(t *testing.T) {
 func TestPacerWaitsForRefill(t *testing.T) {
 	t.Parallel()
 	f := &fakeTarget{workers: 1, warmCap: 1, warm: 1, refill: 30 * time.Millisecond}
-	b := testBencher(Options{})
+	b := testBencher(NanoOptions{})
 	p, err := b.newPacer(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestPacerWaitsForRefill(t *testing.T) {
 
 func TestComputeOnFake(t *testing.T) {
 	t.Parallel()
-	b := testBencher(Options{Reps: 2})
+	b := testBencher(NanoOptions{Reps: 2})
 	var err error
 	if b.snippets, err = loadSnippets(); err != nil {
 		t.Fatal(err)

@@ -36,11 +36,6 @@ const fillPatience = time.Minute
 // paceTimeout bounds one wait for a refill; a pool that does not refill within it is reported.
 const paceTimeout = 30 * time.Second
 
-// newPacer sets up pacing as -pace says. With "health" it first waits until the pool is at rest.
-func (b *bencher) newPacer(ctx context.Context, t target) (*pacer, error) {
-	return newPacer(ctx, t, b.opts.Pace, b.note)
-}
-
 // newPacer sets up pacing: pace is "health" (watch the pool of t's tier in the daemon's health,
 // after first waiting until it is at rest) or a fixed pause such as "500ms". A health that does
 // not report the pool falls back on a one-second pause, and note says so.
@@ -156,6 +151,51 @@ func (p *pacer) summary() string {
 		s += fmt.Sprintf("; the pool did not refill within %v %d times", paceTimeout, p.timeouts)
 	}
 	return s
+}
+
+// atRest waits until the target's pool is at rest: every worker free (but the held ones, which
+// idle sessions keep) and the warm count steady
+// for a second (pacer.settleFull), then the tier's whole health text unchanged for a second (pools
+// the fields do not show, such as nano's session workers, refilled; sessions hibernated); or two
+// seconds when its health does not report the pool.
+func atRest(t target) func(ctx context.Context, held int) error {
+	return func(ctx context.Context, held int) error {
+		if _, ok, err := t.Pool(ctx); err != nil || !ok {
+			return sleepCtx(ctx, 2*time.Second)
+		}
+		p := &pacer{t: t, poll: 5 * time.Millisecond, settle: time.Second, held: held}
+		if err := p.settleFull(ctx, 2*time.Minute); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		last, since := "", time.Now()
+		for {
+			s, _, err := t.Pool(ctx)
+			if err != nil {
+				return err
+			}
+			if s.State != last {
+				last, since = s.State, time.Now()
+			}
+			if time.Since(since) >= time.Second {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the daemon's health kept changing for 2 minutes (last: %s)", last)
+			}
+			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// healthState is the text the target's health gives its tier, for the record.
+func healthState(t target) func(context.Context) string {
+	return func(ctx context.Context) string {
+		p, _, _ := t.Pool(ctx)
+		return p.State
+	}
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

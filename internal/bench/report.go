@@ -4,156 +4,173 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 )
 
-// writeReport writes r as Markdown: a header saying where and how, the latency and throughput
-// tables with their footnotes, the compute table and the notes. It pastes into a note as is.
-func writeReport(w io.Writer, r *Results) {
-	m := r.Machine
-	fmt.Fprintf(w, "## agentbox bench nano, %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "- machine: %d CPUs, Linux %s, %s; the run took %.0f s\n", m.CPUs, orDash(m.Kernel), m.Go, r.Seconds)
-	if m.LoadBefore != "" {
-		fmt.Fprintf(w, "- load average (1, 5, 15 min): %s at the start, %s at the end (the bench's own work included)\n", m.LoadBefore, orDash(m.LoadAfter))
-	}
-	fmt.Fprintf(w, "- nano: %s\n", orDash(m.Nano))
-	fmt.Fprintf(w, "- baselines: native python %s; node %s; Pyodide %s\n", orDash(m.Python), orDash(m.Node), orDash(m.Pyodide))
-	fmt.Fprintf(w, "- each scenario: %d untimed warm-up runs, then n timed runs; throughput: %d clients back to back\n",
-		warmup, r.Settings.Concurrency)
-	fmt.Fprintf(w, "- ratios divide by the baselines of this same run; medians are noisy on a small machine (±30%%)\n\n")
+// Every target's report is Markdown that pastes into a note as is, in one order: a header saying
+// where and how, the tables of rows with their footnotes, the idle-session memory, the compute
+// section, the targets and the notes. writeReport writes that order; a target's layout supplies
+// what differs.
 
-	// Footnotes carry each row's detail or error; rows that share one (the scenarios of a daemon
-	// that did not start) share its number.
-	var notes []string
-	number := map[string]int{}
-	footnote := func(row Row) string {
-		text := row.Detail
-		if row.Error != "" {
-			text = "FAILED: " + row.Error
-		}
-		if text == "" {
-			return ""
-		}
-		if number[text] == 0 {
-			notes = append(notes, text)
-			number[text] = len(notes)
-		}
-		return fmt.Sprintf(" [%d]", number[text])
-	}
+// layout is what a target's report shows besides the parts every report has.
+type layout struct {
+	// name is the benchmark's, in the title: "nano".
+	name string
+	host Host
+	// header holds the bullet lines under the machine line: what ran, how, and how to read it.
+	header []string
+	// tables are the tables of rows, in order; their footnotes are numbered together.
+	tables []table
+	// compute writes the compute section; nil for none.
+	compute func(io.Writer)
+}
 
-	fmt.Fprintf(w, "### Latency: one client, `%s`\n\n", helloCode)
-	fmt.Fprintln(w, "| scenario | n | median ms | p99 ms | min ms | runs/s | ÷ native | ÷ bwrap |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-	for _, row := range r.Rows {
-		if row.Group != groupLatency {
-			continue
-		}
-		name := row.Name + footnote(row)
-		if s := row.Stats; s != nil {
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", name, s.N, fmtMS(s.Median), fmtMS(s.P99), fmtMS(s.Min),
-				fmtRate(s.PerSecond), fmtRatio(row.VsNative), fmtRatio(row.VsBwrap))
-		} else {
-			fmt.Fprintf(w, "| %s | — | — | — | — | — | — | — |\n", name)
-		}
+// table is one table of a report: the rows of group, with a column per figure.
+type table struct {
+	group, title string
+	cols         []column
+	// after is a paragraph under the table, e.g. how to read its ratios; empty for none.
+	after string
+}
+
+// column is a figure of a table; cell is called for rows that have Stats (a failed row shows a
+// dash in every column).
+type column struct {
+	head string
+	cell func(Row) string
+}
+
+// The columns the tables are made of.
+var (
+	colN        = column{"n", func(r Row) string { return strconv.Itoa(r.Stats.N) }}
+	colMedian   = column{"median ms", func(r Row) string { return fmtMS(r.Stats.Median) }}
+	colP99      = column{"p99 ms", func(r Row) string { return fmtMS(r.Stats.P99) }}
+	colMin      = column{"min ms", func(r Row) string { return fmtMS(r.Stats.Min) }}
+	colVsNative = colRatio("÷ native", func(r Row) float64 { return r.VsNative }, fmtRatio)
+	colVsBwrap  = colRatio("÷ bwrap", func(r Row) float64 { return r.VsBwrap }, fmtRatio)
+)
+
+// colRate is the rate column (runs/s, sandboxes/s).
+func colRate(head string) column {
+	return column{head, func(r Row) string { return fmtRate(r.Stats.PerSecond) }}
+}
+
+// colRatio is a ratio column: the figure ratio reads from the row, printed with format.
+func colRatio(head string, ratio func(Row) float64, format func(float64) string) column {
+	return column{head, func(r Row) string { return format(ratio(r)) }}
+}
+
+// writeReport writes r as Markdown in the order every report has, with what l says of the target.
+func writeReport[M, S any, C computeSection](w io.Writer, r *Report[M, S, C], l layout) {
+	fmt.Fprintf(w, "## agentbox bench %s, %s\n\n", l.name, r.Started.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "- machine: %d CPUs, Linux %s, %s; the run took %.0f s\n", l.host.CPUs, orDash(l.host.Kernel), l.host.Go, r.Seconds)
+	for _, line := range l.header {
+		fmt.Fprintf(w, "- %s\n", line)
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintf(w, "### Throughput: %d clients back to back, `%s`\n\n", r.Settings.Concurrency, helloCode)
-	fmt.Fprintln(w, "| scenario | n | runs/s | median ms | p99 ms | min ms | ÷ native | ÷ bwrap |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-	for _, row := range r.Rows {
-		if row.Group != groupThroughput {
-			continue
-		}
-		name := row.Name + footnote(row)
-		if s := row.Stats; s != nil {
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s |\n", name, s.N, fmtRate(s.PerSecond), fmtMS(s.Median), fmtMS(s.P99),
-				fmtMS(s.Min), fmtRatio(row.VsNative), fmtRatio(row.VsBwrap))
-		} else {
-			fmt.Fprintf(w, "| %s | — | — | — | — | — | — | — |\n", name)
-		}
+	var fn footnotes
+	for _, t := range l.tables {
+		fn.writeTable(w, t, r.Rows)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Latency ratios are median ÷ the baseline's median (higher is slower); throughput ratios are runs/s ÷ the baseline's runs/s (higher is better).")
-	fmt.Fprintln(w)
-	for i, n := range notes {
-		fmt.Fprintf(w, "%d. %s\n", i+1, n)
-	}
-	if len(notes) > 0 {
-		fmt.Fprintln(w)
-	}
+	fn.write(w)
 
 	writeDensity(w, r.Density)
-
-	if c := r.Compute; c != nil {
-		writeCompute(w, c, r.Settings.Reps)
+	if l.compute != nil {
+		l.compute(w)
 	}
-
 	writeTargets(w, r.Targets)
 
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w, "### Notes")
 		fmt.Fprintln(w)
-		for _, n := range r.Notes {
-			fmt.Fprintf(w, "- %s\n", n)
+		writeList(w, r.Notes)
+	}
+}
+
+// footnotes carry each row's detail or error under the tables, numbered in the order the rows are
+// written; rows that share a text (the scenarios of a daemon that did not start) share its number.
+type footnotes struct {
+	texts  []string
+	number map[string]int
+}
+
+// mark returns the row's footnote mark (" [2]"), or "" when it has nothing to say.
+func (f *footnotes) mark(row Row) string {
+	text := row.Detail
+	if row.Error != "" {
+		text = "FAILED: " + row.Error
+	}
+	if text == "" {
+		return ""
+	}
+	if f.number == nil {
+		f.number = map[string]int{}
+	}
+	if f.number[text] == 0 {
+		f.texts = append(f.texts, text)
+		f.number[text] = len(f.texts)
+	}
+	return fmt.Sprintf(" [%d]", f.number[text])
+}
+
+// writeTable writes t's rows of rows, marking their footnotes; a baseline row marked Base is set
+// in italics.
+func (f *footnotes) writeTable(w io.Writer, t table, rows []Row) {
+	fmt.Fprintf(w, "### %s\n\n", t.title)
+	head, rule := []string{"scenario"}, []string{"---"}
+	for _, c := range t.cols {
+		head, rule = append(head, c.head), append(rule, "---:")
+	}
+	writeCells(w, head)
+	writeCells(w, rule)
+	for _, row := range rows {
+		if row.Group != t.group {
+			continue
 		}
+		name := row.Name + f.mark(row)
+		if row.Base {
+			name = "*" + name + "* (baseline)"
+		}
+		cells := []string{name}
+		for _, c := range t.cols {
+			if row.Stats == nil {
+				cells = append(cells, "—")
+			} else {
+				cells = append(cells, c.cell(row))
+			}
+		}
+		writeCells(w, cells)
+	}
+	fmt.Fprintln(w)
+	if t.after != "" {
+		fmt.Fprintln(w, t.after)
 		fmt.Fprintln(w)
 	}
 }
 
-func writeCompute(w io.Writer, c *ComputeResults, reps int) {
-	engines := []string{engineNative, engineNano, enginePyodide}
-	fmt.Fprintf(w, "### Compute: milliseconds inside the snippet, median of %d\n\n", reps)
-	fmt.Fprintln(w, "| snippet | native ms | nano ms | Pyodide ms | nano ÷ native | Pyodide ÷ native |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: |")
-	var problems []string
-	// Failures with the same cause (a daemon that did not start fails every snippet) are listed
-	// once with the snippets they hit.
-	type failure struct{ engine, err string }
-	var failures []failure
-	hit := map[failure][]string{}
-	for _, s := range c.Snippets {
-		cells := []string{s.Name}
-		for _, e := range engines {
-			if m, ok := s.Median[e]; ok {
-				cells = append(cells, fmtMS(m*1000))
-			} else {
-				cells = append(cells, "—")
-			}
-		}
-		for _, e := range engines[1:] {
-			cells = append(cells, fmtRatio(s.Ratio[e]))
-		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
-		for _, e := range engines {
-			if err, ok := s.Errors[e]; ok {
-				f := failure{e, err}
-				if hit[f] == nil {
-					failures = append(failures, f)
-				}
-				hit[f] = append(hit[f], s.Name)
-			}
-		}
-		for _, e := range s.Mismatch {
-			problems = append(problems, fmt.Sprintf("%s printed something else on %s than on native python3: %q vs %q",
-				s.Name, e, truncate(s.Outputs[e], 120), truncate(s.Outputs[engineNative], 120)))
-		}
+// write lists the footnotes.
+func (f *footnotes) write(w io.Writer) {
+	for i, n := range f.texts {
+		fmt.Fprintf(w, "%d. %s\n", i+1, n)
 	}
-	for _, f := range failures {
-		problems = append(problems, fmt.Sprintf("%s on %s failed: %s", strings.Join(hit[f], ", "), f.engine, truncate(f.err, 300)))
+	if len(f.texts) > 0 {
+		fmt.Fprintln(w)
 	}
-	geo := func(e string) string {
-		if g, ok := c.Geomean[e]; ok && !math.IsNaN(g) {
-			return "**" + fmtRatio(g) + "**"
-		}
-		return "—"
-	}
-	fmt.Fprintf(w, "| **geomean** | | | | %s | %s |\n\n", geo(engineNano), geo(enginePyodide))
-	fmt.Fprintf(w, "Method: %s\n\n", c.Method)
-	for _, p := range problems {
+}
+
+// writeCells writes one line of a Markdown table.
+func writeCells(w io.Writer, cells []string) {
+	fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+}
+
+// writeList writes items as a Markdown list and a blank line, or nothing for none.
+func writeList(w io.Writer, items []string) {
+	for _, p := range items {
 		fmt.Fprintf(w, "- %s\n", p)
 	}
-	if len(problems) > 0 {
+	if len(items) > 0 {
 		fmt.Fprintln(w)
 	}
 }

@@ -5,129 +5,146 @@ import (
 	"time"
 )
 
-// The two tables of the report.
-const (
-	// groupLatency rows are one client making one run at a time: the latency of a run.
-	groupLatency = "latency"
-	// groupThroughput rows are several clients making runs back to back: what the system sustains.
-	groupThroughput = "throughput"
-)
+// Report is everything one run of a benchmark measured, in the one shape every target's results
+// have: when and where, with which settings, the rows of its tables, its compute section, the
+// memory of idle sessions, the figures held against goals, and notes. What differs by target is a
+// type parameter: M describes the machine as the target sees it (NanoMachine, HeavyMachine), S is
+// the target's settings, C its compute section. The JSON form is stable enough to diff two runs by
+// machine; the figures are only comparable within one Report.
+type Report[M, S any, C computeSection] struct {
+	Started  time.Time `json:"started"`
+	Seconds  float64   `json:"seconds"`
+	Machine  M         `json:"machine"`
+	Settings S         `json:"settings"`
+	// Notes say what the bench did that a reader needs to know: installs, pacing, commands.
+	Notes []string `json:"notes"`
+	Rows  []Row    `json:"rows"`
+	// Compute is the time code takes inside the interpreter, against native python3. omitzero:
+	// a section that says it is never zero (HeavyCompute) is written even when nothing ran.
+	Compute C `json:"compute,omitzero"`
+	// Density is the idle-session memory: the tier's sessions and the baselines' processes.
+	Density []Density `json:"density,omitempty"`
+	// Targets holds figures against the issues' goals.
+	Targets []Target `json:"targets,omitempty"`
+	// Failed counts rows, density rows and compute cells that could not be measured or printed
+	// the wrong thing.
+	Failed int `json:"failed"`
+}
 
-// Keys of the rows the ratio columns divide by.
+// computeSection is a target's compute section: it counts its own failures for Report.Failed.
+type computeSection interface {
+	failures() int
+}
+
+// Row is one scenario: one line of a report's tables, whatever the target.
+type Row struct {
+	// Group is the table the row belongs to (groupLatency, hgStart, ...).
+	Group string `json:"group"`
+	// Key marks a named baseline of its group that VsNative and VsBwrap divide by (keyNative,
+	// keyBwrap): the nano tables, which compare with two baselines at once. Empty for other rows.
+	Key  string `json:"key,omitempty"`
+	Name string `json:"name"`
+	// Base marks the one baseline of its group that Ratio divides by: the heavy tables.
+	Base   bool   `json:"base,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Stats is nil when the scenario failed or was skipped; Error says why.
+	Stats *Summary `json:"stats,omitempty"`
+	Error string   `json:"error,omitempty"`
+	// VsNative, VsBwrap and Ratio are the ratios to the group's baselines (fillRatios): median
+	// latency ÷ the baseline's, or in a rate group runs/s ÷ the baseline's. 0 when either side is
+	// missing.
+	VsNative float64 `json:"vs_native,omitempty"`
+	VsBwrap  float64 `json:"vs_bwrap,omitempty"`
+	Ratio    float64 `json:"ratio,omitempty"`
+}
+
+// Keys of the named baselines, for rows and density rows.
 const (
 	keyNative = "native"
 	keyBwrap  = "bwrap"
 )
 
-// Results is everything one run of the bench measured. The JSON form is stable enough to diff two
-// runs by machine; the figures are only comparable within one Results.
-type Results struct {
-	Started  time.Time `json:"started"`
-	Seconds  float64   `json:"seconds"`
-	Machine  Machine   `json:"machine"`
-	Settings Options   `json:"settings"`
-	// Notes say what the bench did that a reader needs to know: installs, pacing, commands.
-	Notes   []string        `json:"notes"`
-	Rows    []Row           `json:"rows"`
-	Compute *ComputeResults `json:"compute,omitempty"`
-	// Density is the idle-session memory: nano sessions and the baselines' processes.
-	Density []Density `json:"density,omitempty"`
-	// Targets holds figures against issue 11's goals.
-	Targets []Target `json:"targets,omitempty"`
-	// Failed counts rows and snippets that could not be measured.
-	Failed int `json:"failed"`
-}
+// rateGroups are the groups whose rows are rates (nano's throughput, runs/s; heavy's refill,
+// sandboxes/s): their ratios divide rates, higher is better, where every other group's divide
+// median latencies.
+var rateGroups = map[string]bool{groupThroughput: true, hgRefill: true}
 
-// Machine describes where the figures were measured.
-type Machine struct {
-	CPUs    int    `json:"cpus"`
-	Kernel  string `json:"kernel"`
-	Go      string `json:"go"`
-	Python  string `json:"python"`
-	Node    string `json:"node"`
-	Pyodide string `json:"pyodide"`
-	Nano    string `json:"nano"`
-	// LoadBefore and LoadAfter are /proc/loadavg's 1, 5 and 15 minute averages at the start and
-	// the end of the run: other work on a 2-core machine skews every figure.
-	LoadBefore string `json:"load_before,omitempty"`
-	LoadAfter  string `json:"load_after,omitempty"`
-}
-
-// Row is one scenario.
-type Row struct {
-	Group string `json:"group"`
-	// Key marks a baseline that ratios divide by; empty for other rows.
-	Key    string `json:"key,omitempty"`
-	Name   string `json:"name"`
-	Detail string `json:"detail,omitempty"`
-	// Stats is nil when the scenario failed or was skipped; Error says why.
-	Stats *Summary `json:"stats,omitempty"`
-	Error string   `json:"error,omitempty"`
-	// VsNative and VsBwrap are the ratios to the baselines of the same group: median latency
-	// divided by the baseline's in the latency group, runs/s divided by the baseline's in the
-	// throughput group. 0 when either side is missing.
-	VsNative float64 `json:"vs_native,omitempty"`
-	VsBwrap  float64 `json:"vs_bwrap,omitempty"`
-}
-
-// ComputeResults is the compute slowdown: per snippet, the median time inside the snippet on
-// each engine, and the geometric mean of the ratios.
-type ComputeResults struct {
-	Method   string             `json:"method"`
-	Snippets []SnippetResult    `json:"snippets"`
-	Geomean  map[string]float64 `json:"geomean_vs_native"`
-}
-
-// SnippetResult is one snippet of the fixed set. Times are seconds inside the snippet, one per
-// repetition; Median* are their medians. A missing engine has no times and its Error set.
-type SnippetResult struct {
-	Name    string               `json:"name"`
-	Times   map[string][]float64 `json:"times_s"`
-	Median  map[string]float64   `json:"median_s"`
-	Ratio   map[string]float64   `json:"vs_native"`
-	Errors  map[string]string    `json:"errors,omitempty"`
-	Outputs map[string]string    `json:"outputs,omitempty"`
-	// Mismatch names the engines whose snippet output differed from native python3's.
-	Mismatch []string `json:"output_mismatch,omitempty"`
-}
-
-// The engines of the compute table, in column order.
-const (
-	engineNative  = "native"
-	engineNano    = "nano"
-	enginePyodide = "pyodide"
-)
-
-// fillRatios sets every row's ratio columns from the baselines of its group.
-func (r *Results) fillRatios() {
+// fillRatios sets every row's ratio columns from the baselines of its group: VsNative and VsBwrap
+// from the rows keyed native and bwrap, Ratio from the row marked Base.
+func (r *Report[M, S, C]) fillRatios() {
 	base := map[string]*Summary{}
 	for _, row := range r.Rows {
-		if row.Key != "" && row.Stats != nil {
+		switch {
+		case row.Stats == nil:
+		case row.Key != "":
 			base[row.Group+"/"+row.Key] = row.Stats
+		case row.Base:
+			base[row.Group+"/"] = row.Stats
 		}
 	}
 	ratio := func(row Row, key string) float64 {
 		b := base[row.Group+"/"+key]
-		if b == nil || row.Stats == nil {
+		switch {
+		case b == nil || row.Stats == nil:
 			return 0
-		}
-		if row.Group == groupThroughput {
+		case rateGroups[row.Group]:
 			if b.PerSecond == 0 {
 				return 0
 			}
 			return row.Stats.PerSecond / b.PerSecond
-		}
-		if b.Median == 0 {
+		case b.Median == 0:
 			return 0
 		}
 		return row.Stats.Median / b.Median
 	}
 	for i := range r.Rows {
-		r.Rows[i].VsNative = ratio(r.Rows[i], keyNative)
-		r.Rows[i].VsBwrap = ratio(r.Rows[i], keyBwrap)
+		row := &r.Rows[i]
+		row.VsNative, row.VsBwrap, row.Ratio = ratio(*row, keyNative), ratio(*row, keyBwrap), ratio(*row, "")
 	}
 }
 
-func (r *Results) addNote(format string, args ...any) {
+// finish fills what follows from the figures once every scenario has run: the ratio columns of
+// the rows and of the density rows, the targets (goals holds them against the figures), and the
+// count of failures.
+func (r *Report[M, S, C]) finish(goals func(*Report[M, S, C]) []Target) {
+	r.fillRatios()
+	fillDensityRatios(r.Density)
+	r.Targets = goals(r)
+	r.Failed = r.Compute.failures()
+	for _, row := range r.Rows {
+		if row.Error != "" {
+			r.Failed++
+		}
+	}
+	for _, d := range r.Density {
+		if d.Error != "" {
+			r.Failed++
+		}
+	}
+}
+
+// stats is the summary of the row called name, in group or, with group empty, in any group; nil
+// when there is no such row or it failed.
+func (r *Report[M, S, C]) stats(group, name string) *Summary {
+	for _, row := range r.Rows {
+		if row.Name == name && (group == "" || row.Group == group) {
+			return row.Stats
+		}
+	}
+	return nil
+}
+
+// density is the last density row called name, or nil.
+func (r *Report[M, S, C]) density(name string) *Density {
+	var d *Density
+	for i := range r.Density {
+		if r.Density[i].Name == name {
+			d = &r.Density[i]
+		}
+	}
+	return d
+}
+
+func (r *Report[M, S, C]) addNote(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }

@@ -109,7 +109,7 @@ func TestHTTPTarget(t *testing.T) {
 	}
 
 	// The scenarios themselves, through the real server.
-	b := testBencher(Options{N: 10, Concurrency: 2})
+	b := testBencher(NanoOptions{N: 10, Concurrency: 2})
 	b.nanoWarm(ctx, tg)
 	b.nanoSession(ctx, tg)
 	for _, r := range b.res.Rows {

@@ -155,7 +155,7 @@ func (p *pyodideProc) Close() {
 
 // pyodide measures Pyodide under node: the cold start in a few fresh node processes, then warm
 // runPython latency and the compute set in the last of them.
-func (b *bencher) pyodide(ctx context.Context) {
+func (b *nanoBencher) pyodide(ctx context.Context) {
 	const coldLoad, coldStart, warm = "Pyodide cold: loadPyodide()", "Pyodide cold: node start → ready", "Pyodide warm: runPython"
 	failAll := func(err error) {
 		b.fail(groupLatency, "", coldLoad, err)

@@ -10,10 +10,6 @@ import (
 	"time"
 )
 
-// helloCode is what every latency scenario runs: the smallest program that proves the
-// interpreter started and its output came back.
-const helloCode = `print("hi")`
-
 // DefaultPython is the native interpreter of the baselines: the system's /usr/bin/python3 where
 // there is one, else python3 from PATH. The system interpreter is what a bubblewrap jail would
 // usually run, it is built from the same Debian CPython source as setup's optimised nano build,
@@ -130,7 +126,7 @@ func helloCall(argv []string) call {
 // baselines measures the process baselines: native python3 and python3 under bubblewrap, each
 // one client sequentially and then from opts.Concurrency clients at once, and, unless NoDensity,
 // opts.IdleSessions idle interpreters of each (idleBaseline).
-func (b *bencher) baselines(ctx context.Context) {
+func (b *nanoBencher) baselines(ctx context.Context) {
 	py := b.py
 	if py.Exe == "" {
 		b.fail(groupLatency, keyNative, "python3 -c (native)", b.pyErr)
@@ -164,7 +160,7 @@ func (b *bencher) baselines(ctx context.Context) {
 // idleBaseline is the density scenario for interpreters started the way the latency baselines
 // are (argv runs replLoop, natively or under bubblewrap): opts.IdleSessions processes, each
 // having run the density cell, idle; their PSS is read over the bench and its children.
-func (b *bencher) idleBaseline(ctx context.Context, key, name string, argv []string) {
+func (b *nanoBencher) idleBaseline(ctx context.Context, key, name string, argv []string) {
 	if b.opts.NoDensity {
 		return
 	}
@@ -181,7 +177,7 @@ func (b *bencher) idleBaseline(ctx context.Context, key, name string, argv []str
 	b.res.Density = append(b.res.Density, d)
 }
 
-func (b *bencher) failDensity(key, name string, err error) {
+func (b *nanoBencher) failDensity(key, name string, err error) {
 	if !b.opts.NoDensity {
 		b.res.Density = append(b.res.Density, Density{Key: key, Name: name, Asked: b.opts.IdleSessions, Error: err.Error()})
 	}

@@ -5,12 +5,51 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/bench/compute"
+)
+
+// NanoCompute is the nano compute slowdown: per snippet of the fixed set, the median time inside
+// the snippet on each engine (native, nano, Pyodide), and the geometric mean of the ratios.
+type NanoCompute struct {
+	Method   string             `json:"method"`
+	Snippets []NanoSnippet      `json:"snippets"`
+	Geomean  map[string]float64 `json:"geomean_vs_native"`
+}
+
+// NanoSnippet is one snippet of the fixed set. Times are seconds inside the snippet, one per
+// repetition; Median* are their medians. A missing engine has no times and its Error set.
+type NanoSnippet struct {
+	Name    string               `json:"name"`
+	Times   map[string][]float64 `json:"times_s"`
+	Median  map[string]float64   `json:"median_s"`
+	Ratio   map[string]float64   `json:"vs_native"`
+	Errors  map[string]string    `json:"errors,omitempty"`
+	Outputs map[string]string    `json:"outputs,omitempty"`
+	// Mismatch names the engines whose snippet output differed from native python3's.
+	Mismatch []string `json:"output_mismatch,omitempty"`
+}
+
+func (s *NanoSnippet) reps() reps { return reps{s.Times, s.Median, s.Outputs, s.Errors} }
+
+// failures counts the snippets' failed engines; nil when the compute section did not run.
+func (c *NanoCompute) failures() int {
+	n := 0
+	if c != nil {
+		for _, s := range c.Snippets {
+			n += len(s.Errors)
+		}
+	}
+	return n
+}
+
+// The engines of the compute tables, in column order; native is also the heavy table's.
+const (
+	engineNative  = "native"
+	engineNano    = "nano"
+	enginePyodide = "pyodide"
 )
 
 // snippet is one program of the fixed compute set.
@@ -46,9 +85,6 @@ const computeMethod = "time inside the snippet: a wrapper reads time.perf_counte
 	"own imports are included. Pyodide runs every repetition in one warm node process, so modules a " +
 	"snippet imports are already loaded from the second repetition on."
 
-// timingMarker starts the line the wrapper prints with the elapsed seconds.
-const timingMarker = "__agentbox_bench_seconds__ "
-
 // wrapSnippet returns a program that runs code and prints how long it took. The code travels as a
 // JSON string literal, which is also a valid Python string literal.
 func wrapSnippet(s snippet) string {
@@ -63,35 +99,10 @@ func wrapSnippet(s snippet) string {
 		"print('" + timingMarker + "%.9f' % _bench_dt, flush=True)\n"
 }
 
-// parseTiming splits the wrapper's output into the snippet's own output and the seconds it took.
-func parseTiming(stdout string) (output string, seconds float64, err error) {
-	i := strings.LastIndex(stdout, timingMarker)
-	if i < 0 {
-		return stdout, 0, fmt.Errorf("no timing line in the output %q", truncate(stdout, 200))
-	}
-	rest := strings.TrimSpace(stdout[i+len(timingMarker):])
-	seconds, err = strconv.ParseFloat(rest, 64)
-	if err != nil || seconds < 0 || math.IsNaN(seconds) {
-		return stdout, 0, fmt.Errorf("bad timing line %q", rest)
-	}
-	// The wrapper prints an empty line first so the marker starts its own line even if the snippet
-	// left one open.
-	output = strings.TrimSuffix(stdout[:i], "\n")
-	output = strings.TrimSuffix(output, "\n")
-	return output, seconds, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-func (b *bencher) initCompute() {
-	b.compute = map[string]*SnippetResult{}
+func (b *nanoBencher) initCompute() {
+	b.compute = map[string]*NanoSnippet{}
 	for _, s := range b.snippets {
-		b.compute[s.Name] = &SnippetResult{
+		b.compute[s.Name] = &NanoSnippet{
 			Name:    s.Name,
 			Times:   map[string][]float64{},
 			Median:  map[string]float64{},
@@ -102,28 +113,16 @@ func (b *bencher) initCompute() {
 	}
 }
 
-// runner runs a wrapped snippet on one engine and returns its stdout.
-type runner func(ctx context.Context, code string) (string, error)
-
 // computeOn runs every snippet b.opts.Reps times on engine.
-func (b *bencher) computeOn(ctx context.Context, engine string, run runner) {
+func (b *nanoBencher) computeOn(ctx context.Context, engine string, run runner) {
 	for _, s := range b.snippets {
 		r := b.compute[s.Name]
 		code := wrapSnippet(s)
 		for i := 0; i < b.opts.Reps; i++ {
-			out, err := run(ctx, code)
-			var secs float64
-			if err == nil {
-				out, secs, err = parseTiming(out)
-			}
-			if err != nil {
-				r.Errors[engine] = err.Error()
-				r.Times[engine] = nil
+			if err := r.reps().run(ctx, engine, run, code); err != nil {
 				b.progress("compute %s on %s: FAILED: %v", s.Name, engine, err)
 				break
 			}
-			r.Times[engine] = append(r.Times[engine], secs)
-			r.Outputs[engine] = out
 		}
 		if t := r.Times[engine]; len(t) > 0 {
 			b.progress("compute %s on %s: median %.1f ms", s.Name, engine, Median(t)*1000)
@@ -132,17 +131,13 @@ func (b *bencher) computeOn(ctx context.Context, engine string, run runner) {
 }
 
 // computeResults computes medians, ratios against native and the geomeans.
-func (b *bencher) computeResults() *ComputeResults {
-	c := &ComputeResults{Method: computeMethod, Geomean: map[string]float64{}}
+func (b *nanoBencher) computeResults() *NanoCompute {
+	c := &NanoCompute{Method: computeMethod, Geomean: map[string]float64{}}
 	ratios := map[string][]float64{}
 	complete := map[string]bool{engineNano: true, enginePyodide: true}
 	for _, s := range b.snippets {
 		r := b.compute[s.Name]
-		for e, t := range r.Times {
-			if len(t) > 0 {
-				r.Median[e] = Median(t)
-			}
-		}
+		r.reps().fillMedians()
 		native, hasNative := r.Median[engineNative]
 		for _, e := range []string{engineNano, enginePyodide} {
 			m, ok := r.Median[e]
@@ -171,7 +166,7 @@ func (b *bencher) computeResults() *ComputeResults {
 }
 
 // computeNative runs the snippets with the native interpreter.
-func (b *bencher) computeNative(ctx context.Context) {
+func (b *nanoBencher) computeNative(ctx context.Context) {
 	if b.pyErr != nil {
 		for _, s := range b.snippets {
 			b.compute[s.Name].Errors[engineNative] = b.pyErr.Error()
