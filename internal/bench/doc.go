@@ -141,4 +141,34 @@
 //
 // The nano figures depend on the CPython WASI build (the npm -O0 build is ~2x slower than the
 // -O2 one setup can build); the report's header names the build the data directory holds.
+//
+// # agentbox bench egress
+//
+// What the egress gateway adds to a small HTTPS request, in this process against a loopback
+// origin, and the DLP scanner's throughput; see its -h.
+//
+// # Layout
+//
+// One package, a file set per target over a shared core. Every target's results have one shape,
+// Report, whose rows are one type, Row, written by one report writer; a target brings its
+// settings, its machine description, its compute section and the layout of its report.
+//
+//   - main.go: the subcommands, their flag sets, defaults written once (fillDefaults).
+//   - results.go, report.go, goals.go, emit.go: Report and Row, the ratio columns, the Markdown
+//     skeleton with its tables and footnotes, the Targets table, JSON or Markdown out.
+//   - stats.go, measure.go: medians and percentiles; calls made one after the other or from
+//     clients back to back.
+//   - benchmark.go, machine.go: a run in progress (settings, progress log, report); the host.
+//   - target.go, target_http.go, calls.go, pace.go, daemons.go: a daemon as the scenarios use it,
+//     through its HTTP API; the calls made the same way on every tier; pacing to a pool at rest;
+//     daemons started in this process.
+//   - density.go, pss.go: the memory of idle sessions and of the baselines' processes.
+//   - process.go, timing.go: interpreters the bench starts (timed runs, REPLs over a pipe), and
+//     time measured inside the interpreter.
+//   - nano*.go: `bench nano`: settings and flags, scenarios, baselines (native, bwrap, Pyodide
+//     and what the bench installs for them), the compute set, the daemons, the report.
+//   - heavy*.go: `bench heavy`: settings and flags, the runtime in process, the native chroot
+//     baselines, scenarios, the compute cells, the HTTP scenarios, the report.
+//   - egress*.go: `bench egress`, whose results keep their own flat shape: a table of request
+//     latencies and a throughput, with no machine description, rows of baselines or targets.
 package bench
