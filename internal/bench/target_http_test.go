@@ -7,76 +7,47 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
-)
-
-// fakeNano stands in for the nano runtime behind the real server, so the HTTP adapter is tested
-// against the real API without worker processes.
-type fakeNano struct {
-	mu   sync.Mutex
-	runs int
-}
-
-// Interface guards.
-var (
-	_ sandbox.Runtime = (*fakeNano)(nil)
-	_ sandbox.Health  = (*fakeNano)(nil)
-	_ sandbox.Session = (*fakeNanoSession)(nil)
 )
 
 // tierNano is the tier the fake stands in for; the core names no tier.
 const tierNano sandbox.Tier = "nano"
 
-// Capabilities are nano's: sessions, nothing else.
-func (f *fakeNano) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Tier: tierNano, Sessions: true, Contained: true}
-}
-
-func (f *fakeNano) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	f.mu.Lock()
-	f.runs++
-	f.mu.Unlock()
-	res := &sandbox.Result{Runtime: tierNano, Timing: sandbox.Timing{Pool: "warm", Execute: time.Millisecond}}
-	switch {
-	case req.Code == helloCode:
-		res.Stdout = "hi\n"
-	case strings.HasPrefix(req.Code, "raise"):
-		res.ExitCode = 1
-		res.Error = &sandbox.PyError{Name: "ValueError", Value: "boom"}
-	default:
-		return nil, sandbox.Errorf(sandbox.KindInvalidRequest, "fake runs only hello")
+// newFakeNano returns a runtime with nano's capabilities and health report, to stand in for the
+// nano runtime behind the real server, so the HTTP adapter is tested against the real API without
+// worker processes. It runs helloCode (printing "hi") and code that starts with raise (raising
+// ValueError: boom), and refuses anything else; a session's runs print 0, 1, 2…
+func newFakeNano() *runtimetest.Fake {
+	f := runtimetest.NewFake(sandbox.Capabilities{Tier: tierNano, Sessions: true, Contained: true})
+	f.SetHealth("2 of 2 workers free, 4 warm interpreters", true)
+	f.Answer = func(_ context.Context, req *sandbox.RunRequest, s *runtimetest.FakeSession) (*sandbox.Result, error) {
+		if s != nil {
+			return &sandbox.Result{Stdout: fmt.Sprintf("%d\n", len(s.Requests())-1)}, nil
+		}
+		res := &sandbox.Result{Timing: sandbox.Timing{Pool: "warm", Execute: time.Millisecond}}
+		switch {
+		case req.Code == helloCode:
+			res.Stdout = "hi\n"
+		case strings.HasPrefix(req.Code, "raise"):
+			res.ExitCode = 1
+			res.Error = &sandbox.PyError{Name: "ValueError", Value: "boom"}
+		default:
+			return nil, sandbox.Errorf(sandbox.KindInvalidRequest, "fake runs only hello")
+		}
+		return res, nil
 	}
-	return res, nil
+	return f
 }
-
-func (f *fakeNano) NewSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.Session, error) {
-	return &fakeNanoSession{x: -1}, nil
-}
-
-func (f *fakeNano) Health(context.Context) (string, bool) {
-	return "2 of 2 workers free, 4 warm interpreters", true
-}
-
-func (f *fakeNano) Close() error { return nil }
-
-type fakeNanoSession struct{ x int }
-
-func (s *fakeNanoSession) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
-	s.x++
-	return &sandbox.Result{Stdout: fmt.Sprintf("%d\n", s.x), Runtime: tierNano}, nil
-}
-
-func (s *fakeNanoSession) Close() error { return nil }
 
 func TestHTTPTarget(t *testing.T) {
 	t.Parallel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{&fakeNano{}}, Logger: log})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{newFakeNano()}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
