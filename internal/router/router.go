@@ -25,7 +25,7 @@ type Options struct {
 	// daemon runs no heavy tier: code that needs more than nano then runs in nano anyway and
 	// fails there with the interpreter's own ModuleNotFoundError.
 	Images func() []sandbox.ImageInfo
-	// NanoMax are the largest limits the nano runtime can honour (sandbox.Capacity); a request
+	// NanoMax are the largest limits the nano runtime can honour (Capabilities.Max); a request
 	// above them goes to heavy. A zero field means nano has no cap of its own there.
 	NanoMax sandbox.Limits
 }
