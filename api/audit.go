@@ -27,7 +27,11 @@ type AuditRecord struct {
 	Session string `json:"session,omitempty"`
 	// Decision is allow or deny (runs and session creations: deny means refused before any code
 	// ran), or the egress proxy's decision.
-	Decision  string          `json:"decision,omitempty"`
+	Decision string `json:"decision,omitempty"`
+	// Tenant and Agent say who asked: the API key's tenant and agent. Empty for the daemon's own
+	// tenant (a daemon without tenants) and for what the daemon does by itself.
+	Tenant    string          `json:"tenant,omitempty"`
+	Agent     string          `json:"agent,omitempty"`
 	Run       *AuditRun       `json:"run,omitempty"`
 	Lifecycle *AuditLifecycle `json:"lifecycle,omitempty"`
 	Egress    *AuditEgress    `json:"egress,omitempty"`

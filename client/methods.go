@@ -99,7 +99,9 @@ func (c *Client) Health(ctx context.Context) (*api.Health, error) {
 // AuditQuery filters GET /v1/audit. Zero fields match everything.
 type AuditQuery struct {
 	Session, Kind, Decision string
-	Since, Until            time.Time
+	// Tenant and Agent match who asked; a tenant's key sees its own tenant's records only.
+	Tenant, Agent string
+	Since, Until  time.Time
 	// Limit is how many of the most recent matching records to return (server default 100, at
 	// most 1000).
 	Limit int
@@ -109,7 +111,8 @@ type AuditQuery struct {
 // oldest first.
 func (c *Client) Audit(ctx context.Context, q AuditQuery) ([]api.AuditRecord, error) {
 	v := url.Values{}
-	for name, val := range map[string]string{"session": q.Session, "kind": q.Kind, "decision": q.Decision} {
+	for name, val := range map[string]string{"session": q.Session, "kind": q.Kind, "decision": q.Decision,
+		"tenant": q.Tenant, "agent": q.Agent} {
 		if val != "" {
 			v.Set(name, val)
 		}

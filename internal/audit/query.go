@@ -25,6 +25,8 @@ type Filter struct {
 	// session.create, session.close and session.expire.
 	Kind     string
 	Decision string
+	// Tenant and Agent match who asked.
+	Tenant, Agent string
 	// Since and Until bound the record's time: Since <= time < Until.
 	Since, Until time.Time
 	// Limit is how many of the most recent matches to return. Default DefaultQueryLimit; at
@@ -37,7 +39,8 @@ func (f Filter) match(line []byte) bool {
 	switch {
 	case f.Session != "" && !bytes.Contains(line, []byte(f.Session)),
 		f.Kind != "" && !bytes.Contains(line, []byte(`"kind":"`+f.Kind)),
-		f.Decision != "" && !bytes.Contains(line, []byte(`"decision":"`+f.Decision+`"`)):
+		f.Decision != "" && !bytes.Contains(line, []byte(`"decision":"`+f.Decision+`"`)),
+		f.Tenant != "" && !bytes.Contains(line, []byte(`"tenant":"`+f.Tenant+`"`)):
 		return false
 	}
 	var h head
@@ -47,6 +50,8 @@ func (f Filter) match(line []byte) bool {
 	switch {
 	case f.Session != "" && h.Session != f.Session,
 		f.Decision != "" && h.Decision != f.Decision,
+		f.Tenant != "" && h.Tenant != f.Tenant,
+		f.Agent != "" && h.Agent != f.Agent,
 		f.Kind != "" && h.Kind != f.Kind && !strings.HasPrefix(h.Kind, f.Kind+"."),
 		!f.Since.IsZero() && h.Time.Before(f.Since),
 		!f.Until.IsZero() && !h.Time.Before(f.Until):

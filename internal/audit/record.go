@@ -45,6 +45,10 @@ type Record struct {
 	Kind     Kind      `json:"kind"`
 	Session  string    `json:"session,omitempty"`
 	Decision string    `json:"decision,omitempty"`
+	// Tenant and Agent say who asked (the API key's tenant and agent); empty for the daemon's
+	// own tenant and for what the daemon does by itself.
+	Tenant string `json:"tenant,omitempty"`
+	Agent  string `json:"agent,omitempty"`
 
 	Run       *Run       `json:"run,omitempty"`
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
@@ -130,6 +134,8 @@ type head struct {
 	Kind     string    `json:"kind"`
 	Session  string    `json:"session"`
 	Decision string    `json:"decision"`
+	Tenant   string    `json:"tenant"`
+	Agent    string    `json:"agent"`
 	Prev     string    `json:"prev"`
 	Hash     string    `json:"hash"`
 }

@@ -22,12 +22,12 @@ func (l *Log) Audit(ctx context.Context, ev sandbox.AuditEvent) error {
 // QueryAudit answers the Manager's queries (GET /v1/audit).
 func (l *Log) QueryAudit(ctx context.Context, f sandbox.AuditFilter) ([]json.RawMessage, error) {
 	return l.Query(ctx, Filter{Session: f.Session, Kind: f.Kind, Decision: f.Decision,
-		Since: f.Since, Until: f.Until, Limit: f.Limit})
+		Tenant: f.Tenant, Agent: f.Agent, Since: f.Since, Until: f.Until, Limit: f.Limit})
 }
 
 // FromEvent turns a Manager's event into a record.
 func FromEvent(ev sandbox.AuditEvent) Record {
-	r := Record{Kind: Kind(ev.Kind), Session: ev.Session, Decision: ev.Decision}
+	r := Record{Kind: Kind(ev.Kind), Session: ev.Session, Decision: ev.Decision, Tenant: ev.Tenant, Agent: ev.Agent}
 	if a := ev.Run; a != nil {
 		r.Run = &Run{
 			CodeSHA256:    a.CodeSHA256,

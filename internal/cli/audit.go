@@ -102,17 +102,25 @@ func AuditQuery(ctx context.Context, opts AuditOptions) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(opts.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tSESSION\tDECISION\tDETAIL")
+	fmt.Fprintln(tw, "SEQ\tTIME\tKIND\tSESSION\tWHO\tDECISION\tDETAIL")
 	for _, raw := range recs {
 		var r audit.Record
 		if err := json.Unmarshal(raw, &r); err != nil {
-			fmt.Fprintf(tw, "?\t\t\t\t\tunreadable record: %v\n", err)
+			fmt.Fprintf(tw, "?\t\t\t\t\t\tunreadable record: %v\n", err)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.Format("2006-01-02T15:04:05.000Z"), r.Kind,
-			dash(r.Session), dash(r.Decision), detail(r))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Time.Format("2006-01-02T15:04:05.000Z"), r.Kind,
+			dash(r.Session), dash(who(r.Tenant, r.Agent)), dash(r.Decision), detail(r))
 	}
 	return tw.Flush()
+}
+
+// who says who asked: "acme/ci-bot", "acme", or "" for the daemon's own tenant.
+func who(tenant, agent string) string {
+	if agent == "" {
+		return tenant
+	}
+	return tenant + "/" + agent
 }
 
 func dash(s string) string {
@@ -234,6 +242,8 @@ query prints the most recent records that match every filter given, oldest first
 		fs.StringVar(&f.Session, "session", "", "only records of session `ID`")
 		fs.StringVar(&f.Kind, "kind", "", "only records of `KIND`: run, egress, policy.change, alert, session (all session.*), session.create, ...")
 		fs.StringVar(&f.Decision, "decision", "", "only records with `DECISION` (allow, deny, ...)")
+		fs.StringVar(&f.Tenant, "tenant", "", "only records of `TENANT` (who asked)")
+		fs.StringVar(&f.Agent, "agent", "", "only records of `AGENT` (the agent an API key names)")
 		fs.Var(timeFlag{&f.Since, opts.Now}, "since", "only records at or after `T`: RFC 3339, or how long ago (1h)")
 		fs.Var(timeFlag{&f.Until, opts.Now}, "until", "only records before `T`: RFC 3339, or how long ago")
 		fs.IntVar(&f.Limit, "limit", audit.DefaultQueryLimit, fmt.Sprintf("print the most recent `N` matches (at most %d)", audit.MaxQueryLimit))

@@ -51,6 +51,10 @@ func auditFilter(q url.Values) (sandbox.AuditFilter, error) {
 			f.Kind = v
 		case "decision":
 			f.Decision = v
+		case "tenant":
+			f.Tenant = v
+		case "agent":
+			f.Agent = v
 		case "since", "until":
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
@@ -70,7 +74,7 @@ func auditFilter(q url.Values) (sandbox.AuditFilter, error) {
 			f.Limit = n
 		default:
 			return f, invalid("unknown query parameter %q", name).
-				WithHint("GET /v1/audit takes session, kind, decision, since, until and limit")
+				WithHint("GET /v1/audit takes session, kind, decision, tenant, agent, since, until and limit")
 		}
 	}
 	return f, nil

@@ -54,6 +54,9 @@ const (
 // AuditEvent is one thing the Manager did. Exactly one of Run, Lifecycle and Policy is set.
 type AuditEvent struct {
 	Kind AuditKind
+	// Tenant and Agent say who asked (the Caller of the request, or the session's owner for what
+	// the Manager ends on its own); empty for the daemon's own tenant.
+	Tenant, Agent string
 	// Session is the session's ID; empty for one-shot runs.
 	Session string
 	// Decision is AuditAllow or AuditDeny; empty for session ends.
@@ -120,9 +123,11 @@ type SessionAudit struct {
 
 // AuditFilter selects audit records. Zero fields match everything.
 type AuditFilter struct {
-	Session  string
-	Kind     string
-	Decision string
+	Session string
+	// Tenant and Agent match the records of one tenant, one agent.
+	Tenant, Agent string
+	Kind          string
+	Decision      string
 	// Since and Until bound the record's time: Since <= time < Until.
 	Since, Until time.Time
 	// Limit is how many of the most recent matching records to return. Zero: the sink's default.

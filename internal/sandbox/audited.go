@@ -44,7 +44,8 @@ func (a *Audited) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 		if lerr != nil {
 			limits = req.Limits
 		}
-		a.emit(ctx, AuditEvent{Kind: AuditRun, Decision: decisionOf(err),
+		c := CallerOf(ctx)
+		a.emit(ctx, AuditEvent{Kind: AuditRun, Tenant: c.Tenant, Agent: c.Agent, Decision: decisionOf(err),
 			Run: runAudit(req, limits, res, err, time.Since(start))})
 	}
 	return res, err
@@ -64,7 +65,8 @@ func (a *Audited) RunInSession(ctx context.Context, id string, req *RunRequest) 
 			req = ptr(*req)
 			req.Tier = info.Tier
 		}
-		a.emit(ctx, AuditEvent{Kind: AuditRun, Session: id, Decision: decisionOf(err),
+		c := CallerOf(ctx)
+		a.emit(ctx, AuditEvent{Kind: AuditRun, Session: id, Tenant: c.Tenant, Agent: c.Agent, Decision: decisionOf(err),
 			Run: runAudit(req, limits, res, err, time.Since(start))})
 	}
 	return res, err
@@ -82,7 +84,9 @@ func (a *Audited) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 			e := AsError(err)
 			l.ErrorKind, l.Error = e.Kind, clip(e.Error(), maxAuditMessage)
 		}
-		a.emit(ctx, AuditEvent{Kind: AuditSessionCreate, Session: info.ID, Decision: decisionOf(err), Lifecycle: l})
+		c := CallerOf(ctx)
+		a.emit(ctx, AuditEvent{Kind: AuditSessionCreate, Session: info.ID, Tenant: c.Tenant, Agent: c.Agent,
+			Decision: decisionOf(err), Lifecycle: l})
 	}
 	return info, err
 }
@@ -149,7 +153,7 @@ func (a *Audited) sessionEnded(e SessionEnd) {
 		kind = AuditSessionExpire
 	}
 	info := e.Info
-	a.emit(context.Background(), AuditEvent{Kind: kind, Session: info.ID, Lifecycle: &SessionAudit{
+	a.emit(context.Background(), AuditEvent{Kind: kind, Session: info.ID, Tenant: info.Tenant, Agent: info.Agent, Lifecycle: &SessionAudit{
 		Tier: info.Tier, Limits: info.Limits, Network: info.Network, EgressProfile: info.EgressProfile,
 		Reason: e.Reason, Runs: info.Runs, Age: time.Since(info.CreatedAt),
 	}})
@@ -164,7 +168,11 @@ func (a *Audited) policyChange(session, summary string, err error) {
 	if err != nil {
 		p.Error, decision = clip(err.Error(), maxAuditMessage), AuditDeny
 	}
-	a.emit(context.Background(), AuditEvent{Kind: AuditPolicyChange, Session: session, Decision: decision, Policy: p})
+	ev := AuditEvent{Kind: AuditPolicyChange, Session: session, Decision: decision, Policy: p}
+	if info, err := a.Session(session); session != "" && err == nil {
+		ev.Tenant = info.Tenant // an intent is its session's tenant's
+	}
+	a.emit(context.Background(), ev)
 }
 
 // emit hands ev to the sink. The request's cancellation does not stop the record: a client that

@@ -80,6 +80,9 @@ type SessionInfo struct {
 	// MovedFrom is the tier an auto session started on, once its code took it to Tier (move.go);
 	// empty while it has not moved.
 	MovedFrom Tier `json:"moved_from,omitempty"`
+	// Tenant owns the session (Caller.Tenant of its creator); Agent is the agent that created it.
+	Tenant string `json:"tenant,omitempty"`
+	Agent  string `json:"agent,omitempty"`
 }
 
 // DefaultEgressProfile is the egress profile of a request that asks for network without naming

@@ -88,7 +88,7 @@ func (m *Manager) moveAndRun(ctx context.Context, id string, s *session, r *RunR
 		if nanoRes != nil {
 			e.Result = nanoRes
 			annotate(nanoRes, nil, d)
-			m.keepArtifacts(nanoRes, nil)
+			m.keepArtifacts(s.info.Tenant, nanoRes, nil)
 		}
 		return nil, e
 	}
@@ -103,7 +103,7 @@ func (m *Manager) moveAndRun(ctx context.Context, id string, s *session, r *RunR
 	}
 	res, err := s.impl.Run(ctx, &h)
 	annotate(res, err, Decision{Tier: to, Reasons: append(d.Reasons, reason)})
-	m.keepArtifacts(res, err)
+	m.keepArtifacts(s.info.Tenant, res, err)
 	return res, err
 }
 

@@ -202,7 +202,7 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 		}
 	}
 	annotate(res, err, d)
-	m.keepArtifacts(res, err)
+	m.keepArtifacts(CallerOf(ctx).Tenant, res, err)
 	m.log.Debug("run", "runtime", d.Tier, "routing", d.Reasons, "kind", KindOf(err))
 	return res, err
 }
@@ -272,9 +272,10 @@ func imageWith(rt Runtime, top string) string {
 }
 
 // keepArtifacts moves the artifacts' content of a result (and of an error's partial result) into
-// the artifact store. An artifact that cannot be stored is dropped from the result, with a line on
-// its stderr saying so: the run's other output is worth more than failing the whole request.
-func (m *Manager) keepArtifacts(res *Result, err error) {
+// the artifact store, owned by tenant. An artifact that cannot be stored is dropped from the
+// result, with a line on its stderr saying so: the run's other output is worth more than failing
+// the whole request.
+func (m *Manager) keepArtifacts(tenant string, res *Result, err error) {
 	keep := func(r *Result) {
 		if r == nil || len(r.Artifacts) == 0 {
 			return
@@ -289,6 +290,7 @@ func (m *Manager) keepArtifacts(res *Result, err error) {
 			if m.artifacts == nil {
 				continue
 			}
+			a.Owner = tenant
 			if err := m.artifacts.Put(&a); err != nil {
 				m.log.Error("artifact not kept", "name", a.Name, "err", err)
 				r.Stderr += fmt.Sprintf("\n[agentbox] artifact %s was not kept: %v\n", a.Name, err)

@@ -92,7 +92,9 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
 	id := newID()
-	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle, Network: opts.Network, EgressProfile: opts.EgressProfile}}
+	caller := CallerOf(ctx)
+	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle,
+		Network: opts.Network, EgressProfile: opts.EgressProfile, Tenant: caller.Tenant, Agent: caller.Agent}}
 	opts.ID = id
 	s.opts, s.requested = opts, requested
 	s.auto = requested == TierAuto && len(m.tiers) > 1
@@ -186,7 +188,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		s.replay.add(&r, res)
 	}
 	annotate(res, err, d)
-	m.keepArtifacts(res, err)
+	m.keepArtifacts(s.info.Tenant, res, err)
 	return res, err
 }
 

@@ -120,6 +120,9 @@ type Artifact struct {
 	SHA256 string `json:"sha256"`
 	// Content is the artifact's bytes while the result travels from the runtime to the Manager.
 	Content []byte `json:"-"`
+	// Owner is the tenant whose run made it (Caller.Tenant); the store keeps it, and another
+	// tenant's caller gets not_found for the artifact.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Output is one value a run displayed, in every representation it offers. Text is always set.

@@ -261,13 +261,16 @@ class Client:
 
     def audit(self, *, session: Optional[str] = None, kind: Optional[str] = None, decision: Optional[str] = None,
               since: Optional[_dt.datetime] = None, until: Optional[_dt.datetime] = None,
-              limit: Optional[int] = None) -> List[AuditRecord]:
+              limit: Optional[int] = None, tenant: Optional[str] = None,
+              agent: Optional[str] = None) -> List[AuditRecord]:
         """Records of the daemon's audit log (``GET /v1/audit``), oldest first: the most recent
         ``limit`` (default 100, at most 1000) that match every filter given. ``kind`` "session"
         matches session.create, session.close and session.expire; ``since <= time < until``.
+        A tenant's key sees its own tenant's records only.
         """
         query: Dict[str, str] = {}
-        for name, v in (("session", session), ("kind", kind), ("decision", decision)):
+        for name, v in (("session", session), ("kind", kind), ("decision", decision),
+                        ("tenant", tenant), ("agent", agent)):
             if v:
                 query[name] = v
         for name, t in (("since", since), ("until", until)):

@@ -496,6 +496,9 @@ class AuditRecord:
     session: Optional[str] = None
     #: allow or deny (runs, session creations, policy changes); allow, deny, redact or warn (egress).
     decision: Optional[str] = None
+    #: The tenant and the agent of the API key that asked; None for the daemon's own tenant.
+    tenant: Optional[str] = None
+    agent: Optional[str] = None
     run: Optional[AuditRun] = None
     lifecycle: Optional[AuditLifecycle] = None
     egress: Optional[AuditEgress] = None
