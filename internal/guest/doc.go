@@ -15,6 +15,10 @@
 // the value of its last expression (text, HTML and JSON, as Jupyter would display it; it is not
 // printed). These are bounded by the caps in package proto.
 //
+// Between runs and beside them it serves the daemon's file operations (files.go) as the
+// sandbox's user, not as root, under the session's directories (the work directory and /tmp),
+// never following a symbolic link the code planted out of them.
+//
 // As init it also reaps every orphaned process. When its stdin ends or a frame is broken it kills
 // everything and exits, which ends the sandbox: a dead daemon never leaves a sandbox running.
 package guest

@@ -25,8 +25,11 @@ type Config struct {
 	Python string
 	// WorkDir is where runs start and relative paths land. Default sandbox.WorkDir.
 	WorkDir string
-	// UID and GID the Python process runs as. Default 1000.
+	// UID and GID the Python process runs as. Default 1000. The file operations run as them too.
 	UID, GID int
+	// Roots are the directories the file operations serve besides WorkDir (files.go). Nil:
+	// DefaultRoots (/tmp).
+	Roots []string
 	// Env is the Python process's base environment.
 	Env []string
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
@@ -122,7 +123,7 @@ func (a *agent) doRun(r *activeRun) {
 			return
 		}
 	}
-	before := snapshot(a.cfg.WorkDir)
+	before := a.snapshot()
 	cpu0 := cpuTime(py.pid)
 	if err := py.send(map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}); err != nil {
 		log.Printf("python did not take the request: %v", err)
@@ -187,7 +188,7 @@ func (a *agent) doRun(r *activeRun) {
 	if res.CPU < 0 {
 		res.CPU = 0
 	}
-	res.Files, res.FilesTruncated = changedFiles(a.cfg.WorkDir, before, r.req.FilesBytes)
+	res.Files, res.FilesTruncated = a.changedFiles(before, r.req.FilesBytes)
 }
 
 // replLimits are the caps the REPL keeps to, sent with each cell.
@@ -237,6 +238,17 @@ type fileState struct {
 // maxSnapshot bounds how many entries a snapshot of the work directory looks at.
 const maxSnapshot = 20000
 
+// snapshot notes the regular files under the work directory, as the sandbox user sees them (the
+// code may have made links and directories it cannot read; files.go).
+func (a *agent) snapshot() map[string]fileState {
+	m := map[string]fileState{}
+	_ = a.asUser(func() error {
+		m = snapshot(a.cfg.WorkDir)
+		return nil
+	})
+	return m
+}
+
 func snapshot(dir string) map[string]fileState {
 	m := map[string]fileState{}
 	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
@@ -254,8 +266,18 @@ func snapshot(dir string) map[string]fileState {
 	return m
 }
 
-// changedFiles returns the regular files under dir that are new or changed since before, up to
-// limit bytes of content (smallest first, so one huge file does not hide many small ones).
+// changedFiles returns the regular files under the work directory that are new or changed since
+// before, up to limit bytes of content (smallest first, so one huge file does not hide many small
+// ones). It reads them as the sandbox user, not following a link at a file's name: what the code
+// leaves behind after the snapshot (a link, a FIFO) is skipped, not read as root.
+func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []sandbox.File, truncated bool) {
+	_ = a.asUser(func() error {
+		files, truncated = changedFiles(a.cfg.WorkDir, before, limit)
+		return nil
+	})
+	return files, truncated
+}
+
 func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandbox.File, bool) {
 	after := snapshot(dir)
 	var changed []string
@@ -279,7 +301,7 @@ func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandb
 			truncated = true
 			continue
 		}
-		b, err := os.ReadFile(p)
+		b, err := readNoFollow(p)
 		if err != nil {
 			continue
 		}
@@ -288,4 +310,15 @@ func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandb
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, truncated
+}
+
+// readNoFollow reads the regular file p, not following a link at its name and not waiting on a
+// FIFO.
+func readNoFollow(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readRegular(f, p)
 }

@@ -63,13 +63,19 @@ const (
 	// not end within Grace, the Python process is killed and restarted: the cell's OpResult then
 	// says StateLost. Answer: none of its own (the run's OpResult follows).
 	OpInterrupt Op = "interrupt"
+	// The four file operations act as the sandbox's user, under the session's directories (the
+	// work directory and /tmp), never following a symbolic link out of them (package guest,
+	// files.go).
+	//
 	// OpWriteFile writes Content to Path (parents created). Answer: OpOK or OpError.
 	OpWriteFile Op = "write_file"
 	// OpReadFile answers OpFile with Path's content, or OpError.
 	OpReadFile Op = "read_file"
-	// OpListFiles answers OpFiles with the entries under Path (recursively), or OpError.
+	// OpListFiles answers OpFiles with the entries under Path (recursively; links listed as
+	// links, not followed), or OpError.
 	OpListFiles Op = "list_files"
-	// OpDeleteFile deletes Path (a directory with everything under it). Answer: OpOK or OpError.
+	// OpDeleteFile deletes Path (a directory with everything under it; a link, not what it
+	// points to). Answer: OpOK or OpError.
 	OpDeleteFile Op = "delete_file"
 	// OpStats answers OpStats with the sandbox's resource use.
 	OpStats Op = "stats"
@@ -207,9 +213,12 @@ type Artifact struct {
 
 // FileInfo is one entry of OpFiles.
 type FileInfo struct {
-	Path    string    `json:"path"`
-	Size    int64     `json:"size"`
-	Dir     bool      `json:"dir,omitempty"`
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	Dir  bool   `json:"dir,omitempty"`
+	// Link: the entry is a symbolic link (Size is its target's length); listings do not follow
+	// links.
+	Link    bool      `json:"link,omitempty"`
 	ModTime time.Time `json:"mod_time"`
 }
 

@@ -10,7 +10,10 @@ import (
 
 // A heavy session's files can be read and changed between or during runs: the guest agent serves
 // these requests beside the running cell. Paths are taken as sandbox.CleanPath takes them:
-// relative ones land in sandbox.WorkDir.
+// relative ones land in sandbox.WorkDir. The agent acts as the sandbox's user, only under the
+// session's directories (sandbox.WorkDir and /tmp; elsewhere is invalid_request), and follows no
+// symbolic link out of them (invalid_request): see package guest's files.go. A listing shows a
+// link as a link (fs.ModeSymlink in Mode), never what it points to.
 
 // Interface guards.
 var _ sandbox.SessionFiles = (*session)(nil)
@@ -53,8 +56,11 @@ func (s *session) ListFiles(ctx context.Context, path string) ([]sandbox.FileInf
 			continue
 		}
 		mode := uint32(0o644)
-		if e.Dir {
+		switch {
+		case e.Dir:
 			mode = uint32(fs.ModeDir | 0o755)
+		case e.Link:
+			mode = uint32(fs.ModeSymlink | 0o777)
 		}
 		out = append(out, sandbox.FileInfo{Path: e.Path, Size: e.Size, Dir: e.Dir, Mode: mode, ModTime: e.ModTime})
 	}
