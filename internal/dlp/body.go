@@ -36,7 +36,7 @@ func (sc *scanned) addCut(phrase, cut string) {
 // redact, redacted is the content with the matches replaced, encoded as the original was;
 // otherwise it is nil.
 func (s *Scanner) ScanContent(where, contentType string, b []byte) (v Verdict, redacted []byte) {
-	sc := s.scanBody(b, contentType, where)
+	sc := s.scanBody(b, contentType, where, s.newReqState())
 	v.Findings = sc.findings
 	if sc.cut != "" {
 		s.applyCuts(&v, []string{sc.cut})
@@ -61,23 +61,23 @@ func isJSONType(mt string) bool {
 		mt == "application/jsonl" || mt == "application/json-seq" || mt == "text/json"
 }
 
-func (s *Scanner) scanBody(b []byte, contentType, where string) scanned {
+func (s *Scanner) scanBody(b []byte, contentType, where string, rs *reqState) scanned {
 	mt, params := mediaType(contentType)
 	switch {
 	case isJSONType(mt):
-		return s.scanJSON(b, where, "", "the JSON body")
+		return s.scanJSON(b, where, "", "the JSON body", rs)
 	case mt == "application/x-www-form-urlencoded":
-		return s.scanForm(b, where, "", "the form field ")
+		return s.scanForm(b, where, "", "the form field ", rs)
 	case strings.HasPrefix(mt, "multipart/") && params["boundary"] != "":
-		if sc, ok := s.scanMultipart(b, params["boundary"], where); ok {
+		if sc, ok := s.scanMultipart(b, params["boundary"], where, rs); ok {
 			return sc
 		}
 	}
-	return s.scanRaw(b, place{where: where, phrase: "the body"})
+	return s.scanRaw(b, place{where: where, phrase: "the body"}, rs)
 }
 
-func (s *Scanner) scanRaw(b []byte, pl place) scanned {
-	ms, cut := s.scanText(b)
+func (s *Scanner) scanRaw(b []byte, pl place, rs *reqState) scanned {
+	ms, cut := s.scanText(b, rs)
 	sc := scanned{findings: toFindings(b, ms, pl, 0)}
 	sc.addCut(pl.phrase, cut)
 	if hasRedact(ms) {
@@ -88,12 +88,12 @@ func (s *Scanner) scanRaw(b []byte, pl place) scanned {
 
 // scanJSON scans a JSON document. fieldPrefix is put before paths in Field ("part:data "), and
 // phrase names the document in the reason ("the JSON body").
-func (s *Scanner) scanJSON(raw []byte, where, fieldPrefix, phrase string) scanned {
+func (s *Scanner) scanJSON(raw []byte, where, fieldPrefix, phrase string, req *reqState) scanned {
 	view, esc := jsonView(raw)
 	if esc != nil {
 		defer putView(view) // findings and redactions copy what they need
 	}
-	ms, cut := s.scanText(view)
+	ms, cut := s.scanText(view, req)
 	var sc scanned
 	sc.addCut(phrase, cut)
 	if len(ms) == 0 {
@@ -169,7 +169,7 @@ func (s *Scanner) scanJSON(raw []byte, where, fieldPrefix, phrase string) scanne
 
 // scanForm scans application/x-www-form-urlencoded content (and, with where "query:", a URL
 // query). Each field is scanned as "name=value" decoded, so rules that need the name see it.
-func (s *Scanner) scanForm(b []byte, where, fieldPrefix, phrase string) scanned {
+func (s *Scanner) scanForm(b []byte, where, fieldPrefix, phrase string, rs *reqState) scanned {
 	var sc scanned
 	pairs := strings.Split(string(b), "&")
 	changed := false
@@ -187,7 +187,7 @@ func (s *Scanner) scanForm(b []byte, where, fieldPrefix, phrase string) scanned 
 			dv = v
 		}
 		text := []byte(dk + "=" + dv)
-		ms, cut := s.scanText(text)
+		ms, cut := s.scanText(text, rs)
 		sc.addCut(phrase+shortName(dk), cut)
 		if len(ms) == 0 {
 			continue
@@ -231,7 +231,7 @@ func shortName(s string) string {
 
 // scanMultipart scans each part of a multipart body. ok is false if the body does not parse;
 // it is then scanned as raw bytes.
-func (s *Scanner) scanMultipart(b []byte, boundary, where string) (scanned, bool) {
+func (s *Scanner) scanMultipart(b []byte, boundary, where string, rs *reqState) (scanned, bool) {
 	type part struct {
 		header  textproto.MIMEHeader
 		content []byte
@@ -260,7 +260,7 @@ func (s *Scanner) scanMultipart(b []byte, boundary, where string) (scanned, bool
 		name := shortName(params["name"])
 		if fn, ok := params["filename"]; ok && fn != "" {
 			f := s.scanRaw([]byte(fn), place{where: where, field: "part:" + name + " filename",
-				phrase: fmt.Sprintf("the file name of multipart part %q", name)})
+				phrase: fmt.Sprintf("the file name of multipart part %q", name)}, rs)
 			sc.findings = append(sc.findings, f.findings...)
 			sc.addCut("a multipart file name", f.cut)
 			if f.redacted != nil {
@@ -274,11 +274,11 @@ func (s *Scanner) scanMultipart(b []byte, boundary, where string) (scanned, bool
 		phrase := fmt.Sprintf("multipart part %q", name)
 		switch {
 		case isJSONType(mt):
-			c = s.scanJSON(p.content, where, "part:"+name+" ", "the JSON of "+phrase)
+			c = s.scanJSON(p.content, where, "part:"+name+" ", "the JSON of "+phrase, rs)
 		case mt == "application/x-www-form-urlencoded":
-			c = s.scanForm(p.content, where, "part:"+name+" ", "the form field of "+phrase+": ")
+			c = s.scanForm(p.content, where, "part:"+name+" ", "the form field of "+phrase+": ", rs)
 		default:
-			c = s.scanRaw(p.content, place{where: where, field: "part:" + name, phrase: phrase})
+			c = s.scanRaw(p.content, place{where: where, field: "part:" + name, phrase: phrase}, rs)
 		}
 		sc.findings = append(sc.findings, c.findings...)
 		if c.cut != "" && sc.cut == "" {

@@ -64,20 +64,31 @@ const (
 	DetectorPhone       = "phone"
 	DetectorIBAN        = "iban"
 	DetectorUSSSN       = "us-ssn"
+	// DetectorCryptoAddress finds Bitcoin addresses (rules bitcoin-p2pkh, bitcoin-p2sh,
+	// bitcoin-bech32, bitcoin-taproot) and Ethereum addresses (rule ethereum). An address is
+	// not a secret by itself: DefaultActions logs it.
+	DetectorCryptoAddress = "crypto-address"
+	// DetectorCryptoPrivateKey finds Bitcoin private keys in wallet import format (rule wif).
+	DetectorCryptoPrivateKey = "crypto-private-key"
+	// DetectorSeedPhrase finds BIP-39 mnemonic seed phrases (rule bip39): 12 to 24 words of the
+	// English wordlist whose checksum holds.
+	DetectorSeedPhrase = "seed-phrase"
 	// DetectorCustom is the Finding.Detector of custom regex detectors; Finding.Rule is the
 	// custom detector's name.
 	DetectorCustom = "custom"
 )
 
 var builtinDetectors = []string{DetectorPaymentCard, DetectorSecret, DetectorPrivateKey, DetectorJWT,
-	DetectorEmail, DetectorPhone, DetectorIBAN, DetectorUSSSN}
+	DetectorEmail, DetectorPhone, DetectorIBAN, DetectorUSSSN, DetectorCryptoAddress, DetectorCryptoPrivateKey,
+	DetectorSeedPhrase}
 
 // DefaultMaxBodyBytes is the default Config.MaxBodyBytes: 16 MiB, comfortably above the 10 MB
 // bodies the throughput target is stated for, small enough that a scan takes well under a second.
 const DefaultMaxBodyBytes = 16 << 20
 
 // Config is a scanner's policy. The zero value is valid and means DefaultActions, no custom
-// detectors, a 16 MiB body cap that blocks larger bodies, and US as the phone region.
+// detectors, a 16 MiB body cap that blocks larger bodies, US as the phone region, and decoding
+// of encoded content with the limits of DecodeConfig's defaults.
 type Config struct {
 	// Actions maps a detector name (DetectorPaymentCard, ...) or a single secret rule
 	// ("secret:<id>") to its action. Detectors not listed are off. Nil means DefaultActions().
@@ -109,10 +120,53 @@ type Config struct {
 	// More is no faster.
 	Concurrency int
 
-	// DisableSecretRules lists gitleaks rule ids that are not loaded at all (cheaper than mapping
-	// "secret:<id>" to allow, which still runs the rule). Default none.
+	// DisableSecretRules lists secret rule ids (gitleaks' or this package's egress rules) that
+	// are not loaded at all (cheaper than mapping "secret:<id>" to allow, which still runs the
+	// rule). Default none.
 	DisableSecretRules []string
+
+	// Decode sets how encoded content (base64, hex, percent-encoding, quoted-printable,
+	// gzip/deflate, and chains of them) is decoded before matching. The zero value decodes, with
+	// the default limits.
+	Decode DecodeConfig
 }
+
+// DecodeConfig sets the decoding of encoded content inside what is scanned (decode.go). Every
+// scanned text (the URL path, the host, each query value, header value and body text or field)
+// is searched for substrings that look like an encoding: runs of base64 characters (standard or
+// URL-safe, padded or not, wrapped in lines), hex (plain, or with ':', ' ', '-' or "\x"
+// between bytes), percent-escapes, quoted-printable escapes. Each is decoded, and what decodes
+// to text (or to gzip or zlib data, which is inflated) is scanned again with every detector, to
+// MaxDepth layers. A finding in decoded data is reported at the encoded token, with the chain
+// in its reason ("an AWS access key, base64 → hex, in the query parameter q"), and redacting it
+// replaces the whole encoded token.
+type DecodeConfig struct {
+	// Off turns decoding off: only what HTTP itself encodes (Content-Encoding, the percent
+	// encoding of URLs and forms, JSON string escapes, multipart) is undone.
+	Off bool
+	// MaxDepth is the most layers one chain undoes (percent-encoding applied three times and
+	// then base64 is four). Default DefaultDecodeDepth (4).
+	MaxDepth int
+	// MaxBytes caps the bytes decoding may produce for one request: every layer of every
+	// candidate of every part, inflated gzip included. Base64, hex, percent-encoding and
+	// quoted-printable only shrink what they decode, so ordinary requests (a 10 MB body of
+	// base64 images decodes to 7.5 MB) stay well under it; compressed data and long chains are
+	// what reach it. A request that reaches it is treated like an oversize body
+	// (Config.Oversize; blocked by default). Default DefaultDecodeBytes (32 MiB).
+	MaxBytes int64
+	// MinBase64 is the shortest run of base64 characters (padding not counted) that is decoded.
+	// Default 16 (12 bytes: a US SSN in base64 is 16 characters).
+	MinBase64 int
+	// MinHex is the fewest hex digits (delimiters not counted) that are decoded. Default 16
+	// (8 bytes).
+	MinHex int
+}
+
+// Decoding defaults; see DecodeConfig.
+const (
+	DefaultDecodeDepth = 4
+	DefaultDecodeBytes = 32 << 20
+)
 
 // CustomDetector is a regex detector from policy.
 type CustomDetector struct {
@@ -133,22 +187,27 @@ type CustomDetector struct {
 	Description string
 }
 
-// DefaultActions is the policy used when Config.Actions is nil. Credentials (gitleaks secrets,
-// private keys, JWTs) and the identifiers whose leak does direct harm (payment cards, US SSNs)
-// block: redacting a credential usually breaks the request anyway, and a block tells the agent
-// clearly what happened. IBANs are redacted (they travel in legitimate invoices, but the origin
-// rarely needs them). E-mail addresses and phone numbers are only logged: they are in too much
-// legitimate traffic (sign-ups, contact forms, commit metadata) to stop.
+// DefaultActions is the policy used when Config.Actions is nil. Credentials (secrets, private
+// keys, JWTs, cryptocurrency private keys and seed phrases) and the identifiers whose leak does
+// direct harm (payment cards, US SSNs) block: redacting a credential usually breaks the request
+// anyway, and a block tells the agent clearly what happened. IBANs are redacted (they travel in
+// legitimate invoices, but the origin rarely needs them). E-mail addresses, phone numbers and
+// cryptocurrency addresses are only logged: they are in too much legitimate traffic (sign-ups,
+// contact forms, commit metadata, block explorers, payment pages) to stop, and an address gives
+// no one the funds it holds.
 func DefaultActions() map[string]Action {
 	return map[string]Action{
-		DetectorPaymentCard: ActionBlock,
-		DetectorSecret:      ActionBlock,
-		DetectorPrivateKey:  ActionBlock,
-		DetectorJWT:         ActionBlock,
-		DetectorUSSSN:       ActionBlock,
-		DetectorIBAN:        ActionRedact,
-		DetectorEmail:       ActionLog,
-		DetectorPhone:       ActionLog,
+		DetectorPaymentCard:      ActionBlock,
+		DetectorSecret:           ActionBlock,
+		DetectorPrivateKey:       ActionBlock,
+		DetectorJWT:              ActionBlock,
+		DetectorUSSSN:            ActionBlock,
+		DetectorCryptoPrivateKey: ActionBlock,
+		DetectorSeedPhrase:       ActionBlock,
+		DetectorIBAN:             ActionRedact,
+		DetectorEmail:            ActionLog,
+		DetectorPhone:            ActionLog,
+		DetectorCryptoAddress:    ActionLog,
 	}
 }
 
@@ -205,6 +264,24 @@ func (c Config) withDefaults() (Config, error) {
 		c.PhoneRegion = "US"
 	}
 	c.PhoneRegion = strings.ToUpper(c.PhoneRegion)
+	d := &c.Decode
+	if d.MaxDepth < 0 || d.MaxBytes < 0 || d.MinBase64 < 0 || d.MinHex < 0 {
+		return c, fmt.Errorf("dlp: Decode limits must not be negative")
+	}
+	if d.MaxDepth == 0 {
+		d.MaxDepth = DefaultDecodeDepth
+	}
+	if d.MaxBytes == 0 {
+		d.MaxBytes = DefaultDecodeBytes
+	}
+	if d.MinBase64 == 0 {
+		d.MinBase64 = 16
+	}
+	d.MinBase64 = max(d.MinBase64, 8)
+	if d.MinHex == 0 {
+		d.MinHex = 16
+	}
+	d.MinHex = max(d.MinHex, 8)
 	return c, nil
 }
 

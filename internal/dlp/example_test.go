@@ -39,6 +39,6 @@ func ExampleScanner_ScanRequest_redact() {
 	fmt.Println(v.Reason)
 	fmt.Println(string(body), r.ContentLength)
 	// Output:
-	// redacted: a secret (gitleaks rule aws-access-token) in the form field text; the request was sent with it replaced by [REDACTED:aws-access-token]
+	// redacted: an AWS access key in the form field text; the request was sent with it replaced by [REDACTED:aws-access-token]
 	// title=notes&text=export+AWS_ACCESS_KEY_ID%3D%5BREDACTED%3Aaws-access-token%5D 77
 }

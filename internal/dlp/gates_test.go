@@ -22,8 +22,14 @@ func TestGates(t *testing.T) {
 			n++
 		}
 	}
-	if n != len(secretGates) {
-		t.Fatalf("%d gated rules loaded, want %d", n, len(secretGates))
+	want := len(secretGates)
+	for _, r := range egressRules {
+		if r.gate != nil {
+			want++
+		}
+	}
+	if n != want {
+		t.Fatalf("%d gated rules loaded, want %d", n, want)
 	}
 	rng := rand.New(rand.NewPCG(7, 7))
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
@@ -41,6 +47,13 @@ func TestGates(t *testing.T) {
 		"4b1d" + strings.Repeat("aB3", 12) + "Xy", "4B1D" + strings.Repeat("aB3", 12) + "Xy",
 		"EAAM" + strings.Repeat("abc123XYZ0", 11), "eaam" + strings.Repeat("abc123XYZ0", 11), "EAAC" + strings.Repeat("q9", 60) + "'",
 		"EAAA" + strings.Repeat("aZ9-_", 6), "sq0atp-" + strings.Repeat("aZ9-_", 6) + " ", "SQ0ATP-" + strings.Repeat("aZ9-_", 6),
+		// egress rules' gates: sk-, hf_, api_org_, r8_, and Telegram's :AA
+		"sk-" + strings.Repeat("aB3x", 12), "task-" + strings.Repeat("aB3x", 12), "SK-" + strings.Repeat("aB3x", 12),
+		"sk-proj-" + strings.Repeat("aB3x_", 12), "-sk-" + strings.Repeat("aB3x", 12),
+		"hf_" + strings.Repeat("aBcD3", 7), "HF_" + strings.Repeat("aBcD3", 7), "xhf_" + strings.Repeat("aBcD3", 7),
+		"api_org_" + strings.Repeat("aBcD3", 7), "r8_" + strings.Repeat("aBcD3", 8), "_r8_" + strings.Repeat("aBcD3", 8),
+		"123456789:AA" + strings.Repeat("aB3-_", 7) + "xyz", "1234567:AA" + strings.Repeat("aB3-_", 7) + "xyz",
+		"bot123456789:AA" + strings.Repeat("aB3-_", 7) + "xyz", "123456789:aa" + strings.Repeat("aB3-_", 7) + "xyz",
 	}
 	found := 0
 	for i := 0; i < 20000+len(fixed); i++ {
@@ -57,8 +70,8 @@ func TestGates(t *testing.T) {
 		if i >= 20000 {
 			text = pick("", "key: ", `"`) + fixed[i-20000] + pick("", " ", `"`)
 		}
-		a, _ := gated.scanText([]byte(text))
-		b, _ := ungated.scanText([]byte(text))
+		a, _ := gated.scanText([]byte(text), gated.newReqState())
+		b, _ := ungated.scanText([]byte(text), ungated.newReqState())
 		if len(a) != len(b) {
 			t.Fatalf("%q: %d findings with gates, %d without", text, len(a), len(b))
 		}

@@ -1,10 +1,12 @@
 package dlp
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"regexp"
 	"regexp/syntax"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/zricethezav/gitleaks/v8/config"
@@ -25,11 +27,18 @@ type regexRule struct {
 	// non-empty group, else the whole match), -1 the whole match.
 	secretGroup int
 	entropy     float64             // minimum Shannon entropy of the secret (gitleaks)
-	allow       []*config.Allowlist // the rule's own allowlists (gitleaks)
-	global      []*config.Allowlist // the config's global allowlists (gitleaks)
-	keywords    []string
-	before      int // window bytes before the keyword
-	after       int // window bytes after the keyword
+	allow       []*config.Allowlist // allowlists that drop a match: not a credential (secrets.go)
+	global      []*config.Allowlist // gitleaks' global allowlist regexes: references, templates
+	// examples and globalExamples are allowlists whose match marks a finding as an example key
+	// (reported all the same); exampleValues are documented example values.
+	examples, globalExamples []*config.Allowlist
+	exampleValues            []string
+	exampleSuffix            string            // " (an example key)"
+	words                    *wordSet          // generic-api-key: drop values mostly made of these words
+	check                    func([]byte) bool // a further condition on the secret, if any
+	keywords                 []string
+	before                   int // window bytes before the keyword
+	after                    int // window bytes after the keyword
 	// gate, if set, is a cheap necessary condition checked at each keyword hit before the
 	// window is added, which may also bound the window's end; see secretGates.
 	gate   func(text []byte, kwStart, kwEnd int) (ok bool, end int)
@@ -241,14 +250,27 @@ func (w *windowRun) run(ri, ws, we, lastEnd int) int {
 		if r.entropy > 0 && shannonEntropy(text[ss:se]) <= r.entropy {
 			continue
 		}
+		if r.check != nil && !r.check(text[ss:se]) {
+			continue
+		}
 		if allowed(r.global, text, mStart, mEnd, ss, se) || allowed(r.allow, text, mStart, mEnd, ss, se) {
 			continue
 		}
+		if r.words != nil && r.words.coverage(text[ss:se]) >= wordCoverage {
+			continue
+		}
+		desc := r.desc
+		if r.detector == DetectorSecret && (allowed(r.examples, text, mStart, mEnd, ss, se) ||
+			allowed(r.globalExamples, text, mStart, mEnd, ss, se) || isExampleValue(text[ss:se], r.exampleValues)) {
+			desc += r.exampleSuffix
+		}
 		lastEnd = mEnd
-		w.out = append(w.out, match{detector: r.detector, rule: r.id, desc: r.desc, start: ss, end: se, action: r.action})
+		w.out = append(w.out, match{detector: r.detector, rule: r.id, desc: desc, start: ss, end: se, action: r.action})
 	}
 	return lastEnd
 }
+
+const maxAllowLine = 1 << 10
 
 // allowed applies gitleaks allowlists the way gitleaks' detector does for a fragment without a
 // file path or commit: an allowlist with a path or commit condition under AND never applies.
@@ -260,11 +282,13 @@ func allowed(lists []*config.Allowlist, text []byte, ms, me, ss, se int) bool {
 		case "match":
 			target = string(text[ms:me])
 		case "line":
+			// The line, up to maxAllowLine bytes either side of the match: a JSON body is one
+			// line, and running a regex over megabytes per match is what the windows avoid.
 			ls, le := ms, me
-			for ls > 0 && text[ls-1] != '\n' {
+			for ls > 0 && text[ls-1] != '\n' && ms-ls < maxAllowLine {
 				ls--
 			}
-			for le < len(text) && text[le] != '\n' {
+			for le < len(text) && text[le] != '\n' && le-me < maxAllowLine {
 				le++
 			}
 			target = string(text[ls:le])
@@ -325,4 +349,50 @@ func shannonEntropy(b []byte) float64 {
 		add(c)
 	}
 	return e
+}
+
+// wordCoverage is the share of a generic value that dictionary words may cover before the value
+// counts as words rather than a key ("oauth2_client_credentials": 17 of 25 bytes).
+const wordCoverage = 0.5
+
+// wordSet is gitleaks' stopword list for generic-api-key, used as a coverage test.
+type wordSet struct {
+	words          map[string]bool
+	minLen, maxLen int
+}
+
+func newWordSet(words []string) *wordSet {
+	w := &wordSet{words: map[string]bool{}, minLen: 1 << 30}
+	for _, s := range words {
+		s = strings.ToLower(s)
+		if len(s) < 3 {
+			continue
+		}
+		w.words[s] = true
+		w.minLen, w.maxLen = min(w.minLen, len(s)), max(w.maxLen, len(s))
+	}
+	return w
+}
+
+// coverage is the share of v's bytes inside an occurrence of one of the words.
+func (w *wordSet) coverage(v []byte) float64 {
+	if len(v) == 0 || len(w.words) == 0 {
+		return 0
+	}
+	l := bytes.ToLower(v)
+	covered, upTo := 0, 0 // bytes covered so far; l[:upTo] is accounted for
+	for i := range l {
+		best := 0
+		for n := min(w.maxLen, len(l)-i); n >= w.minLen; n-- {
+			if w.words[string(l[i:i+n])] {
+				best = n
+				break
+			}
+		}
+		if best > 0 && i+best > upTo {
+			covered += i + best - max(i, upTo)
+			upTo = i + best
+		}
+	}
+	return float64(covered) / float64(len(l))
 }

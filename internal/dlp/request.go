@@ -26,6 +26,7 @@ import (
 // still yields what was read followed by the rest.
 func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 	var v Verdict
+	rs := s.newReqState()
 	var rewrites []func()
 	var cuts []string // texts not scanned whole
 	cut := func(phrase, why string) {
@@ -37,7 +38,7 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 	// URL path, host and user info.
 	if r.URL != nil {
 		if p := r.URL.Path; p != "" {
-			ms, why := s.scanText([]byte(p))
+			ms, why := s.scanText([]byte(p), rs)
 			cut("the URL path", why)
 			v.Findings = append(v.Findings, toFindings([]byte(p), ms, place{where: "url", phrase: "the URL path"}, 0)...)
 			if hasRedact(ms) {
@@ -47,7 +48,7 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 		}
 		if u := r.URL.User; u != nil {
 			t := []byte(u.String())
-			ms, why := s.scanText(t)
+			ms, why := s.scanText(t, rs)
 			cut("the URL's user info", why)
 			v.Findings = append(v.Findings, unredactable(toFindings(t, ms, place{where: "userinfo", phrase: "the URL's user info"}, 0))...)
 		}
@@ -58,14 +59,14 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 	}
 	if host != "" {
 		t := []byte(host)
-		ms, why := s.scanText(t)
+		ms, why := s.scanText(t, rs)
 		cut("the host name", why)
 		v.Findings = append(v.Findings, unredactable(toFindings(t, ms, place{where: "host", phrase: "the host name"}, 0))...)
 	}
 
 	// Query.
 	if r.URL != nil && r.URL.RawQuery != "" {
-		sc := s.scanForm([]byte(r.URL.RawQuery), "query", "", "the query parameter ")
+		sc := s.scanForm([]byte(r.URL.RawQuery), "query", "", "the query parameter ", rs)
 		v.Findings = append(v.Findings, sc.findings...)
 		if sc.cut != "" {
 			cuts = append(cuts, sc.cut)
@@ -88,7 +89,7 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 		for i, val := range r.Header[name] {
 			prefix := name + ": "
 			t := []byte(prefix + val)
-			ms, why := s.scanText(t)
+			ms, why := s.scanText(t, rs)
 			cut("the header "+shortName(name), why)
 			if len(ms) == 0 {
 				continue
@@ -112,7 +113,7 @@ func (s *Scanner) ScanRequest(r *http.Request) (Verdict, error) {
 
 	// Body.
 	if r.Body != nil && r.Body != http.NoBody {
-		rw, bodyCut, err := s.scanRequestBody(r, &v)
+		rw, bodyCut, err := s.scanRequestBody(r, &v, rs)
 		if err != nil {
 			return Verdict{}, err
 		}
@@ -168,7 +169,7 @@ var (
 
 // scanRequestBody reads, decodes and scans r's body, restores r.Body and returns the rewrite to
 // apply if the verdict turns out to be redact, and why the scan was cut short if it was.
-func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (rewrite func(), cut string, err error) {
+func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict, rs *reqState) (rewrite func(), cut string, err error) {
 	limit := s.cfg.MaxBodyBytes
 	orig := r.Body
 	raw, err := readAtMost(orig, limit+1, r.ContentLength)
@@ -200,7 +201,7 @@ func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (rewrite func(), 
 	}
 
 	if unscanned == "" {
-		sc := s.scanBody(decoded, ctype, "body")
+		sc := s.scanBody(decoded, ctype, "body", rs)
 		v.Findings = append(v.Findings, sc.findings...)
 		if sc.redacted == nil {
 			return nil, sc.cut, nil
@@ -233,7 +234,7 @@ func (s *Scanner) scanRequestBody(r *http.Request, v *Verdict) (rewrite func(), 
 		}
 		prefix = prefix[:min(int64(len(prefix)), limit)]
 		v.Unscanned = unscanned + "; only its first " + sizeString(int64(len(prefix))) + " were scanned"
-		sc := s.scanRaw(prefix, place{where: "body", phrase: "the first " + sizeString(limit) + " of the body"})
+		sc := s.scanRaw(prefix, place{where: "body", phrase: "the first " + sizeString(limit) + " of the body"}, rs)
 		v.Findings = append(v.Findings, unredactable(sc.findings)...)
 		return nil, sc.cut, nil
 	}

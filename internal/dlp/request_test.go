@@ -107,7 +107,7 @@ func TestScanRequestPlaces(t *testing.T) {
 		}, "body", "$.cards[1]", DetectorPaymentCard, "field $.cards[1]"},
 		{"json escapes hide nothing", func() *http.Request {
 			return post(t, "https://api.example.com/", "application/json", []byte(`{"t":"\u0067hp_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"}`))
-		}, "body", "$.t", DetectorSecret, "gitleaks rule github-pat"},
+		}, "body", "$.t", DetectorSecret, "a GitHub personal access token in the JSON body field $.t"},
 		{"json key", func() *http.Request {
 			return post(t, "https://api.example.com/", "application/json", []byte(`{"`+testGitHub+`":1}`))
 		}, "body", "$.[REDACTED]", DetectorSecret, "field $.[REDACTED]"},
@@ -300,7 +300,7 @@ func TestRedactRoundTrip(t *testing.T) {
 		body := testIBAN + " " + testGitHub
 		r := post(t, "https://x.example.com/?iban="+testIBAN, "text/plain", []byte(body))
 		v, _ := s.ScanRequest(r)
-		if v.Action != ActionBlock || !strings.HasPrefix(v.Reason, "blocked: a secret (gitleaks rule github-pat) in the body") {
+		if v.Action != ActionBlock || !strings.HasPrefix(v.Reason, "blocked: a GitHub personal access token in the body") {
 			t.Fatalf("verdict %v %q", v.Action, v.Reason)
 		}
 		if got := string(readBody(t, r)); got != body || r.URL.RawQuery != "iban="+testIBAN {

@@ -128,13 +128,31 @@ func (b *budget) stop(why string) {
 	}
 }
 
-// scanText runs every enabled detector over text and returns the matches ordered by start, and
-// why the scan stopped early if it did (see budget). It makes two passes: the keyword automaton (secret rules, custom detectors, JWT and private
-// key candidates) and the digit and e-mail scan; for large texts they run concurrently.
-func (s *Scanner) scanText(text []byte) ([]match, string) {
-	var ms, other []match
+// scanText runs every enabled detector over text, and over what its encoded substrings decode to
+// (decode.go), and returns the matches ordered by start, and why the scan stopped early if it
+// did (see budget). rs holds the request's decoding budget.
+func (s *Scanner) scanText(text []byte, rs *reqState) ([]match, string) {
+	return s.scanLayer(text, rs, 0)
+}
+
+// scanLayer scans text, depth layers of decoding deep. It makes two passes: the keyword
+// automaton (secret rules, custom detectors, JWT and private key candidates), and the digit,
+// e-mail and token scan (cards, phones, SSNs, IBANs, e-mail addresses, cryptocurrency, seed
+// phrases, decoding candidates); for large texts they run concurrently. Then the candidates are
+// decoded and what they hold is scanned one layer deeper.
+func (s *Scanner) scanLayer(text []byte, rs *reqState, depth int) ([]match, string) {
+	var ms, other, tokA []match
 	var jwts, pems []int
+	var cands, candsA []candidate
+	decode := !s.cfg.Decode.Off && depth < s.cfg.Decode.MaxDepth
 	b1, b2 := newBudget(len(text)), newBudget(len(text)) // one per pass: they may run at once
+	concurrent := len(text) >= parallelMin && s.cfg.Concurrency > 1
+	// The token pass costs about as much as the two others together; when they run at once,
+	// each takes half of the text.
+	mid := 0
+	if concurrent {
+		mid = tokenSplit(text)
+	}
 	pass2 := func() {
 		if s.on[DetectorPaymentCard] || s.on[DetectorPhone] || s.on[DetectorUSSSN] || s.on[DetectorIBAN] {
 			other = s.scanDigits(text, other, b2)
@@ -142,22 +160,35 @@ func (s *Scanner) scanText(text []byte) ([]match, string) {
 		if s.on[DetectorEmail] {
 			other = s.scanEmails(text, other)
 		}
+		other, cands = s.scanTokens(text, mid, len(text), decode, other)
 	}
-	if len(text) >= parallelMin && s.cfg.Concurrency > 1 {
+	if concurrent {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			pass2()
 		}()
 		ms, jwts, pems = s.scanKeywords(text, nil, b1)
+		if mid > 0 {
+			tokA, candsA = s.scanTokens(text, 0, mid, decode, nil)
+		}
 		<-done
+		ms = append(ms, tokA...)
+		cands = append(candsA, cands...)
 	} else {
 		ms, jwts, pems = s.scanKeywords(text, nil, b1)
 		pass2()
 	}
+	if decode {
+		cands = s.escapeCandidates(text, cands)
+	}
 	ms = append(ms, other...)
 	ms = s.scanJWTs(text, jwts, ms)
 	ms = s.scanPrivateKeys(text, pems, ms)
+	decodeCut := ""
+	if len(cands) > 0 {
+		ms, decodeCut = s.decodeAndScan(text, cands, rs, depth, ms)
+	}
 	out := ms[:0]
 	for _, m := range ms {
 		if m.action.rank() > 0 {
@@ -186,6 +217,9 @@ func (s *Scanner) scanText(text []byte) ([]match, string) {
 	if cut == "" {
 		cut = b2.cut
 	}
+	if cut == "" {
+		cut = decodeCut
+	}
 	if len(dedup) > maxFindingsPerText {
 		dedup = dedup[:maxFindingsPerText]
 		cut = fmt.Sprintf("it has more than %d findings", maxFindingsPerText)
@@ -199,7 +233,7 @@ func (s *Scanner) scanText(text []byte) ([]match, string) {
 // A text built to make the scan slow is cut short (see the limits above); the verdict's Unscanned
 // then says so and, as for an oversize body, Config.Oversize decides: by default it blocks.
 func (s *Scanner) ScanBytes(where string, b []byte) Verdict {
-	ms, cut := s.scanText(b)
+	ms, cut := s.scanText(b, s.newReqState())
 	var v Verdict
 	v.Findings = toFindings(b, ms, place{where: where, phrase: where}, 0)
 	if cut != "" {
@@ -239,12 +273,17 @@ type place struct {
 func toFindings(text []byte, ms []match, pl place, base int) []Finding {
 	out := make([]Finding, 0, len(ms))
 	for i, m := range ms {
+		desc := m.desc
+		if m.enc != "" {
+			desc += ", " + m.enc + ","
+		}
 		out = append(out, Finding{
 			Detector: m.detector, Rule: m.rule, Action: m.action,
 			Where: pl.where, Field: pl.field,
 			Offset: max(0, m.start-base), Length: m.end - m.start,
-			Excerpt: excerpt(text, ms, i),
-			desc:    m.desc, place: pl.phrase,
+			Encoding: m.enc,
+			Excerpt:  excerpt(text, ms, i),
+			desc:     desc, place: pl.phrase,
 		})
 	}
 	return out

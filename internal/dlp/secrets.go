@@ -10,18 +10,34 @@ import (
 	"github.com/zricethezav/gitleaks/v8/config"
 )
 
-// Secrets come from gitleaks' default rule set (github.com/zricethezav/gitleaks/v8/config, the
-// TOML embedded in the module: ~220 rules with regexes, keywords, entropy thresholds and
-// allowlists). Only the rules are taken from gitleaks; they run in this package's keyword
-// windows (regexrules.go), not in gitleaks' detector, which runs each rule whose keyword occurs
+// Secrets come from two tables. The egress rules (egressrules.go) are this package's own, for
+// the credentials agents handle most. The rest come from gitleaks' default rule set
+// (github.com/zricethezav/gitleaks/v8/config, the TOML embedded in the module: ~220 rules with
+// regexes, keywords, entropy thresholds and allowlists), minus the rules an egress rule
+// replaces. Only the rules are taken from gitleaks; they run in this package's keyword windows
+// (regexrules.go), not in gitleaks' detector, which runs each rule whose keyword occurs
 // anywhere over the whole input and so scanned a 10 MB JSON body at 0.1 MB/s here.
+//
+// gitleaks' rules are changed for egress in three ways:
+//
+//   - Their token terminator, (?:[\x60'"\s;]|\\[nr]|$), which ends a key only at a quote, a
+//     blank, ';' or an escaped line break, becomes any character outside [A-Za-z0-9_-]: a key
+//     followed by '&', '/', ',' or ')' in a URL or a form is found. (Not in generic-api-key,
+//     whose loose value class would then match the start of paths and base64 values.)
+//   - Allowlists that excuse a value for being a known example (AWS's ...EXAMPLE keys, the
+//     Google API keys of public documentation, gitleaks' global stopwords) no longer drop the
+//     match: it is reported like a real key, with "(an example key)" in its reason.
+//   - Allowlists that say a value is not a value at all stay: the global ones for references
+//     and templates ($VAR, ${VAR}, {{ .x }}, %VAR%) and constant runs, and those of the three
+//     heuristic rules that have no shape of their own (generic-api-key: names that are not
+//     credentials such as public_key or key_id, values of letters only; kubernetes-secret-yaml;
+//     vault-service-token's letters-only s. values). generic-api-key's stopwords become a
+//     coverage test: a value is dropped when dictionary words cover half of it
+//     ("oauth2_client_credentials"), not when it merely contains one ("Xk9m_test_P2vL7qR4wN").
 //
 // Left out: rules replaced by a detector of this package ("private-key", "jwt"), rules that
 // match file paths (nothing here has one), and composite rules (RequiredRules) with their
-// auxiliary SkipReport rules. gitleaks' recursive decoding of base64/hex/percent-encoded
-// fragments is not done: the scanner decodes what HTTP encodes (Content-Encoding, percent
-// encoding of URLs and forms, JSON string escapes, multipart), not what an agent might encode
-// on purpose, which no DLP can follow.
+// auxiliary SkipReport rules.
 
 var replacedGitleaksRules = map[string]bool{"private-key": true, "jwt": true}
 
@@ -53,7 +69,150 @@ func gitleaksRules() (config.Config, error) {
 	return gitleaksCfg, gitleaksErr
 }
 
-// secretRules returns the enabled gitleaks rules as regex rules.
+// gitleaksTerminator is the token end of many gitleaks rules, and egressTerminator what it
+// becomes here.
+const (
+	gitleaksTerminator = `(?:[\x60'"\s;]|\\[nr]|$)`
+	egressTerminator   = `(?:[^0-9A-Za-z_\-]|$)`
+)
+
+// filterAllowlistRules are the gitleaks rules whose allowlists are kept as filters: they have no
+// shape of their own, and their allowlists say what is not a credential rather than which
+// credentials are examples.
+var filterAllowlistRules = map[string]bool{"generic-api-key": true, "kubernetes-secret-yaml": true, "vault-service-token": true}
+
+var (
+	secretPrepOnce sync.Once
+	secretPrep     struct {
+		egress       []regexRule // compiled egress rules, without actions
+		gitleaks     []regexRule // compiled gitleaks rules, without actions
+		globalFilter []*config.Allowlist
+		globalExampl []*config.Allowlist
+		err          error
+	}
+)
+
+// preparedSecretRules compiles both tables once per process.
+func preparedSecretRules() ([]regexRule, []regexRule, error) {
+	secretPrepOnce.Do(func() {
+		p := &secretPrep
+		gl, err := gitleaksRules()
+		if err != nil {
+			p.err = err
+			return
+		}
+		for _, a := range gl.Allowlists {
+			if len(a.Regexes) > 0 {
+				f := &config.Allowlist{Description: a.Description, MatchCondition: a.MatchCondition,
+					Commits: a.Commits, Paths: a.Paths, RegexTarget: a.RegexTarget, Regexes: a.Regexes}
+				if p.err = f.Validate(); p.err != nil {
+					return
+				}
+				p.globalFilter = append(p.globalFilter, f)
+			}
+			if len(a.StopWords) > 0 {
+				e := &config.Allowlist{Description: a.Description, StopWords: a.StopWords}
+				if p.err = e.Validate(); p.err != nil {
+					return
+				}
+				p.globalExampl = append(p.globalExampl, e)
+			}
+		}
+		replaced := replacedByEgress()
+		for _, er := range egressRules {
+			re, err := regexp.Compile(er.pattern)
+			if err != nil {
+				p.err = fmt.Errorf("dlp: egress rule %s: %w", er.id, err)
+				return
+			}
+			rr := regexRule{detector: DetectorSecret, id: er.id, desc: er.desc, re: re, entropy: er.entropy,
+				keywords: er.keywords, check: er.check, gate: er.gate, exampleValues: er.examples,
+				exampleSuffix: exampleSuffix(er.exampleNoun), global: p.globalFilter, globalExamples: p.globalExampl}
+			for _, g := range er.replaces {
+				if gr, ok := gl.Rules[g]; ok {
+					rr.examples = append(rr.examples, gr.Allowlists...)
+				}
+			}
+			rr.setWindow()
+			p.egress = append(p.egress, rr)
+		}
+		for _, id := range gl.OrderedRules {
+			r := gl.Rules[id]
+			if r.Regex == nil || r.Path != nil || r.SkipReport || len(r.RequiredRules) > 0 ||
+				replacedGitleaksRules[id] || replaced[id] != "" || len(r.Keywords) == 0 {
+				continue
+			}
+			re := r.Regex
+			// Not generic-api-key: its values may hold '/' and '+' in one of its alternatives
+			// only, and a loose end would match the first part of a path or a base64 value.
+			if src := re.String(); id != "generic-api-key" && strings.Contains(src, gitleaksTerminator) {
+				if re, err = regexp.Compile(strings.ReplaceAll(src, gitleaksTerminator, egressTerminator)); err != nil {
+					p.err = fmt.Errorf("dlp: gitleaks rule %s: %w", id, err)
+					return
+				}
+			}
+			rr := regexRule{
+				detector:       DetectorSecret,
+				id:             id,
+				desc:           "a secret (gitleaks rule " + id + ")",
+				re:             re,
+				secretGroup:    r.SecretGroup,
+				entropy:        r.Entropy,
+				global:         p.globalFilter,
+				globalExamples: p.globalExampl,
+				keywords:       r.Keywords,
+				exampleSuffix:  exampleSuffix(""),
+			}
+			if d, ok := gitleaksDescs[id]; ok {
+				rr.desc = d
+			}
+			if filterAllowlistRules[id] {
+				for _, a := range r.Allowlists {
+					if len(a.StopWords) == 0 {
+						rr.allow = append(rr.allow, a)
+						continue
+					}
+					rr.words = newWordSet(a.StopWords)
+					if len(a.Regexes) > 0 || len(a.Paths) > 0 || len(a.Commits) > 0 {
+						f := &config.Allowlist{Description: a.Description, MatchCondition: a.MatchCondition,
+							Commits: a.Commits, Paths: a.Paths, RegexTarget: a.RegexTarget, Regexes: a.Regexes}
+						if p.err = f.Validate(); p.err != nil {
+							return
+						}
+						rr.allow = append(rr.allow, f)
+					}
+				}
+			} else {
+				rr.examples = r.Allowlists
+			}
+			rr.setWindow()
+			rr.gate = secretGates[id]
+			if id == "generic-api-key" {
+				rr.before = 64 // `[\w.-]{0,50}?` before the keyword
+			}
+			p.gitleaks = append(p.gitleaks, rr)
+		}
+	})
+	return secretPrep.egress, secretPrep.gitleaks, secretPrep.err
+}
+
+// gitleaksDescs names, for the reason, what some gitleaks rules find.
+var gitleaksDescs = map[string]string{
+	"azure-ad-client-secret":    "an Azure AD client secret",
+	"telegram-bot-api-token":    "a Telegram bot token",
+	"discord-api-token":         "a Discord API token",
+	"npm-access-token":          "an npm access token",
+	"pypi-upload-token":         "a PyPI upload token",
+	"generic-api-key":           "a secret (gitleaks rule generic-api-key)",
+	"sendgrid-api-token":        "a SendGrid API key",
+	"twilio-api-key":            "a Twilio API key",
+	"digitalocean-pat":          "a DigitalOcean token",
+	"heroku-api-key":            "a Heroku API key",
+	"shopify-access-token":      "a Shopify access token",
+	"mailgun-private-api-token": "a Mailgun API key",
+}
+
+// secretRules returns the enabled secret rules (egress rules, then gitleaks') with their actions.
 func secretRules(cfg *Config) ([]regexRule, error) {
 	any := false
 	for k, a := range cfg.Actions {
@@ -64,53 +223,37 @@ func secretRules(cfg *Config) ([]regexRule, error) {
 	if !any {
 		return nil, nil
 	}
-	gl, err := gitleaksRules()
+	egress, gitleaks, err := preparedSecretRules()
 	if err != nil {
 		return nil, err
 	}
+	gl, _ := gitleaksRules()
+	known := func(id string) bool {
+		_, ok := gl.Rules[id]
+		return ok || egressRuleIDs()[id]
+	}
 	disabled := map[string]bool{}
 	for _, id := range cfg.DisableSecretRules {
-		if _, ok := gl.Rules[id]; !ok {
-			return nil, fmt.Errorf("dlp: DisableSecretRules: no gitleaks rule %q", id)
+		if !known(id) {
+			return nil, fmt.Errorf("dlp: DisableSecretRules: no secret rule %q", id)
 		}
 		disabled[id] = true
 	}
 	for k := range cfg.Actions {
-		if id, ok := strings.CutPrefix(k, DetectorSecret+":"); ok {
-			if _, known := gl.Rules[id]; !known {
-				return nil, fmt.Errorf("dlp: detector %q: no gitleaks rule %q", k, id)
-			}
+		if id, ok := strings.CutPrefix(k, DetectorSecret+":"); ok && !known(id) {
+			return nil, fmt.Errorf("dlp: detector %q: no secret rule %q", k, id)
 		}
 	}
 	var out []regexRule
-	for _, id := range gl.OrderedRules {
-		r := gl.Rules[id]
-		if r.Regex == nil || r.Path != nil || r.SkipReport || len(r.RequiredRules) > 0 ||
-			replacedGitleaksRules[id] || disabled[id] || len(r.Keywords) == 0 {
+	for _, r := range append(append([]regexRule(nil), egress...), gitleaks...) {
+		if disabled[r.id] {
 			continue
 		}
-		a := cfg.action(DetectorSecret, id)
-		if a.rank() == 0 {
+		r.action = cfg.action(DetectorSecret, r.id)
+		if r.action.rank() == 0 {
 			continue
 		}
-		rr := regexRule{
-			detector:    DetectorSecret,
-			id:          id,
-			desc:        "a secret (gitleaks rule " + id + ")",
-			re:          r.Regex,
-			secretGroup: r.SecretGroup,
-			entropy:     r.Entropy,
-			allow:       r.Allowlists,
-			global:      gl.Allowlists,
-			keywords:    r.Keywords,
-			action:      a,
-		}
-		rr.setWindow()
-		rr.gate = secretGates[id]
-		if id == "generic-api-key" {
-			rr.before = 64 // `[\w.-]{0,50}?` before the keyword
-		}
-		out = append(out, rr)
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -48,6 +48,12 @@ type Finding struct {
 	// percent-decoded path or query value, the header value, or the decoded body (for JSON, the
 	// body with its string escapes decoded).
 	Offset, Length int
+	// Encoding is the chain of encodings the match was found under, outermost first, e.g.
+	// "base64 → hex" or "percent-encoding → base64"; empty for a match in the text as it was.
+	// Offset and Length then locate the encoded token (for base64, hex and gzip the whole token,
+	// which is what redaction replaces; for percent-encoding and quoted-printable the escapes
+	// that spell the match).
+	Encoding string
 	// Excerpt is up to 24 bytes either side of the match with the match replaced by
 	// [REDACTED:<name>]; other matches nearby are cut off, not shown.
 	Excerpt string
@@ -72,7 +78,8 @@ func redactionToken(detector, rule string) string {
 type match struct {
 	detector, rule string
 	desc           string
-	start, end     int // the span to redact
+	enc            string // the encoding chain the match was found under, or ""
+	start, end     int    // the span to redact
 	action         Action
 }
 
