@@ -7,6 +7,7 @@ const (
 	CodeInvalidRequest     = "invalid_request"     // 400: malformed or out-of-bounds input
 	CodeUnauthorized       = "unauthorized"        // 401: missing or wrong API key
 	CodePolicyViolation    = "policy_violation"    // 403: the code did something policy forbids
+	CodeForbidden          = "forbidden"           // 403: the API key lacks the scope the request needs
 	CodeNotFound           = "not_found"           // 404: no such session or route
 	CodeTimeout            = "timeout"             // 408: the code ran past its timeout
 	CodeConflict           = "conflict"            // 409: state does not allow it (e.g. session cap)

@@ -17,7 +17,7 @@ func StatusOf(k sandbox.Kind) int {
 		return http.StatusBadRequest
 	case sandbox.KindUnauthorized:
 		return http.StatusUnauthorized
-	case sandbox.KindPolicyViolation:
+	case sandbox.KindPolicyViolation, sandbox.KindForbidden:
 		return http.StatusForbidden
 	case sandbox.KindNotFound:
 		return http.StatusNotFound

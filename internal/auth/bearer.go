@@ -1,61 +1,93 @@
 package auth
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
-	"errors"
+	"context"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// Bearer checks the header "Authorization: Bearer KEY" against the daemon's API key.
+// Bearer checks the header "Authorization: Bearer KEY": the daemon's bootstrap key, or a tenant
+// key of the key file (Keys).
 type Bearer struct {
-	// keyHash is the key's SHA-256: the key itself is not kept.
-	keyHash [sha256.Size]byte
+	keys *Keys
+	now  func() time.Time
 }
 
-// NewBearer returns a checker for key. An empty key is an error: there is no way to run a front
-// door without authentication.
+// NewBearer returns a checker for the bootstrap key alone (a daemon with no key file). An empty
+// key is an error: there is no way to run a front door without authentication.
 func NewBearer(key string) (*Bearer, error) {
-	if key == "" {
-		return nil, errors.New("auth: an API key is required")
+	k, err := NewKeys(key, "")
+	if err != nil {
+		return nil, err
 	}
-	return &Bearer{keyHash: sha256.Sum256([]byte(key))}, nil
+	return NewBearerFor(k), nil
 }
 
-// Check checks r's bearer token. Both sides are hashed before the constant-time comparison so
-// that neither the key's content nor its length leaks through timing. A missing or wrong key is
-// an *sandbox.Error of kind unauthorized that says how to send the right one.
+// NewBearerFor returns a checker for the bootstrap key and tenant keys of k.
+func NewBearerFor(k *Keys) *Bearer { return &Bearer{keys: k, now: time.Now} }
+
+// Check checks r's bearer token. Keys are hashed before the constant-time comparison, so that
+// neither a key's content nor its length leaks through timing. A missing or wrong key is an
+// *sandbox.Error of kind unauthorized that says how to send the right one.
 func (b *Bearer) Check(r *http.Request) error {
+	_, err := b.Identify(r)
+	return err
+}
+
+// Identify returns who r's bearer token says it is.
+func (b *Bearer) Identify(r *http.Request) (Identity, error) {
 	h := r.Header.Get("Authorization")
 	scheme, token, ok := strings.Cut(h, " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return sandbox.Errorf(sandbox.KindUnauthorized, "this route needs an API key").
+		return Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "this route needs an API key").
 			WithHint("send the header \"Authorization: Bearer KEY\"; the daemon's key is AGENTBOX_API_KEY in its environment or the file api_key in its data directory")
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	if subtle.ConstantTimeCompare(got[:], b.keyHash[:]) != 1 {
-		return sandbox.Errorf(sandbox.KindUnauthorized, "the API key is not valid").
-			WithHint("use the key of this daemon: AGENTBOX_API_KEY in its environment or the file api_key in its data directory")
-	}
-	return nil
+	return b.keys.Authenticate(strings.TrimSpace(token), b.now())
+}
+
+type identityKey struct{}
+
+// IdentityOf returns the identity Require found for the request of ctx.
+func IdentityOf(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
 }
 
 // FailFunc answers a request that failed, in the front door's own format (the HTTP API writes a
 // typed JSON error body).
 type FailFunc func(w http.ResponseWriter, r *http.Request, err error)
 
-// Require is middleware: next serves only requests with the key. Others get the challenge
-// header "WWW-Authenticate: Bearer" and fail's answer to Check's error.
-func (b *Bearer) Require(next http.Handler, fail FailFunc) http.Handler {
+// Require is middleware: next serves only requests with a valid key that has one of scopes (any
+// valid key when scopes is empty), and finds the key's identity with IdentityOf. Others get the
+// challenge header "WWW-Authenticate: Bearer" (a missing or wrong key) or a forbidden error that
+// names the scope, in fail's answer.
+func (b *Bearer) Require(next http.Handler, fail FailFunc, scopes ...Scope) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := b.Check(r); err != nil {
+		id, err := b.Identify(r)
+		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
 			fail(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if len(scopes) > 0 && !slices.ContainsFunc(scopes, id.Has) {
+			fail(w, r, missingScope(id, scopes))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
+}
+
+// missingScope says which scope a key lacks and what to do.
+func missingScope(id Identity, scopes []Scope) error {
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	want := strings.Join(names, " or ")
+	return sandbox.Errorf(sandbox.KindForbidden, "the API key %s (tenant %s) lacks the %s scope this route needs", id.KeyID, id.Tenant, want).
+		WithHint("ask the daemon's admin for a key with scope %s (agentbox keys create --scopes %s)", want, names[0])
 }

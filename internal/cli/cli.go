@@ -32,6 +32,7 @@ Commands:
   bench         measure start and run times against baselines
   image         build and list the heavy tier's images (image build NAME, image list)
   audit         check the audit log's signatures and hashes, or read it (audit verify, audit query)
+  keys          tenants' API keys: create, list, revoke, rotate
   version       print the version
 
 Quick start:
@@ -77,6 +78,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return imageCmd(ctx, rest, stdout, stderr)
 	case "audit":
 		return auditCmd(ctx, rest, stdout, stderr)
+	case "keys":
+		return keysCmd(ctx, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "agentbox %s\n", VersionString())
 		return exitOK

@@ -81,6 +81,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	defer m.Close()
 	doors, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{
 		APIKey:          cfg.APIKey,
+		KeysFile:        cfg.KeysPath(),
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		Version:         version(),
 		Logger:          log,

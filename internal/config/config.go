@@ -24,6 +24,9 @@ type Config struct {
 	APIKey string `json:"-"`
 	// MaxBodyBytes bounds a request body. Default 64 MiB; larger bodies get 413.
 	MaxBodyBytes int64 `json:"max_body_bytes"`
+	// KeysFile holds the tenants' API keys, hashed (`agentbox keys`). Default DATA_DIR/keys.json.
+	// Without it the daemon has one key, APIKey, as before tenants.
+	KeysFile string `json:"keys_file"`
 
 	Limits   LimitsConfig   `json:"limits"`
 	Sessions SessionsConfig `json:"sessions"`
@@ -258,6 +261,14 @@ func (c Config) ArtifactsPath() string {
 		return c.ArtifactsDir
 	}
 	return filepath.Join(c.DataDir, "artifacts")
+}
+
+// KeysPath is the tenant key file (`agentbox keys`): keys_file, or DATA_DIR/keys.json.
+func (c Config) KeysPath() string {
+	if c.KeysFile != "" {
+		return c.KeysFile
+	}
+	return filepath.Join(c.DataDir, "keys.json")
 }
 
 // AuditDir is where the audit log lives.

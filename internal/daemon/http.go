@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/httpapi"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -32,8 +33,12 @@ import (
 // FrontDoorOptions configure the listener's front doors and its shutdown. Zero values take the
 // documented defaults.
 type FrontDoorOptions struct {
-	// APIKey is the bearer token every front door requires (but on GET /v1/health). Required.
+	// APIKey is the daemon's bootstrap key, an admin of its own tenant, which every front door
+	// accepts (GET /v1/health needs none). Required.
 	APIKey string
+	// KeysFile holds the tenant keys (`agentbox keys`), read again whenever it changes; "" or a
+	// missing file is a daemon without tenants, where the bootstrap key is the only key.
+	KeysFile string
 	// MaxBodyBytes bounds a request body; larger bodies get 413. Default 64 MiB.
 	MaxBodyBytes int64
 	// Version is reported by GET /v1/health. Default "dev".
@@ -72,8 +77,13 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 	// One registry for every front door's metrics and the runtimes'; GET /metrics serves it.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	keys, err := auth.NewKeys(opts.APIKey, opts.KeysFile)
+	if err != nil {
+		return nil, err
+	}
 	api, err := httpapi.New(httpapi.Options{
 		Engine:       m,
+		Keys:         keys,
 		APIKey:       opts.APIKey,
 		MaxBodyBytes: opts.MaxBodyBytes,
 		Version:      opts.Version,

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -47,4 +49,22 @@ type Engine interface {
 	// state; one that is a prometheus.Collector adds its metrics to GET /metrics.
 	Tiers() []sandbox.Tier
 	Runtime(t sandbox.Tier) (sandbox.Runtime, bool)
+}
+
+// engine is the Engine as the request's caller sees it: an engine that can answer as one caller
+// (sandbox.Manager and sandbox.Audited, through sandbox.View) does, so that the ownership rules
+// are the core's, the same for every front door.
+func (s *API) engine(r *http.Request) Engine {
+	type callers interface {
+		As(sandbox.Caller) *sandbox.View
+	}
+	c, ok := s.m.(callers)
+	if !ok {
+		return s.m
+	}
+	id, ok := auth.IdentityOf(r.Context())
+	if !ok {
+		return s.m
+	}
+	return c.As(id.Caller)
 }

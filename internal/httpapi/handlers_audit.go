@@ -24,7 +24,7 @@ func (s *API) handleAudit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	recs, err := s.m.QueryAudit(r.Context(), f)
+	recs, err := s.engine(r).QueryAudit(r.Context(), f)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -8,7 +8,7 @@ import (
 
 // POST /v1/egress/reload
 func (s *API) handleReloadEgress(w http.ResponseWriter, r *http.Request) {
-	names, err := s.m.ReloadEgressPolicy()
+	names, err := s.engine(r).ReloadEgressPolicy()
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -18,7 +18,7 @@ import (
 // GET /v1/sessions/{id}/files?path=DIR
 func (s *API) handleListFiles(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	list, err := s.m.ListFiles(r.Context(), id, r.URL.Query().Get("path"))
+	list, err := s.engine(r).ListFiles(r.Context(), id, r.URL.Query().Get("path"))
 	if err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
@@ -34,7 +34,7 @@ func (s *API) handleReadFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	b, err := s.m.ReadFile(r.Context(), id, path)
+	b, err := s.engine(r).ReadFile(r.Context(), id, path)
 	if err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
@@ -62,7 +62,7 @@ func (s *API) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, tooLarge(s.maxBody))
 		return
 	}
-	if err := s.m.WriteFile(r.Context(), id, path, b); err != nil {
+	if err := s.engine(r).WriteFile(r.Context(), id, path, b); err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}
@@ -77,7 +77,7 @@ func (s *API) handleRemoveFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.m.RemoveFile(r.Context(), id, path); err != nil {
+	if err := s.engine(r).RemoveFile(r.Context(), id, path); err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}
@@ -96,7 +96,7 @@ func pathParam(r *http.Request) (string, error) {
 // GET /v1/artifacts/{id}
 func (s *API) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	a, rc, err := s.m.Artifact(id)
+	a, rc, err := s.engine(r).Artifact(id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -111,5 +111,5 @@ func (s *API) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/images
 func (s *API) handleListImages(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, apiwire.ImagesToAPI(s.m.Images()))
+	writeJSON(w, http.StatusOK, apiwire.ImagesToAPI(s.engine(r).Images()))
 }

@@ -14,7 +14,7 @@ import (
 // GET /v1/sessions/{id}/intent
 func (s *API) handleGetIntent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	in, err := s.m.Intent(id)
+	in, err := s.engine(r).Intent(id)
 	if err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
@@ -39,7 +39,7 @@ func (s *API) handleSetIntent(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	info, err := s.m.SetIntent(id, in.Name, ttl)
+	info, err := s.engine(r).SetIntent(id, in.Name, ttl)
 	if err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
@@ -50,7 +50,7 @@ func (s *API) handleSetIntent(w http.ResponseWriter, r *http.Request) {
 // DELETE /v1/sessions/{id}/intent
 func (s *API) handleClearIntent(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.m.ClearIntent(id); err != nil {
+	if err := s.engine(r).ClearIntent(id); err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}

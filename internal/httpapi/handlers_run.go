@@ -20,7 +20,7 @@ func (s *API) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.m.Run(r.Context(), &req)
+	res, err := s.engine(r).Run(r.Context(), &req)
 	s.answerRun(w, r, string(req.Tier), res, err)
 }
 
@@ -36,7 +36,7 @@ func (s *API) handleRoute(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	d, err := s.m.Route(&req)
+	d, err := s.engine(r).Route(&req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -72,7 +72,7 @@ func (s *API) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.m.RunInSession(r.Context(), id, &req)
+	res, err := s.engine(r).RunInSession(r.Context(), id, &req)
 	s.answerRun(w, r, string(req.Tier), res, sessionError(id, err))
 }
 

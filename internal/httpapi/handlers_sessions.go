@@ -21,7 +21,7 @@ func (s *API) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	info, err := s.m.CreateSession(r.Context(), opts)
+	info, err := s.engine(r).CreateSession(r.Context(), opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -32,13 +32,13 @@ func (s *API) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 
 // GET /v1/sessions
 func (s *API) handleListSessions(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, apiwire.SessionsToAPI(s.m.Sessions()))
+	writeJSON(w, http.StatusOK, apiwire.SessionsToAPI(s.engine(r).Sessions()))
 }
 
 // GET /v1/sessions/{id}
 func (s *API) handleGetSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	info, err := s.m.Session(id)
+	info, err := s.engine(r).Session(id)
 	if err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
@@ -49,7 +49,7 @@ func (s *API) handleGetSession(w http.ResponseWriter, r *http.Request) {
 // DELETE /v1/sessions/{id}
 func (s *API) handleCloseSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := s.m.CloseSession(id); err != nil {
+	if err := s.engine(r).CloseSession(id); err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}

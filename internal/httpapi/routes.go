@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -16,33 +17,48 @@ type route struct {
 	pattern string
 	// public routes need no API key.
 	public bool
+	// scopes are the key scopes that may use the route (any one of them); admin has all.
+	scopes []auth.Scope
 	// quiet routes log at debug level (probes and scrapes would drown the log).
 	quiet bool
 	h     http.HandlerFunc
 }
 
+// The scopes of the routes (auth.Scope): a key needs one of a route's.
+var (
+	run           = []auth.Scope{auth.ScopeRun}
+	sessions      = []auth.Scope{auth.ScopeSessions}
+	files         = []auth.Scope{auth.ScopeFiles}
+	intent        = []auth.Scope{auth.ScopeEgressIntent}
+	runOrSessions = []auth.Scope{auth.ScopeRun, auth.ScopeSessions}
+	policy        = []auth.Scope{auth.ScopePolicyAdmin}
+	auditRead     = []auth.Scope{auth.ScopeAuditRead}
+	admin         = []auth.Scope{auth.ScopeAdmin}
+)
+
 func (s *API) routeTable() []route {
 	return []route{
-		{method: http.MethodPost, pattern: "/v1/run", h: s.handleRun},
-		{method: http.MethodPost, pattern: "/v1/route", h: s.handleRoute},
-		{method: http.MethodGet, pattern: "/v1/sessions", h: s.handleListSessions},
-		{method: http.MethodPost, pattern: "/v1/sessions", h: s.handleCreateSession},
-		{method: http.MethodGet, pattern: "/v1/sessions/{id}", h: s.handleGetSession},
-		{method: http.MethodDelete, pattern: "/v1/sessions/{id}", h: s.handleCloseSession},
-		{method: http.MethodPost, pattern: "/v1/sessions/{id}/run", h: s.handleRunInSession},
-		{method: http.MethodGet, pattern: "/v1/sessions/{id}/files", h: s.handleListFiles},
-		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/files", h: s.handleRemoveFile},
-		{method: http.MethodGet, pattern: "/v1/sessions/{id}/files/content", h: s.handleReadFile},
-		{method: http.MethodPut, pattern: "/v1/sessions/{id}/files/content", h: s.handleWriteFile},
-		{method: http.MethodGet, pattern: "/v1/sessions/{id}/intent", h: s.handleGetIntent},
-		{method: http.MethodPut, pattern: "/v1/sessions/{id}/intent", h: s.handleSetIntent},
-		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/intent", h: s.handleClearIntent},
-		{method: http.MethodGet, pattern: "/v1/artifacts/{id}", h: s.handleGetArtifact},
-		{method: http.MethodGet, pattern: "/v1/images", h: s.handleListImages},
-		{method: http.MethodPost, pattern: "/v1/egress/reload", h: s.handleReloadEgress},
-		{method: http.MethodGet, pattern: "/v1/audit", h: s.handleAudit},
+		{method: http.MethodPost, pattern: "/v1/run", scopes: run, h: s.handleRun},
+		{method: http.MethodPost, pattern: "/v1/route", scopes: run, h: s.handleRoute},
+		{method: http.MethodGet, pattern: "/v1/sessions", scopes: sessions, h: s.handleListSessions},
+		{method: http.MethodPost, pattern: "/v1/sessions", scopes: sessions, h: s.handleCreateSession},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}", scopes: sessions, h: s.handleGetSession},
+		{method: http.MethodDelete, pattern: "/v1/sessions/{id}", scopes: sessions, h: s.handleCloseSession},
+		{method: http.MethodPost, pattern: "/v1/sessions/{id}/run", scopes: sessions, h: s.handleRunInSession},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}/files", scopes: files, h: s.handleListFiles},
+		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/files", scopes: files, h: s.handleRemoveFile},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}/files/content", scopes: files, h: s.handleReadFile},
+		{method: http.MethodPut, pattern: "/v1/sessions/{id}/files/content", scopes: files, h: s.handleWriteFile},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}/intent", scopes: intent, h: s.handleGetIntent},
+		{method: http.MethodPut, pattern: "/v1/sessions/{id}/intent", scopes: intent, h: s.handleSetIntent},
+		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/intent", scopes: intent, h: s.handleClearIntent},
+		{method: http.MethodGet, pattern: "/v1/artifacts/{id}", scopes: runOrSessions, h: s.handleGetArtifact},
+		{method: http.MethodGet, pattern: "/v1/images", scopes: runOrSessions, h: s.handleListImages},
+		{method: http.MethodPost, pattern: "/v1/egress/reload", scopes: policy, h: s.handleReloadEgress},
+		{method: http.MethodGet, pattern: "/v1/audit", scopes: auditRead, h: s.handleAudit},
 		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
-		{method: http.MethodGet, pattern: "/metrics", quiet: true, h: s.handleMetrics},
+		// Metrics count every tenant's work: the daemon's admin (and its scraper) reads them.
+		{method: http.MethodGet, pattern: "/metrics", quiet: true, scopes: admin, h: s.handleMetrics},
 	}
 }
 
@@ -94,7 +110,7 @@ func (s *API) dispatch(pattern string, routes []route) http.Handler {
 	for i, rt := range routes {
 		handlers[i] = rt.h
 		if !rt.public {
-			handlers[i] = s.auth.Require(rt.h, s.fail)
+			handlers[i] = s.auth.Require(rt.h, s.fail, rt.scopes...)
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,9 +19,12 @@ type Options struct {
 	// Engine runs the code: the daemon passes its *sandbox.Manager. Required. The API never
 	// closes it: the daemon does, after the listener has shut down.
 	Engine Engine
-	// APIKey is the bearer token every route but GET /v1/health requires. Required: there is no
-	// way to run the API without authentication.
+	// APIKey is the daemon's bootstrap key: an admin of its own tenant, on every route but GET
+	// /v1/health. Required: there is no way to run the API without authentication.
 	APIKey string
+	// Keys, when set, authenticates the bootstrap key and the tenant keys of the key file (and
+	// APIKey is not used); each route then needs its scope, and serves the key's tenant only.
+	Keys *auth.Keys
 	// MaxBodyBytes bounds a request body; larger bodies get 413. Default 64 MiB.
 	MaxBodyBytes int64
 	// Version is reported by GET /v1/health. Default "dev".
@@ -64,9 +67,14 @@ func New(opts Options) (*API, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("httpapi: an Engine is required")
 	}
-	bearer, err := auth.NewBearer(opts.APIKey)
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: %w", err)
+	var bearer *auth.Bearer
+	if opts.Keys != nil {
+		bearer = auth.NewBearerFor(opts.Keys)
+	} else {
+		var err error
+		if bearer, err = auth.NewBearer(opts.APIKey); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
 	}
 	s := &API{
 		m:        opts.Engine,
@@ -93,6 +101,7 @@ func New(opts Options) (*API, error) {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	var err error
 	if s.metrics, err = newMetrics(s.reg, s.m); err != nil {
 		return nil, fmt.Errorf("httpapi: metrics: %w", err)
 	}

@@ -18,6 +18,8 @@ const (
 	KindMemoryLimit        Kind = "memory_limit"
 	KindOutputLimit        Kind = "output_limit"
 	KindPolicyViolation    Kind = "policy_violation"
+	// KindForbidden: the API key is valid but lacks the scope the request needs.
+	KindForbidden Kind = "forbidden"
 	KindRuntimeUnavailable Kind = "runtime_unavailable"
 	KindConflict           Kind = "conflict"
 	KindInternal           Kind = "internal"
@@ -56,6 +58,7 @@ var (
 	ErrMemoryLimit        = &Error{Kind: KindMemoryLimit}
 	ErrOutputLimit        = &Error{Kind: KindOutputLimit}
 	ErrPolicyViolation    = &Error{Kind: KindPolicyViolation}
+	ErrForbidden          = &Error{Kind: KindForbidden}
 	ErrRuntimeUnavailable = &Error{Kind: KindRuntimeUnavailable}
 	ErrConflict           = &Error{Kind: KindConflict}
 	ErrInternal           = &Error{Kind: KindInternal}

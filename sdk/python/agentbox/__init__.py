@@ -22,7 +22,7 @@ AGENTBOX_API_KEY, else the api_key file that ``agentbox serve`` keeps in its dat
 from ._version import __version__
 from .client import DEFAULT_URL, Client
 from .config import SandboxConfig, parse_duration, parse_memory
-from .errors import (ERROR_CLASSES, AgentboxError, CodeError, Conflict, DaemonUnreachable, InternalError,
+from .errors import (ERROR_CLASSES, AgentboxError, CodeError, Conflict, DaemonUnreachable, Forbidden, InternalError,
                      InvalidRequest, MemoryLimitExceeded, NotFound, OutputLimitExceeded, PolicyViolation,
                      RuntimeUnavailable, TimeoutError, Unauthorized)
 from .models import (Artifact, FileInfo, Health, Image, InputFile, Intent, Output, OutputFile, PyError, Result, Routing,
@@ -37,7 +37,7 @@ __all__ = [
     "Result", "PyError", "Routing", "Artifact", "Output", "OutputFile", "Timings", "InputFile", "FileInfo",
     "Session", "Image", "Health", "Intent",
     "task", "Task", "TaskError",
-    "AgentboxError", "CodeError", "ERROR_CLASSES", "InvalidRequest", "Unauthorized", "PolicyViolation", "NotFound",
+    "AgentboxError", "CodeError", "ERROR_CLASSES", "InvalidRequest", "Unauthorized", "PolicyViolation", "Forbidden", "NotFound",
     "TimeoutError", "Conflict", "MemoryLimitExceeded", "OutputLimitExceeded", "InternalError",
     "RuntimeUnavailable", "DaemonUnreachable",
 ]

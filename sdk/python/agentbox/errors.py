@@ -10,6 +10,7 @@ code                   class                       status
 invalid_request        InvalidRequest              400 (413, 405)
 unauthorized           Unauthorized                401
 policy_violation       PolicyViolation             403
+forbidden              Forbidden                   403
 not_found              NotFound                    404
 timeout                TimeoutError                408
 conflict               Conflict                    409
@@ -96,6 +97,10 @@ class PolicyViolation(AgentboxError):
     """policy_violation: the code did something the daemon's policy forbids."""
 
 
+class Forbidden(AgentboxError):
+    """forbidden: the API key is valid but lacks the scope the request needs (the message names it)."""
+
+
 class NotFound(AgentboxError):
     """not_found: no such session, file, artifact or route (a session may have expired)."""
 
@@ -137,6 +142,7 @@ ERROR_CLASSES: Dict[str, Type[AgentboxError]] = {
     "invalid_request": InvalidRequest,
     "unauthorized": Unauthorized,
     "policy_violation": PolicyViolation,
+    "forbidden": Forbidden,
     "not_found": NotFound,
     "timeout": TimeoutError,
     "conflict": Conflict,

@@ -18,7 +18,7 @@ import agentbox
 from agentbox import Client, Sandbox, SandboxConfig
 
 STATUS = {
-    "invalid_request": 400, "unauthorized": 401, "policy_violation": 403, "not_found": 404, "timeout": 408,
+    "invalid_request": 400, "unauthorized": 401, "policy_violation": 403, "forbidden": 403, "not_found": 404, "timeout": 408,
     "conflict": 409, "memory_limit": 422, "output_limit": 422, "internal": 500, "runtime_unavailable": 503,
 }
 

@@ -92,7 +92,7 @@ def test_encode_leaves_out_unset_fields():
 
 def test_exceptions_mirror_the_api_codes():
     assert set(agentbox.ERROR_CLASSES) == {
-        "invalid_request", "unauthorized", "policy_violation", "not_found", "timeout", "conflict",
+        "invalid_request", "unauthorized", "policy_violation", "forbidden", "not_found", "timeout", "conflict",
         "memory_limit", "output_limit", "internal", "runtime_unavailable"}
     assert issubclass(agentbox.TimeoutError, builtins.TimeoutError)
     assert issubclass(agentbox.DaemonUnreachable, builtins.ConnectionError)
