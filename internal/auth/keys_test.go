@@ -114,7 +114,10 @@ func TestRequireScope(t *testing.T) {
 	h := b.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, _ = auth.IdentityOf(r.Context())
 		w.WriteHeader(http.StatusTeapot)
-	}), func(w http.ResponseWriter, r *http.Request, err error) { failed = err; w.WriteHeader(http.StatusForbidden) },
+	}), func(w http.ResponseWriter, r *http.Request, err error) {
+		failed = err
+		w.WriteHeader(http.StatusForbidden)
+	},
 		auth.ScopeSessions)
 	r := httptest.NewRequest("GET", "/v1/sessions", nil)
 	r.Header.Set("Authorization", "Bearer "+key)

@@ -11,15 +11,15 @@ type Kind string
 
 // The error kinds of the API contract (DESIGN.md, "Error contract").
 const (
-	KindInvalidRequest     Kind = "invalid_request"
-	KindUnauthorized       Kind = "unauthorized"
-	KindNotFound           Kind = "not_found"
-	KindTimeout            Kind = "timeout"
-	KindMemoryLimit        Kind = "memory_limit"
-	KindOutputLimit        Kind = "output_limit"
-	KindPolicyViolation    Kind = "policy_violation"
+	KindInvalidRequest  Kind = "invalid_request"
+	KindUnauthorized    Kind = "unauthorized"
+	KindNotFound        Kind = "not_found"
+	KindTimeout         Kind = "timeout"
+	KindMemoryLimit     Kind = "memory_limit"
+	KindOutputLimit     Kind = "output_limit"
+	KindPolicyViolation Kind = "policy_violation"
 	// KindForbidden: the API key is valid but lacks the scope the request needs.
-	KindForbidden Kind = "forbidden"
+	KindForbidden          Kind = "forbidden"
 	KindRuntimeUnavailable Kind = "runtime_unavailable"
 	KindConflict           Kind = "conflict"
 	KindInternal           Kind = "internal"
