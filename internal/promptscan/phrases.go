@@ -137,11 +137,14 @@ func matchPhrases(norm []byte, hidden bool) []string {
 			ids = append(ids, id)
 		}
 	}
+	prevWord := false
 	for i := 0; i < len(norm); i++ {
 		c := norm[i]
-		if isWordByte(c) && i > 0 && isWordByte(norm[i-1]) {
+		w := wordByte[c]
+		if w && prevWord {
 			continue // inside a word
 		}
+		prevWord = w
 		refs := anchorsByByte[c]
 		for _, r := range refs {
 			if found[r.form] || attempts[r.form] >= maxAttempts || !bytes.HasPrefix(norm[i:], r.a) {
@@ -170,6 +173,11 @@ func matchPhrases(norm []byte, hidden bool) []string {
 	return ids
 }
 
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 'A' && c <= 'Z'
-}
+func isWordByte(c byte) bool { return wordByte[c] }
+
+var wordByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 'A' && c <= 'Z'
+	}
+	return t
+}()

@@ -237,8 +237,13 @@ func invisible(b []byte) ([]Finding, []byte) {
 	for i := 0; i < len(b); {
 		c := b[i]
 		if c < utf8.RuneSelf {
-			i++
-			prev, run, inFlag = rune(c), 0, false
+			// Skip the ASCII run at once.
+			j := i + 1
+			for j < len(b) && b[j] < utf8.RuneSelf {
+				j++
+			}
+			i = j
+			prev, run, inFlag = rune(b[j-1]), 0, false
 			continue
 		}
 		r, n := utf8.DecodeRune(b[i:])
@@ -365,15 +370,35 @@ func normalize(b []byte, markup bool) []byte {
 			put('&')
 			i++
 		default:
-			if c >= 'A' && c <= 'Z' {
-				c += 'a' - 'A'
+			// A run of plain bytes (no space, markup or entity start) goes in at once.
+			j := i
+			for j < len(b) && plain[b[j]] {
+				out = append(out, lowerTab[b[j]])
+				j++
 			}
-			put(c)
-			i++
+			if j == i {
+				put(c)
+				j++
+			} else {
+				space = false
+			}
+			i = j
 		}
 	}
 	return out
 }
+
+// plain are the ASCII bytes normalize copies as they are (lower-cased).
+var plain, lowerTab = func() (p [256]bool, l [256]byte) {
+	for c := 0; c < 256; c++ {
+		l[c] = byte(c)
+		if c >= 'A' && c <= 'Z' {
+			l[c] = byte(c) + 'a' - 'A'
+		}
+		p[c] = c > ' ' && c < 0x7f && c != '<' && c != '&' && c != '-'
+	}
+	return
+}()
 
 func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
