@@ -61,6 +61,8 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"AuditPolicy":          api.AuditPolicy{},
 		"AuditAlert":           api.AuditAlert{},
 		"AuditRepair":          api.AuditRepair{},
+		"AuditRestart":         api.AuditRestart{},
+		"AuditLostSession":     api.AuditLostSession{},
 		"SetIntentRequest":     api.SetIntentRequest{},
 		"Intent":               api.Intent{},
 		"ReloadResult":         api.ReloadResult{},

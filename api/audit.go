@@ -21,8 +21,8 @@ type AuditRecord struct {
 	Seq int64 `json:"seq"`
 	// Time is when the record was written, UTC.
 	Time time.Time `json:"time"`
-	// Kind is session.create, session.close, session.expire, run, egress, policy.change, alert or
-	// log.repair.
+	// Kind is session.create, session.close, session.expire, run, egress, policy.change, alert,
+	// log.repair or daemon.restart.
 	Kind    string `json:"kind"`
 	Session string `json:"session,omitempty"`
 	// Decision is allow or deny (runs and session creations: deny means refused before any code
@@ -38,6 +38,7 @@ type AuditRecord struct {
 	Policy    *AuditPolicy    `json:"policy,omitempty"`
 	Alert     *AuditAlert     `json:"alert,omitempty"`
 	Repair    *AuditRepair    `json:"repair,omitempty"`
+	Restart   *AuditRestart   `json:"restart,omitempty"`
 	// Prev is the hash of the record before; empty for record 0.
 	Prev string `json:"prev,omitempty"`
 	// Hash is the hex SHA-256 of the record's line without its hash field.
@@ -138,4 +139,27 @@ type AuditRepair struct {
 	SHA256  string `json:"sha256"`
 	Excerpt string `json:"excerpt,omitempty"`
 	Reason  string `json:"reason"`
+}
+
+// AuditRestart says the daemon started after a run of its own that did not shut down cleanly (it
+// was killed, crashed, or its machine stopped), and which sessions that run had open: their
+// sandboxes, variables and files are gone. Each lost session also gets a session.close record of
+// its own (reason "lost: ..."), so that its history ends too.
+type AuditRestart struct {
+	// PreviousPID and PreviousStart are the process id and start time of the daemon that stopped.
+	PreviousPID   int       `json:"previous_pid"`
+	PreviousStart time.Time `json:"previous_start"`
+	// Sessions are the sessions it had open, by id. Never null.
+	Sessions []AuditLostSession `json:"sessions"`
+}
+
+// AuditLostSession is a session the daemon had open when it stopped.
+type AuditLostSession struct {
+	ID string `json:"id"`
+	// Tier is the session's tier when last seen (an auto session may have moved).
+	Tier string `json:"tier,omitempty"`
+	// Tenant and Agent are the session's owner, as in AuditRecord.
+	Tenant  string    `json:"tenant,omitempty"`
+	Agent   string    `json:"agent,omitempty"`
+	Created time.Time `json:"created"`
 }

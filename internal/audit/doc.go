@@ -10,6 +10,7 @@
 //	audit.checkpoints  the signed tree heads, one JSON object per line (0600)
 //	signing.key        the Ed25519 signing key, in sumdb/note's text form (0600), made on first start
 //	signing.pub        its verifier key (0644); keep a copy elsewhere and verify with it
+//	daemon.running     while a daemon runs: its pid, start and open sessions (internal/daemon/restart.go)
 //
 // # Records
 //
@@ -22,11 +23,14 @@
 //
 // seq is the record's position (0-based) and its leaf index in the tree; time is UTC RFC 3339
 // with nanoseconds; kind is session.create, session.close, session.expire, run, egress,
-// policy.change, alert or log.repair, with one object of that kind's fields (run, lifecycle,
-// egress, policy, alert, repair). The leaf data is the line's exact bytes, without the newline.
-// The Manager writes sessions, runs, intents and egress policy reloads (sandbox.AuditSink); the
-// daemon writes the egress gateway's decisions and alerts (internal/daemon/audit.go). decision
-// uses common words across kinds: allow, deny, and for egress also redact and warn.
+// policy.change, alert, log.repair or daemon.restart, with one object of that kind's fields (run,
+// lifecycle, egress, policy, alert, repair, restart). The leaf data is the line's exact bytes,
+// without the newline. The Manager writes sessions, runs, intents and egress policy reloads
+// (sandbox.AuditSink); the daemon writes the egress gateway's decisions and alerts
+// (internal/daemon/audit.go), and at start, after a daemon that did not shut down cleanly, a
+// daemon.restart with the sessions that one lost and a session.close for each
+// (internal/daemon/restart.go). decision uses common words across kinds: allow, deny, and for
+// egress also redact and warn.
 //
 // Every record carries two hashes besides the tree: hash, the SHA-256 of the line with its hash
 // field cut off (the bytes as written, so verifying never re-encodes JSON), and prev, the hash of

@@ -27,6 +27,9 @@ const (
 	KindAlert Kind = "alert"
 	// KindRepair records that Open cut a torn last line (a write the daemon did not finish).
 	KindRepair Kind = "log.repair"
+	// KindDaemonRestart records that the daemon started after one that did not shut down
+	// cleanly, and the sessions that one lost (written by the daemon, internal/daemon/restart.go).
+	KindDaemonRestart Kind = "daemon.restart"
 )
 
 // The kind-specific objects of a record are the API's types (package api): one schema for what the
@@ -56,6 +59,7 @@ type Record struct {
 	Policy    *Policy    `json:"policy,omitempty"`
 	Alert     *Alert     `json:"alert,omitempty"`
 	Repair    *Repair    `json:"repair,omitempty"`
+	Restart   *Restart   `json:"restart,omitempty"`
 
 	// Prev is the Hash of the record before this one; empty for record 0.
 	Prev string `json:"prev,omitempty"`
@@ -87,6 +91,13 @@ type Alert = api.AuditAlert
 
 // Repair says what Open cut from the end of the file.
 type Repair = api.AuditRepair
+
+// Restart says the daemon started after one that did not shut down cleanly, and which sessions
+// that one had open.
+type Restart = api.AuditRestart
+
+// LostSession is a session of Restart.
+type LostSession = api.AuditLostSession
 
 // Size bounds. A record line longer than MaxLine is refused by Append and is an altered record to
 // Verify.

@@ -176,6 +176,13 @@ func detail(r audit.Record) string {
 		return r.Alert.Message
 	case r.Repair != nil:
 		return fmt.Sprintf("cut %d bytes at line %d: %s", r.Repair.Bytes, r.Repair.Line, r.Repair.Reason)
+	case r.Restart != nil:
+		ids := make([]string, len(r.Restart.Sessions))
+		for i, s := range r.Restart.Sessions {
+			ids[i] = s.ID
+		}
+		return fmt.Sprintf("the daemon (pid %d, started %s) stopped without shutting down; %d sessions lost %s",
+			r.Restart.PreviousPID, r.Restart.PreviousStart.Format(time.RFC3339), len(ids), strings.Join(ids, " "))
 	}
 	return ""
 }

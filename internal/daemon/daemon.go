@@ -138,6 +138,7 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		closeAll()
 		return nil, err
 	}
+	sink = trackRestarts(auditLog, sink, log) // restart.go: records what a daemon that died left
 	m := sandbox.WithAudit(core, sink)
 	closeSession := func(id, reason string) {
 		log.Warn("ending a session after egress violations", "session", id, "reason", reason)

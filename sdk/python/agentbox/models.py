@@ -486,12 +486,33 @@ class AuditRepair:
 
 
 @dataclass
+class AuditLostSession:
+    """A session the daemon had open when it stopped without shutting down."""
+
+    id: str = ""
+    tier: Optional[str] = None
+    tenant: Optional[str] = None
+    agent: Optional[str] = None
+    created: Optional[_dt.datetime] = None
+
+
+@dataclass
+class AuditRestart:
+    """The daemon started after one that did not shut down cleanly; ``sessions`` were lost."""
+
+    previous_pid: int = 0
+    previous_start: Optional[_dt.datetime] = None
+    sessions: List[AuditLostSession] = field(default_factory=list)
+
+
+@dataclass
 class AuditRecord:
-    """One record of the daemon's audit log; one of run, lifecycle, egress, policy, alert, repair is set."""
+    """One record of the daemon's audit log; one of run, lifecycle, egress, policy, alert, repair, restart is set."""
 
     seq: int = 0
     time: Optional[_dt.datetime] = None
-    #: session.create, session.close, session.expire, run, egress, policy.change, alert or log.repair.
+    #: session.create, session.close, session.expire, run, egress, policy.change, alert, log.repair
+    #: or daemon.restart.
     kind: str = ""
     session: Optional[str] = None
     #: allow or deny (runs, session creations, policy changes); allow, deny, redact or warn (egress).
@@ -505,6 +526,7 @@ class AuditRecord:
     policy: Optional[AuditPolicy] = None
     alert: Optional[AuditAlert] = None
     repair: Optional[AuditRepair] = None
+    restart: Optional[AuditRestart] = None
     prev: Optional[str] = None
     hash: str = ""
 
@@ -524,6 +546,6 @@ SCHEMAS = {
         Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
         ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,
-        AuditAlert, AuditRepair,
+        AuditAlert, AuditRepair, AuditRestart, AuditLostSession,
     )
 }
