@@ -42,6 +42,9 @@ type Config struct {
 
 	// Audit is the audit log.
 	Audit AuditConfig `json:"audit"`
+
+	// Tenants bounds each tenant (quotas, runtimes, images, egress profiles, limits); see Tenants.
+	Tenants Tenants `json:"tenants"`
 }
 
 // AuditConfig configures the audit log (internal/audit): a record per session event, run, egress
@@ -208,7 +211,7 @@ func (c Config) Validate() error {
 	case c.Audit.CheckpointRecords < 1 || c.Audit.CheckpointInterval <= 0:
 		return fmt.Errorf("config: audit.checkpoint_records and audit.checkpoint_interval must be positive")
 	}
-	return nil
+	return c.Tenants.validate()
 }
 
 // Policy turns the limits settings into the core's policy.

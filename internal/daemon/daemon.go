@@ -120,6 +120,7 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 	mopts := sandbox.ManagerOptions{
 		Runtimes:    runtimes,
 		Known:       known,
+		Tenants:     cfg.Tenants,
 		Policy:      &policy,
 		MaxSessions: cfg.Sessions.Max,
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),

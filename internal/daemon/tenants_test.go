@@ -27,12 +27,19 @@ import (
 // and the key file.
 func tenantDaemon(t *testing.T) (string, string) {
 	t.Helper()
+	return tenantDaemonWith(t, nil)
+}
+
+// tenantDaemonWith is tenantDaemon with tenants' bounds.
+func tenantDaemonWith(t *testing.T, tenants config.Tenants) (string, string) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
 	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
+	cfg.Tenants = tenants
 	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled = heavy.Off }))
 	keys := filepath.Join(t.TempDir(), auth.KeysFile)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -175,4 +182,74 @@ func TestTenantsAreIsolated(t *testing.T) {
 	if strings.Contains(string(raw), "abt_") {
 		t.Error("the key file holds a key")
 	}
+}
+
+// Quotas over HTTP with the real nano tier: acme at its quota of runs and sessions is refused with
+// the quota's name and value, and meanwhile beta's runs take as long as before (its p50 within the
+// spread of two baselines measured in this run, plus 2 ms).
+func TestTenantQuotaLeavesOthersAlone(t *testing.T) {
+	url, keys := tenantDaemonWith(t, config.Tenants{"acme": {MaxRuns: 1, MaxSessions: 1}})
+	a, _ := tenantClient(t, url, keys, "acme", auth.ScopeRun, auth.ScopeSessions)
+	b, _ := tenantClient(t, url, keys, "beta", auth.ScopeRun, auth.ScopeSessions)
+	ctx := context.Background()
+	p50 := func() time.Duration {
+		var ds []time.Duration
+		for range 25 {
+			start := time.Now()
+			if _, err := b.Run(ctx, api.RunRequest{Code: "print(1)"}); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	base1, base2 := p50(), p50()
+
+	if _, err := a.CreateSession(ctx, api.CreateSessionRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.CreateSession(ctx, api.CreateSessionRequest{})
+	wantCode(t, "acme's second session", err, api.CodeConflict)
+	if ce := (*client.Error)(nil); errors.As(err, &ce) && !strings.Contains(ce.Message, "max_sessions 1") {
+		t.Errorf("the refusal %q does not name the quota", ce.Message)
+	}
+	// acme's long run takes its one run slot. (A probe of ours may hold the slot the moment the long
+	// run asks for it: then the long run is refused, and starts again.)
+	busy := make(chan error, 1)
+	long := func() {
+		_, err := a.Run(ctx, api.RunRequest{Code: "import time\ntime.sleep(4)", Timeout: 10})
+		busy <- err
+	}
+	go long()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-busy:
+			wantCode(t, "acme's long run, refused while a probe ran", err, api.CodeConflict)
+			go long()
+		default:
+		}
+		_, err := a.Run(ctx, api.RunRequest{Code: "print(2)"})
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Code == api.CodeConflict {
+			if !strings.Contains(ce.Message, "max_runs 1") {
+				t.Errorf("the refusal %q does not name the quota", ce.Message)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("acme's long run never took its run slot: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	loaded := p50()
+	if err := <-busy; err != nil {
+		t.Fatal(err)
+	}
+	spread := max(base1, base2) - min(base1, base2)
+	if loaded > max(base1, base2)+spread+2*time.Millisecond {
+		t.Errorf("beta's p50 %v while acme is at its quota, against %v and %v without", loaded, base1, base2)
+	}
+	t.Logf("beta's p50: %v, %v alone; %v while acme is at its quota", base1, base2, loaded)
 }

@@ -24,6 +24,9 @@ type ManagerOptions struct {
 	Known []Tier
 	// Router ranks the tiers for a request's code. Default: the order of Runtimes.
 	Router Router
+	// Tenants bounds each tenant (quotas, tiers, images, egress profiles, limits). Nil: tenants
+	// have no bounds but the daemon's.
+	Tenants TenantPolicies
 	// Policy bounds limits and requests. Default: DefaultPolicy().
 	Policy *Policy
 	// MaxSessions caps open sessions across the daemon. Default 32.
@@ -45,6 +48,7 @@ type Manager struct {
 	tiers       []tier
 	known       []Tier
 	router      Router
+	tenants     TenantPolicies
 	policy      Policy
 	maxSessions int
 	idle        time.Duration
@@ -55,6 +59,8 @@ type Manager struct {
 
 	// onEnd hears of every session the Manager ends (Audited); guarded by mu.
 	onEnd func(SessionEnd)
+	// usage is what each tenant holds now (tenants.go); guarded by mu.
+	usage map[string]usage
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -110,6 +116,8 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
 		tiers:       tiers,
 		router:      opts.Router,
+		tenants:     opts.Tenants,
+		usage:       map[string]usage{},
 		maxSessions: opts.MaxSessions,
 		idle:        opts.SessionIdle,
 		artifacts:   opts.Artifacts,

@@ -163,7 +163,8 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}
-	limits, err := m.policy.Apply(req.Limits)
+	c := CallerOf(ctx)
+	limits, err := m.policy.Apply(m.tenantDefaults(c, req.Limits))
 	if err != nil {
 		return nil, err
 	}
@@ -172,8 +173,14 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if r.Tier == "" {
 		r.Tier = TierAuto
 	}
+	if r.EgressProfile, err = m.checkTenant(c, r.Tier, r.Image, r.Network, r.EgressProfile, limits); err != nil {
+		return nil, err
+	}
 	rt, d, err := m.route(&r)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := m.checkTenant(c, d.Tier, "", false, "", Limits{}); err != nil {
 		return nil, err
 	}
 	if d.SyntaxError != nil {
@@ -189,6 +196,11 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if r.Network && r.EgressProfile == "" {
 		r.EgressProfile = DefaultEgressProfile
 	}
+	done, err := m.startRun(c, limits.MemoryBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	res, err := rt.Run(ctx, &r)
 	if auto := req.Tier == "" || req.Tier == TierAuto; auto {
 		if next, nd, ok := m.retry(rt, res, err, d); ok {

@@ -48,7 +48,8 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	if err := CheckPackages(opts.Packages, opts.Image); err != nil {
 		return SessionInfo{}, err
 	}
-	limits, err := m.policy.Apply(opts.Limits)
+	caller := CallerOf(ctx)
+	limits, err := m.policy.Apply(m.tenantDefaults(caller, opts.Limits))
 	if err != nil {
 		return SessionInfo{}, err
 	}
@@ -57,15 +58,21 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	if requested == "" {
 		requested = TierAuto
 	}
+	if opts.EgressProfile, err = m.checkTenant(caller, opts.Tier, opts.Image, opts.Network, opts.EgressProfile, limits); err != nil {
+		return SessionInfo{}, err
+	}
 	if opts.Network && opts.EgressProfile == "" {
 		opts.EgressProfile = DefaultEgressProfile
 	}
 	if opts.Tier == "" || opts.Tier == TierAuto {
 		// A session has no code yet to route by: it starts on the first tier with sessions that
-		// gives what its options ask (packages, network), the fastest to start, and moves when a
-		// run needs another (move.go).
+		// gives what its options ask (packages, network) and its tenant may use, the fastest to
+		// start, and moves when a run needs another (move.go).
 		opts.Tier = m.Tiers()[0]
 		for _, t := range m.tiers {
+			if _, err := m.checkTenant(caller, t.caps.Tier, "", false, "", Limits{}); err != nil {
+				continue
+			}
 			if t.caps.Sessions && t.caps.misfit(opts.Packages, opts.Image, opts.Network, limits) == "" {
 				opts.Tier = t.caps.Tier
 				break
@@ -74,6 +81,9 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	}
 	rt, _, err := m.route(&RunRequest{Tier: opts.Tier, Packages: opts.Packages, Image: opts.Image, Network: opts.Network})
 	if err != nil {
+		return SessionInfo{}, err
+	}
+	if _, err := m.checkTenant(caller, opts.Tier, "", false, "", Limits{}); err != nil {
 		return SessionInfo{}, err
 	}
 	if c, _ := m.Capabilities(opts.Tier); !c.Sessions {
@@ -90,9 +100,12 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, Errorf(KindConflict, "%d sessions are open, the daemon's maximum", m.maxSessions).
 			WithHint("close sessions you no longer need, or raise the maximum in the daemon's configuration")
 	}
+	if err := m.checkSessionQuota(caller, limits.MemoryBytes); err != nil {
+		m.mu.Unlock()
+		return SessionInfo{}, err
+	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
 	id := newID()
-	caller := CallerOf(ctx)
 	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle,
 		Network: opts.Network, EgressProfile: opts.EgressProfile, Tenant: caller.Tenant, Agent: caller.Agent}}
 	opts.ID = id
@@ -142,8 +155,16 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		if err != nil {
 			return nil, err
 		}
+		if _, err := m.checkTenant(CallerOf(ctx), "", "", false, "", Limits{Timeout: l.Timeout}); err != nil {
+			return nil, err
+		}
 		limits.Timeout = l.Timeout
 	}
+	done, err := m.startRun(CallerOf(ctx), 0) // the session holds its memory
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	s.run.Lock()
 	defer s.run.Unlock()
 	m.mu.Lock()

@@ -1,0 +1,153 @@
+package sandbox_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// policies is a TenantPolicies from a map.
+type policies map[string]sandbox.TenantPolicy
+
+func (p policies) Tenant(name string) sandbox.TenantPolicy { return p[name] }
+
+// tenantManager runs a nano-like and a heavy-like fake under the policies; the heavy fake's runs
+// wait for release when it is not nil.
+func tenantManager(t *testing.T, p policies, release chan struct{}) *sandbox.Manager {
+	t.Helper()
+	nano, heavy := tierFake(tierNano), tierFake(tierHeavy)
+	heavy.Catalog = datascience
+	wait := func(ctx context.Context, req *sandbox.RunRequest, _ *runtimetest.FakeSession) (*sandbox.Result, error) {
+		if release != nil && strings.HasPrefix(req.Code, "wait") {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return &sandbox.Result{Stdout: "ok\n"}, nil
+	}
+	nano.Answer, heavy.Answer = wait, wait
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{nano, heavy}, Tenants: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func as(tenant string) context.Context {
+	return sandbox.WithCaller(context.Background(), sandbox.Caller{Tenant: tenant, Agent: tenant + "-bot"})
+}
+
+// wantQuota checks err is a conflict that names the quota and its value.
+func wantQuota(t *testing.T, what string, err error, quota string) {
+	t.Helper()
+	e := sandbox.AsError(err)
+	if e == nil || e.Kind != sandbox.KindConflict || !strings.Contains(e.Message, quota) {
+		t.Errorf("%s: %v, want a conflict naming %q", what, err, quota)
+	}
+}
+
+func TestTenantQuotas(t *testing.T) {
+	release := make(chan struct{})
+	m := tenantManager(t, policies{"acme": {MaxSessions: 2, MaxRuns: 1}}, release)
+
+	// Sessions: two, then the quota.
+	for range 2 {
+		if _, err := m.CreateSession(as("acme"), sandbox.SessionOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := m.CreateSession(as("acme"), sandbox.SessionOptions{})
+	wantQuota(t, "a third session", err, "max_sessions 2")
+	// Another tenant is not counted against acme's, nor bound by it.
+	for range 3 {
+		if _, err := m.CreateSession(as("beta"), sandbox.SessionOptions{}); err != nil {
+			t.Errorf("beta's session: %v", err)
+		}
+	}
+
+	// Runs: one in progress, then the quota; beta runs meanwhile.
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Run(as("acme"), &sandbox.RunRequest{Code: "wait()"})
+		done <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := m.Run(as("acme"), &sandbox.RunRequest{Code: "print(1)"})
+		if err != nil {
+			wantQuota(t, "a second run", err, "max_runs 1")
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting run never took acme's run slot")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := m.Run(as("beta"), &sandbox.RunRequest{Code: "print(1)"}); err != nil {
+		t.Errorf("beta's run while acme is at its quota: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Run(as("acme"), &sandbox.RunRequest{Code: "print(1)"}); err != nil {
+		t.Errorf("acme's run after its slot came back: %v", err)
+	}
+}
+
+func TestTenantMemoryQuota(t *testing.T) {
+	m := tenantManager(t, policies{"acme": {MaxMemoryBytes: 600 << 20}}, nil)
+	if _, err := m.CreateSession(as("acme"), sandbox.SessionOptions{Limits: sandbox.Limits{MemoryBytes: 512 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.CreateSession(as("acme"), sandbox.SessionOptions{Limits: sandbox.Limits{MemoryBytes: 128 << 20}})
+	wantQuota(t, "a session past the memory quota", err, "max_memory_mb 600 MiB")
+	_, err = m.Run(as("acme"), &sandbox.RunRequest{Code: "print(1)", Limits: sandbox.Limits{MemoryBytes: 128 << 20}})
+	wantQuota(t, "a run past the memory quota", err, "max_memory_mb 600 MiB")
+}
+
+func TestTenantPolicy(t *testing.T) {
+	m := tenantManager(t, policies{"acme": {
+		Tiers: []sandbox.Tier{tierNano}, Max: sandbox.Limits{Timeout: 5 * time.Second},
+		EgressProfiles: []string{"strict"}, DefaultEgressProfile: "strict",
+	}, "beta": {Images: []string{"python-datascience"}}}, nil)
+	for _, tc := range []struct {
+		name, tenant string
+		req          sandbox.RunRequest
+		want         string // in the error; "" for none
+	}{
+		{"a tier it may use", "acme", sandbox.RunRequest{Code: "print(1)"}, ""},
+		{"a tier it may not use", "acme", sandbox.RunRequest{Code: "print(1)", Tier: tierHeavy}, "may not use the heavy runtime"},
+		{"packages, which only heavy has", "acme", sandbox.RunRequest{Code: "print(1)", Packages: []string{"pandas"}}, "may not use the heavy runtime"},
+		{"above its timeout", "acme", sandbox.RunRequest{Code: "print(1)", Limits: sandbox.Limits{Timeout: 10 * time.Second}}, "above tenant acme's maximum of 5 s"},
+		{"an image it may not use", "beta", sandbox.RunRequest{Code: "print(1)", Image: "python-gpu"}, "may not use the image python-gpu"},
+		{"an image it may use", "beta", sandbox.RunRequest{Code: "print(1)", Image: "python-datascience"}, ""},
+		{"another tenant is not bound", "gamma", sandbox.RunRequest{Code: "print(1)", Tier: tierHeavy}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := m.Run(as(tc.tenant), &tc.req)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (sandbox.KindOf(err) != sandbox.KindInvalidRequest || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("%v, want invalid_request with %q", err, tc.want)
+			}
+		})
+	}
+	// Egress profiles: acme's network session gets its default; another profile is refused.
+	m2 := tenantManager(t, policies{"acme": {EgressProfiles: []string{"strict"}, DefaultEgressProfile: "strict"}}, nil)
+	info, err := m2.CreateSession(as("acme"), sandbox.SessionOptions{Network: true})
+	if err != nil || info.EgressProfile != "strict" {
+		t.Errorf("acme's network session: %+v %v, want profile strict", info, err)
+	}
+	if _, err := m2.CreateSession(as("acme"), sandbox.SessionOptions{Network: true, EgressProfile: "default"}); err == nil ||
+		!strings.Contains(err.Error(), "may not use the egress profile default") {
+		t.Errorf("another profile: %v", err)
+	}
+}
