@@ -80,6 +80,10 @@ type EgressConfig struct {
 	// UpstreamCAFile adds PEM certificates to the roots the gateway verifies origins with (an
 	// internal CA). Default: the system's roots only.
 	UpstreamCAFile string `json:"upstream_ca_file"`
+	// Resolver is the DNS server (host:port, UDP) the gateway resolves names with instead of the
+	// system's: a filtering resolver of the operator's, or a test's that counts queries. Names in
+	// Hosts are answered first. Default: the system's resolver.
+	Resolver string `json:"resolver"`
 }
 
 // LimitsConfig is the limits policy (see sandbox.Policy).
