@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -95,7 +96,8 @@ func (s *API) answerRun(w http.ResponseWriter, r *http.Request, requested string
 		// a typo) are not series.
 		info.runtime = "none"
 	}
-	s.metrics.observeRun(info.runtime, partial, err)
+	id, _ := auth.IdentityOf(r.Context())
+	s.metrics.observeRun(info.runtime, id.Tenant, partial, err)
 	if err != nil {
 		if e := sandbox.AsError(err); e.Result == nil && partial != nil {
 			// A runtime that returned its partial result beside the error, not inside it.

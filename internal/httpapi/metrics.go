@@ -31,8 +31,8 @@ func newMetrics(reg prometheus.Registerer, m Engine) (*metrics, error) {
 		}, []string{"method", "route", "status", "runtime"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentbox_runs_total",
-			Help: "Runs by runtime and outcome: ok, exception (the code raised), exit_nonzero, or the error code that ended it.",
-		}, []string{"runtime", "outcome"}),
+			Help: "Runs by runtime, outcome (ok, exception: the code raised, exit_nonzero, or the error code that ended it) and tenant (empty: the daemon's own). Tenants are configured, so the label stays bounded.",
+		}, []string{"runtime", "outcome", "tenant"}),
 		runTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentbox_run_duration_seconds",
 			Help:    "Time of completed runs inside the daemon (timings.total_ms) by runtime and pool (warm or cold).",
@@ -57,8 +57,8 @@ func (x *metrics) observeRequest(method, route string, status int, runtime strin
 	x.latency.With(l).Observe(d.Seconds())
 }
 
-// observeRun counts a finished run. res is the result (or the partial result of err).
-func (x *metrics) observeRun(runtime string, res *sandbox.Result, err error) {
+// observeRun counts a finished run of tenant. res is the result (or the partial result of err).
+func (x *metrics) observeRun(runtime, tenant string, res *sandbox.Result, err error) {
 	outcome := "ok"
 	switch {
 	case err != nil:
@@ -68,7 +68,7 @@ func (x *metrics) observeRun(runtime string, res *sandbox.Result, err error) {
 	case res.ExitCode != 0:
 		outcome = "exit_nonzero"
 	}
-	x.runs.WithLabelValues(runtime, outcome).Inc()
+	x.runs.WithLabelValues(runtime, outcome, tenant).Inc()
 	if err == nil && res != nil {
 		pool := res.Timing.Pool
 		if pool == "" {
