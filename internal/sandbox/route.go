@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Routing and fallback: where a request goes, by what the tiers offer (Capabilities) and what the
@@ -159,7 +160,7 @@ func (m *Manager) Route(req *RunRequest) (Decision, error) {
 // Run runs one request in a fresh sandbox. In auto mode, a run whose
 // tier reports that the code needed what it cannot give (a module an image has, a thread) is run
 // again, once, in the next ranked tier that gives it (see retry).
-func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
+func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}
@@ -200,8 +201,8 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	res, err := rt.Run(ctx, &r)
+	defer func() { done(executed(res, err)) }()
+	res, err = rt.Run(ctx, &r)
 	if auto := req.Tier == "" || req.Tier == TierAuto; auto {
 		if next, nd, ok := m.retry(rt, res, err, d); ok {
 			h := r
@@ -267,6 +268,19 @@ func (m *Manager) giver(need Need, from Tier, ranked []Tier) Tier {
 		}
 	}
 	return ""
+}
+
+// executed is how long a run's code ran: its execution time, also when a limit ended it.
+func executed(res *Result, err error) time.Duration {
+	if res == nil {
+		if e := AsError(err); e != nil {
+			res = e.Result
+		}
+	}
+	if res == nil {
+		return 0
+	}
+	return res.Timing.Execute
 }
 
 // imageWith returns the first image of rt that can import the top-level module, or "".

@@ -132,7 +132,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 
 // RunInSession runs req in an open session, serialised with the session's other runs. An auto
 // session whose code needs another tier moves there first (move.go).
-func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
+func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) (res *Result, err error) {
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	if err != nil {
 		return nil, err
 	}
-	defer done()
+	defer func() { done(executed(res, err)) }()
 	s.run.Lock()
 	defer s.run.Unlock()
 	m.mu.Lock()
@@ -195,7 +195,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	}
 	tier := s.info.Tier
 	t, _ := m.tier(tier)
-	res, err := s.impl.Run(ctx, &r)
+	res, err = s.impl.Run(ctx, &r)
 	d := Decision{Tier: tier, Reasons: []string{fmt.Sprintf("%s: session %s", tier, id)}}
 	if need, to, ok := m.cannot(t.rt, res, err, d); ok {
 		switch {

@@ -17,6 +17,10 @@ type TenantPolicy struct {
 	// MaxMemoryBytes caps the memory the tenant holds reserved: the memory limits of its open
 	// sessions and of its one-shot runs in progress.
 	MaxMemoryBytes int64
+	// CPUPerHour caps the time its code ran in the last hour, counted as each run's execution
+	// time: a sandbox has one CPU (nano's interpreter is one thread, heavy's cpus default 1), so
+	// this bounds the CPU time it used from above.
+	CPUPerHour time.Duration
 	// Max are the largest limits the tenant may ask for, at most the daemon's.
 	Max Limits
 	// Tiers and Images are the tiers and heavy images the tenant may use; empty means all.
@@ -38,6 +42,27 @@ type TenantPolicies interface {
 type usage struct {
 	runs   int
 	memory int64 // reserved by its one-shot runs in progress (sessions are counted from m.sessions)
+	// spent are the execution times of its runs that ended in the last hour, oldest first.
+	spent []spent
+}
+
+type spent struct {
+	at time.Time
+	d  time.Duration
+}
+
+// cpuLastHour sums what u spent in the hour before now, dropping older entries.
+func (u *usage) cpuLastHour(now time.Time) time.Duration {
+	i := 0
+	for i < len(u.spent) && now.Sub(u.spent[i].at) > time.Hour {
+		i++
+	}
+	u.spent = u.spent[i:]
+	var sum time.Duration
+	for _, s := range u.spent {
+		sum += s.d
+	}
+	return sum
 }
 
 // tenantPolicy returns the policy of the caller's tenant; the daemon's own work and admins have
@@ -123,11 +148,12 @@ func (m *Manager) tenantDefaults(c Caller, l Limits) Limits {
 
 // startRun takes a run slot of the caller's tenant, with memory reserved for a one-shot run
 // (0 for a run in a session, whose memory its session holds). It refuses, naming the quota,
-// when the tenant is at it. The returned func gives the slot back.
-func (m *Manager) startRun(c Caller, memory int64) (func(), error) {
+// when the tenant is at it. The returned func gives the slot back and counts what the run's code
+// ran for.
+func (m *Manager) startRun(c Caller, memory int64) (func(ran time.Duration), error) {
 	p, ok := m.tenantPolicy(c)
 	if !ok {
-		return func() {}, nil
+		return func(time.Duration) {}, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -143,15 +169,26 @@ func (m *Manager) startRun(c Caller, memory int64) (func(), error) {
 				WithHint("ask for less memory, close sessions, or ask the daemon's admin to raise tenants.%s.max_memory_mb", c.Tenant)
 		}
 	}
+	if p.CPUPerHour > 0 {
+		if used := u.cpuLastHour(time.Now()); used >= p.CPUPerHour {
+			m.usage[c.Tenant] = u
+			return nil, Errorf(KindConflict, "tenant %s ran code for %v in the last hour, its quota (cpu_seconds_per_hour %g)",
+				c.Tenant, used.Round(time.Millisecond), p.CPUPerHour.Seconds()).
+				WithHint("wait for the hour to roll on, or ask the daemon's admin to raise tenants.%s.cpu_seconds_per_hour", c.Tenant)
+		}
+	}
 	u.runs++
 	u.memory += memory
 	m.usage[c.Tenant] = u
-	return func() {
+	return func(ran time.Duration) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		u := m.usage[c.Tenant]
 		u.runs--
 		u.memory -= memory
+		if p.CPUPerHour > 0 && ran > 0 {
+			u.spent = append(u.spent, spent{at: time.Now(), d: ran})
+		}
 		m.usage[c.Tenant] = u
 	}, nil
 }

@@ -151,3 +151,28 @@ func TestTenantPolicy(t *testing.T) {
 		t.Errorf("another profile: %v", err)
 	}
 }
+
+// The CPU quota counts what a tenant's code ran in the last hour; past it, the next run is
+// refused naming the quota, and another tenant runs on.
+func TestTenantCPUQuota(t *testing.T) {
+	nano := tierFake(tierNano)
+	nano.Answer = func(context.Context, *sandbox.RunRequest, *runtimetest.FakeSession) (*sandbox.Result, error) {
+		return &sandbox.Result{Stdout: "ok\n", Timing: sandbox.Timing{Execute: 400 * time.Millisecond}}, nil
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{nano},
+		Tenants: policies{"acme": {CPUPerHour: time.Second}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 3 { // 0.4 s each: 1.2 s after the third
+		if _, err := m.Run(as("acme"), &sandbox.RunRequest{Code: "work()"}); err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+	}
+	_, err = m.Run(as("acme"), &sandbox.RunRequest{Code: "work()"})
+	wantQuota(t, "a run past the CPU quota", err, "cpu_seconds_per_hour 1")
+	if _, err := m.Run(as("beta"), &sandbox.RunRequest{Code: "work()"}); err != nil {
+		t.Errorf("beta: %v", err)
+	}
+}
