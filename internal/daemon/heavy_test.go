@@ -143,4 +143,32 @@ func TestDaemonHeavy(t *testing.T) {
 			t.Errorf("got %v", err)
 		}
 	})
+
+	// The files API over HTTP meets a link the session's code planted: it reads nothing outside
+	// the session's directories and writes nothing there.
+	t.Run("FilesRefusePlantedLinks", func(t *testing.T) {
+		s, err := c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "heavy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseSession(ctx, s.ID)
+		plant := "import os\nos.symlink('/etc/shadow', 'shadow')\nos.symlink('/etc', 'etc')\nprint('planted')\n"
+		if res, err := c.RunInSession(ctx, s.ID, api.RunRequest{Code: plant}); err != nil || res.Stdout != "planted\n" {
+			t.Fatalf("planting: %+v %v", res, err)
+		}
+		var e *client.Error
+		if b, err := c.ReadFile(ctx, s.ID, "shadow"); !errors.As(err, &e) || e.Code != "invalid_request" {
+			t.Errorf("reading the planted link to /etc/shadow: %q %v, want invalid_request", b, err)
+		}
+		if err := c.WriteFile(ctx, s.ID, "etc/agentbox-owned", []byte("x")); !errors.As(err, &e) || e.Code != "invalid_request" {
+			t.Errorf("writing through the planted link to /etc: %v, want invalid_request", err)
+		}
+		if err := c.WriteFile(ctx, s.ID, "/etc/agentbox-owned", []byte("x")); !errors.As(err, &e) || e.Code != "invalid_request" {
+			t.Errorf("writing to /etc: %v, want invalid_request", err)
+		}
+		res, err := c.RunInSession(ctx, s.ID, api.RunRequest{Code: "import os\nprint(os.path.exists('/etc/agentbox-owned'))\n"})
+		if err != nil || res.Stdout != "False\n" {
+			t.Errorf("a file landed in /etc: %+v %v", res, err)
+		}
+	})
 }
