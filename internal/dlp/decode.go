@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"sort"
 	"unicode/utf8"
 )
 
@@ -126,6 +127,7 @@ const (
 type candidate struct {
 	start, end int
 	kind       candKind
+	group      int32 // candidates of one token (longest first), or 0
 }
 
 // tokenScan is the state of the token pass over one text.
@@ -145,6 +147,8 @@ type tokenScan struct {
 	wrapIdx  int // index in cands of the open wrapped candidate, or -1
 	wrapLine int // its line length
 	wrapNext int // where its next line must start
+
+	group int32 // the last candidate group
 
 	pct, qp, esc []int // positions of %XX, =XX (or soft breaks), \xHH
 }
@@ -353,7 +357,7 @@ func tokenMasks(b []byte, seed bool) (tok, low, gap uint64) {
 	}
 	for ; j < len(b); j++ {
 		c := b[j]
-		if tokClass[c] != 0 {
+		if tokClass[c] != 0 || c == 0x7f { // as swarToken
 			tok |= 1 << j
 		}
 		if 'a' <= c && c <= 'z' {
@@ -441,7 +445,7 @@ func (ts *tokenScan) token(start, end int, m uint8) {
 	if ts.crypto {
 		if m&tkSeps == 0 {
 			ts.cryptoRun(start, end)
-		} else {
+		} else if l <= maxSplitToken {
 			for a := start; a < end; {
 				b := a
 				for b < end && tokClass[text[b]]&tkSeps == 0 {
@@ -457,64 +461,117 @@ func (ts *tokenScan) token(start, end int, m uint8) {
 	if !ts.decode || l < 16 {
 		return
 	}
-	minB64, minHex := ts.s.cfg.Decode.MinBase64, ts.s.cfg.Decode.MinHex
-	if m&^(tkLower|tkUpper|tkDigit) == 0 && m&tkNonHex == 0 { // hex digits only: hex, never base64
+	// The candidates of one token form a group, longest first: once one decodes to text, the
+	// shorter ones inside it are not tried (decodeAndScan).
+	first := len(ts.cands)
+	ts.classify(start, end, m, true)
+	if m&tkSeps != 0 && l <= maxSplitToken {
+		// A path or a prefixed value: each piece between '/' is a token of its own, and so is
+		// each run of pieces (base64 holds '/' too: "/v1/keys/aWQ9.../Pz4+/view").
+		var cuts []int // starts of the pieces, then end+1
+		cuts = append(cuts, start)
+		for i := start; i < end; i++ {
+			if text[i] == '/' {
+				cuts = append(cuts, i+1)
+			}
+		}
+		cuts = append(cuts, end+1)
+		if n := len(cuts) - 1; n > 1 && n <= maxPieces {
+			for i := 0; i < n; i++ {
+				for j := i; j < n; j++ {
+					a, b := cuts[i], cuts[j+1]-1
+					if (a == start && b == end) || b <= a {
+						continue
+					}
+					if i == j {
+						ts.classify(a, b, classesOf(text[a:b]), true)
+					} else if mm := classesOf(text[a:b]); mm&(tkDash|tkUnder) == 0 {
+						ts.base64(a, b, mm)
+					}
+				}
+			}
+		} else if n == 1 {
+			// No '/': pieces between '-' and '_' ("token-aWQ9...").
+			for a := start; a < end; {
+				b := a
+				for b < end && tokClass[text[b]]&(tkDash|tkUnder) == 0 {
+					b++
+				}
+				if b > a && (a != start || b != end) {
+					ts.base64(a, b, classesOf(text[a:b]))
+				}
+				a = b + 1
+			}
+		}
+	}
+	if g := ts.cands[first:]; len(g) > 1 {
+		ts.group++
+		sort.SliceStable(g, func(i, j int) bool { return g[i].end-g[i].start > g[j].end-g[j].start })
+		for i := range g {
+			g[i].group = ts.group
+		}
+	}
+}
+
+// classify adds the decoding candidates text[a:b] (a token or a piece of one) makes: hex,
+// delimited hex, or base64.
+func (ts *tokenScan) classify(a, b int, m uint8, whole bool) {
+	text := ts.text
+	l := b - a
+	minHex := ts.s.cfg.Decode.MinHex
+	switch {
+	case m&^(tkLower|tkUpper|tkDigit) == 0 && m&tkNonHex == 0: // hex digits only: never base64
 		if l >= minHex && l%2 == 0 {
-			ts.cands = append(ts.cands, candidate{start, end, candHex})
+			ts.cands = append(ts.cands, candidate{start: a, end: b, kind: candHex})
 		}
-		return
-	}
-	if text[start] == '0' && text[start+1] == 'x' && hexOnly(text[start+2:end]) {
+	case l > 2 && text[a] == '0' && text[a+1] == 'x' && hexOnly(text[a+2:b]):
 		if l-2 >= minHex && l%2 == 0 {
-			ts.cands = append(ts.cands, candidate{start, end, candHex})
+			ts.cands = append(ts.cands, candidate{start: a, end: b, kind: candHex})
 		}
-		return
-	}
-	if m&tkDash != 0 && m&^(tkLower|tkUpper|tkDigit|tkDash) == 0 && m&tkNonHex == 0 && pairsWith(text[start:end], '-') &&
-		(l+1)/3 >= minHex/2 {
-		ts.cands = append(ts.cands, candidate{start, end, candHexDelim})
-		return
-	}
-	if m&tkUpper == 0 || m&tkLower == 0 {
-		return
-	}
-	pad := paddingAt(text, end)
-	mixed := m&(tkPlus|tkSlash) != 0 && m&(tkDash|tkUnder) != 0
-	if !mixed && l >= minB64 {
-		ts.cands = append(ts.cands, candidate{start, end + pad, candBase64})
-		if m&(tkDash|tkUnder) == 0 && l%4 == 0 && pad == 0 {
-			if next := lineAfter(text, end); next > end {
+	case m&tkDash != 0 && m&^(tkLower|tkUpper|tkDigit|tkDash) == 0 && m&tkNonHex == 0 && pairsWith(text[a:b], '-'):
+		if (l+1)/3 >= minHex/2 {
+			ts.cands = append(ts.cands, candidate{start: a, end: b, kind: candHexDelim})
+		}
+	default:
+		if ts.base64(a, b, m) && whole && m&(tkDash|tkUnder) == 0 && wrapWidth(l) && paddingAt(text, b) == 0 {
+			if next := lineAfter(text, b); next > b {
 				ts.wrapIdx, ts.wrapLine, ts.wrapNext = len(ts.cands)-1, l, next
 				ts.peekWrap()
 			}
 		}
 	}
-	if m&(tkSlash|tkDash|tkUnder) != 0 {
-		for a := start; a < end; {
-			b := a
-			for b < end && tokClass[text[b]]&(tkSlash|tkDash|tkUnder) == 0 {
-				b++
-			}
-			if b-a >= minB64 && (a != start || b != end) {
-				e := b
-				if b == end {
-					e += pad
-				}
-				if mm := classesOf(text[a:b]); mm&tkUpper != 0 && mm&tkLower != 0 {
-					ts.cands = append(ts.cands, candidate{a, e, candBase64})
-				}
-			}
-			a = b + 1
-		}
-	}
 }
+
+// base64 adds text[a:b] (and its padding) as a base64 candidate if it may be one: long enough,
+// both cases, one alphabet.
+func (ts *tokenScan) base64(a, b int, m uint8) bool {
+	if b-a < ts.s.cfg.Decode.MinBase64 || m&tkUpper == 0 || m&tkLower == 0 ||
+		m&(tkPlus|tkSlash) != 0 && m&(tkDash|tkUnder) != 0 {
+		return false
+	}
+	ts.cands = append(ts.cands, candidate{start: a, end: b + paddingAt(ts.text, b), kind: candBase64})
+	return true
+}
+
+// wrapWidth reports whether a line of base64 of this length is a wrapped block's: PEM wraps at
+// 64, MIME at 76, others at 60 or 72.
+func wrapWidth(l int) bool { return l == 64 || l == 76 || l == 60 || l == 72 }
+
+// maxPieces is the most '/'-separated pieces whose runs are tried as base64 (n(n+1)/2 runs).
+const maxPieces = 12
+
+// maxSplitToken is the longest token whose pieces between separators are tried on their own
+// (for base64 after a path or a prefix, for addresses in a path): paths and prefixed values are
+// short, and a base64 image holds a '/' every 32 characters.
+const maxSplitToken = 512
 
 // wrapped continues the open wrapped base64 block with the token text[start:end] if it is its
 // next line, and reports whether it did.
 func (ts *tokenScan) wrapped(start, end int, m uint8) bool {
 	text, l := ts.text, end-start
-	if start == ts.wrapNext && m&^(tkLower|tkUpper|tkDigit|tkPlus|tkSlash|tkNonHex) == 0 && l <= ts.wrapLine {
-		pad := paddingAt(text, end)
+	pad := paddingAt(text, end)
+	if start == ts.wrapNext && m&^(tkLower|tkUpper|tkDigit|tkPlus|tkSlash|tkNonHex) == 0 &&
+		(l == ts.wrapLine || l < ts.wrapLine && (l+pad)%4 == 0) {
 		ts.cands[ts.wrapIdx].end = end + pad
 		ts.cands[ts.wrapIdx].kind = candWrapped
 		if l == ts.wrapLine && pad == 0 {
@@ -620,7 +677,7 @@ func (ts *tokenScan) pair(start int) {
 
 func (ts *tokenScan) flushPairs() {
 	if ts.dhCount > 0 && ts.dhCount >= ts.s.cfg.Decode.MinHex/2 {
-		ts.cands = append(ts.cands, candidate{ts.dhStart, ts.dhEnd, candHexDelim})
+		ts.cands = append(ts.cands, candidate{start: ts.dhStart, end: ts.dhEnd, kind: candHexDelim})
 	}
 	ts.dhCount = 0
 }
@@ -647,20 +704,23 @@ func (ts *tokenScan) regions() {
 		for b < len(text) && isURLChar(text[b]) {
 			b++
 		}
-		ts.cands = append(ts.cands, candidate{a, b, candPercent})
+		ts.cands = append(ts.cands, candidate{start: a, end: b, kind: candPercent})
 		end = b
 	}
 	// "key=10 status=200" holds =XX too: a region is decoded only around a soft line break, "=3D"
 	// (an encoded '=') or an escape followed by another ("=C3=A9", "=41=4B").
 	end = -1
-	for _, q := range ts.qp {
+	for i, q := range ts.qp {
 		if q < end {
 			continue
 		}
-		strong := q+2 >= len(text) || text[q+1] == '\n' || text[q+1] == '\r' ||
-			text[q+1] == '3' && text[q+2] == 'D' ||
-			q+5 < len(text) && text[q+3] == '=' && isUpperHex(text[q+4]) && isUpperHex(text[q+5])
-		if !strong {
+		soft := q+2 >= len(text) || text[q+1] == '\n' || text[q+1] == '\r'
+		strong := !soft && (text[q+1] == '3' && text[q+2] == 'D' ||
+			q+5 < len(text) && text[q+3] == '=' && isUpperHex(text[q+4]) && isUpperHex(text[q+5]))
+		if soft && (i+1 >= len(ts.qp) || ts.qp[i+1]-q > 80) {
+			continue // a lone "=\n" ends base64 lines too; soft breaks come every line
+		}
+		if !strong && !soft {
 			continue
 		}
 		a, b := q, q+1
@@ -676,7 +736,7 @@ func (ts *tokenScan) regions() {
 				break
 			}
 		}
-		ts.cands = append(ts.cands, candidate{a, b, candQP})
+		ts.cands = append(ts.cands, candidate{start: a, end: b, kind: candQP})
 		end = b
 	}
 	end = -1
@@ -691,7 +751,7 @@ func (ts *tokenScan) regions() {
 			count++
 		}
 		if count >= ts.s.cfg.Decode.MinHex/2 {
-			ts.cands = append(ts.cands, candidate{p, b, candHexEsc})
+			ts.cands = append(ts.cands, candidate{start: p, end: b, kind: candHexEsc})
 		}
 		end = b
 	}
@@ -841,13 +901,30 @@ func textlike(b []byte) bool {
 	return ctl*16 <= len(b) && utf8.Valid(b)
 }
 
+func overlapsAny(spans [][2]int, a, b int) bool {
+	for _, s := range spans {
+		if a < s[1] && s[0] < b {
+			return true
+		}
+	}
+	return false
+}
+
 // decodeAndScan decodes the candidates of text and scans what decodes to text, at depth+1.
 // It returns the matches, mapped to text, and why the scan stopped early if it did.
 func (s *Scanner) decodeAndScan(text []byte, cands []candidate, rs *reqState, depth int, out []match) ([]match, string) {
 	cut := ""
+	var taken [][2]int // spans of the current group that decoded to text
+	group := int32(0)
 	for _, c := range cands {
 		if rs.decodeCut {
 			break
+		}
+		if c.group != group {
+			group, taken = c.group, taken[:0]
+		}
+		if group != 0 && overlapsAny(taken, c.start, c.end) {
+			continue
 		}
 		dec, enc, pos := decodeCandidate(text, c)
 		if len(dec) == 0 || !rs.charge(len(dec)) {
@@ -868,6 +945,9 @@ func (s *Scanner) decodeAndScan(text []byte, cands []candidate, rs *reqState, de
 		}
 		if bytes.Equal(dec, text[c.start:c.end]) {
 			continue // nothing was decoded
+		}
+		if group != 0 {
+			taken = append(taken, [2]int{c.start, c.end})
 		}
 		view, pooled := dec, false
 		if pos == nil && bytes.IndexByte(dec, '\\') >= 0 {

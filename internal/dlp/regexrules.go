@@ -256,7 +256,7 @@ func (w *windowRun) run(ri, ws, we, lastEnd int) int {
 		if allowed(r.global, text, mStart, mEnd, ss, se) || allowed(r.allow, text, mStart, mEnd, ss, se) {
 			continue
 		}
-		if r.words != nil && r.words.coverage(text[ss:se]) >= wordCoverage {
+		if r.words != nil && wordLike(r.words, text[mStart:ss], text[ss:se]) {
 			continue
 		}
 		desc := r.desc
@@ -349,6 +349,39 @@ func shannonEntropy(b []byte) float64 {
 		add(c)
 	}
 	return e
+}
+
+// wordLike reports whether the value of a generic assignment is words rather than a key: dictionary
+// words cover half of it ("oauth2_client_credentials"), or, unless the name says password, it is
+// shaped like an identifier of code ("x509.KeyUsageDigitalSignature", "NewEncapsulationKey1024").
+// A random key has letter runs of one or two (case changes and digits cut it up); an
+// identifier's words are longer.
+func wordLike(ws *wordSet, name, value []byte) bool {
+	if ws.coverage(value) >= wordCoverage {
+		return true
+	}
+	l := bytes.ToLower(name)
+	if bytes.Contains(l, []byte("passw")) || bytes.Contains(l, []byte("pwd")) {
+		return false
+	}
+	return identifierLike(value)
+}
+
+// identifierLike: letters are most of v, and its letter runs, cut at non-letters and where a
+// capital follows a small letter, average four letters or more.
+func identifierLike(v []byte) bool {
+	letters, runs := 0, 0
+	for i, c := range v {
+		up, lo := 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z'
+		if !up && !lo {
+			continue
+		}
+		letters++
+		if i == 0 || byteClass[v[i-1]]&(clsUpper|clsLower) == 0 || (up && 'a' <= v[i-1] && v[i-1] <= 'z') {
+			runs++
+		}
+	}
+	return runs > 0 && letters*10 >= len(v)*6 && letters >= 4*runs
 }
 
 // wordCoverage is the share of a generic value that dictionary words may cover before the value

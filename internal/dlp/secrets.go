@@ -22,8 +22,7 @@ import (
 //
 //   - Their token terminator, (?:[\x60'"\s;]|\\[nr]|$), which ends a key only at a quote, a
 //     blank, ';' or an escaped line break, becomes any character outside [A-Za-z0-9_-]: a key
-//     followed by '&', '/', ',' or ')' in a URL or a form is found. (Not in generic-api-key,
-//     whose loose value class would then match the start of paths and base64 values.)
+//     followed by '&', '/', ',' or ')' in a URL or a form is found (but in keepTerminator).
 //   - Allowlists that excuse a value for being a known example (AWS's ...EXAMPLE keys, the
 //     Google API keys of public documentation, gitleaks' global stopwords) no longer drop the
 //     match: it is reported like a real key, with "(an example key)" in its reason.
@@ -33,7 +32,9 @@ import (
 //     credentials such as public_key or key_id, values of letters only; kubernetes-secret-yaml;
 //     vault-service-token's letters-only s. values). generic-api-key's stopwords become a
 //     coverage test: a value is dropped when dictionary words cover half of it
-//     ("oauth2_client_credentials"), not when it merely contains one ("Xk9m_test_P2vL7qR4wN").
+//     ("oauth2_client_credentials"), not when it merely contains one ("Xk9m_test_P2vL7qR4wN");
+//     and a value shaped like an identifier of code ("x509.KeyUsageDigitalSignature") is
+//     dropped unless its name says password (wordLike).
 //
 // Left out: rules replaced by a detector of this package ("private-key", "jwt"), rules that
 // match file paths (nothing here has one), and composite rules (RequiredRules) with their
@@ -75,6 +76,11 @@ const (
 	gitleaksTerminator = `(?:[\x60'"\s;]|\\[nr]|$)`
 	egressTerminator   = `(?:[^0-9A-Za-z_\-]|$)`
 )
+
+// keepTerminator are the rules whose token end stays gitleaks': generic-api-key, whose loose
+// value class would then match the start of paths and base64 values, and vault-service-token,
+// whose legacy "s." form would match method calls (s.ReadUint16LengthPrefixed(...)).
+var keepTerminator = map[string]bool{"generic-api-key": true, "vault-service-token": true}
 
 // filterAllowlistRules are the gitleaks rules whose allowlists are kept as filters: they have no
 // shape of their own, and their allowlists say what is not a credential rather than which
@@ -145,7 +151,7 @@ func preparedSecretRules() ([]regexRule, []regexRule, error) {
 			re := r.Regex
 			// Not generic-api-key: its values may hold '/' and '+' in one of its alternatives
 			// only, and a loose end would match the first part of a path or a base64 value.
-			if src := re.String(); id != "generic-api-key" && strings.Contains(src, gitleaksTerminator) {
+			if src := re.String(); !keepTerminator[id] && strings.Contains(src, gitleaksTerminator) {
 				if re, err = regexp.Compile(strings.ReplaceAll(src, gitleaksTerminator, egressTerminator)); err != nil {
 					p.err = fmt.Errorf("dlp: gitleaks rule %s: %w", id, err)
 					return
