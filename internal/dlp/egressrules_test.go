@@ -305,6 +305,9 @@ func TestGenericStopwordCoverage(t *testing.T) {
 		`api_key = "Qz8rT2mVx7_client_Lp4sW9n"`:                       true,
 		`"password": "correct-horse-battery-staple-2024"`:             true, // a passphrase, not stopwords
 		`"auth_provider": "session_cache_manager_v2"`:                 false,
+		"keyUsage := x509.KeyUsageDigitalSignature":                   false, // code, not a key
+		`"encryptionKey": "EncryptionKey1024",`:                       false,
+		`db_password = "MyS3cretP4ssw0rd"`:                            true,
 		"SECRET_KEY=" + fakeToken(130, alnum, 12) + "example" + "Z9q": true,
 	} {
 		v := s.ScanBytes("x", []byte(text))
