@@ -184,6 +184,31 @@ func (s *Store) sweep(need int64) {
 	}
 }
 
+// OwnerBytes is the size of the unexpired artifacts owner's runs made: what a tenant's stored
+// bytes quota counts. It reads every description, so it costs a directory read per call; the
+// Manager asks only for tenants with that quota.
+func (s *Store) OwnerBytes(owner string) int64 {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var m meta
+		if json.Unmarshal(b, &m) == nil && m.Owner == owner && time.Since(m.Created) <= s.ttl {
+			n += m.Size
+		}
+	}
+	return n
+}
+
 func (s *Store) remove(id string) {
 	os.Remove(filepath.Join(s.dir, id+".json"))
 	os.Remove(filepath.Join(s.dir, id+".bin"))

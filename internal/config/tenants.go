@@ -23,6 +23,8 @@ type TenantConfig struct {
 	// CPUSecondsPerHour caps how long its code ran in the last hour (each run's execution time,
 	// an upper bound of its CPU time: a sandbox has one CPU).
 	CPUSecondsPerHour float64 `json:"cpu_seconds_per_hour"`
+	// MaxStoredMB caps what its artifacts hold in the daemon's store.
+	MaxStoredMB int64 `json:"max_stored_mb"`
 	// The largest limits it may ask for, at most the daemon's.
 	MaxTimeout     Duration `json:"max_timeout"`
 	MaxRunMemoryMB int64    `json:"max_run_memory_mb"`
@@ -48,6 +50,7 @@ func (t Tenants) Tenant(name string) sandbox.TenantPolicy {
 		MaxRuns:        c.MaxRuns,
 		MaxMemoryBytes: c.MaxMemoryMB << 20,
 		CPUPerHour:     time.Duration(c.CPUSecondsPerHour * float64(time.Second)),
+		MaxStoredBytes: c.MaxStoredMB << 20,
 		Max: sandbox.Limits{Timeout: time.Duration(c.MaxTimeout), MemoryBytes: c.MaxRunMemoryMB << 20,
 			FilesBytes: c.MaxFilesBytes, StdoutBytes: c.MaxOutputBytes, StderrBytes: c.MaxOutputBytes},
 		Images:               c.Images,
@@ -64,7 +67,7 @@ func (t Tenants) Tenant(name string) sandbox.TenantPolicy {
 func (t Tenants) validate() error {
 	for name, c := range t {
 		switch {
-		case c.MaxSessions < 0 || c.MaxRuns < 0 || c.MaxMemoryMB < 0 || c.CPUSecondsPerHour < 0 || c.MaxTimeout < 0 || c.MaxRunMemoryMB < 0 ||
+		case c.MaxSessions < 0 || c.MaxRuns < 0 || c.MaxMemoryMB < 0 || c.CPUSecondsPerHour < 0 || c.MaxStoredMB < 0 || c.MaxTimeout < 0 || c.MaxRunMemoryMB < 0 ||
 			c.MaxFilesBytes < 0 || c.MaxOutputBytes < 0:
 			return fmt.Errorf("config: tenants.%s: quotas and limits must not be negative", name)
 		case c.DefaultEgressProfile != "" && len(c.EgressProfiles) > 0 && !contains(c.EgressProfiles, c.DefaultEgressProfile):

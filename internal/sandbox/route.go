@@ -317,6 +317,10 @@ func (m *Manager) keepArtifacts(tenant string, res *Result, err error) {
 				continue
 			}
 			a.Owner = tenant
+			if why := m.storeRoom(tenant, int64(len(a.Content))); why != "" {
+				r.Stderr += fmt.Sprintf("\n[agentbox] artifact %s was not kept: %s\n", a.Name, why)
+				continue
+			}
 			if err := m.artifacts.Put(&a); err != nil {
 				m.log.Error("artifact not kept", "name", a.Name, "err", err)
 				r.Stderr += fmt.Sprintf("\n[agentbox] artifact %s was not kept: %v\n", a.Name, err)

@@ -60,6 +60,12 @@ type ArtifactStore interface {
 	Open(id string) (Artifact, io.ReadSeekCloser, error)
 }
 
+// OwnerUsage is an optional ability of an ArtifactStore: how many bytes one tenant's artifacts
+// hold, for its stored-bytes quota.
+type OwnerUsage interface {
+	OwnerBytes(owner string) int64
+}
+
 // Catalog is an optional ability of a Runtime that runs images: it lists them, so a client can
 // see what packages it may ask for.
 type Catalog interface {

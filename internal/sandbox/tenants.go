@@ -21,6 +21,10 @@ type TenantPolicy struct {
 	// time: a sandbox has one CPU (nano's interpreter is one thread, heavy's cpus default 1), so
 	// this bounds the CPU time it used from above.
 	CPUPerHour time.Duration
+	// MaxStoredBytes caps the bytes its artifacts hold in the daemon's store (when the store can
+	// count them, OwnerUsage): at the quota, runs are refused; an artifact that would pass it is
+	// not kept, and the run's stderr says so.
+	MaxStoredBytes int64
 	// Max are the largest limits the tenant may ask for, at most the daemon's.
 	Max Limits
 	// Tiers and Images are the tiers and heavy images the tenant may use; empty means all.
@@ -169,6 +173,13 @@ func (m *Manager) startRun(c Caller, memory int64) (func(ran time.Duration), err
 				WithHint("ask for less memory, close sessions, or ask the daemon's admin to raise tenants.%s.max_memory_mb", c.Tenant)
 		}
 	}
+	if p.MaxStoredBytes > 0 {
+		if stored := m.storedBytes(c.Tenant); stored >= p.MaxStoredBytes {
+			return nil, Errorf(KindConflict, "tenant %s stores %s of artifacts, its quota (max_stored_mb %s)",
+				c.Tenant, fmtUnit(stored, 1<<20, "MiB"), fmtUnit(p.MaxStoredBytes, 1<<20, "MiB")).
+				WithHint("artifacts expire after the daemon's artifacts_ttl; or ask the daemon's admin to raise tenants.%s.max_stored_mb", c.Tenant)
+		}
+	}
 	if p.CPUPerHour > 0 {
 		if used := u.cpuLastHour(time.Now()); used >= p.CPUPerHour {
 			m.usage[c.Tenant] = u
@@ -191,6 +202,30 @@ func (m *Manager) startRun(c Caller, memory int64) (func(ran time.Duration), err
 		}
 		m.usage[c.Tenant] = u
 	}, nil
+}
+
+// storedBytes is what tenant's artifacts hold, 0 when the store cannot say.
+func (m *Manager) storedBytes(tenant string) int64 {
+	if u, ok := m.artifacts.(OwnerUsage); ok {
+		return u.OwnerBytes(tenant)
+	}
+	return 0
+}
+
+// storeRoom says why tenant may not store size more bytes of artifacts, or "" when it may.
+func (m *Manager) storeRoom(tenant string, size int64) string {
+	if m.tenants == nil || tenant == "" {
+		return ""
+	}
+	p := m.tenants.Tenant(tenant)
+	if p.MaxStoredBytes <= 0 {
+		return ""
+	}
+	if stored := m.storedBytes(tenant); stored+size > p.MaxStoredBytes {
+		return fmt.Sprintf("tenant %s stores %s of artifacts and this one is %s, above its quota (max_stored_mb %s)",
+			tenant, fmtUnit(stored, 1<<20, "MiB"), fmtUnit(size, 1<<20, "MiB"), fmtUnit(p.MaxStoredBytes, 1<<20, "MiB"))
+	}
+	return ""
 }
 
 // checkSessionQuota refuses a new session of the caller's tenant at its session or memory quota.

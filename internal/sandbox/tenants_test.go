@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/artifacts"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -174,5 +175,43 @@ func TestTenantCPUQuota(t *testing.T) {
 	wantQuota(t, "a run past the CPU quota", err, "cpu_seconds_per_hour 1")
 	if _, err := m.Run(as("beta"), &sandbox.RunRequest{Code: "work()"}); err != nil {
 		t.Errorf("beta: %v", err)
+	}
+}
+
+// The stored-bytes quota: an artifact that would pass it is not kept (the run's stderr says so);
+// at the quota, runs are refused naming it.
+func TestTenantStoredQuota(t *testing.T) {
+	nano := tierFake(tierNano)
+	nano.Answer = func(_ context.Context, req *sandbox.RunRequest, _ *runtimetest.FakeSession) (*sandbox.Result, error) {
+		size := 512 << 10
+		if req.Code == "big()" {
+			size = 700 << 10
+		}
+		return &sandbox.Result{Stdout: "drew\n", Artifacts: []sandbox.Artifact{{Name: "figure.png", MIME: "image/png", Content: make([]byte, size)}}}, nil
+	}
+	store, err := artifacts.Open(t.TempDir(), artifacts.Options{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{nano}, Artifacts: store,
+		Tenants: policies{"acme": {MaxStoredBytes: 1 << 20}, "beta": {MaxStoredBytes: 1 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 2 { // 512 KiB each: exactly the quota
+		if res, err := m.Run(as("acme"), &sandbox.RunRequest{Code: "draw()"}); err != nil || len(res.Artifacts) != 1 {
+			t.Fatalf("run %d: %+v %v", i+1, res, err)
+		}
+	}
+	_, err = m.Run(as("acme"), &sandbox.RunRequest{Code: "draw()"})
+	wantQuota(t, "a run at the stored quota", err, "max_stored_mb 1 MiB")
+
+	if res, err := m.Run(as("beta"), &sandbox.RunRequest{Code: "big()"}); err != nil || len(res.Artifacts) != 1 {
+		t.Fatalf("beta's first: %+v %v", res, err)
+	}
+	res, err := m.Run(as("beta"), &sandbox.RunRequest{Code: "big()"})
+	if err != nil || len(res.Artifacts) != 0 || !strings.Contains(res.Stderr, "was not kept: tenant beta stores") {
+		t.Errorf("beta's artifact past the quota: %+v %v, want it dropped with a note", res, err)
 	}
 }
