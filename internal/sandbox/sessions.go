@@ -189,7 +189,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		maps.Copy(r.Env, req.Env)
 	}
 	if m.movable(s) {
-		if d, ok := m.needsMove(&r, s.info.Tier); ok {
+		if d, ok := m.needsMove(&r, s.info.Tier); ok && m.mayUse(s.info.Tenant, d.Tier) {
 			return m.moveAndRun(ctx, id, s, &r, nil, Decision{}, d.Tier, movedBecause(d.Tier, d.Reasons))
 		}
 	}
@@ -199,7 +199,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	d := Decision{Tier: tier, Reasons: []string{fmt.Sprintf("%s: session %s", tier, id)}}
 	if need, to, ok := m.cannot(t.rt, res, err, d); ok {
 		switch {
-		case m.movable(s):
+		case m.movable(s) && m.mayUse(s.info.Tenant, to):
 			return m.moveAndRun(ctx, id, s, &r, res, d, to, "after "+need.reason(tier))
 		case s.requested == tier:
 			hintSession(res, &d, need, to)

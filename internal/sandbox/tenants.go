@@ -204,6 +204,13 @@ func (m *Manager) startRun(c Caller, memory int64) (func(ran time.Duration), err
 	}, nil
 }
 
+// mayUse reports whether tenant may use tier: a session does not move to a tier its tenant may
+// not use.
+func (m *Manager) mayUse(tenant string, tier Tier) bool {
+	_, err := m.checkTenant(Caller{Tenant: tenant}, tier, "", false, "", Limits{})
+	return err == nil
+}
+
 // storedBytes is what tenant's artifacts hold, 0 when the store cannot say.
 func (m *Manager) storedBytes(tenant string) int64 {
 	if u, ok := m.artifacts.(OwnerUsage); ok {
