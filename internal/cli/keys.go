@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // KeysOptions are the flags of `agentbox keys` and what tests replace.
@@ -30,15 +31,9 @@ func KeysCreate(opts KeysOptions) error {
 	if err != nil {
 		return err
 	}
-	key, rec, err := auth.NewKey(opts.Tenant, opts.Agent, opts.Scopes, opts.TTL, opts.Now())
+	key, _, err := auth.CreateKey(path, opts.Tenant, opts.Agent, opts.Scopes, opts.TTL, opts.Now())
 	if err != nil {
-		return err
-	}
-	err = auth.UpdateKeyFile(path, func(recs []auth.KeyRecord) ([]auth.KeyRecord, error) {
-		return append(recs, rec), nil
-	})
-	if err != nil {
-		return err
+		return keysError(err, path)
 	}
 	fmt.Fprintf(opts.Out, "%s\n", key)
 	return nil
@@ -90,17 +85,8 @@ func KeysRevoke(opts KeysOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	return auth.UpdateKeyFile(path, func(recs []auth.KeyRecord) ([]auth.KeyRecord, error) {
-		i := slices.IndexFunc(recs, func(r auth.KeyRecord) bool { return r.ID == id })
-		if i < 0 {
-			return nil, fmt.Errorf("no key %s in %s (agentbox keys list)", id, path)
-		}
-		if recs[i].Revoked == nil {
-			now := opts.Now().UTC()
-			recs[i].Revoked = &now
-		}
-		return recs, nil
-	})
+	_, err = auth.RevokeKey(path, id, opts.Now())
+	return keysError(err, path)
 }
 
 // KeysRotate revokes a key and prints a new one for the same tenant, agent and scopes (and
@@ -110,34 +96,20 @@ func KeysRotate(opts KeysOptions, id string) error {
 	if err != nil {
 		return err
 	}
-	var key string
-	err = auth.UpdateKeyFile(path, func(recs []auth.KeyRecord) ([]auth.KeyRecord, error) {
-		i := slices.IndexFunc(recs, func(r auth.KeyRecord) bool { return r.ID == id })
-		if i < 0 {
-			return nil, fmt.Errorf("no key %s in %s (agentbox keys list)", id, path)
-		}
-		old := recs[i]
-		var ttl time.Duration
-		if old.Expires != nil {
-			ttl = old.Expires.Sub(old.Created)
-		}
-		now := opts.Now()
-		k, rec, err := auth.NewKey(old.Tenant, old.Agent, old.Scopes, ttl, now)
-		if err != nil {
-			return nil, err
-		}
-		key = k
-		if recs[i].Revoked == nil {
-			t := now.UTC()
-			recs[i].Revoked = &t
-		}
-		return append(recs, rec), nil
-	})
+	key, _, err := auth.RotateKey(path, id, opts.Now())
 	if err != nil {
-		return err
+		return keysError(err, path)
 	}
 	fmt.Fprintf(opts.Out, "%s\n", key)
 	return nil
+}
+
+// keysError says which key file an unknown key was looked for in; other errors pass.
+func keysError(err error, path string) error {
+	if sandbox.KindOf(err) == sandbox.KindNotFound {
+		return fmt.Errorf("%v in %s (agentbox keys list)", err, path)
+	}
+	return err
 }
 
 func keysPath(opts KeysOptions) (string, error) {
