@@ -66,6 +66,10 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"SetIntentRequest":     api.SetIntentRequest{},
 		"Intent":               api.Intent{},
 		"ReloadResult":         api.ReloadResult{},
+		"Key":                  api.Key{},
+		"KeyList":              api.KeyList{},
+		"CreateKeyRequest":     api.CreateKeyRequest{},
+		"CreatedKey":           api.CreatedKey{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

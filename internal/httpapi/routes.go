@@ -56,6 +56,10 @@ func (s *API) routeTable() []route {
 		{method: http.MethodGet, pattern: "/v1/images", scopes: runOrSessions, h: s.handleListImages},
 		{method: http.MethodPost, pattern: "/v1/egress/reload", scopes: policy, h: s.handleReloadEgress},
 		{method: http.MethodGet, pattern: "/v1/audit", scopes: auditRead, h: s.handleAudit},
+		{method: http.MethodGet, pattern: "/v1/keys", scopes: admin, h: s.handleListKeys},
+		{method: http.MethodPost, pattern: "/v1/keys", scopes: admin, h: s.handleCreateKey},
+		{method: http.MethodPost, pattern: "/v1/keys/{id}/rotate", scopes: admin, h: s.handleRotateKey},
+		{method: http.MethodDelete, pattern: "/v1/keys/{id}", scopes: admin, h: s.handleRevokeKey},
 		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
 		// Metrics count every tenant's work: the daemon's admin (and its scraper) reads them.
 		{method: http.MethodGet, pattern: "/metrics", quiet: true, scopes: admin, h: s.handleMetrics},

@@ -16,13 +16,15 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from http.client import HTTPException
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _codec
 from ._version import __version__
+from .config import parse_duration
 from .errors import DaemonUnreachable, from_response
-from .models import (AuditList, AuditRecord, CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList,
-                     Intent, ReloadResult, Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
+from .models import (AuditList, AuditRecord, CreatedKey, CreateKeyRequest, CreateSessionRequest, FileInfo, FileList,
+                     Health, Image, ImageList, Intent, Key, KeyList, ReloadResult, Result, Routing, RunRequest, Session,
+                     SessionList, SetIntentRequest)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -48,6 +50,10 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "getArtifact": ("GET", "/v1/artifacts/{id}"),
     "listImages": ("GET", "/v1/images"),
     "queryAudit": ("GET", "/v1/audit"),
+    "listKeys": ("GET", "/v1/keys"),
+    "createKey": ("POST", "/v1/keys"),
+    "rotateKey": ("POST", "/v1/keys/{id}/rotate"),
+    "revokeKey": ("DELETE", "/v1/keys/{id}"),
     "health": ("GET", "/v1/health"),
 }
 
@@ -279,6 +285,38 @@ class Client:
         if limit is not None:
             query["limit"] = str(limit)
         return self._json("queryAudit", AuditList, query=query).records
+
+    # --- tenant keys (a key with the admin scope) -----------------------------------------
+
+    def keys(self, tenant: Optional[str] = None) -> List[Key]:
+        """The tenant keys (``GET /v1/keys``), in the order they were made, revoked and expired
+        ones too; ``tenant`` keeps one tenant's. Never a key itself: only its id, tenant, agent,
+        scopes and times. Needs a key with the admin scope (the daemon's own key has it)."""
+        return self._json("listKeys", KeyList, query={"tenant": tenant} if tenant else None).keys
+
+    def create_key(self, tenant: str, scopes: List[str], *, agent: Optional[str] = None,
+                   ttl: Union[None, float, str] = None) -> CreatedKey:
+        """Make a tenant key (``POST /v1/keys``) with ``scopes`` (run, sessions, files,
+        egress-intent, policy-admin, audit-read, admin) for ``agent`` (optional, for the audit
+        log), living ``ttl`` (seconds or "720h"; None: it does not expire).
+
+        The answer's ``key`` is shown this once: the daemon keeps only its hash. It works from
+        the next request on. A bad tenant name or scope raises InvalidRequest saying which.
+        """
+        if isinstance(scopes, str):
+            scopes = [s.strip() for s in scopes.split(",") if s.strip()]
+        req = CreateKeyRequest(tenant=tenant, agent=agent or None, scopes=list(scopes), ttl=parse_duration(ttl))
+        return self._json("createKey", CreatedKey, body=req, ok=(201,))
+
+    def rotate_key(self, id: str) -> CreatedKey:
+        """Revoke key ``id`` and make a new one with its tenant, agent, scopes and lifetime
+        (``POST /v1/keys/{id}/rotate``). The new key is shown this once."""
+        return self._json("rotateKey", CreatedKey, id=id, ok=(201,))
+
+    def revoke_key(self, id: str) -> None:
+        """Revoke key ``id`` (``DELETE /v1/keys/{id}``): the daemon refuses it from its next
+        request on. Raises NotFound for an unknown id."""
+        self._request("revokeKey", id=id, ok=(204,))
 
     def health(self) -> Health:
         """The daemon's version and each runtime's state. Needs no key; a 503 still returns Health."""

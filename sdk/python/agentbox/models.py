@@ -376,6 +376,65 @@ class ErrorResponse:
     result: Optional[Result] = None
 
 
+# --- tenant keys (admin) -------------------------------------------------------------------
+
+
+@dataclass
+class Key:
+    """A tenant API key as the daemon keeps it: never the key itself nor its hash."""
+
+    #: 16 hex digits; the key itself is ``abt_ID.SECRET``.
+    id: str = ""
+    tenant: str = ""
+    #: Who the key was issued to, for the audit log; None when nobody in particular.
+    agent: Optional[str] = None
+    #: run, sessions, files, egress-intent, policy-admin, audit-read, admin.
+    scopes: List[str] = field(default_factory=list)
+    created: Optional[_dt.datetime] = None
+    #: When the key stops working; None for never.
+    expires: Optional[_dt.datetime] = None
+    #: When the key was revoked (or rotated out); None while it is not.
+    revoked: Optional[_dt.datetime] = None
+
+    def active(self, now: Optional[_dt.datetime] = None) -> bool:
+        """Whether the key works (at ``now``, default the current time): not revoked, not expired."""
+        if self.revoked is not None:
+            return False
+        if self.expires is None:
+            return True
+        now = now or _dt.datetime.now(_dt.timezone.utc)
+        return now < self.expires
+
+
+@dataclass
+class KeyList:
+    keys: List[Key] = field(default_factory=list)
+
+
+@dataclass
+class CreateKeyRequest:
+    """Body of ``POST /v1/keys``."""
+
+    tenant: str = ""
+    agent: Optional[str] = None
+    scopes: List[str] = field(default_factory=list)
+    #: Seconds the key lives; None for a key that does not expire.
+    ttl: Optional[float] = None
+
+
+@dataclass
+class CreatedKey:
+    """A key just made or rotated: the key, shown this once (the daemon keeps only its hash), and
+    its record."""
+
+    key: str = ""
+    record: Key = field(default_factory=Key)
+
+    def __repr__(self) -> str:
+        # The key is a secret: keep it out of logs and tracebacks that print the object.
+        return f"CreatedKey(key='abt_{self.record.id}.…', record={self.record!r})"
+
+
 # --- audit log -----------------------------------------------------------------------------
 
 
@@ -547,5 +606,6 @@ SCHEMAS = {
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
         ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,
         AuditAlert, AuditRepair, AuditRestart, AuditLostSession,
+        Key, KeyList, CreateKeyRequest, CreatedKey,
     )
 }

@@ -1,8 +1,9 @@
 """Fixtures: real agentbox daemons started by the tests, and a scripted HTTP stub.
 
 The daemons are `bin/agentbox serve` (built with `go build` unless AGENTBOX_BIN names a binary)
-on a free loopback port, with their own heavy state and artifact directories and the runtimes'
-artifacts from the usual data directory (`agentbox setup`). They need root, as the daemon does.
+on a free loopback port, with their own heavy state, artifact directories and tenant key file,
+and the runtimes' artifacts from the usual data directory (`agentbox setup`). They need root, as
+the daemon does.
 When a daemon or its heavy tier cannot run here the tests that need it skip and say why, unless
 AGENTBOX_REQUIRE_PRIVILEGED=1 (CI), where that is a failure.
 """
@@ -59,8 +60,9 @@ class Daemon:
     def __init__(self, name: str, config: Dict[str, Any]) -> None:
         self.name = name
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix=f"agentbox-sdk-{name}-"))
+        self.keys_file = self.dir / "keys.json"
         self.config = dict(config, listen="127.0.0.1:0", artifacts_dir=str(self.dir / "artifacts"),
-                           audit={"dir": str(self.dir / "audit")})
+                           audit={"dir": str(self.dir / "audit")}, keys_file=str(self.keys_file))
         self.config.setdefault("heavy", {})
         if self.config["heavy"].get("enabled") != "off":
             self.config["heavy"] = dict(self.config["heavy"], state_dir=str(self.dir / "heavy"))
@@ -166,6 +168,16 @@ def small_daemon():
     """A second daemon without the heavy tier and with room for two sessions: for
     runtime_unavailable, conflict and @task's retries against a real daemon."""
     d = _start("small", {"heavy": {"enabled": "off"}, "sessions": {"max": 2}, "nano": {"workers": 1, "warm": 0}})
+    yield d
+    d.stop()
+
+
+@pytest.fixture(scope="session")
+def keys_daemon():
+    """A daemon without the heavy tier, for the admin API of keys (POST /v1/keys...). Like every
+    daemon here it keeps its tenant keys in a file of its own (keys_file), not the data
+    directory's."""
+    d = _start("keys", {"heavy": {"enabled": "off"}, "nano": {"workers": 1, "warm": 0}})
     yield d
     d.stop()
 
