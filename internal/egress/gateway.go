@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,7 @@ type Gateway struct {
 	proxy    *goproxy.ProxyHttpServer
 	log      *slog.Logger
 	monitor  *monitor
+	sessions *sessions // subdomain budgets and volume, per session
 
 	mu         sync.Mutex
 	intents    map[string]intentState
@@ -143,6 +145,7 @@ func New(opts Options) (*Gateway, error) {
 	nd := &net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second}
 	g.dialer = dialer{resolver: opts.Resolver, timeout: opts.DialTimeout, dial: nd.DialContext}
 	g.monitor = newMonitor(g)
+	g.sessions = newSessions()
 	g.proxy = g.newProxy()
 	g.ln = newChanListener()
 	g.server = &http.Server{
@@ -243,10 +246,12 @@ func (g *Gateway) Intent(session string) (string, time.Time) {
 	return st.name, st.expires
 }
 
-// Forget drops what the gateway keeps of a session (its intent and counters).
+// Forget drops what the gateway keeps of a session (its intent, counters, subdomains seen and
+// bytes sent).
 func (g *Gateway) Forget(session string) {
 	g.ClearIntent(session)
 	g.monitor.forget(session)
+	g.sessions.forget(session)
 }
 
 type sandboxKey struct{}
@@ -264,16 +269,26 @@ type reqState struct {
 	addrs    []netip.Addr // checked addresses to dial
 	ev       *Event
 	start    time.Time
+	dest     string // what volume is counted by (destination)
+	// overVolume is set by the body counter when the request went past the profile's limit.
+	overVolume atomic.Bool
 }
 
 type reqStateKey struct{}
 
-func (g *Gateway) sandboxOf(ctx *goproxy.ProxyCtx) (Sandbox, bool) {
-	if sb, ok := ctx.UserData.(Sandbox); ok {
-		return sb, true
+// connState is what the gateway knows of a client connection: its sandbox and, for an
+// intercepted tunnel, why its CONNECT's host name was refused ("" when it was not).
+type connState struct {
+	sb      Sandbox
+	refused string
+}
+
+func (g *Gateway) connOf(ctx *goproxy.ProxyCtx) (*connState, bool) {
+	if cs, ok := ctx.UserData.(*connState); ok {
+		return cs, true
 	}
 	sb, ok := ctx.Req.Context().Value(sandboxKey{}).(Sandbox)
-	return sb, ok
+	return &connState{sb: sb}, ok
 }
 
 func (g *Gateway) newProxy() *goproxy.ProxyHttpServer {
@@ -296,27 +311,55 @@ func (g *Gateway) newProxy() *goproxy.ProxyHttpServer {
 
 // handleConnect decides a CONNECT. Everything is intercepted, denied hosts included (their
 // requests then get a readable 403), except pass-through hosts the policy allows, which are
-// tunnelled after the SSRF guard.
+// tunnelled after the SSRF guard. The host name is checked here, before anything resolves it: a
+// name refused in enforce mode is recorded once, and every request in the tunnel gets the
+// refusal (whatever its Host header says).
 func (g *Gateway) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
-	sb, ok := g.sandboxOf(ctx)
+	cs, ok := g.connOf(ctx)
 	if !ok {
 		return goproxy.RejectConnect, host
 	}
-	ctx.UserData = sb
+	ctx.UserData = cs
+	sb := cs.sb
 	mitm := &goproxy.ConnectAction{Action: goproxy.ConnectMitm, TLSConfig: g.tlsConfig}
 	p, err := g.Profile(sb.Profile)
 	if err != nil {
 		return mitm, host // the inner requests get the error
 	}
+	if p.Mode == ModeDisabled {
+		return mitm, host
+	}
 	t := target(host, "", "", 443)
-	if p.isPassthrough(t.Host) && p.Mode != ModeDisabled {
-		intent, _ := g.Intent(sb.Session)
+	intent, _ := g.Intent(sb.Session)
+	hv := g.checkHost(sb, p, hostOf(host))
+	ev := Event{Time: time.Now().UTC(), Session: sb.Session, Profile: p.Name, Mode: p.Mode, Intent: intent, Method: "CONNECT", URL: host,
+		Detectors: hv.detectors, Reason: hv.reason()}
+	if hv.action == "block" && p.Mode == ModeEnforce {
+		ev.Decision, ev.Status = "blocked", http.StatusForbidden
+		cs.refused = "blocked: " + hv.reason()
+		g.emit(ev, sb, p, true)
+		return mitm, host
+	}
+	if p.isPassthrough(t.Host) {
 		if d := p.Decide(t, intent); d.Allowed {
-			g.record(Event{Session: sb.Session, Profile: p.Name, Mode: p.Mode, Intent: intent, Method: "CONNECT", URL: host, Decision: "allowed", Rules: []string{d.Rule, "passthrough"}})
+			ev.Decision, ev.Rules = "allowed", []string{d.Rule, "passthrough"}
+			if hv.action == "block" {
+				ev.Decision = "warned"
+			}
+			g.emit(ev, sb, p, ev.Decision == "warned")
 			return goproxy.OkConnect, host
 		}
 	}
 	return mitm, host
+}
+
+// hostOf is the host name of a host[:port], as sent (case kept), without brackets.
+func hostOf(hostport string) string {
+	h := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		h = hh
+	}
+	return strings.Trim(h, "[]")
 }
 
 func (g *Gateway) tlsConfig(host string, _ *goproxy.ProxyCtx) (*tls.Config, error) {
@@ -344,7 +387,7 @@ func (g *Gateway) connectDial(req *http.Request, network, addr string) (net.Conn
 	ev := Event{Session: sb.Session, Profile: p.Name, Mode: p.Mode, Intent: intent, Method: "CONNECT", URL: addr, Decision: "allowed", Rules: []string{"passthrough"}}
 	if err != nil {
 		ev.Decision, ev.Reason, ev.Status = "refused", err.Error(), http.StatusForbidden
-		g.violation(sb, p, ev)
+		g.emit(ev, sb, p, true)
 		return nil, err
 	}
 	ev.Addr = a.String()
@@ -364,13 +407,21 @@ func target(hostport, method, path string, defaultPort int) Target {
 	return Target{Host: host, Port: port, Method: method, Path: path}
 }
 
-// handleRequest is every request, plain or intercepted: policy, SSRF guard, DLP.
+// handleRequest is every request, plain or intercepted. Everything that can refuse it without
+// the network runs first, on the name as sent: the policy, the host-name checks, DLP, entropy and
+// the volume limit; only then does the SSRF guard resolve the name. So a request refused for what
+// its host name, URL, headers or body hold causes no DNS query.
 func (g *Gateway) handleRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
 	start := time.Now()
-	sb, ok := g.sandboxOf(ctx)
+	cs, ok := g.connOf(ctx)
 	if !ok {
 		return req, refuse(req, http.StatusForbidden, "agentbox egress: a connection of unknown origin")
 	}
+	if cs.refused != "" {
+		// The tunnel's CONNECT was refused for its host name, and recorded then.
+		return req, refuse(req, http.StatusForbidden, "agentbox egress: "+cs.refused)
+	}
+	sb := cs.sb
 	p, err := g.Profile(sb.Profile)
 	if err != nil {
 		return req, refuse(req, http.StatusForbidden, "agentbox egress: "+err.Error())
@@ -384,54 +435,111 @@ func (g *Gateway) handleRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http
 	ev := &Event{Time: start.UTC(), Session: sb.Session, Profile: p.Name, Mode: p.Mode, Intent: intent, Method: req.Method, URL: redactURL(req.URL.String()), Headers: maskHeaders(req.Header)}
 	enforce := p.Mode == ModeEnforce
 	warned := false
+	var notes []string // what was only logged, for the record
+	stop := func(decision, reason string) (*http.Request, *http.Response) {
+		ev.Decision, ev.Reason, ev.Status = decision, reason, http.StatusForbidden
+		ev.Duration = time.Since(start)
+		g.emit(*ev, sb, p, true)
+		return req, refuse(req, http.StatusForbidden, "agentbox egress: "+reason)
+	}
+	// judge applies a check's action to its reason (without a verb): block refuses in enforce
+	// mode (judge reports true, the caller stops) and warns otherwise; log notes.
+	judge := func(action, reason string) bool {
+		switch action {
+		case "block":
+			if enforce {
+				return true
+			}
+			warned = true
+			ev.Reason = strings.TrimPrefix(ev.Reason+"; blocked: "+reason, "; ")
+		case "log":
+			notes = append(notes, "logged: "+reason)
+		}
+		return false
+	}
+	dest := destination(t.Host)
+	var head int64
 	if p.Mode != ModeDisabled {
 		d := p.Decide(t, intent)
 		ev.Rules = append(ev.Rules, d.Rule)
 		if !d.Allowed {
 			if enforce {
-				ev.Decision, ev.Reason, ev.Status = "denied", d.Reason, http.StatusForbidden
-				ev.Duration = time.Since(start)
-				g.violation(sb, p, *ev)
-				return req, refuse(req, http.StatusForbidden, "agentbox egress: denied: "+d.Reason)
+				return stop("denied", "denied: "+d.Reason)
 			}
 			warned, ev.Reason = true, d.Reason
+		}
+
+		// The host name, before it is resolved.
+		hv := g.checkHost(sb, p, hostOf(req.URL.Host))
+		ev.Detectors = append(ev.Detectors, hv.detectors...)
+		if judge(hv.action, hv.reason()) {
+			return stop("blocked", "blocked: "+hv.reason())
+		}
+
+		// DLP on the URL, headers and body.
+		if g.opts.Inspector != nil {
+			res, err := g.opts.Inspector.Inspect(req, &p.DLP, enforce)
+			if err != nil {
+				return stop("blocked", "blocked: the request could not be scanned: "+err.Error())
+			}
+			ev.Detectors = append(ev.Detectors, res.Detectors...)
+			switch {
+			case res.Action == "block" && enforce:
+				return stop("blocked", res.Reason)
+			case res.Action == "block" || res.Action == "redact" && !enforce:
+				warned = true
+				ev.Reason = strings.TrimPrefix(ev.Reason+"; "+res.Reason, "; ")
+			case res.Action == "redact":
+				ev.Decision = "redacted"
+				ev.Reason = res.Reason
+			case res.Action == "log" && res.Reason != "":
+				notes = append(notes, res.Reason)
+			}
+			if res.Redacted {
+				ev.Headers = maskHeaders(req.Header)
+				ev.URL = redactURL(req.URL.String())
+			}
+		}
+
+		// High-entropy tokens, in the request as it will be sent.
+		if p.Entropy.Action != "off" {
+			if efs := scanEntropy(req, &p.Entropy); len(efs) > 0 {
+				ev.Detectors = append(ev.Detectors, "entropy")
+				reason := efs[0].reason()
+				if len(efs) > 1 {
+					reason += fmt.Sprintf(" (and %d more)", len(efs)-1)
+				}
+				if p.Entropy.Action == "block" {
+					reason += "; profile " + p.Name + " blocks such tokens (entropy.action)"
+				}
+				if judge(p.Entropy.Action, reason) {
+					return stop("blocked", "blocked: "+reason)
+				}
+			}
+		}
+
+		// Volume: what this session has sent to the destination, and what this request adds.
+		head = headBytes(req)
+		sent, ok := g.sessions.sent(sb.Session, dest)
+		if !ok {
+			reason := fmt.Sprintf("this session has reached %d destinations", maxDests)
+			if judge("block", reason) {
+				return stop("blocked", "blocked: "+reason)
+			}
+		}
+		if limit := int64(*p.Volume.MaxBytesPerDestination); limit > 0 && sent+head+max(req.ContentLength, 0) > limit {
+			reason := volumeReason(p, dest, sent)
+			ev.Detectors = append(ev.Detectors, "volume")
+			if judge("block", reason) {
+				return stop("blocked", "blocked: "+reason)
+			}
 		}
 	}
 	// The SSRF guard resolves now and pins the addresses the dial will use.
 	explicit := p.portExplicit(t, intent)
 	addrs, err := g.resolveChecked(req.Context(), p, t, explicit)
 	if err != nil {
-		ev.Decision, ev.Reason, ev.Status = "refused", err.Error(), http.StatusForbidden
-		ev.Duration = time.Since(start)
-		g.violation(sb, p, *ev)
-		return req, refuse(req, http.StatusForbidden, "agentbox egress: "+err.Error())
-	}
-	if p.Mode != ModeDisabled && g.opts.Inspector != nil {
-		res, err := g.opts.Inspector.Inspect(req, &p.DLP, enforce)
-		if err != nil {
-			ev.Decision, ev.Reason, ev.Status = "blocked", "the request could not be scanned: "+err.Error(), http.StatusForbidden
-			ev.Duration = time.Since(start)
-			g.violation(sb, p, *ev)
-			return req, refuse(req, http.StatusForbidden, "agentbox egress: blocked: the request could not be scanned: "+err.Error())
-		}
-		ev.Detectors = res.Detectors
-		switch {
-		case res.Action == "block" && enforce:
-			ev.Decision, ev.Reason, ev.Status = "blocked", res.Reason, http.StatusForbidden
-			ev.Duration = time.Since(start)
-			g.violation(sb, p, *ev)
-			return req, refuse(req, http.StatusForbidden, "agentbox egress: blocked: "+res.Reason)
-		case res.Action == "block" || res.Action == "redact" && !enforce:
-			warned = true
-			ev.Reason = strings.TrimPrefix(ev.Reason+"; "+res.Reason, "; ")
-		case res.Action == "redact":
-			ev.Decision = "redacted"
-			ev.Reason = res.Reason
-		}
-		if res.Redacted {
-			ev.Headers = maskHeaders(req.Header)
-			ev.URL = redactURL(req.URL.String())
-		}
+		return stop("refused", err.Error())
 	}
 	if ev.Decision == "" {
 		ev.Decision = "allowed"
@@ -439,10 +547,61 @@ func (g *Gateway) handleRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http
 	if warned {
 		ev.Decision = "warned"
 	}
-	st := &reqState{sb: sb, profile: p, explicit: explicit, addrs: addrs, ev: ev, start: start}
+	if len(notes) > 0 {
+		ev.Reason = strings.TrimPrefix(ev.Reason+"; "+strings.Join(notes, "; "), "; ")
+	}
+	st := &reqState{sb: sb, profile: p, explicit: explicit, addrs: addrs, ev: ev, start: start, dest: dest}
+	if p.Mode != ModeDisabled {
+		g.sessions.addSent(sb.Session, dest, head)
+		if req.Body != nil && req.Body != http.NoBody {
+			req.Body = &countingBody{ReadCloser: req.Body, g: g, st: st, limit: int64(*p.Volume.MaxBytesPerDestination), enforce: enforce}
+		}
+	}
 	req = req.WithContext(context.WithValue(req.Context(), reqStateKey{}, st))
 	ctx.RoundTripper = goproxy.RoundTripperFunc(g.roundTrip)
 	return req, nil
+}
+
+func volumeReason(p *Profile, dest string, sent int64) string {
+	return fmt.Sprintf("this session has sent %s to %s; profile %s allows %s per destination (volume.max_bytes_per_destination)",
+		ByteSize(sent), dest, p.Name, *p.Volume.MaxBytesPerDestination)
+}
+
+// headBytes approximates what a request's line and headers take on the wire.
+func headBytes(r *http.Request) int64 {
+	n := len(r.Method) + len(r.URL.RequestURI()) + len(" HTTP/1.1\r\n") + len("Host: \r\n") + len(r.Host) + 2
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return int64(n)
+}
+
+// errVolume stops a body that goes past the profile's volume limit.
+var errVolume = errors.New("egress: the session's volume limit for this destination is reached")
+
+// countingBody counts a request body's bytes against the session's volume as they are sent.
+type countingBody struct {
+	io.ReadCloser
+	g       *Gateway
+	st      *reqState
+	limit   int64
+	enforce bool
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		total := b.g.sessions.addSent(b.st.sb.Session, b.st.dest, int64(n))
+		if b.limit > 0 && total > b.limit && !b.st.overVolume.Swap(true) && b.enforce {
+			return 0, errVolume
+		}
+		if b.enforce && b.st.overVolume.Load() {
+			return 0, errVolume
+		}
+	}
+	return n, err
 }
 
 func (g *Gateway) resolveChecked(ctx context.Context, p *Profile, t Target, explicit bool) ([]netip.Addr, error) {
@@ -482,30 +641,50 @@ func containsInt(s []int, v int) bool {
 }
 
 // roundTrip sends a checked request through its profile's transport, dialing only the addresses
-// the guard checked, and records the outcome.
+// the guard checked, scans the response, and records the outcome.
 func (g *Gateway) roundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Response, error) {
 	st, _ := req.Context().Value(reqStateKey{}).(*reqState)
 	if st == nil {
 		return nil, errors.New("egress: request without a policy decision")
 	}
-	resp, err := g.transport(st.profile).RoundTrip(req)
+	p := st.profile
+	resp, err := g.transport(p).RoundTrip(req)
 	ev := *st.ev
 	ev.Duration = time.Since(st.start)
-	if err != nil {
+	violation := ev.Decision == "warned" // warn mode: what enforce would have refused went out
+	switch {
+	case st.overVolume.Load():
+		// The body went past the volume limit while it was sent.
+		sent, _ := g.sessions.sent(st.sb.Session, st.dest)
+		reason := volumeReason(p, st.dest, sent)
+		ev.Detectors = append(ev.Detectors, "volume")
+		violation = true
+		if p.Mode == ModeEnforce {
+			if resp != nil {
+				resp.Body.Close()
+			}
+			ev.Decision, ev.Reason, ev.Status = "blocked", "blocked: "+reason, http.StatusForbidden
+			g.emit(ev, st.sb, p, true)
+			return refuse(req, http.StatusForbidden, "agentbox egress: blocked: "+reason), nil
+		}
+		ev.Decision = "warned"
+		ev.Reason = strings.TrimPrefix(ev.Reason+"; blocked: "+reason, "; ")
+	case err != nil:
 		if ev.Decision == "allowed" || ev.Decision == "redacted" {
 			ev.Decision = "failed"
 		}
+	}
+	if err != nil {
 		ev.Reason = strings.TrimPrefix(ev.Reason+"; "+err.Error(), "; ")
-	} else {
-		ev.Status = resp.StatusCode
+		g.emit(ev, st.sb, p, violation)
+		return resp, err
 	}
-	if ev.Decision == "warned" {
-		// Warn mode: what enforce would have refused went out, and counts as a violation.
-		g.violation(st.sb, st.profile, ev)
-	} else {
-		g.record(ev)
+	ev.Status = resp.StatusCode
+	if p.Mode != ModeDisabled && p.Responses.Action != "off" {
+		resp = g.checkResponse(req, resp, p, &ev)
 	}
-	return resp, err
+	g.emit(ev, st.sb, p, violation)
+	return resp, nil
 }
 
 func (g *Gateway) transport(p *Profile) *http.Transport {
@@ -561,10 +740,24 @@ func (g *Gateway) record(ev Event) {
 	}
 }
 
-// violation records ev and counts it against the session.
-func (g *Gateway) violation(sb Sandbox, p *Profile, ev Event) {
+// emit redacts ev (redact.go), records it and, for a violation, counts it against the session:
+// nothing leaves the gateway (record, log, alert, webhook, the reason a session is ended with)
+// before it is redacted.
+func (g *Gateway) emit(ev Event, sb Sandbox, p *Profile, violation bool) {
+	if len(ev.Detectors) > 1 {
+		uniq := make([]string, 0, len(ev.Detectors)) // the host's findings may repeat DLP's
+		for _, d := range ev.Detectors {
+			if !slices.Contains(uniq, d) {
+				uniq = append(uniq, d)
+			}
+		}
+		ev.Detectors = uniq
+	}
+	g.redactEvent(&ev, p)
 	g.record(ev)
-	g.monitor.count(sb, p, ev)
+	if violation {
+		g.monitor.count(sb, p, ev)
+	}
 }
 
 // sensitiveHeaders have their values masked in events.

@@ -49,6 +49,14 @@ type Profile struct {
 	AllowPrivate []string `yaml:"allow_private"`
 	DLP          DLP      `yaml:"dlp"`
 	Alerts       Alerts   `yaml:"alerts"`
+	// Hostnames are the checks on a request's host name, made before it is resolved.
+	Hostnames Hostnames `yaml:"hostnames"`
+	// Entropy flags high-entropy tokens in URL paths, query parameters and headers.
+	Entropy Entropy `yaml:"entropy"`
+	// Volume bounds the bytes a session sends to one destination.
+	Volume Volume `yaml:"volume"`
+	// Responses is the scanning of what comes back for instructions addressed to the model.
+	Responses Responses `yaml:"responses"`
 
 	allowPrivate []*net.IPNet
 	file         string
@@ -127,6 +135,127 @@ type Alerts struct {
 	// Webhook, when set, receives each alert as a JSON POST.
 	Webhook string `yaml:"webhook"`
 }
+
+// Hostnames configures the checks on host names (hostcheck.go). They run on the name as the
+// sandbox sent it, before any DNS query, for plain HTTP requests, CONNECT and the requests inside
+// an intercepted tunnel: a name that fails is refused without being resolved. The profile's DLP
+// detectors scan the name too (with the same actions as elsewhere; redact blocks, since a name
+// cannot be rewritten).
+type Hostnames struct {
+	// Action is what a name that fails a check below gets: block (the default), log, or off.
+	Action string `yaml:"action"`
+	// MaxLabelLength is the longest label allowed, in bytes. Default 50 (DNS allows 63).
+	MaxLabelLength int `yaml:"max_label_length"`
+	// MaxNameLength is the longest name allowed. Default 128 (DNS allows 253).
+	MaxNameLength int `yaml:"max_name_length"`
+	// EntropyMinLength and EntropyBits judge labels, and the subdomain part of the name with its
+	// dots and dashes removed, as random: at least EntropyMinLength bytes, Shannon entropy above
+	// EntropyBits bits per byte, and fewer than 30% vowels among the letters (random text has
+	// ~19%, English words ~38%). A run of 32 or more hex digits with both letters and digits is
+	// random too. Defaults 24 and 3.7.
+	EntropyMinLength int     `yaml:"entropy_min_length"`
+	EntropyBits      float64 `yaml:"entropy_bits"`
+	// SubdomainBudget is how many distinct subdomains of one registrable domain (the public
+	// suffix list's eTLD+1, as compiled into golang.org/x/net/publicsuffix) a session may use;
+	// a new one past it fails. Default 32; 0 turns it off.
+	SubdomainBudget *int `yaml:"subdomain_budget"`
+	// Exempt names domains ("*.r2.cloudflarestorage.com") whose names are not judged by length,
+	// entropy or budget; DLP still scans them.
+	Exempt []string `yaml:"exempt"`
+}
+
+// Entropy configures the flagging of high-entropy tokens in URL paths, query parameters (names
+// and values) and header values (entropy.go): runs of [A-Za-z0-9+/=] of at least MinLength bytes
+// whose Shannon entropy is above Bits bits per byte and whose letters are less than 30% vowels.
+// Hex (at most 4 bits) never is; random base64 of 32 bytes and more nearly always is.
+type Entropy struct {
+	// Action: log (the default), block, or off.
+	Action string `yaml:"action"`
+	// MinLength is the shortest token judged. Default 32.
+	MinLength int `yaml:"min_length"`
+	// Bits is the entropy threshold, in bits per byte. Default 4.0.
+	Bits float64 `yaml:"bits"`
+	// IgnoreHeaders are headers not judged (e.g. Authorization, whose bearer tokens are random
+	// by design, when the action is block). Default none.
+	IgnoreHeaders []string `yaml:"ignore_headers"`
+}
+
+// Volume bounds what a session sends to one destination: a registrable domain (eTLD+1), or an
+// address when the host is one. Counted are the request line, headers and body bytes of every
+// request the gateway lets out (pass-through tunnels, which it cannot see into, are not).
+type Volume struct {
+	// MaxBytesPerDestination: past it, requests to that destination are refused for the rest of
+	// the session. "256MiB", "1GB" or a number of bytes. Default 256 MiB; 0 turns the limit off
+	// (the bytes are still counted).
+	MaxBytesPerDestination *ByteSize `yaml:"max_bytes_per_destination"`
+}
+
+// Responses configures the scanning of responses (package promptscan): text types only
+// (text/*, JSON, XML; not text/event-stream), the first MaxBytes after undoing gzip or deflate.
+type Responses struct {
+	// Action is what a response with instructions addressed to the model gets: annotate (the
+	// default: sent on with an X-Agentbox-Warning header that names what was found, and
+	// recorded), log (recorded only), block (replaced by a 403 that says why), or off.
+	Action string `yaml:"action"`
+	// MaxBytes is how much of a response is read before it is sent on, and scanned. Default
+	// 1 MiB; the rest streams unscanned.
+	MaxBytes ByteSize `yaml:"max_bytes"`
+}
+
+// ByteSize reads "256MiB", "64MB", "1GiB", "512KiB" or a plain number of bytes from YAML.
+type ByteSize int64
+
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseByteSize(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a size like 64MiB: %w", n.Line, n.Value, err)
+	}
+	*b = ByteSize(v)
+	return nil
+}
+
+func parseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r == ' ' })
+	unit := strings.TrimSpace(s[len(num):])
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("unknown unit %q (B, KB, MB, GB, KiB, MiB, GiB)", unit)
+	}
+	v, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, errors.New("not a non-negative whole number")
+	}
+	return v * mult, nil
+}
+
+func (b ByteSize) String() string {
+	switch {
+	case b >= 1<<30 && b%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", b>>30)
+	case b >= 1<<20 && b%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", b>>20)
+	case b >= 1<<10 && b%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", b>>10)
+	}
+	return fmt.Sprintf("%d bytes", int64(b))
+}
+
+// Defaults of the settings above.
+const (
+	DefaultMaxLabelLength     = 50
+	DefaultMaxNameLength      = 128
+	DefaultLabelEntropyLength = 24
+	DefaultLabelEntropyBits   = 3.7
+	DefaultSubdomainBudget    = 32
+	DefaultEntropyMinLength   = 32
+	DefaultEntropyBits        = 4.0
+	DefaultMaxBytesPerDest    = ByteSize(256 << 20)
+	DefaultResponseScanBytes  = ByteSize(1 << 20)
+	defaultHostnameAction     = "block"
+	defaultEntropyAction      = "log"
+	defaultResponseScanAction = "annotate"
+)
 
 // Duration reads "5m" from YAML.
 type Duration time.Duration
@@ -303,6 +432,81 @@ func (p *Profile) validate(root *yaml.Node) error {
 	}
 	if p.Alerts.Window == 0 {
 		p.Alerts.Window = Duration(5 * time.Minute)
+	}
+	return p.validateExfil(keyLine)
+}
+
+// validateExfil checks the hostnames, entropy, volume and responses sections and fills their
+// defaults.
+func (p *Profile) validateExfil(keyLine func(string) int) error {
+	fail := func(key, format string, args ...any) error {
+		return &PolicyError{File: p.file, Line: keyLine(key), Msg: key + ": " + fmt.Sprintf(format, args...)}
+	}
+	h := &p.Hostnames
+	switch h.Action {
+	case "":
+		h.Action = defaultHostnameAction
+	case "block", "log", "off":
+	default:
+		return fail("hostnames", "action %q, use block, log or off", h.Action)
+	}
+	if h.MaxLabelLength == 0 {
+		h.MaxLabelLength = DefaultMaxLabelLength
+	}
+	if h.MaxNameLength == 0 {
+		h.MaxNameLength = DefaultMaxNameLength
+	}
+	if h.EntropyMinLength == 0 {
+		h.EntropyMinLength = DefaultLabelEntropyLength
+	}
+	if h.EntropyBits == 0 {
+		h.EntropyBits = DefaultLabelEntropyBits
+	}
+	if h.MaxLabelLength < 1 || h.MaxLabelLength > 63 || h.MaxNameLength < 1 || h.MaxNameLength > 253 || h.EntropyMinLength < 8 || h.EntropyBits < 0 || h.EntropyBits > 8 {
+		return fail("hostnames", "max_label_length 1..63, max_name_length 1..253, entropy_min_length at least 8, entropy_bits 0..8")
+	}
+	if h.SubdomainBudget == nil {
+		n := DefaultSubdomainBudget
+		h.SubdomainBudget = &n
+	} else if *h.SubdomainBudget < 0 {
+		return fail("hostnames", "subdomain_budget must not be negative (0 turns it off)")
+	}
+	for _, d := range h.Exempt {
+		if err := checkDomain(d); err != nil {
+			return fail("hostnames", "exempt %v", err)
+		}
+	}
+	e := &p.Entropy
+	switch e.Action {
+	case "":
+		e.Action = defaultEntropyAction
+	case "block", "log", "off":
+	default:
+		return fail("entropy", "action %q, use log, block or off", e.Action)
+	}
+	if e.MinLength == 0 {
+		e.MinLength = DefaultEntropyMinLength
+	}
+	if e.Bits == 0 {
+		e.Bits = DefaultEntropyBits
+	}
+	if e.MinLength < 8 || e.Bits < 0 || e.Bits > 8 {
+		return fail("entropy", "min_length at least 8, bits 0..8")
+	}
+	if p.Volume.MaxBytesPerDestination == nil {
+		v := DefaultMaxBytesPerDest
+		p.Volume.MaxBytesPerDestination = &v
+	}
+	r := &p.Responses
+	switch r.Action {
+	case "":
+		r.Action = defaultResponseScanAction
+	case "annotate", "log", "block", "off":
+	default:
+		return fail("responses", "action %q, use annotate, log, block or off", r.Action)
+	}
+	if r.MaxBytes == 0 {
+		r.MaxBytes = DefaultResponseScanBytes
 	}
 	return nil
 }
