@@ -92,8 +92,14 @@ func newGateway(cfg config.Config, rec egress.Recorder, insp *egress.DLPInspecto
 		}
 	}
 	var resolver egress.Resolver = net.DefaultResolver
+	if addr := cfg.Egress.Resolver; addr != "" {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("egress.resolver %q: give a DNS server as host:port", addr)
+		}
+		resolver = dnsServer(addr)
+	}
 	if len(cfg.Egress.Hosts) > 0 {
-		h := hostsResolver{table: map[string][]netip.Addr{}, next: net.DefaultResolver}
+		h := hostsResolver{table: map[string][]netip.Addr{}, next: resolver}
 		for name, addrs := range cfg.Egress.Hosts {
 			for _, a := range addrs {
 				ip, err := netip.ParseAddr(a)
@@ -122,7 +128,15 @@ func newGateway(cfg config.Config, rec egress.Recorder, insp *egress.DLPInspecto
 	return &gateway{Gateway: g, ca: ca.CertPEM, dir: cfg.EgressProfilesDir(), insp: insp}, nil
 }
 
-// hostsResolver answers pinned names from a table and the rest from the system.
+// dnsServer is a resolver that asks one DNS server (egress.resolver) and nothing else.
+func dnsServer(addr string) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+}
+
+// hostsResolver answers pinned names from a table and the rest from the next resolver.
 type hostsResolver struct {
 	table map[string][]netip.Addr
 	next  egress.Resolver
