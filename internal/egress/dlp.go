@@ -24,8 +24,11 @@ type DLPInspector struct {
 // TextInspector is an Inspector that also scans texts outside a request's structure: host names
 // before they are resolved, and the fields of a record before it is written.
 type TextInspector interface {
-	// InspectText scans text under cfg's detectors and actions; where names it in the reason
-	// ("the host name").
+	// InspectHost scans a host name, as sent, under cfg's detectors and actions (dlp's
+	// ScanHost: labels decoded where they decode; a redact action blocks).
+	InspectHost(name string, cfg *DLP) (TextResult, error)
+	// InspectText scans another text (a host's labels joined, or decoded) the same way; where
+	// names it in the reason ("the host name's labels joined").
 	InspectText(where, text string, cfg *DLP) (TextResult, error)
 	// FindInFields returns, per field, what any detector finds (every built-in detector, and
 	// cfg's custom ones, whatever the profile's actions) with the token that replaces it
@@ -198,8 +201,17 @@ func detectorNames(fs []dlp.Finding) []string {
 	return out
 }
 
-// InspectText scans a text (a host name, a decoded label) with the profile's scanner.
+// InspectHost scans a host name with the profile's scanner (dlp.Scanner.ScanHost).
+func (d *DLPInspector) InspectHost(name string, cfg *DLP) (TextResult, error) {
+	return d.inspect(cfg, func(s *dlp.Scanner) dlp.Verdict { return s.ScanHost(name) })
+}
+
+// InspectText scans a text (a host's labels joined, a decoded label) with the profile's scanner.
 func (d *DLPInspector) InspectText(where, text string, cfg *DLP) (TextResult, error) {
+	return d.inspect(cfg, func(s *dlp.Scanner) dlp.Verdict { return s.ScanBytes(where, []byte(text)) })
+}
+
+func (d *DLPInspector) inspect(cfg *DLP, scan func(*dlp.Scanner) dlp.Verdict) (TextResult, error) {
 	if len(cfg.Actions) == 0 && len(cfg.Custom) == 0 {
 		return TextResult{}, nil
 	}
@@ -207,7 +219,7 @@ func (d *DLPInspector) InspectText(where, text string, cfg *DLP) (TextResult, er
 	if err != nil {
 		return TextResult{}, err
 	}
-	v := s.ScanBytes(where, []byte(text))
+	v := scan(s)
 	res := TextResult{Reason: v.Reason, Detectors: detectorNames(v.Findings)}
 	switch v.Action {
 	case dlp.ActionLog, dlp.ActionRedact, dlp.ActionBlock:
@@ -222,7 +234,9 @@ func (d *DLPInspector) InspectText(where, text string, cfg *DLP) (TextResult, er
 }
 
 // FindInFields scans the fields as one text (one line each) with every detector on, and returns
-// each finding clipped to the field it falls in.
+// each finding clipped to the field it falls in. It is dlp's RedactText in one pass over all the
+// fields of a record, returning the spans rather than the text, so the caller can also take what
+// was found in the URL out of the reason.
 func (d *DLPInspector) FindInFields(fields []string, cfg *DLP) ([][]Redaction, []string, error) {
 	s, err := d.redactor(cfg)
 	if err != nil {

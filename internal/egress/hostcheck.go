@@ -109,7 +109,13 @@ func (g *Gateway) checkHost(sb Sandbox, p *Profile, host string) hostVerdict {
 	// DLP on the name and what it decodes to.
 	if ti, ok := g.opts.Inspector.(TextInspector); ok {
 		scan := func(where, text string) {
-			res, err := ti.InspectText(where, text, &p.DLP)
+			var res TextResult
+			var err error
+			if where == "" {
+				res, err = ti.InspectHost(text, &p.DLP)
+			} else {
+				res, err = ti.InspectText(where, text, &p.DLP)
+			}
 			if err != nil {
 				v.add("block", "the host name could not be scanned: "+err.Error(), "dlp")
 				return
@@ -132,7 +138,7 @@ func (g *Gateway) checkHost(sb Sandbox, p *Profile, host string) hostVerdict {
 			}
 			v.add(a, reason, res.Detectors...)
 		}
-		scan("the host name", name)
+		scan("", name) // ScanHost
 		if strings.ToLower(name) == name && strings.ToUpper(name) != name {
 			scan("the host name (upper-cased)", strings.ToUpper(name))
 		}
