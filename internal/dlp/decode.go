@@ -343,16 +343,28 @@ func (ts *tokenScan) escapes() {
 
 // tokenMasks classifies up to 64 bytes: bit j of tok is set if b[j] is in [A-Za-z0-9+/_-], and
 // (if seed) of low if it is in [a-z] and of gap if it may separate the words of a seed phrase
-// (seedGap: blanks, line breaks, ',', '"', '\”).
+// (see swarSeed). swarToken and swarSeed are written out in the loop: as calls they cost a
+// third of the pass.
 func tokenMasks(b []byte, seed bool) (tok, low, gap uint64) {
+	const (
+		h, l       = swarH, swarL
+		gatherBits = 0x0102040810204080
+	)
 	j := 0
 	for ; j+8 <= len(b); j += 8 {
 		x := binary.LittleEndian.Uint64(b[j:])
-		tok |= swarToken(x) << j
+		x7 := x &^ h
+		y := x7 | l*0x20
+		letters := (y + l*(0x80-'a')) &^ (y + l*(0x7f-'z'))
+		sym := (x7 + l*(0x80-'+')) &^ (x7 + l*(0x7f-'9')) &^
+			((x7 + l*(0x80-',')) &^ (x7 + l*(0x7f-'.')) &^ (x7 << 7))
+		t := (letters | (y + l) | sym) & h &^ x
+		tok |= (t >> 7) * gatherBits >> 56 << j
 		if seed {
-			l, g := swarSeed(x)
-			low |= l << j
-			gap |= g << j
+			lw := (x7 + l*(0x80-'a')) &^ (x7 + l*(0x7f-'z')) & h &^ x
+			g := ^(x7 + l*(0x80-'-')) & h &^ x // the bytes below '-'
+			low |= (lw >> 7) * gatherBits >> 56 << j
+			gap |= (g >> 7) * gatherBits >> 56 << j
 		}
 	}
 	for ; j < len(b); j++ {
@@ -363,7 +375,7 @@ func tokenMasks(b []byte, seed bool) (tok, low, gap uint64) {
 		if 'a' <= c && c <= 'z' {
 			low |= 1 << j
 		}
-		if ('\t' <= c && c <= '\r') || (' ' <= c && c <= ',') {
+		if c < '-' {
 			gap |= 1 << j
 		}
 	}
@@ -415,12 +427,11 @@ func swarToken(x uint64) uint64 {
 }
 
 // swarSeed returns one bit per byte of x: whether it is in [a-z], and whether it may separate
-// the words of a seed phrase. The separators are over-approximated (tab to CR, and ' ' to ','),
-// since seedStretch checks each gap exactly.
+// the words of a seed phrase. The separators are over-approximated (every byte below '-':
+// controls, blanks, '"', '\”, ','), since seedStretch checks each gap exactly.
 func swarSeed(x uint64) (low, gap uint64) {
 	x7 := x &^ swarH
-	g := swarIn(x7, '\t', '\r') | swarIn(x7, ' ', ',')
-	return gatherHigh(swarIn(x7, 'a', 'z') &^ x), gatherHigh(g &^ x)
+	return gatherHigh(swarIn(x7, 'a', 'z') &^ x), gatherHigh(^(x7 + swarL*(0x80-'-')) & swarH &^ x)
 }
 
 // gatherHigh packs the high bit of each byte of v (only high bits set) into 8 bits, byte 0 in
@@ -467,37 +478,45 @@ func (ts *tokenScan) token(start, end int, m uint8) {
 	ts.classify(start, end, m, true)
 	if m&tkSeps != 0 && l <= maxSplitToken {
 		// A path or a prefixed value: each piece between '/' is a token of its own, and so is
-		// each run of pieces (base64 holds '/' too: "/v1/keys/aWQ9.../Pz4+/view").
-		var cuts []int // starts of the pieces, then end+1
-		cuts = append(cuts, start)
-		for i := start; i < end; i++ {
-			if text[i] == '/' {
-				cuts = append(cuts, i+1)
+		// each run of pieces (base64 holds '/' too: "/v1/keys/aWQ9.../Pz4+/view"). Runs are
+		// base64 only, which needs both cases.
+		mixed := m&tkUpper != 0 && m&tkLower != 0
+		minB64, minPiece := ts.s.cfg.Decode.MinBase64, min(ts.s.cfg.Decode.MinBase64, ts.s.cfg.Decode.MinHex)
+		var cutBuf [maxPieces + 2]int
+		var clsBuf [maxPieces + 1]uint8
+		cuts, cls := append(cutBuf[:0], start), clsBuf[:0] // starts of the pieces, then end+1
+		var pc uint8
+		for i := start; i < end && len(cuts) <= maxPieces; i++ {
+			if c := text[i]; c == '/' {
+				cuts, cls, pc = append(cuts, i+1), append(cls, pc), 0
+			} else {
+				pc |= tokClass[c]
 			}
 		}
-		cuts = append(cuts, end+1)
-		if n := len(cuts) - 1; n > 1 && n <= maxPieces {
+		cuts, cls = append(cuts, end+1), append(cls, pc)
+		if n := len(cuts) - 1; n > 1 && n <= maxPieces { // more pieces: the loop stopped early
 			for i := 0; i < n; i++ {
+				run := uint8(0)
 				for j := i; j < n; j++ {
+					run |= cls[j]
 					a, b := cuts[i], cuts[j+1]-1
-					if (a == start && b == end) || b <= a {
-						continue
-					}
-					if i == j {
-						ts.classify(a, b, classesOf(text[a:b]), true)
-					} else if mm := classesOf(text[a:b]); mm&(tkDash|tkUnder) == 0 {
-						ts.base64(a, b, mm)
+					switch {
+					case b-a < minPiece || (a == start && b == end):
+					case i == j:
+						ts.classify(a, b, cls[i], true)
+					case mixed && b-a >= minB64 && run&(tkDash|tkUnder) == 0:
+						ts.base64(a, b, run|tkSlash)
 					}
 				}
 			}
-		} else if n == 1 {
+		} else if n == 1 && mixed {
 			// No '/': pieces between '-' and '_' ("token-aWQ9...").
 			for a := start; a < end; {
 				b := a
 				for b < end && tokClass[text[b]]&(tkDash|tkUnder) == 0 {
 					b++
 				}
-				if b > a && (a != start || b != end) {
+				if b-a >= minB64 && (a != start || b != end) {
 					ts.base64(a, b, classesOf(text[a:b]))
 				}
 				a = b + 1
