@@ -1,9 +1,9 @@
 package egress
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
@@ -278,7 +278,6 @@ func TestExfilSettings(t *testing.T) {
 			t.Errorf("shipped profile %s has no defaults", n)
 		}
 	}
-	_ = fmt.Sprint
 }
 
 func BenchmarkScanEntropy(b *testing.B) {
@@ -290,4 +289,48 @@ func BenchmarkScanEntropy(b *testing.B) {
 	for b.Loop() {
 		scanEntropy(req, e)
 	}
+}
+
+// Benign traffic of the kinds agents send, under the shipped default profile's checks with every
+// domain allowed: nothing is refused. The log-level flags (entropy) are counted and reported.
+func TestBenignTraffic(t *testing.T) {
+	b, err := shipped.ReadFile("profiles/default.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := string(b)
+	i, j := strings.Index(pol, "allow:"), strings.Index(pol, "intents:")
+	pol = pol[:i] + "allow: [\"*\"]\n" + pol[j:]
+	f := newFixture(t, pol, NewDLPInspector())
+	f.lookups.next = staticResolver{"*": {"203.0.113.10"}}
+	png := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d, 'I', 'H', 'D', 'R', 1, 2, 3, 4, 5, 6, 7, 8, 9, 250, 251, 252}, 200))
+	reqs := []struct{ method, url, body string }{
+		{"GET", "https://api.github.com/repos/agentbox-dev/agentbox/commits/3f1e8c5d7a9b2c4e6f8a0b1c3d5e7f9a2b4c6d8e?per_page=100", ""},
+		{"GET", "https://api.github.com/repos/agentbox-dev/agentbox/issues/1234/comments", ""},
+		{"GET", "https://files.pythonhosted.org/packages/4c/2b/9d5a2de3bc2f5d71f7f7e5e7e8e0e8d6a4d7f0e5b1e2c3d4e5f6a7b8c9d0e1f2/numpy-2.1.3-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", ""},
+		{"GET", "https://pypi.org/simple/requests/", ""},
+		{"GET", "https://registry.npmjs.org/@types/node/-/node-20.11.5.tgz", ""},
+		{"GET", "https://objects.githubusercontent.com/github-production-release-asset-2e65be/123456789/abcdef01-2345-6789-abcd-ef0123456789?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20240115T103000Z&X-Amz-Expires=300&X-Amz-Signature=3f1e8c5d7a9b2c4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e&X-Amz-SignedHeaders=host", ""},
+		{"GET", "https://api.example-shop.test/v1/orders/550e8400-e29b-41d4-a716-446655440000/items?include=product,price&page=2", ""},
+		{"GET", "https://api.open-meteo.com/v1/forecast?latitude=35.68&longitude=139.69&hourly=temperature_2m", ""},
+		{"GET", "https://en.wikipedia.org/wiki/Special:Search?search=prompt+injection&go=Go", ""},
+		{"GET", "https://accounts.example-idp.test/authorize?response_type=code&client_id=agentbox-cli&redirect_uri=http%3A%2F%2Flocalhost%3A8765%2Fcallback&scope=openid+profile&state=af0ifjsldkj&code_challenge_method=S256", ""},
+		{"POST", "https://api.example-shop.test/v1/images", `{"name":"logo.png","content_type":"image/png","data":"` + png + `"}`},
+		{"POST", "https://api.example-llm.test/v1/chat/completions", `{"model":"m-1","messages":[{"role":"user","content":"Summarise the commit 3f1e8c5d7a9b2c4e6f8a0b1c3d5e7f9a2b4c6d8e and issue 1234."}]}`},
+		{"GET", "https://cdn-lfs.huggingface.co/repos/7a/1c/7a1cfe0ab9d1e5f3c6b8a2d4e6f8a0b2c4d6e8f0a2b4c6d8e0f2a4b6c8d0e2f4/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855?download=true", ""},
+		{"GET", "https://ghcr.io/v2/agentbox-dev/agentbox/manifests/sha256:3f1e8c5d7a9b2c4e6f8a0b1c3d5e7f9a2b4c6d8e0f1a3b5c7d9e1f3a5b7c9d1e", ""},
+	}
+	flagged := 0
+	for _, r := range reqs {
+		resp, body := f.do(t, r.method, r.url, r.body, map[string]string{"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36", "Content-Type": "application/json", "Accept": "application/vnd.github.v3+json"})
+		if resp == nil || resp.StatusCode != 200 {
+			t.Errorf("%s %s: %v %q", r.method, r.url, resp, body)
+			continue
+		}
+		if ev := f.rec.last(); len(ev.Detectors) > 0 {
+			flagged++
+			t.Logf("logged: %s %s: %v %s", r.method, r.url, ev.Detectors, ev.Reason)
+		}
+	}
+	t.Logf("benign requests: %d, refused: 0, logged with a finding: %d", len(reqs), flagged)
 }

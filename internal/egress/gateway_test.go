@@ -31,6 +31,9 @@ func (r staticResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.
 		ss, ok = r["*.attacker.test"]
 	}
 	if !ok {
+		ss, ok = r["*"]
+	}
+	if !ok {
 		return nil, fmt.Errorf("no such host %s", host)
 	}
 	var out []netip.Addr

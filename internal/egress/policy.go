@@ -105,7 +105,8 @@ type Intent struct {
 // DLP configures the data-loss checks of a profile.
 type DLP struct {
 	// Actions maps a detector (payment_card, secret, private_key, jwt, email, phone, iban,
-	// us_ssn, or a custom one) to block, redact or log. Detectors not named are off.
+	// us_ssn, crypto_address, crypto_private_key, seed_phrase, or a custom one) to block, redact
+	// or log. Detectors not named are off.
 	Actions map[string]string `yaml:"actions"`
 	// Custom detectors: a name, an RE2 pattern and an action.
 	Custom []CustomDetector `yaml:"custom"`
@@ -274,7 +275,8 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 var DefaultDangerousPorts = []int{19, 21, 22, 23, 25, 111, 135, 137, 138, 139, 445, 465, 587, 1433, 1521, 2375, 2376, 3306, 3389, 5432, 5900, 5901, 6379, 9200, 11211, 27017}
 
 // Detectors the DLP stage knows by name (custom ones come on top).
-var Detectors = []string{"payment_card", "secret", "private_key", "jwt", "email", "phone", "iban", "us_ssn"}
+var Detectors = []string{"payment_card", "secret", "private_key", "jwt", "email", "phone", "iban", "us_ssn",
+	"crypto_address", "crypto_private_key", "seed_phrase"}
 
 //go:embed profiles/*.yaml
 var shipped embed.FS
