@@ -63,21 +63,30 @@ func FromEnv(opts ...Option) (*Client, error) {
 	return New(u, APIKeyFromEnv(), opts...)
 }
 
-// APIKeyFromEnv returns AGENTBOX_API_KEY, or else the content of the api_key file in
-// DefaultDataDir(), or "" when neither exists.
+// SystemDataDir is the data directory of a system install (scripts/install-system.sh: the
+// agentbox service); its api_key is readable by the members of the group agentbox.
+const SystemDataDir = "/var/lib/agentbox"
+
+// systemDataDir is SystemDataDir; tests move it.
+var systemDataDir = SystemDataDir
+
+// APIKeyFromEnv returns the key the daemon expects, as the CLI and the Python SDK find it:
+// AGENTBOX_API_KEY, else the api_key file in DefaultDataDir() (a daemon this user started), else
+// the system install's SystemDataDir/api_key, else "".
 func APIKeyFromEnv() string {
 	if k := os.Getenv("AGENTBOX_API_KEY"); k != "" {
 		return k
 	}
-	dir := DefaultDataDir()
-	if dir == "" {
-		return ""
+	for _, dir := range []string{DefaultDataDir(), systemDataDir} {
+		if dir == "" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "api_key"))
+		if k := strings.TrimSpace(string(b)); err == nil && k != "" {
+			return k
+		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "api_key"))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	return ""
 }
 
 // DefaultDataDir is the daemon's default data directory: AGENTBOX_DATA_DIR if set, else the

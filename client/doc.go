@@ -17,7 +17,9 @@
 //     ($XDG_CACHE_HOME/agentbox or ~/.cache/agentbox on Linux). `agentbox serve` creates that
 //     file on first start, so a client run by the same user needs no setup. A daemon started
 //     with --data-dir DIR keeps its key in DIR/api_key: set AGENTBOX_DATA_DIR=DIR or
-//     AGENTBOX_API_KEY for its clients.
+//     AGENTBOX_API_KEY for its clients. When that file is absent too, the system install's
+//     /var/lib/agentbox/api_key (SystemDataDir; scripts/install-system.sh makes it readable by
+//     the group agentbox), so a member of that group reaches the agentbox service with no setup.
 //
 // Errors the API answers with are *Error values carrying the stable code, the message, the
 // hint, the HTTP status and, when a limit ended a run, the partial result. Failures to reach

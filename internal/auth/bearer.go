@@ -44,7 +44,7 @@ func (b *Bearer) Identify(r *http.Request) (Identity, error) {
 	scheme, token, ok := strings.Cut(h, " ")
 	if h == "" || !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "this route needs an API key").
-			WithHint("send the header \"Authorization: Bearer KEY\"; the daemon's key is AGENTBOX_API_KEY in its environment or the file api_key in its data directory")
+			WithHint("send the header \"Authorization: Bearer KEY\"; the daemon's key is AGENTBOX_API_KEY in its environment or the file api_key in its data directory (a system install's is /var/lib/agentbox/api_key, which members of the group agentbox read)")
 	}
 	return b.keys.Authenticate(strings.TrimSpace(token), b.now())
 }

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // apiKeyFile is the name of the key file in the data directory. The Go client and the Python
-// SDK look for it there too.
+// SDK look for it there too (and in a system install's, client.SystemDataDir).
 const apiKeyFile = "api_key"
 
 // apiKey is where the daemon's key came from.
@@ -84,8 +87,29 @@ func readAPIKey(path string) (apiKey, error) {
 	if k.key == "" {
 		return apiKey{}, fmt.Errorf("API key file %s is empty; delete it and start again to make a new key", path)
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		k.warning = fmt.Sprintf("API key file %s can be read by other users (mode %v); run: chmod 600 %s", path, fi.Mode().Perm(), path)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 && !serviceGroupReadable(fi) {
+		k.warning = fmt.Sprintf("API key file %s can be read by other users (mode %v); run: chmod 600 %s "+
+			"(or, to let the group %s use the daemon as a system install does: chgrp %s %s; chmod 640 %s)",
+			path, fi.Mode().Perm(), path, serviceGroup, serviceGroup, path, path)
 	}
 	return k, nil
+}
+
+// serviceGroup is the group of a system install (scripts/install-system.sh): its members may read
+// the daemon's key, so that their clients reach the agentbox service. Tests name another.
+var serviceGroup = "agentbox"
+
+// serviceGroupReadable reports whether the key file is a system install's: readable by its owner
+// and by the group serviceGroup, writable by its owner alone, nothing for others (mode 0640 or
+// tighter, group agentbox).
+func serviceGroupReadable(fi os.FileInfo) bool {
+	if fi.Mode().Perm()&0o037 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	g, err := user.LookupGroup(serviceGroup)
+	return err == nil && g.Gid == strconv.FormatUint(uint64(st.Gid), 10)
 }

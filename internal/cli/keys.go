@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -112,7 +115,22 @@ func keysError(err error, path string) error {
 	return err
 }
 
+// systemConfig is the configuration of a system install (scripts/install-system.sh). Tests move
+// it.
+var systemConfig = "/etc/agentbox/config.json"
+
+// keysPath is the key file of the daemon the command is about: the one --config, --data-dir or
+// AGENTBOX_DATA_DIR names; else that of the user's own daemon when there is one (its data directory
+// has an api_key), else the system install's when there is one (as clients find their key: their
+// own first, then the system's); else the user's default.
 func keysPath(opts KeysOptions) (string, error) {
+	if opts.ConfigFile == "" && opts.DataDir == "" && os.Getenv("AGENTBOX_DATA_DIR") == "" {
+		if _, err := os.Stat(filepath.Join(config.DefaultDataDir(), apiKeyFile)); err != nil {
+			if _, err := os.Stat(systemConfig); err == nil {
+				opts.ConfigFile = systemConfig
+			}
+		}
+	}
 	cfg, err := loadConfig(opts.ConfigFile, "", opts.DataDir)
 	if err != nil {
 		return "", err
@@ -155,7 +173,10 @@ egress-intent, policy-admin, audit-read, admin). A tenant's key sees only its te
 artifacts and audit records; another tenant's are not found. The key file (DATA_DIR/keys.json,
 mode 0600) keeps each key's SHA-256, never the key: create and rotate print the key once. The
 daemon reads the file again when it changes, so a revoked key is refused from its next request.
-The daemon's own key (api_key) stays an admin of every tenant.`
+The daemon's own key (api_key) stays an admin of every tenant. The daemon is the one of --config
+or --data-dir; by default this user's own (~/.cache/agentbox), else the system install's
+(sudo agentbox keys ... changes /var/lib/agentbox/keys.json). The HTTP API does the same at
+/v1/keys with a key that has the admin scope.`
 	if len(args) == 0 || !slices.Contains([]string{"create", "list", "revoke", "rotate"}, args[0]) {
 		fmt.Fprintln(stderr, synopsis)
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
@@ -166,7 +187,7 @@ The daemon's own key (api_key) stays an admin of every tenant.`
 	sub := args[0]
 	opts := KeysOptions{Out: stdout, Now: time.Now, Scopes: []auth.Scope{auth.ScopeRun, auth.ScopeSessions, auth.ScopeFiles}}
 	fs := newFlagSet("keys "+sub, synopsis, stderr)
-	fs.StringVar(&opts.DataDir, "data-dir", "", "data `DIR` (default $AGENTBOX_DATA_DIR or ~/.cache/agentbox)")
+	fs.StringVar(&opts.DataDir, "data-dir", "", "data `DIR` (default $AGENTBOX_DATA_DIR, else ~/.cache/agentbox if it has an api_key, else a system install's (/etc/agentbox/config.json))")
 	fs.StringVar(&opts.ConfigFile, "config", "", "daemon configuration `FILE` (JSON)")
 	switch sub {
 	case "create":

@@ -16,7 +16,8 @@
 - :class:`Client` is the low-level API client the rest is built on.
 
 The daemon is found at AGENTBOX_URL (default http://127.0.0.1:8420) with the key
-AGENTBOX_API_KEY, else the api_key file that ``agentbox serve`` keeps in its data directory.
+AGENTBOX_API_KEY, else the api_key file that ``agentbox serve`` keeps in its data directory, else
+that of the system service (/var/lib/agentbox/api_key, readable by the group agentbox).
 """
 
 from ._version import __version__

@@ -75,15 +75,27 @@ def default_data_dir() -> pathlib.Path:
     return pathlib.Path(cache) / "agentbox"
 
 
+#: The data directory of a system install (scripts/install-system.sh: the agentbox service). Its
+#: api_key is readable by the members of the group agentbox.
+SYSTEM_DATA_DIR = pathlib.Path("/var/lib/agentbox")
+
+
 def api_key_from_env() -> str:
-    """AGENTBOX_API_KEY, else the api_key file the daemon keeps in its data directory, else ""."""
+    """The key the daemon expects, found as the CLI and the Go client find it: AGENTBOX_API_KEY,
+    else the api_key file in the user's own data directory (AGENTBOX_DATA_DIR, else
+    ~/.cache/agentbox: a daemon this user started), else the system install's
+    /var/lib/agentbox/api_key (readable by the group agentbox), else ""."""
     k = os.environ.get("AGENTBOX_API_KEY", "")
     if k:
         return k
-    try:
-        return (default_data_dir() / "api_key").read_text().strip()
-    except OSError:
-        return ""
+    for d in (default_data_dir(), SYSTEM_DATA_DIR):
+        try:
+            k = (d / "api_key").read_text().strip()
+        except OSError:
+            continue
+        if k:
+            return k
+    return ""
 
 
 def url_from_env() -> str:
@@ -107,8 +119,9 @@ class Client:
         url: The daemon's base URL. Default AGENTBOX_URL, else http://127.0.0.1:8420.
         api_key: The bearer key. Default AGENTBOX_API_KEY, else the api_key file in the daemon's
             data directory (AGENTBOX_DATA_DIR or ~/.cache/agentbox), which ``agentbox serve``
-            creates on first start. An empty key is allowed: health() needs none, and other
-            calls then raise :class:`~agentbox.Unauthorized` with a hint.
+            creates on first start, else that of the system install (/var/lib/agentbox/api_key,
+            readable by the group agentbox). An empty key is allowed: health() needs none, and
+            other calls then raise :class:`~agentbox.Unauthorized` with a hint.
         timeout: Seconds a call other than a run may take (default 60). A run waits for its own
             timeout plus 30 s.
 

@@ -1,14 +1,16 @@
-"""Tenant keys through the admin API (Client.keys, create_key, rotate_key, revoke_key)."""
+"""Tenant keys through the admin API (Client.keys, create_key, rotate_key, revoke_key), and where
+the SDK finds its key."""
 
 from __future__ import annotations
 
 import datetime as dt
+import pathlib
 
 import pytest
 from conftest import KEY
 
 import agentbox
-from agentbox import Client
+from agentbox import Client, client as client_module
 from agentbox.models import CreatedKey, Key
 
 RECORD = {"id": "0123456789abcdef", "tenant": "acme", "agent": "ci-bot", "scopes": ["run", "sessions"],
@@ -72,6 +74,25 @@ def test_key_errors_are_typed(stub, status, code, cls):
     with pytest.raises(cls) as e:
         Client(stub.url, "k").create_key("acme", ["run"])
     assert e.value.code == code
+
+
+def test_key_of_a_system_install(tmp_path, monkeypatch):
+    own, system = tmp_path / "own", tmp_path / "system"
+    own.mkdir()
+    system.mkdir()
+    monkeypatch.delenv("AGENTBOX_API_KEY", raising=False)
+    monkeypatch.setenv("AGENTBOX_DATA_DIR", str(own))
+    monkeypatch.setattr(client_module, "SYSTEM_DATA_DIR", system)
+    assert Client().api_key == ""
+    (system / "api_key").write_text("system-key\n")
+    assert Client().api_key == "system-key"
+    (own / "api_key").write_text("own-key\n")
+    assert Client().api_key == "own-key"
+    monkeypatch.setenv("AGENTBOX_API_KEY", "env-key")
+    assert Client().api_key == "env-key"
+    assert str(client_module.SYSTEM_DATA_DIR) == str(system)
+    monkeypatch.undo()
+    assert client_module.SYSTEM_DATA_DIR == pathlib.Path("/var/lib/agentbox")
 
 
 def test_keys_with_a_daemon(keys_daemon):
