@@ -60,7 +60,7 @@ const maxVowelShare = 0.3
 
 // randomToken reports whether s reads as random under a length and entropy threshold.
 func randomToken(s string, minLen int, bits float64) bool {
-	return len(s) >= minLen && shannon(s) > bits && vowelShare(s) < maxVowelShare
+	return len(s) >= minLen && vowelShare(s) < maxVowelShare && shannon(s) > bits // the cheap test first
 }
 
 // randomHex reports whether s is a run of at least 32 hex digits with both letters and digits
