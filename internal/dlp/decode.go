@@ -128,6 +128,7 @@ type candidate struct {
 	start, end int
 	kind       candKind
 	group      int32 // candidates of one token (longest first), or 0
+	url        bool  // base64 with '-' or '_': the URL-safe alphabet
 }
 
 // tokenScan is the state of the token pass over one text.
@@ -175,11 +176,13 @@ func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) 
 	longOn := ts.decode || ts.crypto
 	var prev, prevLow uint64 // the previous chunk's masks
 	seedWords, seedFrom := 0, lo
+	runStart := lo // where the token running into this chunk started
 	for base := lo; base < hi; base += 64 {
 		lim := min(64, hi-base)
 		tok, low, gap := tokenMasks(text[base:base+lim], ts.seed)
 		s1h, s1l := shl128(tok, prev, 1)
 		ends := s1h &^ tok // bit j: a token ended at base+j
+		starts := tok &^ s1h
 		if lim < 64 {
 			ends &= 1<<(lim+1) - 1
 		}
@@ -194,12 +197,12 @@ func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) 
 			r14h, r14l := r8h&t1, r8l&t2
 			l14, _ := shl128(r14h, r14l, 1)
 			for e := ends & l14; e != 0; e &= e - 1 {
-				end := base + bits.TrailingZeros64(e)
-				start := end - 14
-				for start > lo && tokClass[text[start-1]] != 0 {
-					start--
+				j := bits.TrailingZeros64(e)
+				start := runStart
+				if st := starts & (1<<j - 1); st != 0 {
+					start = base + 63 - bits.LeadingZeros64(st)
 				}
-				ts.token(start, end, classesOf(text[start:end]))
+				ts.token(start, base+j, tokenClasses(text[start:base+j]))
 			}
 			if decode {
 				s2h, _ := shl128(tok, prev, 2)
@@ -219,7 +222,7 @@ func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) 
 			if lim < 64 {
 				valid = 1<<lim - 1
 			}
-			ws := low &^ (low<<1 | prevLow>>63)
+			ws := low &^ (low<<1 | prevLow>>63) // starts of lower-case runs
 			// Words of one or two letters, or of more than eight, end a stretch too. A word
 			// that goes on into the next chunk counts as long enough and not too long.
 			// (Bits past the chunk count as letters for "at least three" and as non-letters for
@@ -230,6 +233,7 @@ func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) 
 			r &= r >> 4
 			nine := r & (low >> 8) // nine letters from there
 			brk := valid&^(low|gap) | ws&^(l1&l2) | ws&nine
+			ws &= l1 & l2 // only words of three letters or more are counted
 			if brk == 0 {
 				seedWords += bits.OnesCount64(ws)
 			} else if seedWords+bits.OnesCount64(ws) < 12 {
@@ -249,18 +253,18 @@ func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) 
 				seedWords = bits.OnesCount64(ws)
 			}
 		}
+		if starts != 0 {
+			runStart = base + 63 - bits.LeadingZeros64(starts)
+		}
 		prev, prevLow = tok, low
 		if lim < 64 {
 			prev = 0
 		}
 	}
 	if hi > lo && prev>>63 != 0 && longOn { // a token runs to hi
-		start := hi - 1
-		for start > lo && tokClass[text[start-1]] != 0 {
-			start--
-		}
+		start := runStart
 		if hi-start >= 14 {
-			ts.token(start, hi, classesOf(text[start:hi]))
+			ts.token(start, hi, tokenClasses(text[start:hi]))
 		} else if decode && hi-start == 2 && isHex(text[start]) && isHex(text[start+1]) {
 			ts.pair(start)
 		}
@@ -568,7 +572,8 @@ func (ts *tokenScan) base64(a, b int, m uint8) bool {
 		m&(tkPlus|tkSlash) != 0 && m&(tkDash|tkUnder) != 0 {
 		return false
 	}
-	ts.cands = append(ts.cands, candidate{start: a, end: b + paddingAt(ts.text, b), kind: candBase64})
+	ts.cands = append(ts.cands, candidate{start: a, end: b + paddingAt(ts.text, b), kind: candBase64,
+		url: m&(tkDash|tkUnder) != 0})
 	return true
 }
 
@@ -618,6 +623,16 @@ func (ts *tokenScan) peekWrap() {
 	if b > a && b-a < 14 {
 		ts.wrapped(a, b, classesOf(text[a:b]))
 	}
+}
+
+// tokenClasses is classesOf for a token, sampled past 8 KiB (its first 6 and last 2 KiB): a
+// token that long is a base64 or hex blob whose alphabet its ends show, and a wrong guess costs
+// a failed decode.
+func tokenClasses(b []byte) uint8 {
+	if len(b) <= 8<<10 {
+		return classesOf(b)
+	}
+	return classesOf(b[:6<<10]) | classesOf(b[len(b)-2<<10:])
 }
 
 func classesOf(b []byte) (m uint8) {
@@ -800,7 +815,7 @@ func decodeCandidate(text []byte, c candidate) (out []byte, enc string, pos []in
 			return nil, "", nil
 		}
 		e, name := base64.RawStdEncoding, encBase64
-		if bytes.ContainsAny(b, "-_") {
+		if c.url {
 			e, name = base64.RawURLEncoding, encBase64URL
 		}
 		out = make([]byte, e.DecodedLen(len(b)))
