@@ -139,7 +139,7 @@ func (g *Gateway) checkHost(sb Sandbox, p *Profile, host string) hostVerdict {
 			v.add(a, reason, res.Detectors...)
 		}
 		scan("", name) // ScanHost
-		if strings.ToLower(name) == name && strings.ToUpper(name) != name {
+		if longLabel(labels) && strings.ToLower(name) == name && strings.ToUpper(name) != name {
 			scan("the host name (upper-cased)", strings.ToUpper(name))
 		}
 		if len(sub) > 1 {
@@ -194,6 +194,18 @@ func (g *Gateway) checkHost(sb Sandbox, p *Profile, host string) hostVerdict {
 		}
 	}
 	return v
+}
+
+// longLabel reports whether a label is long enough (15+) to hold a credential whose letters a
+// lower-casing would hide (AWS keys are 20, IBANs 15 and more): shorter names are not scanned
+// upper-cased.
+func longLabel(labels []string) bool {
+	for _, l := range labels {
+		if len(l) >= 15 {
+			return true
+		}
+	}
+	return false
 }
 
 var base32NoPad = base32.StdEncoding.WithPadding(base32.NoPadding)

@@ -149,7 +149,14 @@ func (g *Gateway) redactEvent(ev *Event, p *Profile) {
 	// too: DNS names are case-insensitive, and the policy writes the host in lower case.
 	if ti, ok := g.opts.Inspector.(TextInspector); ok {
 		fields := make([]string, 0, 5+2*len(query)+len(names))
-		fields = append(fields, newHost, newPath, reason, asciiUpper(newHost), asciiUpper(reason))
+		upHost, upReason := "", ""
+		if longLabel(strings.Split(newHost, ".")) {
+			upHost = asciiUpper(newHost)
+		}
+		if reason != "" && hasLongWord(reason) {
+			upReason = asciiUpper(reason)
+		}
+		fields = append(fields, newHost, newPath, reason, upHost, upReason)
 		for _, q := range query {
 			fields = append(fields, q.k, q.v)
 		}
@@ -206,6 +213,9 @@ func (g *Gateway) redactEvent(ev *Event, p *Profile) {
 		b.WriteString(scheme + "://")
 	}
 	b.WriteString(userinfo)
+	if strings.Contains(newHost, ":") && !strings.HasPrefix(newHost, "[") {
+		newHost = "[" + newHost + "]" // an IPv6 address, unbracketed by SplitHostPort
+	}
 	b.WriteString(newHost)
 	if port != "" {
 		b.WriteString(":" + port)
@@ -252,6 +262,22 @@ func queryChanged(raw string, q []queryPair) bool {
 		}
 		if k != q[i].k || v != q[i].v {
 			return true
+		}
+	}
+	return false
+}
+
+// hasLongWord reports whether s has a run of 15 or more letters and digits (what a lower-cased
+// credential would be).
+func hasLongWord(s string) bool {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' {
+			if n++; n >= 15 {
+				return true
+			}
+		} else {
+			n = 0
 		}
 	}
 	return false

@@ -168,6 +168,12 @@ func TestRedactEvent(t *testing.T) {
 	if clean.URL != want.URL || clean.Reason != want.Reason || clean.Headers["Accept"] != "*/*" {
 		t.Fatalf("a clean event changed: %+v", clean)
 	}
+	// An IPv6 address keeps its brackets when the path is rewritten.
+	v6 := Event{URL: "http://[2001:db8::1]:8080/cards/4111111111111111"}
+	f.g.redactEvent(&v6, p)
+	if v6.URL != "http://[2001:db8::1]:8080/cards/[REDACTED:payment-card]" {
+		t.Errorf("IPv6: %s", v6.URL)
+	}
 	// A tunnel's event: host:port.
 	tun := Event{URL: "x7kq2zt9mbw4nf8hr3vj6pld5gc2ys7w.attacker.test:443"}
 	f.g.redactEvent(&tun, p)
