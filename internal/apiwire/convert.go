@@ -241,3 +241,24 @@ func IntentToAPI(in sandbox.IntentInfo) api.Intent {
 	}
 	return out
 }
+
+// SessionRunRequestFromAPI reads a run in a session: as RunRequestFromAPI, but the limits a
+// session fixes for its whole life (memory, output and file limits) are refused, naming the field;
+// a run in a session may set only its timeout. Front doors that take session runs share it.
+func SessionRunRequestFromAPI(in api.RunRequest) (sandbox.RunRequest, error) {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"memory_mb", in.MemoryMB != 0},
+		{"stdout_limit", in.StdoutLimit != 0},
+		{"stderr_limit", in.StderrLimit != 0},
+		{"files_limit", in.FilesLimit != 0},
+	} {
+		if f.set {
+			return sandbox.RunRequest{}, invalid("%s cannot change within a session", f.name).
+				WithHint("set it when creating the session; a run in a session may set only its timeout")
+		}
+	}
+	return RunRequestFromAPI(in)
+}
