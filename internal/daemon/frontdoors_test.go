@@ -13,7 +13,7 @@ const module = "github.com/agentbox-dev/agentbox/"
 
 // The front doors the daemon mounts (http.go), and what they share.
 var (
-	frontDoors = []string{"internal/httpapi"}
+	frontDoors = []string{"internal/httpapi", "internal/mcpserver"}
 	shared     = []string{"internal/apiwire", "internal/auth"}
 )
 

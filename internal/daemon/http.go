@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/httpapi"
+	"github.com/agentbox-dev/agentbox/internal/mcpserver"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -26,7 +27,7 @@ import (
 //
 //	/v1/      the HTTP API (internal/httpapi, api/openapi.yaml); GET /v1/health needs no key
 //	/metrics  Prometheus, served by the HTTP API behind its key (it is in the contract)
-//	/mcp      the MCP front door: to be mounted here, over an interface it owns
+//	/mcp      the MCP front door (internal/mcpserver): streamable HTTP, stateless, the same keys
 //	/ui/      the web console: to be mounted here, embedded assets and its own API calls
 //	anything else: the HTTP API's typed 404, as before there was more than one front door
 
@@ -63,9 +64,11 @@ type FrontDoors struct {
 
 // Interface guards.
 var (
-	_ http.Handler   = (*FrontDoors)(nil)
-	_ httpapi.Engine = (*sandbox.Manager)(nil)
-	_ httpapi.Engine = (*sandbox.Audited)(nil)
+	_ http.Handler     = (*FrontDoors)(nil)
+	_ httpapi.Engine   = (*sandbox.Manager)(nil)
+	_ httpapi.Engine   = (*sandbox.Audited)(nil)
+	_ mcpserver.Engine = (*sandbox.Manager)(nil)
+	_ mcpserver.Engine = (*sandbox.Audited)(nil)
 )
 
 // NewFrontDoors builds the front doors over m, the Manager (behind its audit decorator, as
@@ -93,15 +96,25 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 	if err != nil {
 		return nil, err // it names itself ("httpapi: ...")
 	}
-	return newFrontDoors(mountAll(api), opts), nil
+	// The MCP front door needs the engine as each caller sees it; an engine that cannot say
+	// (a test's bare fake) has none, and /mcp is the HTTP API's 404.
+	var mcp http.Handler = api
+	if e, ok := m.(mcpserver.Engine); ok {
+		mcp, err = mcpserver.NewHandler(mcpserver.HTTPOptions{Engine: e, Keys: keys, MaxBodyBytes: opts.MaxBodyBytes,
+			Options: mcpserver.Options{Version: opts.Version, Logger: opts.Logger}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return newFrontDoors(mountAll(api, mcp), opts), nil
 }
 
 // mountAll mounts every front door at its paths (see the table at the top of this file).
-func mountAll(api http.Handler) http.Handler {
+func mountAll(api, mcp http.Handler) http.Handler {
 	return route([]mount{
 		{path: "/v1/", h: api},
 		{path: "/metrics", h: api},
-		// {path: "/mcp", h: mcp}: the MCP front door goes here.
+		{path: "/mcp", h: mcp},
 		// {path: "/ui/", h: ui}: the web console goes here.
 	}, api)
 }

@@ -107,25 +107,31 @@ func TestServeStopsRunsAfterTheBound(t *testing.T) {
 	}
 }
 
-// TestMounts holds the listener's paths to what they were before there was more than one front
-// door: every path reaches the HTTP API as the client sent it, unclean ones included (the API's
-// router answers those, with its request id and log line), until /mcp and /ui are mounted.
+// TestMounts holds the listener's paths: /mcp reaches the MCP front door, and every other path
+// reaches the HTTP API as the client sent it, unclean ones included (the API's router answers
+// those, with its request id and log line), until /ui is mounted.
 func TestMounts(t *testing.T) {
 	t.Parallel()
-	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "api %s %s", r.Method, r.URL.Path)
-	})
-	h := daemon.MountAll(api)
+	door := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s %s %s", name, r.Method, r.URL.Path)
+		})
+	}
+	h := daemon.MountAll(door("api"), door("mcp"))
 	for _, path := range []string{
 		"/v1/run", "/v1/health", "/v1/sessions/abc/files/content", "/metrics",
-		"/v1", "/", "/nothing", "/metrics/", "//v1/run", "/v1/../metrics", "/mcp", "/ui/",
+		"/v1", "/", "/nothing", "/metrics/", "//v1/run", "/v1/../metrics", "/mcp", "/mcp/", "/mcpx", "/ui/",
 	} {
 		t.Run(path, func(t *testing.T) {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("GET", "http://agentbox.test/", nil)
 			r.URL.Path = path
 			h.ServeHTTP(w, r)
-			if got, want := w.Body.String(), "api GET "+path; w.Code != 200 || got != want {
+			want := "api GET " + path
+			if path == "/mcp" {
+				want = "mcp GET " + path
+			}
+			if got := w.Body.String(); w.Code != 200 || got != want {
 				t.Errorf("got %d %q, want %q", w.Code, got, want)
 			}
 		})
