@@ -33,6 +33,7 @@ Commands:
   image         build and list the heavy tier's images (image build NAME, image list)
   audit         check the audit log's signatures and hashes, or read it (audit verify, audit query)
   keys          tenants' API keys: create, list, revoke, rotate
+  mcp           serve agentbox's tools to an MCP client over stdio (the daemon serves /mcp)
   version       print the version
 
 Quick start:
@@ -80,6 +81,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return auditCmd(ctx, rest, stdout, stderr)
 	case "keys":
 		return keysCmd(ctx, rest, stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "agentbox %s\n", VersionString())
 		return exitOK
