@@ -151,6 +151,8 @@ type tokenScan struct {
 
 	group int32 // the last candidate group
 
+	words [][2]int // seedStretch's buffer
+
 	pct, qp, esc []int // positions of %XX, =XX (or soft breaks), \xHH
 }
 
@@ -167,11 +169,11 @@ type tokenScan struct {
 // words of three to eight letters with nothing else between them is split into words and
 // checked; the rest of the text (85% of the words of BenchBody's prose) is not looked at word by
 // word.
-func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) ([]match, []candidate) {
+func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) tokenResult {
 	ts := tokenScan{s: s, text: text, out: out, decode: decode, wrapIdx: -1,
 		crypto: s.on[DetectorCryptoAddress] || s.on[DetectorCryptoPrivateKey], seed: s.on[DetectorSeedPhrase]}
 	if !ts.decode && !ts.crypto && !ts.seed {
-		return out, nil
+		return tokenResult{out: out}
 	}
 	longOn := ts.decode || ts.crypto
 	var prev, prevLow uint64 // the previous chunk's masks
@@ -273,7 +275,19 @@ func (s *Scanner) scanTokens(text []byte, lo, hi int, decode bool, out []match) 
 		ts.seedStretch(seedFrom, hi)
 	}
 	ts.flushPairs()
-	return ts.out, ts.cands
+	if decode {
+		ts.escapes(lo, hi)
+	}
+	return tokenResult{out: ts.out, cands: ts.cands, pct: ts.pct, qp: ts.qp, esc: ts.esc}
+}
+
+// tokenResult is what the token pass found in a part of a text: matches, candidates made of
+// tokens, and the positions of escapes (which escapeCandidates turns into candidates once the
+// parts are put together).
+type tokenResult struct {
+	out          []match
+	cands        []candidate
+	pct, qp, esc []int
 }
 
 // shl128 shifts the 128-bit value hi:lo left by k (1 ≤ k < 64).
@@ -286,13 +300,7 @@ func shl128(hi, lo uint64, k uint) (uint64, uint64) {
 // (bip39Maybe), separated as seedGap allows, go to seedPhrases.
 func (ts *tokenScan) seedStretch(a, b int) {
 	text := ts.text
-	var words [][2]int
-	flush := func() {
-		if len(words) >= 12 {
-			ts.out = ts.s.seedPhrases(text, words, ts.out)
-		}
-		words = words[:0]
-	}
+	words := ts.words[:0]
 	prevEnd := -1
 	for i := a; i < b; {
 		if byteClass[text[i]]&clsLower == 0 {
@@ -303,42 +311,49 @@ func (ts *tokenScan) seedStretch(a, b int) {
 		for j < b && byteClass[text[j]]&clsLower != 0 {
 			j++
 		}
-		switch {
-		case j-i < 3 || j-i > 8 || !bip39Maybe(text[i:j]):
-			flush()
-		default:
-			if prevEnd >= 0 && !seedGap(text[prevEnd:i]) {
-				flush()
+		maybe := j-i >= 3 && j-i <= 8 && bip39Maybe(text[i:j])
+		if !maybe || prevEnd >= 0 && !seedGap(text[prevEnd:i]) {
+			if len(words) >= 12 {
+				ts.out = ts.s.seedPhrases(text, words, ts.out)
 			}
+			words = words[:0]
+		}
+		if maybe {
 			words = append(words, [2]int{i, j})
 		}
 		prevEnd = j
 		i = j
 	}
-	flush()
+	if len(words) >= 12 {
+		ts.out = ts.s.seedPhrases(text, words, ts.out)
+	}
+	ts.words = words[:0]
 }
 
-// escapes records the positions of %XX, =XX (and soft line breaks) and \xHH.
-func (ts *tokenScan) escapes() {
+// escapes records the positions of %XX, =XX (and soft line breaks) and \xHH in text[lo:hi].
+func (ts *tokenScan) escapes(lo, hi int) {
 	text, n := ts.text, len(ts.text)
 	next := func(i int, c byte) int {
-		if k := bytes.IndexByte(text[i+1:], c); k >= 0 {
+		if i < lo {
+			i = lo - 1
+		}
+		if k := bytes.IndexByte(text[i+1:hi], c); k >= 0 {
 			return i + 1 + k
 		}
 		return -1
 	}
-	for i := bytes.IndexByte(text, '%'); i >= 0; i = next(i, '%') {
+	for i := next(lo-1, '%'); i >= 0; i = next(i, '%') {
 		if i+2 < n && isHex(text[i+1]) && isHex(text[i+2]) {
 			ts.pct = append(ts.pct, i)
 		}
 	}
-	for i := bytes.IndexByte(text, '='); i >= 0; i = next(i, '=') {
+	for i := next(lo-1, '='); i >= 0; i = next(i, '=') {
 		if i+2 < n && isUpperHex(text[i+1]) && isUpperHex(text[i+2]) || i+1 < n && text[i+1] == '\n' ||
 			i+2 < n && text[i+1] == '\r' && text[i+2] == '\n' {
 			ts.qp = append(ts.qp, i)
 		}
 	}
-	for i := bytes.IndexByte(text, '\\'); i >= 0; i = next(i, '\\') {
+	for i := next(lo-1, '\\'); i >= 0; i = next(i, '\\') {
 		if i+3 < n && text[i+1] == 'x' && isHex(text[i+2]) && isHex(text[i+3]) {
 			ts.esc = append(ts.esc, i)
 		}
@@ -386,18 +401,23 @@ func tokenMasks(b []byte, seed bool) (tok, low, gap uint64) {
 	return tok, low, gap
 }
 
-// escapeCandidates adds the percent-encoded, quoted-printable and \xHH candidates of text.
-func (s *Scanner) escapeCandidates(text []byte, cands []candidate) []candidate {
-	ts := tokenScan{s: s, text: text, cands: cands}
-	ts.escapes()
+// escapeCandidates puts the parts of a text's token pass together (in order) and adds the
+// percent-encoded, quoted-printable and \xHH candidates their escapes make.
+func (s *Scanner) escapeCandidates(text []byte, parts ...tokenResult) []candidate {
+	ts := tokenScan{s: s, text: text}
+	for _, p := range parts {
+		ts.cands = append(ts.cands, p.cands...)
+		ts.pct, ts.qp, ts.esc = append(ts.pct, p.pct...), append(ts.qp, p.qp...), append(ts.esc, p.esc...)
+	}
 	ts.regions()
 	return ts.cands
 }
 
-// tokenSplit returns where to split text in two for the token pass: a byte near the middle that
-// no token, run of words, hex pairs or wrapped lines goes through; 0 if there is none near.
+// tokenSplit returns where to split text in two for the token pass: a byte near 45% of it (the
+// goroutine that also runs the keyword automaton takes the smaller part) that no token, run of
+// words, hex pairs or wrapped lines goes through; 0 if there is none near.
 func tokenSplit(text []byte) int {
-	for i := len(text) / 2; i < len(text) && i < len(text)/2+64<<10; i++ {
+	for i := len(text) * 9 / 20; i < len(text) && i < len(text)*9/20+64<<10; i++ {
 		switch text[i] {
 		case '{', '}', '[', ']', '.', ';', '<', '>', '(', ')', '!', '?', '#', '&', '*', '|', '~', '$', '@':
 			return i

@@ -141,14 +141,14 @@ func (s *Scanner) scanText(text []byte, rs *reqState) ([]match, string) {
 // phrases, decoding candidates); for large texts they run concurrently. Then the candidates are
 // decoded and what they hold is scanned one layer deeper.
 func (s *Scanner) scanLayer(text []byte, rs *reqState, depth int) ([]match, string) {
-	var ms, other, tokA []match
+	var ms, other []match
 	var jwts, pems []int
-	var cands, candsA []candidate
+	var tokA, tokB tokenResult
 	decode := !s.cfg.Decode.Off && depth < s.cfg.Decode.MaxDepth
 	b1, b2 := newBudget(len(text)), newBudget(len(text)) // one per pass: they may run at once
 	concurrent := len(text) >= parallelMin && s.cfg.Concurrency > 1
-	// The token pass costs about as much as the two others together; when they run at once,
-	// each takes half of the text.
+	// The token pass costs about as much as the keyword pass; when the passes run at once, each
+	// goroutine takes a part of the text.
 	mid := 0
 	if concurrent {
 		mid = tokenSplit(text)
@@ -160,7 +160,8 @@ func (s *Scanner) scanLayer(text []byte, rs *reqState, depth int) ([]match, stri
 		if s.on[DetectorEmail] {
 			other = s.scanEmails(text, other)
 		}
-		other, cands = s.scanTokens(text, mid, len(text), decode, other)
+		tokB = s.scanTokens(text, mid, len(text), decode, other)
+		other = tokB.out
 	}
 	if concurrent {
 		done := make(chan struct{})
@@ -170,17 +171,17 @@ func (s *Scanner) scanLayer(text []byte, rs *reqState, depth int) ([]match, stri
 		}()
 		ms, jwts, pems = s.scanKeywords(text, nil, b1)
 		if mid > 0 {
-			tokA, candsA = s.scanTokens(text, 0, mid, decode, nil)
+			tokA = s.scanTokens(text, 0, mid, decode, nil)
 		}
 		<-done
-		ms = append(ms, tokA...)
-		cands = append(candsA, cands...)
+		ms = append(ms, tokA.out...)
 	} else {
 		ms, jwts, pems = s.scanKeywords(text, nil, b1)
 		pass2()
 	}
+	var cands []candidate
 	if decode {
-		cands = s.escapeCandidates(text, cands)
+		cands = s.escapeCandidates(text, tokA, tokB)
 	}
 	ms = append(ms, other...)
 	ms = s.scanJWTs(text, jwts, ms)
