@@ -25,6 +25,9 @@ type TenantConfig struct {
 	CPUSecondsPerHour float64 `json:"cpu_seconds_per_hour"`
 	// MaxStoredMB caps what its artifacts hold in the daemon's store.
 	MaxStoredMB int64 `json:"max_stored_mb"`
+	// EgressBytesPerDay caps what its sandboxes send out through the egress gateway per day (UTC),
+	// counted per node.
+	EgressBytesPerDay int64 `json:"egress_bytes_per_day"`
 	// The largest limits it may ask for, at most the daemon's.
 	MaxTimeout     Duration `json:"max_timeout"`
 	MaxRunMemoryMB int64    `json:"max_run_memory_mb"`
@@ -63,11 +66,20 @@ func (t Tenants) Tenant(name string) sandbox.TenantPolicy {
 	return p
 }
 
+// EgressBytesPerDay returns a tenant's daily egress budget: its own entry, else "*", else none.
+func (t Tenants) EgressBytesPerDay(name string) int64 {
+	c, ok := t[name]
+	if !ok {
+		c = t["*"]
+	}
+	return c.EgressBytesPerDay
+}
+
 // validate reports the first bound that cannot work.
 func (t Tenants) validate() error {
 	for name, c := range t {
 		switch {
-		case c.MaxSessions < 0 || c.MaxRuns < 0 || c.MaxMemoryMB < 0 || c.CPUSecondsPerHour < 0 || c.MaxStoredMB < 0 || c.MaxTimeout < 0 || c.MaxRunMemoryMB < 0 ||
+		case c.MaxSessions < 0 || c.MaxRuns < 0 || c.MaxMemoryMB < 0 || c.CPUSecondsPerHour < 0 || c.MaxStoredMB < 0 || c.EgressBytesPerDay < 0 || c.MaxTimeout < 0 || c.MaxRunMemoryMB < 0 ||
 			c.MaxFilesBytes < 0 || c.MaxOutputBytes < 0:
 			return fmt.Errorf("config: tenants.%s: quotas and limits must not be negative", name)
 		case c.DefaultEgressProfile != "" && len(c.EgressProfiles) > 0 && !contains(c.EgressProfiles, c.DefaultEgressProfile):

@@ -81,8 +81,8 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 			auditLog.Close()
 		}
 	}
-	end := &endSession{}
-	gw, err = newGateway(cfg, egressRecorder(auditLog, log), egress.NewDLPInspector(), end, log)
+	end, tb := &endSession{}, &tenantBudget{tenants: cfg.Tenants}
+	gw, err = newGateway(cfg, egressRecorder(auditLog, log), egress.NewDLPInspector(), end, tb, log)
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -146,6 +146,8 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		_ = m.EndSession(id, "ended by an egress alert: "+reason)
 	}
 	end.f.Store(&closeSession)
+	tenantOf := core.TenantOf
+	tb.of.Store(&tenantOf)
 	return m, nil
 }
 

@@ -63,8 +63,27 @@ func (e *endSession) call(id, reason string) {
 	}
 }
 
+// tenantBudget tells the gateway whose a session or run is and what its tenant may send a day.
+// The Manager is built after the gateway, so it is set once there is one.
+type tenantBudget struct {
+	of      atomic.Pointer[func(id string) (string, bool)]
+	tenants config.Tenants
+}
+
+func (b *tenantBudget) budget(session string) (string, int64) {
+	f := b.of.Load()
+	if f == nil {
+		return "", 0
+	}
+	tenant, ok := (*f)(session)
+	if !ok || tenant == "" {
+		return tenant, 0
+	}
+	return tenant, b.tenants.EgressBytesPerDay(tenant)
+}
+
 // newGateway builds the egress gateway, or nil when it is off.
-func newGateway(cfg config.Config, rec egress.Recorder, insp *egress.DLPInspector, end *endSession, log *slog.Logger) (*gateway, error) {
+func newGateway(cfg config.Config, rec egress.Recorder, insp *egress.DLPInspector, end *endSession, tb *tenantBudget, log *slog.Logger) (*gateway, error) {
 	if !cfg.EgressEnabled() {
 		log.Info("egress gateway off: sandboxes have no network")
 		return nil, nil
@@ -119,6 +138,7 @@ func newGateway(cfg config.Config, rec egress.Recorder, insp *egress.DLPInspecto
 		Recorder:      rec,
 		UpstreamRoots: roots,
 		EndSession:    end.call,
+		TenantBudget:  tb.budget,
 		Logger:        log,
 	})
 	if err != nil {

@@ -94,7 +94,9 @@ type Options struct {
 	EndSession func(session, reason string)
 	// DialTimeout bounds a connection to an origin. Default 10s.
 	DialTimeout time.Duration
-	Logger      *slog.Logger
+	// TenantBudget, when set, bounds the bytes each tenant's sandboxes send out per day.
+	TenantBudget TenantBudget
+	Logger       *slog.Logger
 }
 
 // Gateway is the egress proxy shared by every sandbox of the daemon.
@@ -107,6 +109,7 @@ type Gateway struct {
 	log      *slog.Logger
 	monitor  *monitor
 	sessions *sessions // subdomain budgets and volume, per session
+	days     tenantDays // bytes sent per tenant today (Options.TenantBudget)
 
 	mu         sync.Mutex
 	intents    map[string]intentState
@@ -534,6 +537,12 @@ func (g *Gateway) handleRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http
 				return stop("blocked", "blocked: "+reason)
 			}
 		}
+		if _, reason := g.tenantOver(sb.Session, head+max(req.ContentLength, 0)); reason != "" {
+			ev.Detectors = append(ev.Detectors, "volume")
+			if judge("block", reason) {
+				return stop("blocked", "blocked: "+reason)
+			}
+		}
 	}
 	// The SSRF guard resolves now and pins the addresses the dial will use.
 	explicit := p.portExplicit(t, intent)
@@ -553,6 +562,7 @@ func (g *Gateway) handleRequest(req *http.Request, ctx *goproxy.ProxyCtx) (*http
 	st := &reqState{sb: sb, profile: p, explicit: explicit, addrs: addrs, ev: ev, start: start, dest: dest}
 	if p.Mode != ModeDisabled {
 		g.sessions.addSent(sb.Session, dest, head)
+		g.countTenant(sb.Session, head)
 		if req.Body != nil && req.Body != http.NoBody {
 			req.Body = &countingBody{ReadCloser: req.Body, g: g, st: st, limit: int64(*p.Volume.MaxBytesPerDestination), enforce: enforce}
 		}
@@ -594,6 +604,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		total := b.g.sessions.addSent(b.st.sb.Session, b.st.dest, int64(n))
+		b.g.countTenant(b.st.sb.Session, int64(n))
 		if b.limit > 0 && total > b.limit && !b.st.overVolume.Swap(true) && b.enforce {
 			return 0, errVolume
 		}

@@ -61,6 +61,9 @@ type Manager struct {
 	onEnd func(SessionEnd)
 	// usage is what each tenant holds now (tenants.go); guarded by mu.
 	usage map[string]usage
+	// running maps the ids of one-shot runs in progress to their tenants (TenantOf); guarded by
+	// mu.
+	running map[string]string
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -118,6 +121,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		router:      opts.Router,
 		tenants:     opts.Tenants,
 		usage:       map[string]usage{},
+		running:     map[string]string{},
 		maxSessions: opts.MaxSessions,
 		idle:        opts.SessionIdle,
 		artifacts:   opts.Artifacts,

@@ -201,6 +201,14 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 	if err != nil {
 		return nil, err
 	}
+	m.mu.Lock()
+	m.running[r.ID] = c.Tenant
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.running, r.ID)
+		m.mu.Unlock()
+	}()
 	defer func() { done(executed(res, err)) }()
 	res, err = rt.Run(ctx, &r)
 	if auto := req.Tier == "" || req.Tier == TierAuto; auto {

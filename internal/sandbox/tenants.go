@@ -204,6 +204,18 @@ func (m *Manager) startRun(c Caller, memory int64) (func(ran time.Duration), err
 	}, nil
 }
 
+// TenantOf returns the tenant of a session or of a one-shot run in progress, by id: the egress
+// gateway counts what each tenant sends out with it.
+func (m *Manager) TenantOf(id string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.sessions[id]; ok {
+		return s.info.Tenant, true
+	}
+	t, ok := m.running[id]
+	return t, ok
+}
+
 // mayUse reports whether tenant may use tier: a session does not move to a tier its tenant may
 // not use.
 func (m *Manager) mayUse(tenant string, tier Tier) bool {
