@@ -33,6 +33,12 @@ func tenantDaemon(t *testing.T) (string, string) {
 // tenantDaemonWith is tenantDaemon with tenants' bounds.
 func tenantDaemonWith(t *testing.T, tenants config.Tenants) (string, string) {
 	t.Helper()
+	return tenantDaemonOf(t, tenants, false)
+}
+
+// tenantDaemonOf starts the tenant daemon, with the heavy tier when withHeavy.
+func tenantDaemonOf(t *testing.T, tenants config.Tenants, withHeavy bool) (string, string) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
 	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
@@ -40,7 +46,16 @@ func tenantDaemonWith(t *testing.T, tenants config.Tenants) (string, string) {
 	}
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
 	cfg.Tenants = tenants
-	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled = heavy.Off }))
+	if withHeavy {
+		l := heavy.LayoutFor(cfg.DataDir)
+		if _, err := os.Stat(l.Runsc(heavy.RunscVersion)); err != nil {
+			testenv.Skip(t, "no runsc at "+l.Runsc(heavy.RunscVersion)+": run `agentbox setup`")
+		}
+		stateDir, warm := t.TempDir(), 1
+		mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }))
+	} else {
+		mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled = heavy.Off }))
+	}
 	keys := filepath.Join(t.TempDir(), auth.KeysFile)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := daemon.NewManager(context.Background(), cfg, log)
@@ -252,4 +267,23 @@ func TestTenantQuotaLeavesOthersAlone(t *testing.T) {
 		t.Errorf("beta's p50 %v while acme is at its quota, against %v and %v without", loaded, base1, base2)
 	}
 	t.Logf("beta's p50: %v, %v alone; %v while acme is at its quota", base1, base2, loaded)
+}
+
+// An artifact (a figure drawn in heavy) belongs to the tenant whose run drew it: another tenant's
+// key gets not_found for its id, over HTTP with the real heavy tier.
+func TestTenantArtifactsAreIsolated(t *testing.T) {
+	url, keys := tenantDaemonOf(t, nil, true)
+	a, _ := tenantClient(t, url, keys, "acme", auth.ScopeRun, auth.ScopeSessions)
+	b, _ := tenantClient(t, url, keys, "beta", auth.ScopeRun, auth.ScopeSessions)
+	ctx := context.Background()
+	res, err := a.Run(ctx, api.RunRequest{Code: "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\n", Timeout: 60})
+	if err != nil || len(res.Artifacts) != 1 {
+		t.Fatalf("acme's figure: %+v %v", res, err)
+	}
+	id := res.Artifacts[0].ID
+	if body, _, err := a.Artifact(ctx, id); err != nil || len(body) == 0 {
+		t.Errorf("acme downloads its figure: %d bytes, %v", len(body), err)
+	}
+	_, _, err = b.Artifact(ctx, id)
+	wantCode(t, "beta downloads acme's figure", err, api.CodeNotFound)
 }
