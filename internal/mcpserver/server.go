@@ -3,7 +3,9 @@ package mcpserver
 import (
 	"context"
 	"log/slog"
+	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
@@ -46,6 +48,7 @@ func newServer(opts Options, acc access) (*mcp.Server, error) {
 		// logging capability (deprecated by 2026-07-28).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
+	srv.AddReceivingMiddleware(onlyDeclared)
 	s := &server{c: c, access: acc, log: opts.Logger, showInternal: opts.ShowInternalErrors}
 	if err := addTools(srv, s); err != nil {
 		return nil, err
@@ -62,4 +65,21 @@ func Serve(ctx context.Context, t mcp.Transport, b Backend, opts Options) error 
 		return err
 	}
 	return srv.Run(ctx, t)
+}
+
+// undeclared are the method families of capabilities the server does not declare. The SDK would
+// answer some of them (an empty prompts/list); a client must instead learn that they are not
+// there, as the spec asks of a server that does not declare the capability.
+var undeclared = []string{"prompts/", "resources/", "completion/", "logging/"}
+
+// onlyDeclared answers the methods of undeclared capabilities with "method not found".
+func onlyDeclared(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		for _, p := range undeclared {
+			if strings.HasPrefix(method, p) {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "agentbox serves tools only; " + method + " is not available"}
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
