@@ -159,6 +159,7 @@ func TestBenignTraffic(t *testing.T) {
 				t.Errorf("%s: %s/%s (%s) at %s %s, excerpt %q", name, f.Detector, f.Rule, f.Encoding, f.Where, f.Field, f.Excerpt)
 			} else {
 				logged++
+				t.Logf("%s: logged %s/%s at %s", name, f.Detector, f.Rule, f.Where)
 			}
 		}
 		if v.Action == ActionBlock || v.Action == ActionRedact || v.Unscanned != "" {
