@@ -334,6 +334,25 @@ func TestMCPInspector(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil || res.IsError || res.StructuredContent.Stdout != "3\n" {
 		t.Errorf("session_run over stdio: %v\n%s", err, out)
 	}
+
+	// stdio with no daemon: the binary starts an engine of its own (real nano; its audit log and
+	// artifacts in the test's directories).
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	b, _ := json.Marshal(map[string]any{"artifacts_dir": t.TempDir(), "audit": map[string]any{"dir": t.TempDir()},
+		"heavy": map[string]any{"enabled": "off"}})
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// (A script, because the Inspector takes --config for itself wherever it stands.)
+	script := filepath.Join(t.TempDir(), "agentbox-mcp-local")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexec "+bin+" mcp --local --config "+cfg+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out = inspector(t, tools, "--transport", "stdio", script,
+		"--method", "tools/call", "--tool-name", "run_code", "--tool-arg", "code=import sys; print(sys.platform)")
+	if err := json.Unmarshal(out, &res); err != nil || res.IsError || res.StructuredContent.Stdout != "wasi\n" || res.StructuredContent.Runtime != "nano" {
+		t.Errorf("run_code over stdio with a local engine: %v\n%s", err, out)
+	}
 }
 
 // The MCP front door over the real nano tier, with the official Go SDK's client at the newest
