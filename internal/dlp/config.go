@@ -147,12 +147,15 @@ type DecodeConfig struct {
 	// MaxDepth is the most layers one chain undoes (percent-encoding applied three times and
 	// then base64 is four). Default DefaultDecodeDepth (4).
 	MaxDepth int
-	// MaxBytes caps the bytes decoding may produce for one request: every layer of every
-	// candidate of every part, inflated gzip included. Base64, hex, percent-encoding and
-	// quoted-printable only shrink what they decode, so ordinary requests (a 10 MB body of
-	// base64 images decodes to 7.5 MB) stay well under it; compressed data and long chains are
-	// what reach it. A request that reaches it is treated like an oversize body
-	// (Config.Oversize; blocked by default). Default DefaultDecodeBytes (32 MiB).
+	// MaxBytes caps the text decoding may produce for one request, to be scanned again: every
+	// layer of every candidate of every part, inflated gzip included. Base64, hex,
+	// percent-encoding and quoted-printable only shrink what they decode, so ordinary requests
+	// stay well under it; compressed data and long chains of text are what reach it. A request
+	// that reaches it is treated like an oversize body (Config.Oversize; blocked by default).
+	// Decoding that gives no text (a UUID, a hash, a base64 image: 7.5 MB for a 10 MB body)
+	// is counted apart against the same figure; past it, the pieces of tokens ("/v1/keys/..."
+	// piece by piece) are no longer tried, and the request is not cut. Default
+	// DefaultDecodeBytes (32 MiB).
 	MaxBytes int64
 	// MinBase64 is the shortest run of base64 characters (padding not counted) that is decoded.
 	// Default 16 (12 bytes: a US SSN in base64 is 16 characters).

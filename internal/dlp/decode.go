@@ -65,8 +65,13 @@ const (
 
 // reqState is what one request's texts share: the decoding budget.
 type reqState struct {
-	decodeLeft int64
+	decodeLeft int64 // decoded text (and inflated bytes) still allowed
 	decodeCut  bool
+	// wasted is what decoding that gave no text has cost. Past Decode.MaxBytes of it, the
+	// pieces of tokens are no longer tried (the whole tokens still are): a body of ten
+	// megabytes of paths with capitals ("/Users/Alice/Documents/...") must not be cut for it,
+	// nor be decoded forty times over.
+	wasted int64
 }
 
 func (s *Scanner) newReqState() *reqState { return &reqState{decodeLeft: s.cfg.Decode.MaxBytes} }
@@ -129,6 +134,7 @@ type candidate struct {
 	kind       candKind
 	group      int32 // candidates of one token (longest first), or 0
 	url        bool  // base64 with '-' or '_': the URL-safe alphabet
+	spec       bool  // a piece or run of pieces of a token, tried in case
 }
 
 // tokenScan is the state of the token pass over one text.
@@ -500,6 +506,7 @@ func (ts *tokenScan) token(start, end int, m uint8) {
 	// shorter ones inside it are not tried (decodeAndScan).
 	first := len(ts.cands)
 	ts.classify(start, end, m, true)
+	whole := len(ts.cands)
 	if m&tkSeps != 0 && l <= maxSplitToken {
 		// A path or a prefixed value: each piece between '/' is a token of its own, and so is
 		// each run of pieces (base64 holds '/' too: "/v1/keys/aWQ9.../Pz4+/view"). Runs are
@@ -546,6 +553,9 @@ func (ts *tokenScan) token(start, end int, m uint8) {
 				a = b + 1
 			}
 		}
+	}
+	for i := whole; i < len(ts.cands); i++ {
+		ts.cands[i].spec = true
 	}
 	if g := ts.cands[first:]; len(g) > 1 {
 		ts.group++
@@ -980,13 +990,17 @@ func (s *Scanner) decodeAndScan(text []byte, cands []candidate, rs *reqState, de
 		if group != 0 && overlapsAny(taken, c.start, c.end) {
 			continue
 		}
+		if c.spec && rs.wasted >= s.cfg.Decode.MaxBytes {
+			continue
+		}
 		dec, enc, pos := decodeCandidate(text, c)
-		if len(dec) == 0 || !rs.charge(len(dec)) {
+		if len(dec) == 0 {
 			continue
 		}
 		if !textlike(dec) {
 			inf, zenc, ok := inflate(dec, rs.decodeLeft)
 			if !ok {
+				rs.wasted += int64(len(dec))
 				continue
 			}
 			if !rs.charge(len(inf)) {
@@ -996,6 +1010,8 @@ func (s *Scanner) decodeAndScan(text []byte, cands []candidate, rs *reqState, de
 			if !textlike(dec) {
 				continue
 			}
+		} else if !rs.charge(len(dec)) {
+			break
 		}
 		if bytes.Equal(dec, text[c.start:c.end]) {
 			continue // nothing was decoded

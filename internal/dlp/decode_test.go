@@ -427,3 +427,23 @@ func pngLike(rng *rand.Rand, n int) []byte {
 	}
 	return b
 }
+
+// TestDecodeWasted: decoding that gives no text does not cut a request (a large listing of paths
+// with capitals), and past the budget only the pieces of tokens stop being tried.
+func TestDecodeWasted(t *testing.T) {
+	var b strings.Builder
+	rng := rand.New(rand.NewPCG(11, 11))
+	for b.Len() < 400_000 {
+		fmt.Fprintf(&b, "/Users/Alice%d/Documents/Projects/Quarterly%dReport/Draft%d/Final\n", rng.IntN(1000), rng.IntN(100), rng.IntN(10))
+	}
+	plain, _ := decodeSecret()
+	body := b.String() + "token " + toB64(plain) + "\n"
+	s := newScanner(t, Config{Decode: DecodeConfig{MaxBytes: 64 << 10}})
+	v, err := s.ScanRequest(post(t, "https://files.example.com/index", "text/plain", []byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Unscanned != "" || v.Action != ActionBlock || len(v.Findings) != 1 || v.Findings[0].Encoding != "base64" {
+		t.Errorf("verdict %v %q, unscanned %q, findings %+v", v.Action, v.Reason, v.Unscanned, v.Findings)
+	}
+}

@@ -45,11 +45,12 @@
 // byte, the escapes that spell the match).
 //
 // Decoding is bounded per request by Config.Decode: MaxDepth layers in a chain (4 by default),
-// MaxBytes of decoded output over all texts and layers (32 MiB by default; base64, hex and the
-// escapes only shrink what they decode, so a 16 MiB body of base64 decodes to 12 MiB at the
-// first layer, and only text goes on to the next: compressed data and long chains of text are
-// what can reach the limit). A request that reaches it is treated like an oversize body. Off
-// turns decoding off.
+// and MaxBytes (32 MiB by default) of decoded text, over all texts and layers, to be scanned
+// again. Base64, hex and the escapes only shrink what they decode and only text goes on to the
+// next layer, so compressed data and long chains of text are what reach it; a request that does
+// is treated like an oversize body. Decoding that gives no text (UUIDs, hashes, a base64 image)
+// is counted apart against the same figure: past it the pieces of paths are no longer tried,
+// and the request is not cut. Off turns decoding off.
 //
 // A body larger than MaxBodyBytes (16 MiB by default, on the wire and decoded), or with a
 // Content-Encoding it does not decode (br, zstd), or corrupt, falls under Config.Oversize:
