@@ -80,7 +80,7 @@ type fixture struct {
 	keysFile string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	rt := runtimetest.NewFake(sandbox.Capabilities{Tier: "nano", Sessions: true, SessionFiles: true, Contained: true})
 	rt.Answer = answer(figure(t))
@@ -129,7 +129,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // connect returns an MCP client session of the official SDK over streamable HTTP with key, at the
 // protocol version given ("" for the newest).
-func connect(t *testing.T, url, key, version string) *mcp.ClientSession {
+func connect(t testing.TB, url, key, version string) *mcp.ClientSession {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "agentbox-test", Version: "1"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{
@@ -490,5 +490,21 @@ func TestMCPKeys(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil || resp.StatusCode != 401 || eb.Error.Code != api.CodeUnauthorized ||
 		!strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Errorf("a wrong key: %d %+v %v", resp.StatusCode, eb, err)
+	}
+}
+
+// BenchmarkMCPRunCode is one run_code call over streamable HTTP with the SDK's client, against a
+// fake tier: what the MCP front door costs per call (auth, the SDK's session per request, schema
+// checks, content), without the run.
+func BenchmarkMCPRunCode(b *testing.B) {
+	f := newFixture(b)
+	cs := connect(b, f.url, adminKey, "")
+	args := map[string]any{"code": "print(1)"}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "run_code", Arguments: args})
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
 	}
 }
