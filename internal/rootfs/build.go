@@ -33,6 +33,8 @@ type BuildOptions struct {
 	Debootstrap func(ctx context.Context, args []string, log io.Writer) error
 	// Erofs writes a root file system as an EROFS image; tests replace it. Default MakeErofs.
 	Erofs func(ctx context.Context, rootfs, file string, log io.Writer) error
+	// NPM installs npm packages into dir (dir/node_modules); tests replace it. Default npmInstall.
+	NPM func(ctx context.Context, dir string, pkgs []string, log io.Writer) error
 }
 
 // Build makes the image of recipe r, or refreshes the agent of an existing build of the same
@@ -100,6 +102,16 @@ func (s Store) Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, b
 	if err := prepareRootfs(ctx, rootfs); err != nil {
 		return Image{}, false, fmt.Errorf("image %s: %w", r.Name, err)
 	}
+	if len(r.NPM) > 0 {
+		fmt.Fprintf(opts.Out, "image %s: npm install %s\n", r.Name, strings.Join(r.NPM, " "))
+		run := opts.NPM
+		if run == nil {
+			run = npmInstall
+		}
+		if err := installNPM(ctx, rootfs, tmp, r.NPM, run, logf); err != nil {
+			return Image{}, false, fmt.Errorf("image %s: %w (log: %s)", r.Name, err, tail(logf.Name(), 3))
+		}
+	}
 	m := Manifest{
 		Name:        r.Name,
 		Hash:        hash,
@@ -107,6 +119,7 @@ func (s Store) Build(ctx context.Context, r Recipe, opts BuildOptions) (Image, b
 		Suite:       r.Suite,
 		Mirror:      opts.Mirror,
 		Recipe:      r.Packages,
+		NPMRecipe:   r.NPM,
 		Built:       time.Now().UTC().Truncate(time.Second),
 	}
 	if err := fillManifest(&m, rootfs); err != nil {

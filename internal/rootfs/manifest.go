@@ -15,13 +15,15 @@ import (
 // package database and the Python distributions' metadata), so it says what is there, not what
 // the recipe asked for.
 type Manifest struct {
-	Name        string    `json:"name"`
-	Hash        string    `json:"hash"`
-	Description string    `json:"description,omitempty"`
-	Suite       string    `json:"suite"`
-	Mirror      string    `json:"mirror"`
-	Recipe      []string  `json:"recipe"`
-	Built       time.Time `json:"built"`
+	Name        string   `json:"name"`
+	Hash        string   `json:"hash"`
+	Description string   `json:"description,omitempty"`
+	Suite       string   `json:"suite"`
+	Mirror      string   `json:"mirror"`
+	Recipe      []string `json:"recipe"`
+	// NPMRecipe are the recipe's npm packages (name@version), installed under NPMDir.
+	NPMRecipe []string  `json:"npm_recipe,omitempty"`
+	Built     time.Time `json:"built"`
 	// BuildTime is how long debootstrap and the image steps took.
 	BuildTime time.Duration `json:"build_time"`
 	// SizeBytes is the root file system's size on disk.

