@@ -69,6 +69,8 @@ type agent struct {
 	reaper   *reaper
 
 	egress egress
+
+	children map[uint64]*child // OpSpawn's processes by request ID
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either
@@ -178,6 +180,14 @@ func (a *agent) dispatch(f *proto.Frame) error {
 		return a.send(&proto.Frame{Op: proto.OpStats, ID: f.ID, Stats: a.stats()})
 	case proto.OpEgress:
 		return a.answer(f.ID, a.enableEgress(f.CA, f.Port))
+	case proto.OpSpawn:
+		return a.spawn(f.ID, f.Spawn)
+	case proto.OpStdin:
+		a.childStdin(f.ID, f.Data, f.Close)
+		return nil
+	case proto.OpKill:
+		a.killChild(f.ID)
+		return nil
 	case proto.OpConnOpen, proto.OpConnData, proto.OpConnAck, proto.OpConnClose:
 		return a.handleTunnel(f)
 	}

@@ -85,6 +85,15 @@ const (
 	// to the sandbox's trust store and listens on 127.0.0.1:Port, carrying each connection to
 	// the daemon as a tunnel stream. Answer: OpOK or OpError.
 	OpEgress Op = "egress"
+	// OpSpawn starts a long-lived child process (Spawn: its command line) with piped stdio, as
+	// the sandbox's user in the work directory: a hosted MCP server speaking over its stdin and
+	// stdout. The answers carry the request's ID: OpOutput frames with what it writes on stdout
+	// and stderr, then one OpExit when it has ended (or one OpError if it could not start).
+	// OpStdin frames with the same ID feed its stdin (Close: close it), OpKill ends it. A guest
+	// older than these ops treats them as unknown and ends its sandbox.
+	OpSpawn Op = "spawn"
+	OpStdin Op = "stdin"
+	OpKill  Op = "kill"
 )
 
 // Tunnel streams (both directions; ID 0, Conn names the stream). See package tunnel.
@@ -107,6 +116,9 @@ const (
 	OpFile   Op = "file"
 	OpFiles  Op = "files"
 	OpError  Op = "error"
+	// OpExit ends an OpSpawn: the child has exited (ExitCode; -1 for a signal) and everything it
+	// wrote has been sent.
+	OpExit Op = "exit"
 )
 
 // Stream names.
@@ -153,8 +165,24 @@ type Frame struct {
 	Conn uint64 `json:"conn,omitempty"`
 	Ack  int64  `json:"ack,omitempty"`
 
+	// OpSpawn; OpStdin's Close; OpExit's ExitCode and Status.
+	Spawn    *SpawnRequest `json:"spawn,omitempty"`
+	Close    bool          `json:"close,omitempty"`
+	ExitCode int           `json:"exit_code,omitempty"`
+	Status   string        `json:"status,omitempty"`
+
 	// OpError.
 	Error *Error `json:"error,omitempty"`
+}
+
+// SpawnRequest is a child process to start (OpSpawn).
+type SpawnRequest struct {
+	// Argv is the command line; Argv[0] is looked up on PATH.
+	Argv []string `json:"argv"`
+	// Env is laid over the sandbox's base environment.
+	Env map[string]string `json:"env,omitempty"`
+	// StderrBytes caps what is sent of its stderr (the rest is dropped); stdout is never capped.
+	StderrBytes int64 `json:"stderr_bytes,omitempty"`
 }
 
 // RunRequest is one cell to run.

@@ -1,0 +1,50 @@
+package heavy
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/testenv"
+)
+
+// TestSpawnStdio runs the MCP reference server in the node-mcp image and talks JSON-RPC to it over
+// the guest channel; then kills it and sees the typed end.
+func TestSpawnStdio(t *testing.T) {
+	l := testLayout(t)
+	if _, err := l.Images().Get("node-mcp"); err != nil {
+		testenv.Skip(t, "no node-mcp image: agentbox image build node-mcp ("+err.Error()+")")
+	}
+	rt := newTestRuntime(t, Options{Warm: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := rt.Spawn(ctx, SpawnOptions{Image: "node-mcp", Argv: []string{"mcp-server-everything"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n"
+	if _, err := p.Write([]byte(init)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(p).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%v (stderr: %s)", err, p.Stderr())
+	}
+	if !strings.Contains(line, `"serverInfo"`) {
+		t.Fatalf("answer: %s", line)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after kill")
+	}
+	if p.Err() == nil || !strings.Contains(p.Err().Error(), "exited") {
+		t.Fatalf("err = %v", p.Err())
+	}
+}
