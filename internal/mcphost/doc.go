@@ -1,0 +1,30 @@
+// Package mcphost runs third-party MCP servers for agentbox, each in a heavy (gVisor) sandbox of
+// its own, and governs every call to them.
+//
+// A server is registered by name (`agentbox mcp add NAME --image IMAGE [--profile P] -- CMD...`,
+// stored in DATA_DIR/mcp/servers.json). Its process is started on first use (heavy.Runtime.Spawn:
+// a sandbox of the image, the command's stdio carried over the guest channel), kept warm,
+// started again after it ended (a crash), and stopped after Options.Idle without calls. Its
+// network is the egress gateway's with its profile; without one it has none (--network=none and
+// no tunnel).
+//
+// Every call (Manager.Call) passes, in order:
+//   - pinning: the server's first tools/list is recorded in DATA_DIR/mcp/pins/NAME.json, each
+//     tool's definition (name, title, description, schemas, annotations) hashed and the whole
+//     bound to the image's hash. A later list that differs (a "rug pull", or a new image) makes
+//     every call of the server refused until `agentbox mcp approve NAME` pins the new list; each
+//     pin and approval is an audit record;
+//   - the allow and deny lists of the server's configuration (a denied tool gets a readable
+//     refusal);
+//   - DLP of the arguments (internal/dlp, the default actions: a card number or a key blocks the
+//     call before the server sees it, an IBAN is redacted);
+//   - DLP of the result: everything found is redacted (an AWS key read from a file comes back as
+//     [REDACTED:secret...]);
+//   - prompt-injection scanning (internal/promptscan) of the tool descriptions when pinned and of
+//     the result text: flagged in the audit record;
+//   - an audit record (DATA_DIR/mcp/audit.jsonl): server, tool, SHA-256 of the arguments and of
+//     the result, excerpts of both with every finding redacted, decision, reason, duration.
+//
+// Handler serves one server at /mcp/servers/NAME as an MCP server of its own (streamable HTTP,
+// stateless) whose tools are the hosted server's, each call governed as above.
+package mcphost

@@ -1,0 +1,56 @@
+package mcphost
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
+)
+
+// Handler serves the hosted servers at PREFIX/NAME (the daemon mounts it at /mcp/servers/): each
+// one as an MCP server of its own over streamable HTTP, stateless, whose tools are the hosted
+// server's tools under their own names, every call governed by Call. Only tools are carried
+// today (not the server's resources and prompts). Authentication is the mounting side's.
+func (m *Manager) Handler(prefix string) http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, prefix), "/")
+		return m.serverFor(r.Context(), name)
+	}, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+}
+
+// serverFor builds the MCP server a request to /mcp/servers/NAME talks to. A server that cannot
+// be started, or whose definitions are refused, lists no tools, and tools/call returns why.
+func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox/" + name, Version: "1"}, nil)
+	if _, ok := m.Get(name); !ok {
+		return nil // 400 from the SDK
+	}
+	h, _, err := m.hostOf(ctx, name)
+	if err != nil {
+		return srv
+	}
+	h.mu.Lock()
+	tools := h.tools
+	h.mu.Unlock()
+	for _, t := range tools {
+		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			res, err := m.Call(ctx, name, req.Params.Name, req.Params.Arguments)
+			if err != nil {
+				return ErrorResult(err), nil
+			}
+			return res, nil
+		})
+	}
+	return srv
+}
+
+// ErrorResult is a tool error carrying the API's error body (code, message, hint).
+func ErrorResult(err error) *mcp.CallToolResult {
+	_, body := apiwire.ErrorResponse(err)
+	b, _ := json.Marshal(body)
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}
+}

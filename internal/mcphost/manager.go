@@ -1,0 +1,500 @@
+package mcphost
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox-dev/agentbox/internal/dlp"
+	"github.com/agentbox-dev/agentbox/internal/promptscan"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Process is a running hosted server: its stdout to read, its stdin to write.
+type Process interface {
+	io.Reader
+	io.Writer
+	Done() <-chan struct{}
+	Err() error
+	Close() error
+}
+
+// SpawnFunc starts a server's process in a sandbox of its own and returns it with the hash of
+// the image it runs. The daemon's wraps heavy.Runtime.Spawn.
+type SpawnFunc func(ctx context.Context, s Server) (Process, string, error)
+
+// Options configure a Manager.
+type Options struct {
+	// Dir holds servers.json, pins/ and audit.jsonl (DATA_DIR/mcp). Required.
+	Dir string
+	// Spawn starts servers. Required to call them (listing and registering work without).
+	Spawn SpawnFunc
+	// Idle is how long a server is kept warm without calls. Default 10m.
+	Idle time.Duration
+	// Audit receives every record besides the file; optional.
+	Audit func(Record)
+}
+
+// Manager keeps the registered servers and their running processes.
+type Manager struct {
+	opts    Options
+	args    *dlp.Scanner // arguments: the default actions (block cards and keys)
+	results *dlp.Scanner // results and excerpts: everything redacted
+	audit   fileAudit
+
+	mu      sync.Mutex
+	servers map[string]Server
+	hosts   map[string]*host
+	closed  bool
+	stop    chan struct{}
+}
+
+// host is a server's running process and client session.
+type host struct {
+	mu       sync.Mutex // held while starting
+	proc     Process
+	session  *mcp.ClientSession
+	tools    []*mcp.Tool
+	pin      Pin
+	refused  []string // what changed from the recorded pin; non-empty: calls are refused
+	lastUsed time.Time
+	imageHash string
+}
+
+// Open loads the registry under opts.Dir.
+func Open(opts Options) (*Manager, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("mcphost: no directory")
+	}
+	if opts.Idle <= 0 {
+		opts.Idle = 10 * time.Minute
+	}
+	args, err := dlp.New(dlp.Config{})
+	if err != nil {
+		return nil, err
+	}
+	red := dlp.Config{Actions: map[string]dlp.Action{}, Oversize: dlp.OversizeScanPrefix}
+	for det := range dlp.DefaultActions() {
+		red.Actions[det] = dlp.ActionRedact
+	}
+	results, err := dlp.New(red)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts, args: args, results: results, servers: map[string]Server{}, hosts: map[string]*host{}, stop: make(chan struct{})}
+	m.audit.path = filepath.Join(opts.Dir, "audit.jsonl")
+	if err := m.load(); err != nil {
+		return nil, err
+	}
+	go m.reapIdle()
+	return m, nil
+}
+
+// AuditFile is where the gateway's records are.
+func (m *Manager) AuditFile() string { return m.audit.path }
+
+func (m *Manager) record(r Record) {
+	r.Time = time.Now().UTC()
+	m.audit.write(r)
+	if m.opts.Audit != nil {
+		m.opts.Audit(r)
+	}
+}
+
+// Add registers a server.
+func (m *Manager) Add(s Server) error {
+	if err := s.Validate(); err != nil {
+		return sandbox.Errorf(sandbox.KindInvalidRequest, "%v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.servers[s.Name]; ok {
+		return sandbox.Errorf(sandbox.KindConflict, "a hosted MCP server named %q exists", s.Name).WithHint("remove it first: agentbox mcp remove %s", s.Name)
+	}
+	if s.Added.IsZero() {
+		s.Added = time.Now().UTC().Truncate(time.Second)
+	}
+	m.servers[s.Name] = s
+	return m.save()
+}
+
+// Remove unregisters a server and stops it. Its pin is kept (a server added again under the
+// name is held to it).
+func (m *Manager) Remove(name string) error {
+	m.mu.Lock()
+	if _, ok := m.servers[name]; !ok {
+		m.mu.Unlock()
+		return notFound(name)
+	}
+	delete(m.servers, name)
+	h := m.hosts[name]
+	delete(m.hosts, name)
+	err := m.save()
+	m.mu.Unlock()
+	if h != nil {
+		h.stop()
+	}
+	return err
+}
+
+// List returns the registered servers by name.
+func (m *Manager) List() []Server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Server, 0, len(m.servers))
+	for _, s := range m.servers {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Get returns one server.
+func (m *Manager) Get(name string) (Server, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.servers[name]
+	return s, ok
+}
+
+// Running says whether a server's process is up.
+func (m *Manager) Running(name string) bool {
+	m.mu.Lock()
+	h := m.hosts[name]
+	m.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.proc != nil && h.proc.Err() == nil
+}
+
+func notFound(name string) error {
+	return sandbox.Errorf(sandbox.KindNotFound, "no hosted MCP server is named %q", name).WithHint("list them: agentbox mcp list")
+}
+
+// Close stops every server.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	close(m.stop)
+	hosts := m.hosts
+	m.hosts = map[string]*host{}
+	m.mu.Unlock()
+	for _, h := range hosts {
+		h.stop()
+	}
+	return nil
+}
+
+func (h *host) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopLocked()
+}
+
+func (h *host) stopLocked() {
+	if h.session != nil {
+		_ = h.session.Close()
+		h.session = nil
+	}
+	if h.proc != nil {
+		_ = h.proc.Close()
+		h.proc = nil
+	}
+}
+
+func (m *Manager) reapIdle() {
+	tick := time.NewTicker(m.opts.Idle / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+		}
+		m.mu.Lock()
+		hosts := make([]*host, 0, len(m.hosts))
+		for _, h := range m.hosts {
+			hosts = append(hosts, h)
+		}
+		m.mu.Unlock()
+		for _, h := range hosts {
+			h.mu.Lock()
+			if h.proc != nil && time.Since(h.lastUsed) > m.opts.Idle {
+				h.stopLocked()
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+// hostOf returns a server's host, its process started (or started again) and its tools listed
+// and checked against the pin.
+func (m *Manager) hostOf(ctx context.Context, name string) (*host, Server, error) {
+	m.mu.Lock()
+	s, ok := m.servers[name]
+	if !ok {
+		m.mu.Unlock()
+		return nil, s, notFound(name)
+	}
+	h := m.hosts[name]
+	if h == nil {
+		h = &host{}
+		m.hosts[name] = h
+	}
+	m.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastUsed = time.Now()
+	if h.proc != nil && h.proc.Err() == nil && h.session != nil {
+		return h, s, nil
+	}
+	h.stopLocked()
+	if err := m.start(ctx, s, h); err != nil {
+		return nil, s, err
+	}
+	return h, s, nil
+}
+
+// start starts the server's process, connects, lists its tools and checks them against the pin
+// (recording the first). h.mu held.
+func (m *Manager) start(ctx context.Context, s Server, h *host) error {
+	if m.opts.Spawn == nil {
+		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP servers need the heavy (gVisor) runtime, which this daemon does not run")
+	}
+	proc, imageHash, err := m.opts.Spawn(ctx, s)
+	if err != nil {
+		return err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(proc), Writer: writeCloser{proc}}, nil)
+	if err != nil {
+		_ = proc.Close()
+		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s did not initialize: %v", s.Name, err)
+	}
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			_ = cs.Close()
+			_ = proc.Close()
+			return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s: tools/list: %v", s.Name, err)
+		}
+		tools = append(tools, t)
+	}
+	h.proc, h.session, h.tools, h.imageHash = proc, cs, tools, imageHash
+	cur := pinOf(s.Name, imageHash, tools)
+	old, ok, err := m.readPin(s.Name)
+	if err != nil {
+		return err
+	}
+	h.refused = nil
+	switch {
+	case !ok:
+		cur.Pinned = time.Now().UTC().Truncate(time.Second)
+		if err := writeJSON(m.pinFile(s.Name), cur); err != nil {
+			return err
+		}
+		h.pin = cur
+		m.record(Record{Kind: "mcp.pin", Server: s.Name, Decision: "allow", PinHash: cur.Hash, Flagged: flaggedList(cur), Reason: fmt.Sprintf("first tools/list pinned: %d tools, image %s", len(tools), short(imageHash))})
+	case old.Hash != cur.Hash:
+		h.pin = old
+		h.refused = cur.diff(old)
+		m.record(Record{Kind: "mcp.refused", Server: s.Name, Decision: "refuse", PinHash: cur.Hash, Changes: h.refused, Flagged: flaggedList(cur),
+			Reason: "tool definitions differ from the pinned ones"})
+	default:
+		h.pin = old
+	}
+	return nil
+}
+
+func flaggedList(p Pin) []string {
+	var out []string
+	for t, rules := range p.Flagged {
+		out = append(out, t+": "+strings.Join(rules, ","))
+	}
+	sort.Strings(out)
+	return out
+}
+
+type writeCloser struct{ io.Writer }
+
+func (writeCloser) Close() error { return nil }
+
+// Approve pins the server's current tool definitions (after a change was refused), as a person
+// decided; the approval is an audit record.
+func (m *Manager) Approve(ctx context.Context, name string) (Pin, error) {
+	h, s, err := m.hostOf(ctx, name)
+	if err != nil {
+		return Pin{}, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cur := pinOf(s.Name, h.imageHash, h.tools)
+	cur.Pinned, cur.Approved = time.Now().UTC().Truncate(time.Second), true
+	changes := cur.diff(h.pin)
+	if err := writeJSON(m.pinFile(name), cur); err != nil {
+		return Pin{}, err
+	}
+	h.pin, h.refused = cur, nil
+	m.record(Record{Kind: "mcp.approve", Server: name, Decision: "allow", PinHash: cur.Hash, Changes: changes, Flagged: flaggedList(cur),
+		Reason: fmt.Sprintf("tool definitions approved: %d tools", len(h.tools))})
+	return cur, nil
+}
+
+// Tools returns the server's tools, refusing while their definitions differ from the pin.
+func (m *Manager) Tools(ctx context.Context, name string) ([]*mcp.Tool, error) {
+	h, _, err := m.hostOf(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.refused) > 0 {
+		return nil, refusedErr(name, h.refused)
+	}
+	return h.tools, nil
+}
+
+func refusedErr(name string, changes []string) error {
+	return sandbox.Errorf(sandbox.KindForbidden, "hosted MCP server %s: its tool definitions changed since they were pinned (%s); calls are refused until a person approves them", name, strings.Join(changes, "; ")).
+		WithHint("review the server's tools, then: agentbox mcp approve %s", name)
+}
+
+// Call calls a tool of a hosted server, governed (package doc). A refusal is an error result
+// (IsError) the model can read; err is for a failure of the gateway or of the server's sandbox.
+func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	start := time.Now()
+	rec := Record{Kind: "mcp.call", Server: name, Tool: tool}
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	rec.ArgsSHA256 = digest(args)
+	red, _ := m.results.RedactText("arguments", args)
+	rec.ArgsExcerpt = excerpt(red, 512)
+	done := func(decision, reason string) {
+		rec.Decision, rec.Reason = decision, reason
+		rec.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+		m.record(rec)
+	}
+	refuse := func(decision, reason string) (*mcp.CallToolResult, error) {
+		done(decision, reason)
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: reason}}}, nil
+	}
+	h, s, err := m.hostOf(ctx, name)
+	if err != nil {
+		done("error", err.Error())
+		return nil, err
+	}
+	h.mu.Lock()
+	refused, cs, known := h.refused, h.session, slices.ContainsFunc(h.tools, func(t *mcp.Tool) bool { return t.Name == tool })
+	h.lastUsed = time.Now()
+	h.mu.Unlock()
+	if len(refused) > 0 {
+		err := refusedErr(name, refused)
+		done("refuse", err.Error())
+		return nil, err
+	}
+	if !known {
+		return refuse("deny", fmt.Sprintf("hosted MCP server %s has no tool %q", name, tool))
+	}
+	if (len(s.Allow) > 0 && !slices.Contains(s.Allow, tool)) || slices.Contains(s.Deny, tool) {
+		return refuse("deny", fmt.Sprintf("denied: the tool %q of hosted MCP server %s is not allowed by its policy", tool, name))
+	}
+	v, redacted := m.args.ScanContent("arguments", "application/json", args)
+	rec.Findings = append(rec.Findings, findings(v, "arguments")...)
+	switch v.Action {
+	case dlp.ActionBlock:
+		return refuse("block", "blocked before reaching the server: "+strings.TrimPrefix(v.Reason, "blocked: "))
+	case dlp.ActionRedact:
+		if redacted != nil {
+			args = redacted
+		}
+	}
+	var params any = args
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: params})
+	if err != nil {
+		h.mu.Lock()
+		dead := h.proc != nil && h.proc.Err() != nil
+		var why error
+		if dead {
+			why = h.proc.Err()
+			h.stopLocked() // the next call starts it again
+		}
+		h.mu.Unlock()
+		if dead || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+			e := sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s ended during the call (%v); it is started again on the next call", name, firstErr(why, err))
+			done("error", e.Error())
+			return nil, e
+		}
+		done("error", err.Error())
+		return nil, err
+	}
+	out, _ := json.Marshal(res)
+	rec.ResultSHA256 = digest(out)
+	rv, rred := m.results.ScanContent("result", "application/json", out)
+	rec.Findings = append(rec.Findings, findings(rv, "result")...)
+	decision := "allow"
+	if v.Action == dlp.ActionRedact {
+		decision = "redact"
+	}
+	if rv.Action == dlp.ActionRedact && rred != nil {
+		var r2 mcp.CallToolResult
+		if err := json.Unmarshal(rred, &r2); err == nil {
+			res, out, decision = &r2, rred, "redact"
+		}
+	} else if rv.Action == dlp.ActionBlock {
+		return refuse("block", "the result was withheld: "+rv.Reason)
+	}
+	rec.ResultExcerpt = excerpt(out, 512)
+	if pr := promptscan.ScanText(resultText(res)); pr.Flagged() {
+		rec.Flagged = pr.Rules()
+	}
+	done(decision, rv.Reason)
+	return res, nil
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func findings(v dlp.Verdict, where string) []string {
+	var out []string
+	for _, f := range v.Findings {
+		d := f.Detector
+		if f.Rule != "" {
+			d += ":" + f.Rule
+		}
+		out = append(out, d+"@"+where+" "+f.Field+" ("+string(f.Action)+")")
+	}
+	return out
+}
+
+func resultText(r *mcp.CallToolResult) []byte {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+			b.WriteByte('\n')
+		}
+	}
+	return []byte(b.String())
+}
