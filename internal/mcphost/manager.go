@@ -61,13 +61,13 @@ type Manager struct {
 
 // host is a server's running process and client session.
 type host struct {
-	mu       sync.Mutex // held while starting
-	proc     Process
-	session  *mcp.ClientSession
-	tools    []*mcp.Tool
-	pin      Pin
-	refused  []string // what changed from the recorded pin; non-empty: calls are refused
-	lastUsed time.Time
+	mu        sync.Mutex // held while starting
+	proc      Process
+	session   *mcp.ClientSession
+	tools     []*mcp.Tool
+	pin       Pin
+	refused   []string // what changed from the recorded pin; non-empty: calls are refused
+	lastUsed  time.Time
 	imageHash string
 }
 

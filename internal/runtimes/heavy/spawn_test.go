@@ -48,3 +48,28 @@ func TestSpawnStdio(t *testing.T) {
 		t.Fatalf("err = %v", p.Err())
 	}
 }
+
+// TestSpawnNoNetwork: a spawned process with no egress profile reaches nothing.
+func TestSpawnNoNetwork(t *testing.T) {
+	l := testLayout(t)
+	if _, err := l.Images().Get("node-mcp"); err != nil {
+		testenv.Skip(t, "no node-mcp image: agentbox image build node-mcp ("+err.Error()+")")
+	}
+	rt := newTestRuntime(t, Options{Warm: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := rt.Spawn(ctx, SpawnOptions{Image: "node-mcp", Argv: []string{"node", "-e",
+		`fetch("http://1.1.1.1/").then(() => console.log("REACHED"), e => console.log("FAILED " + (e.cause && e.cause.code)))`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	line, err := bufio.NewReader(p).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%v (stderr: %s)", err, p.Stderr())
+	}
+	if !strings.HasPrefix(line, "FAILED") {
+		t.Fatalf("a process with no egress profile reached the network: %q", line)
+	}
+	t.Logf("%s", strings.TrimSpace(line))
+}
