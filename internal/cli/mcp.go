@@ -120,8 +120,12 @@ func mcpExit(opts MCPOptions, err error) int {
 }
 
 func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "add" || args[0] == "list" || args[0] == "remove" || args[0] == "approve") {
+		return mcpHostCmd(ctx, args[0], args[1:], stdout, stderr)
+	}
 	opts := MCPOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr}
 	fs := newFlagSet("mcp", `Usage: agentbox mcp [flags]
+       agentbox mcp add|list|remove|approve ... (hosted MCP servers: agentbox mcp add -h)
 
 Serves agentbox's tools to an MCP client (Claude Desktop, an IDE, an agent) over stdio: run code,
 sessions, their files, images, egress intents and the audit log. Start it from the client's
