@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 scripts/host-deps.sh npm ca-certificates gcc libc6-dev
 scripts/build.sh
 bin/agentbox setup
+# The hosted MCP servers' tests run the node-mcp image (Node 22 and the reference MCP servers from
+# npm); setup does not build it for everyone, the tests need it. Cached by its recipe's hash.
+bin/agentbox image build node-mcp
 if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then
 	export AGENTBOX_REQUIRE_PRIVILEGED=1
 fi
