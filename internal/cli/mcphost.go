@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agentbox-dev/agentbox/internal/daemon"
 	"github.com/agentbox-dev/agentbox/internal/mcphost"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 )
@@ -64,7 +65,7 @@ Example:
 			return exitFailure
 		}
 		defer rt.Close()
-		opts.Spawn = mcphost.HeavySpawn(rt)
+		opts.Spawn = daemon.HostedSpawn(rt)
 	}
 	m, err := mcphost.Open(opts)
 	if err != nil {

@@ -79,7 +79,13 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	defer m.Close()
+	hosted, err := daemon.OpenHostedMCP(cfg, m)
+	if err != nil {
+		return fmt.Errorf("hosted MCP servers: %w", err)
+	}
+	defer hosted.Close()
 	doors, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{
+		HostedMCP:       hosted,
 		APIKey:          cfg.APIKey,
 		KeysFile:        cfg.KeysPath(),
 		MaxBodyBytes:    cfg.MaxBodyBytes,

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/httpapi"
+	"github.com/agentbox-dev/agentbox/internal/mcphost"
 	"github.com/agentbox-dev/agentbox/internal/mcpserver"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -28,6 +31,7 @@ import (
 //	/v1/      the HTTP API (internal/httpapi, api/openapi.yaml); GET /v1/health needs no key
 //	/metrics  Prometheus, served by the HTTP API behind its key (it is in the contract)
 //	/mcp      the MCP front door (internal/mcpserver): streamable HTTP, stateless, the same keys
+//	/mcp/servers/NAME  a hosted MCP server (internal/mcphost), governed; the same keys, scope run
 //	/ui/      the web console: to be mounted here, embedded assets and its own API calls
 //	anything else: the HTTP API's typed 404, as before there was more than one front door
 
@@ -47,6 +51,9 @@ type FrontDoorOptions struct {
 	// Logger receives one line per request, every internal error and the shutdown's progress.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// HostedMCP, when set, serves the hosted MCP servers at /mcp/servers/NAME (OpenHostedMCP).
+	// The caller closes it after Serve has returned.
+	HostedMCP *mcphost.Manager
 	// ShutdownTimeout is how long Serve waits for running requests once its context is done
 	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
 	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
@@ -106,17 +113,31 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 			return nil, err
 		}
 	}
-	return newFrontDoors(mountAll(api, mcp), opts), nil
+	var more []mount
+	if opts.HostedMCP != nil {
+		hosted := auth.NewBearerFor(keys).Require(opts.HostedMCP.Handler("/mcp/servers/"), failJSON, auth.ScopeRun)
+		more = append(more, mount{path: "/mcp/servers/", h: hosted})
+	}
+	return newFrontDoors(mountAll(api, mcp, more...), opts), nil
 }
 
-// mountAll mounts every front door at its paths (see the table at the top of this file).
-func mountAll(api, mcp http.Handler) http.Handler {
-	return route([]mount{
+// failJSON answers a refused request with the API's error body.
+func failJSON(w http.ResponseWriter, _ *http.Request, err error) {
+	status, body := apiwire.ErrorResponse(err)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// mountAll mounts every front door at its paths (see the table at the top of this file); more
+// are mounted before them (a longer path under one of theirs).
+func mountAll(api, mcp http.Handler, more ...mount) http.Handler {
+	return route(append(more, []mount{
 		{path: "/v1/", h: api},
 		{path: "/metrics", h: api},
 		{path: "/mcp", h: mcp},
 		// {path: "/ui/", h: ui}: the web console goes here.
-	}, api)
+	}...), api)
 }
 
 // newFrontDoors serves h, the front doors already mounted.

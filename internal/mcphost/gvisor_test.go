@@ -36,7 +36,7 @@ func gvisorManager(t *testing.T) (*Manager, string) {
 	}
 	t.Cleanup(func() { rt.Close() })
 	dir := t.TempDir()
-	m, err := Open(Options{Dir: dir, Spawn: HeavySpawn(rt)})
+	m, err := Open(Options{Dir: dir, Spawn: heavySpawn(rt)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,5 +198,17 @@ func TestPinGVisor(t *testing.T) {
 	audit, _ := os.ReadFile(dir + "/audit.jsonl")
 	if !strings.Contains(string(audit), `"kind":"mcp.approve"`) || !strings.Contains(string(audit), `"kind":"mcp.refused"`) {
 		t.Fatalf("audit:\n%s", audit)
+	}
+}
+
+// heavySpawn runs servers in rt's sandboxes, as the daemon's wiring does (daemon.HostedSpawn):
+// the package itself knows no runtime.
+func heavySpawn(rt *heavy.Runtime) SpawnFunc {
+	return func(ctx context.Context, s Server) (Process, string, error) {
+		p, err := rt.Spawn(ctx, heavy.SpawnOptions{Image: s.Image, Argv: s.Command, Session: "mcp:" + s.Name, Profile: s.Profile})
+		if err != nil {
+			return nil, "", err
+		}
+		return p, p.ImageHash, nil
 	}
 }

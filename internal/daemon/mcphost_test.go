@@ -1,0 +1,107 @@
+package daemon_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/mcphost"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
+)
+
+// A hosted MCP server on the running daemon: the reference server-everything in its own gVisor
+// sandbox, reached at /mcp/servers/NAME with a tenant key that has the run scope, governed (a
+// card number in its arguments is refused before it gets there); a key without the scope is
+// refused at the door.
+func TestDaemonHostsMCPServer(t *testing.T) {
+	testenv.RequireRoot(t)
+	cfg := config.Default()
+	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
+		testenv.Skip(t, err.Error())
+	}
+	l := heavy.LayoutFor(cfg.DataDir)
+	if _, err := os.Stat(l.Runsc(heavy.RunscVersion)); err != nil {
+		testenv.Skip(t, "no runsc at "+l.Runsc(heavy.RunscVersion)+": run `agentbox setup`")
+	}
+	if _, err := l.Images().Get("node-mcp"); err != nil {
+		testenv.Skip(t, "no node-mcp image: agentbox image build node-mcp ("+err.Error()+")")
+	}
+	stateDir, warm := t.TempDir(), 0
+	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }))
+	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := daemon.NewManager(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	hcfg := cfg
+	hcfg.DataDir = t.TempDir() // the registry of this test's own
+	hosted, err := daemon.OpenHostedMCP(hcfg, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hosted.Close()
+	if err := hosted.Add(mcphost.Server{Name: "everything", Image: "node-mcp", Command: []string{"mcp-server-everything"}}); err != nil {
+		t.Fatal(err)
+	}
+	keys := filepath.Join(t.TempDir(), auth.KeysFile)
+	doors, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: key, KeysFile: keys, Logger: log, HostedMCP: hosted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(doors)
+	defer ts.Close()
+	runKey, _, err := auth.CreateKey(keys, "acme", "bot", []auth.Scope{auth.ScopeRun}, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c := mcp.NewClient(&mcp.Implementation{Name: "hosted-test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp/servers/everything",
+		HTTPClient: &http.Client{Transport: bearer{runKey}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hello from gvisor"}})
+	if err != nil || res.IsError || !strings.Contains(textOf(res), "hello from gvisor") {
+		t.Fatalf("echo through the daemon: %+v %v", res, err)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "pay with 4111 1111 1111 1111"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "payment card") || strings.Contains(textOf(res), "4111 1111") {
+		t.Errorf("a card number in the arguments: %+v %v", res, err)
+	}
+
+	// A key without the run scope is refused at the door.
+	sessionsKey, _, err := auth.CreateKey(keys, "acme", "bot", []auth.Scope{auth.ScopeSessions}, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", ts.URL+"/mcp/servers/everything", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer "+sessionsKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), "forbidden") || !strings.Contains(string(body), "run scope") {
+		t.Errorf("a key without run: %d %s", resp.StatusCode, body)
+	}
+}
