@@ -108,7 +108,7 @@ type Gateway struct {
 	proxy    *goproxy.ProxyHttpServer
 	log      *slog.Logger
 	monitor  *monitor
-	sessions *sessions // subdomain budgets and volume, per session
+	sessions *sessions  // subdomain budgets and volume, per session
 	days     tenantDays // bytes sent per tenant today (Options.TenantBudget)
 
 	mu         sync.Mutex
