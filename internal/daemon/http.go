@@ -76,6 +76,7 @@ var (
 	_ httpapi.Engine   = (*sandbox.Audited)(nil)
 	_ mcpserver.Engine = (*sandbox.Manager)(nil)
 	_ mcpserver.Engine = (*sandbox.Audited)(nil)
+	_ mcpserver.Hosted = (*mcphost.Manager)(nil)
 )
 
 // NewFrontDoors builds the front doors over m, the Manager (behind its audit decorator, as
@@ -107,8 +108,11 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 	// (a test's bare fake) has none, and /mcp is the HTTP API's 404.
 	var mcp http.Handler = api
 	if e, ok := m.(mcpserver.Engine); ok {
-		mcp, err = mcpserver.NewHandler(mcpserver.HTTPOptions{Engine: e, Keys: keys, MaxBodyBytes: opts.MaxBodyBytes,
-			Options: mcpserver.Options{Version: opts.Version, Logger: opts.Logger}})
+		mo := mcpserver.Options{Version: opts.Version, Logger: opts.Logger}
+		if opts.HostedMCP != nil {
+			mo.Hosted = opts.HostedMCP // its tools on /mcp as NAME__tool
+		}
+		mcp, err = mcpserver.NewHandler(mcpserver.HTTPOptions{Engine: e, Keys: keys, MaxBodyBytes: opts.MaxBodyBytes, Options: mo})
 		if err != nil {
 			return nil, err
 		}

@@ -87,6 +87,37 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 		t.Errorf("a card number in the arguments: %+v %v", res, err)
 	}
 
+	// The same server's tools on agentbox's own /mcp, beside agentbox's, named NAME__tool, and
+	// governed the same way.
+	own, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{runKey}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	names := map[string]bool{}
+	for tool, err := range own.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[tool.Name] = true
+	}
+	if !names["run_code"] || !names["everything__echo"] || names["echo"] {
+		t.Errorf("tools on /mcp: %v", names)
+	}
+	res, err = own.CallTool(ctx, &mcp.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "namespaced"}})
+	if err != nil || res.IsError || !strings.Contains(textOf(res), "namespaced") {
+		t.Fatalf("everything__echo on /mcp: %+v %v", res, err)
+	}
+	res, err = own.CallTool(ctx, &mcp.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "pay with 4111 1111 1111 1111"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "payment card") || strings.Contains(textOf(res), "4111 1111") {
+		t.Errorf("a card number through /mcp: %+v %v", res, err)
+	}
+	res, err = own.CallTool(ctx, &mcp.CallToolParams{Name: "nosuch__echo", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "not_found") {
+		t.Errorf("an unknown hosted server on /mcp: %+v %v", res, err)
+	}
+
 	// A key without the run scope is refused at the door.
 	sessionsKey, _, err := auth.CreateKey(keys, "acme", "bot", []auth.Scope{auth.ScopeSessions}, 0, time.Now())
 	if err != nil {

@@ -159,6 +159,16 @@ func (m *Manager) List() []Server {
 	return out
 }
 
+// Names returns the registered servers' names, sorted.
+func (m *Manager) Names() []string {
+	list := m.List()
+	out := make([]string, len(list))
+	for i, s := range list {
+		out[i] = s.Name
+	}
+	return out
+}
+
 // Get returns one server.
 func (m *Manager) Get(name string) (Server, bool) {
 	m.mu.Lock()

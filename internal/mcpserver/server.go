@@ -21,6 +21,9 @@ type Options struct {
 	// front door answers with a call id and logs the text, as the HTTP API does; the stdio
 	// server over a local engine shows it, since its user is the operator.
 	ShowInternalErrors bool
+	// Hosted, when set, adds the hosted MCP servers' tools (NAME__tool), each call governed by
+	// it and needing the run scope, as /mcp/servers/NAME does.
+	Hosted Hosted
 }
 
 // instructions tell a model what the server is for.
@@ -48,8 +51,11 @@ func newServer(opts Options, acc access) (*mcp.Server, error) {
 		// logging capability (deprecated by 2026-07-28).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
-	srv.AddReceivingMiddleware(onlyDeclared)
 	s := &server{c: c, access: acc, log: opts.Logger, showInternal: opts.ShowInternalErrors}
+	srv.AddReceivingMiddleware(onlyDeclared)
+	if opts.Hosted != nil {
+		srv.AddReceivingMiddleware(s.hostedMiddleware(opts.Hosted))
+	}
 	if err := addTools(srv, s); err != nil {
 		return nil, err
 	}
