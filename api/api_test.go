@@ -63,6 +63,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"AuditRepair":          api.AuditRepair{},
 		"AuditRestart":         api.AuditRestart{},
 		"AuditLostSession":     api.AuditLostSession{},
+		"AuditMCP":             api.AuditMCP{},
 		"SetIntentRequest":     api.SetIntentRequest{},
 		"Intent":               api.Intent{},
 		"ReloadResult":         api.ReloadResult{},

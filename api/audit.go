@@ -22,7 +22,8 @@ type AuditRecord struct {
 	// Time is when the record was written, UTC.
 	Time time.Time `json:"time"`
 	// Kind is session.create, session.close, session.expire, run, egress, policy.change, alert,
-	// log.repair or daemon.restart.
+	// log.repair, daemon.restart, or one of a hosted MCP server's: mcp.call, mcp.pin,
+	// mcp.approve, mcp.refused.
 	Kind    string `json:"kind"`
 	Session string `json:"session,omitempty"`
 	// Decision is allow or deny (runs and session creations: deny means refused before any code
@@ -39,6 +40,7 @@ type AuditRecord struct {
 	Alert     *AuditAlert     `json:"alert,omitempty"`
 	Repair    *AuditRepair    `json:"repair,omitempty"`
 	Restart   *AuditRestart   `json:"restart,omitempty"`
+	MCP       *AuditMCP       `json:"mcp,omitempty"`
 	// Prev is the hash of the record before; empty for record 0.
 	Prev string `json:"prev,omitempty"`
 	// Hash is the hex SHA-256 of the record's line without its hash field.
@@ -151,6 +153,32 @@ type AuditRestart struct {
 	PreviousStart time.Time `json:"previous_start"`
 	// Sessions are the sessions it had open, by id. Never null.
 	Sessions []AuditLostSession `json:"sessions"`
+}
+
+// AuditMCP describes what the gateway of the hosted MCP servers did: a tool call (mcp.call), the
+// first tool definitions pinned (mcp.pin), definitions that differ from the pin refused
+// (mcp.refused), or a person's approval of new ones (mcp.approve). The arguments and the result
+// are kept as digests of what they were and excerpts with every DLP finding redacted, never
+// whole.
+type AuditMCP struct {
+	// Server is the hosted server's name; Tool the tool called (mcp.call).
+	Server string `json:"server"`
+	Tool   string `json:"tool,omitempty"`
+	// Reason says why the decision (a refusal's words, what was pinned or approved).
+	Reason        string   `json:"reason,omitempty"`
+	ArgsSHA256    string   `json:"args_sha256,omitempty"`
+	ArgsExcerpt   string   `json:"args_excerpt,omitempty"`
+	ResultSHA256  string   `json:"result_sha256,omitempty"`
+	ResultExcerpt string   `json:"result_excerpt,omitempty"`
+	// Findings are the DLP findings, "detector[:rule]@arguments|result field (action)".
+	Findings []string `json:"findings,omitempty"`
+	// Flagged are the prompt-injection scanner's rules that matched a description or the result.
+	Flagged    []string `json:"flagged,omitempty"`
+	DurationMS float64  `json:"duration_ms,omitempty"`
+	// PinHash is the hash of the tool definitions pinned, refused or approved; Changes what
+	// differs from the pin.
+	PinHash string   `json:"pin_hash,omitempty"`
+	Changes []string `json:"changes,omitempty"`
 }
 
 // AuditLostSession is a session the daemon had open when it stopped.

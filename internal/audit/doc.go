@@ -23,13 +23,15 @@
 //
 // seq is the record's position (0-based) and its leaf index in the tree; time is UTC RFC 3339
 // with nanoseconds; kind is session.create, session.close, session.expire, run, egress,
-// policy.change, alert, log.repair or daemon.restart, with one object of that kind's fields (run,
-// lifecycle, egress, policy, alert, repair, restart). The leaf data is the line's exact bytes,
+// policy.change, alert, log.repair, daemon.restart or mcp.call, mcp.pin, mcp.approve, mcp.refused,
+// with one object of that kind's fields (run, lifecycle, egress, policy, alert, repair, restart,
+// mcp). The leaf data is the line's exact bytes,
 // without the newline. The Manager writes sessions, runs, intents and egress policy reloads
 // (sandbox.AuditSink); the daemon writes the egress gateway's decisions and alerts
 // (internal/daemon/audit.go), and at start, after a daemon that did not shut down cleanly, a
 // daemon.restart with the sessions that one lost and a session.close for each
-// (internal/daemon/restart.go). decision uses common words across kinds: allow, deny, and for
+// (internal/daemon/restart.go); and the hosted MCP servers' gateway its calls, pins and approvals
+// (internal/daemon/mcphost.go). decision uses common words across kinds: allow, deny, and for
 // egress also redact and warn.
 //
 // Every record carries two hashes besides the tree: hash, the SHA-256 of the line with its hash

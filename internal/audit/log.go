@@ -227,6 +227,11 @@ func (l *Log) Append(ctx context.Context, r Record) error {
 		e.BodyExcerpt = excerpt(e.BodyExcerpt, MaxExcerpt)
 		r.Egress = &e
 	}
+	if r.MCP != nil {
+		m := *r.MCP
+		m.ArgsExcerpt, m.ResultExcerpt = excerpt(m.ArgsExcerpt, MaxExcerpt), excerpt(m.ResultExcerpt, MaxExcerpt)
+		r.MCP = &m
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.appendLocked(&r); err != nil {

@@ -30,6 +30,12 @@ const (
 	// KindDaemonRestart records that the daemon started after one that did not shut down
 	// cleanly, and the sessions that one lost (written by the daemon, internal/daemon/restart.go).
 	KindDaemonRestart Kind = "daemon.restart"
+	// The gateway of the hosted MCP servers (internal/mcphost, wired in internal/daemon/mcphost.go):
+	// a tool call, the first tool definitions pinned, a change of them refused, a person's approval.
+	KindMCPCall    Kind = "mcp.call"
+	KindMCPPin     Kind = "mcp.pin"
+	KindMCPApprove Kind = "mcp.approve"
+	KindMCPRefused Kind = "mcp.refused"
 )
 
 // The kind-specific objects of a record are the API's types (package api): one schema for what the
@@ -60,6 +66,7 @@ type Record struct {
 	Alert     *Alert     `json:"alert,omitempty"`
 	Repair    *Repair    `json:"repair,omitempty"`
 	Restart   *Restart   `json:"restart,omitempty"`
+	MCP       *MCP       `json:"mcp,omitempty"`
 
 	// Prev is the Hash of the record before this one; empty for record 0.
 	Prev string `json:"prev,omitempty"`
@@ -95,6 +102,10 @@ type Repair = api.AuditRepair
 // Restart says the daemon started after one that did not shut down cleanly, and which sessions
 // that one had open.
 type Restart = api.AuditRestart
+
+// MCP describes what the gateway of the hosted MCP servers did; its excerpts are redacted by the
+// gateway, and Append bounds them.
+type MCP = api.AuditMCP
 
 // LostSession is a session of Restart.
 type LostSession = api.AuditLostSession

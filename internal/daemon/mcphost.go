@@ -2,8 +2,14 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
+	"runtime"
+	"sync"
+	"weak"
 
+	"github.com/agentbox-dev/agentbox/internal/audit"
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/mcphost"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
@@ -24,7 +30,10 @@ func HostedSpawn(rt *heavy.Runtime) mcphost.SpawnFunc {
 }
 
 // OpenHostedMCP opens the registry of hosted MCP servers (DATA_DIR/mcp) over the heavy tier of
-// the engine; on a daemon without it, servers can be registered and listed but not called.
+// the engine; on a daemon without it, servers can be registered and listed but not called. When
+// e is an engine NewManager built with its audit log on, every record of the gateway (calls,
+// pins, refusals, approvals) is also a record of that signed log (kinds mcp.*), with the tenant
+// and agent of the key that asked.
 func OpenHostedMCP(cfg config.Config, e interface {
 	Runtime(sandbox.Tier) (sandbox.Runtime, bool)
 }) (*mcphost.Manager, error) {
@@ -34,5 +43,48 @@ func OpenHostedMCP(cfg config.Config, e interface {
 			opts.Spawn = HostedSpawn(hr)
 		}
 	}
+	if a, ok := e.(*sandbox.Audited); ok {
+		if l := auditLogOf(a); l != nil {
+			opts.Audit = hostedRecorder(l, slog.Default())
+		}
+	}
 	return mcphost.Open(opts)
+}
+
+// hostedRecorder writes the gateway's records into the daemon's audit log.
+func hostedRecorder(l *audit.Log, log *slog.Logger) func(context.Context, mcphost.Record) {
+	return func(ctx context.Context, r mcphost.Record) {
+		rec := audit.Record{Kind: audit.Kind(r.Kind), Decision: r.Decision, MCP: &audit.MCP{
+			Server: r.Server, Tool: r.Tool, Reason: r.Reason,
+			ArgsSHA256: r.ArgsSHA256, ArgsExcerpt: r.ArgsExcerpt, ResultSHA256: r.ResultSHA256, ResultExcerpt: r.ResultExcerpt,
+			Findings: r.Findings, Flagged: r.Flagged, DurationMS: r.DurationMS, PinHash: r.PinHash, Changes: r.Changes,
+		}}
+		if id, ok := auth.IdentityOf(ctx); ok {
+			rec.Tenant, rec.Agent = id.Tenant, id.Agent
+		}
+		if err := l.Append(context.WithoutCancel(ctx), rec); err != nil {
+			log.Error("audit record not written", "kind", rec.Kind, "server", r.Server, "err", err)
+		}
+	}
+}
+
+// auditLogs is the audit log of each engine NewManager built, for OpenHostedMCP: the engine is
+// a *sandbox.Audited, whose sink is its own. Weak keys: an engine gone is forgotten.
+var auditLogs sync.Map // weak.Pointer[sandbox.Audited] → *audit.Log
+
+// rememberAuditLog records that m writes into l (newManager calls it).
+func rememberAuditLog(m *sandbox.Audited, l *audit.Log) {
+	if l == nil {
+		return
+	}
+	k := weak.Make(m)
+	auditLogs.Store(k, l)
+	runtime.AddCleanup(m, func(k weak.Pointer[sandbox.Audited]) { auditLogs.Delete(k) }, k)
+}
+
+func auditLogOf(m *sandbox.Audited) *audit.Log {
+	if l, ok := auditLogs.Load(weak.Make(m)); ok {
+		return l.(*audit.Log)
+	}
+	return nil
 }

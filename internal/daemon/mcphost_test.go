@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
@@ -116,6 +118,38 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 	res, err = own.CallTool(ctx, &mcp.CallToolParams{Name: "nosuch__echo", Arguments: map[string]any{}})
 	if err != nil || !res.IsError || !strings.Contains(textOf(res), "not_found") {
 		t.Errorf("an unknown hosted server on /mcp: %+v %v", res, err)
+	}
+
+	// Every call, and the pin, are records of the daemon's signed audit log with the tenant of
+	// the key that asked, digests and redacted excerpts only.
+	areq, _ := http.NewRequest("GET", ts.URL+"/v1/audit?kind=mcp&limit=1000", nil)
+	areq.Header.Set("Authorization", "Bearer "+key)
+	aresp, err := http.DefaultClient.Do(areq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list api.AuditList
+	err = json.NewDecoder(aresp.Body).Decode(&list)
+	aresp.Body.Close()
+	if err != nil || aresp.StatusCode != 200 {
+		t.Fatalf("GET /v1/audit: %d %v", aresp.StatusCode, err)
+	}
+	kinds := map[string]int{}
+	for _, line := range list.Records {
+		var r api.AuditRecord
+		if err := json.Unmarshal(line, &r); err != nil || r.MCP == nil || r.MCP.Server == "" {
+			t.Fatalf("an mcp record: %s %v", line, err)
+		}
+		kinds[r.Kind+" "+r.Decision]++
+		if strings.Contains(string(line), "4111 1111") {
+			t.Errorf("a card number in the audit log: %s", line)
+		}
+		if r.Kind == "mcp.call" && (r.Tenant != "acme" || r.MCP.ArgsSHA256 == "") {
+			t.Errorf("a call's record: %s", line)
+		}
+	}
+	if kinds["mcp.pin allow"] != 1 || kinds["mcp.call allow"] != 2 || kinds["mcp.call block"] != 2 || kinds["mcp.call error"] != 1 {
+		t.Errorf("mcp records in the audit log: %v", kinds)
 	}
 
 	// A key without the run scope is refused at the door.

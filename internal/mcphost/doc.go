@@ -22,9 +22,12 @@
 //     [REDACTED:secret...]);
 //   - prompt-injection scanning (internal/promptscan) of the tool descriptions when pinned and of
 //     the result text: flagged in the audit record;
-//   - an audit record (DATA_DIR/mcp/audit.jsonl): server, tool, SHA-256 of the arguments and of
-//     the result, excerpts of both with every finding redacted, decision, reason, duration.
+//   - an audit record (DATA_DIR/mcp/audit.jsonl, and through Options.Audit the daemon's signed
+//     audit log, kinds mcp.call, mcp.pin, mcp.refused, mcp.approve): server, tool, SHA-256 of the
+//     arguments and of the result, excerpts of both with every finding redacted, decision,
+//     reason, duration.
 //
 // Handler serves one server at /mcp/servers/NAME as an MCP server of its own (streamable HTTP,
-// stateless) whose tools are the hosted server's, each call governed as above.
+// stateless) whose tools are the hosted server's, each call governed as above. The daemon also
+// lists every server's tools on its own /mcp as NAME__tool (internal/mcpserver's Hosted).
 package mcphost

@@ -41,8 +41,9 @@ type Options struct {
 	Spawn SpawnFunc
 	// Idle is how long a server is kept warm without calls. Default 10m.
 	Idle time.Duration
-	// Audit receives every record besides the file; optional.
-	Audit func(Record)
+	// Audit receives every record besides the file (the daemon's signed audit log); optional. ctx
+	// is the call's, carrying who asked.
+	Audit func(ctx context.Context, r Record)
 }
 
 // Manager keeps the registered servers and their running processes.
@@ -103,11 +104,11 @@ func Open(opts Options) (*Manager, error) {
 // AuditFile is where the gateway's records are.
 func (m *Manager) AuditFile() string { return m.audit.path }
 
-func (m *Manager) record(r Record) {
+func (m *Manager) record(ctx context.Context, r Record) {
 	r.Time = time.Now().UTC()
 	m.audit.write(r)
 	if m.opts.Audit != nil {
-		m.opts.Audit(r)
+		m.opts.Audit(ctx, r)
 	}
 }
 
@@ -321,11 +322,11 @@ func (m *Manager) start(ctx context.Context, s Server, h *host) error {
 			return err
 		}
 		h.pin = cur
-		m.record(Record{Kind: "mcp.pin", Server: s.Name, Decision: "allow", PinHash: cur.Hash, Flagged: flaggedList(cur), Reason: fmt.Sprintf("first tools/list pinned: %d tools, image %s", len(tools), short(imageHash))})
+		m.record(ctx, Record{Kind: "mcp.pin", Server: s.Name, Decision: "allow", PinHash: cur.Hash, Flagged: flaggedList(cur), Reason: fmt.Sprintf("first tools/list pinned: %d tools, image %s", len(tools), short(imageHash))})
 	case old.Hash != cur.Hash:
 		h.pin = old
 		h.refused = cur.diff(old)
-		m.record(Record{Kind: "mcp.refused", Server: s.Name, Decision: "refuse", PinHash: cur.Hash, Changes: h.refused, Flagged: flaggedList(cur),
+		m.record(ctx, Record{Kind: "mcp.refused", Server: s.Name, Decision: "refuse", PinHash: cur.Hash, Changes: h.refused, Flagged: flaggedList(cur),
 			Reason: "tool definitions differ from the pinned ones"})
 	default:
 		h.pin = old
@@ -362,7 +363,7 @@ func (m *Manager) Approve(ctx context.Context, name string) (Pin, error) {
 		return Pin{}, err
 	}
 	h.pin, h.refused = cur, nil
-	m.record(Record{Kind: "mcp.approve", Server: name, Decision: "allow", PinHash: cur.Hash, Changes: changes, Flagged: flaggedList(cur),
+	m.record(ctx, Record{Kind: "mcp.approve", Server: name, Decision: "allow", PinHash: cur.Hash, Changes: changes, Flagged: flaggedList(cur),
 		Reason: fmt.Sprintf("tool definitions approved: %d tools", len(h.tools))})
 	return cur, nil
 }
@@ -400,7 +401,7 @@ func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMess
 	done := func(decision, reason string) {
 		rec.Decision, rec.Reason = decision, reason
 		rec.DurationMS = float64(time.Since(start).Microseconds()) / 1000
-		m.record(rec)
+		m.record(ctx, rec)
 	}
 	refuse := func(decision, reason string) (*mcp.CallToolResult, error) {
 		done(decision, reason)

@@ -565,13 +565,32 @@ class AuditRestart:
 
 
 @dataclass
+class AuditMCP:
+    """What the gateway of the hosted MCP servers did: a call (mcp.call), a pin (mcp.pin), a
+    refused change (mcp.refused) or an approval (mcp.approve); digests and redacted excerpts only."""
+
+    server: str = ""
+    tool: Optional[str] = None
+    reason: Optional[str] = None
+    args_sha256: Optional[str] = None
+    args_excerpt: Optional[str] = None
+    result_sha256: Optional[str] = None
+    result_excerpt: Optional[str] = None
+    findings: List[str] = field(default_factory=list)
+    flagged: List[str] = field(default_factory=list)
+    duration_ms: Optional[float] = None
+    pin_hash: Optional[str] = None
+    changes: List[str] = field(default_factory=list)
+
+
+@dataclass
 class AuditRecord:
-    """One record of the daemon's audit log; one of run, lifecycle, egress, policy, alert, repair, restart is set."""
+    """One record of the daemon's audit log; one of run, lifecycle, egress, policy, alert, repair, restart, mcp is set."""
 
     seq: int = 0
     time: Optional[_dt.datetime] = None
     #: session.create, session.close, session.expire, run, egress, policy.change, alert, log.repair
-    #: or daemon.restart.
+    #: daemon.restart, or a hosted MCP server's mcp.call, mcp.pin, mcp.approve, mcp.refused.
     kind: str = ""
     session: Optional[str] = None
     #: allow or deny (runs, session creations, policy changes); allow, deny, redact or warn (egress).
@@ -586,6 +605,7 @@ class AuditRecord:
     alert: Optional[AuditAlert] = None
     repair: Optional[AuditRepair] = None
     restart: Optional[AuditRestart] = None
+    mcp: Optional[AuditMCP] = None
     prev: Optional[str] = None
     hash: str = ""
 
@@ -605,7 +625,7 @@ SCHEMAS = {
         Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
         ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,
-        AuditAlert, AuditRepair, AuditRestart, AuditLostSession,
+        AuditAlert, AuditRepair, AuditRestart, AuditLostSession, AuditMCP,
         Key, KeyList, CreateKeyRequest, CreatedKey,
     )
 }
