@@ -165,11 +165,11 @@ type AuditMCP struct {
 	Server string `json:"server"`
 	Tool   string `json:"tool,omitempty"`
 	// Reason says why the decision (a refusal's words, what was pinned or approved).
-	Reason        string   `json:"reason,omitempty"`
-	ArgsSHA256    string   `json:"args_sha256,omitempty"`
-	ArgsExcerpt   string   `json:"args_excerpt,omitempty"`
-	ResultSHA256  string   `json:"result_sha256,omitempty"`
-	ResultExcerpt string   `json:"result_excerpt,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	ArgsSHA256    string `json:"args_sha256,omitempty"`
+	ArgsExcerpt   string `json:"args_excerpt,omitempty"`
+	ResultSHA256  string `json:"result_sha256,omitempty"`
+	ResultExcerpt string `json:"result_excerpt,omitempty"`
 	// Findings are the DLP findings, "detector[:rule]@arguments|result field (action)".
 	Findings []string `json:"findings,omitempty"`
 	// Flagged are the prompt-injection scanner's rules that matched a description or the result.
