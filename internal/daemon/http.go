@@ -92,7 +92,12 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 	if err != nil {
 		return nil, err
 	}
+	var registry httpapi.MCPRegistry
+	if opts.HostedMCP != nil {
+		registry = hostedRegistry{opts.HostedMCP} // /v1/mcp/servers
+	}
 	api, err := httpapi.New(httpapi.Options{
+		MCP:          registry,
 		Engine:       m,
 		Keys:         keys,
 		APIKey:       opts.APIKey,

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"weak"
 
+	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/audit"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
@@ -87,4 +88,45 @@ func auditLogOf(m *sandbox.Audited) *audit.Log {
 		return l.(*audit.Log)
 	}
 	return nil
+}
+
+// hostedRegistry is the registry as the HTTP API sees it (httpapi.MCPRegistry), in the API's
+// wire types.
+type hostedRegistry struct{ m *mcphost.Manager }
+
+func (r hostedRegistry) ListMCPServers() []api.MCPServer {
+	list := r.m.List()
+	out := make([]api.MCPServer, len(list))
+	for i, s := range list {
+		out[i] = serverToAPI(s, r.m.Running(s.Name))
+	}
+	return out
+}
+
+func (r hostedRegistry) AddMCPServer(s api.MCPServer) (api.MCPServer, error) {
+	srv := mcphost.Server{Name: s.Name, Image: s.Image, Profile: s.Profile, Command: s.Command, Allow: s.Allow, Deny: s.Deny}
+	if err := r.m.Add(srv); err != nil {
+		return api.MCPServer{}, err
+	}
+	got, _ := r.m.Get(s.Name)
+	return serverToAPI(got, false), nil
+}
+
+func (r hostedRegistry) RemoveMCPServer(name string) error { return r.m.Remove(name) }
+
+func (r hostedRegistry) ApproveMCPServer(ctx context.Context, name string) (api.MCPPin, error) {
+	p, err := r.m.Approve(ctx, name)
+	if err != nil {
+		return api.MCPPin{}, err
+	}
+	return api.MCPPin{Server: p.Server, ImageHash: p.ImageHash, Hash: p.Hash, Tools: p.Tools, Flagged: p.Flagged, Pinned: p.Pinned, Approved: p.Approved}, nil
+}
+
+func serverToAPI(s mcphost.Server, running bool) api.MCPServer {
+	out := api.MCPServer{Name: s.Name, Image: s.Image, Profile: s.Profile, Command: s.Command, Allow: s.Allow, Deny: s.Deny, Running: running}
+	if !s.Added.IsZero() {
+		added := s.Added
+		out.Added = &added
+	}
+	return out
 }

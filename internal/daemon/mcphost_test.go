@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
@@ -152,6 +154,40 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 		t.Errorf("mcp records in the audit log: %v", kinds)
 	}
 
+	// The registry over the HTTP API (admin scope), through the Go client.
+	admin, err := client.New(ts.URL, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers, err := admin.ListMCPServers(ctx)
+	if err != nil || len(servers) != 1 || servers[0].Name != "everything" || !servers[0].Running || servers[0].Added == nil {
+		t.Fatalf("GET /v1/mcp/servers: %+v %v", servers, err)
+	}
+	added, err := admin.AddMCPServer(ctx, api.MCPServer{Name: "memory", Image: "node-mcp", Command: []string{"mcp-server-memory"}, Deny: []string{"delete_entities"}})
+	if err != nil || added.Name != "memory" || added.Added == nil || len(added.Deny) != 1 {
+		t.Fatalf("POST /v1/mcp/servers: %+v %v", added, err)
+	}
+	if _, err := admin.AddMCPServer(ctx, api.MCPServer{Name: "memory", Image: "node-mcp", Command: []string{"x"}}); !isCode(err, api.CodeConflict) {
+		t.Errorf("a second server named memory: %v", err)
+	}
+	if _, err := admin.AddMCPServer(ctx, api.MCPServer{Name: "Bad_Name", Image: "node-mcp", Command: []string{"x"}}); !isCode(err, api.CodeInvalidRequest) {
+		t.Errorf("a bad name: %v", err)
+	}
+	pin, err := admin.ApproveMCPServer(ctx, "everything")
+	if err != nil || !pin.Approved || pin.Tools["echo"] == "" || pin.ImageHash == "" {
+		t.Fatalf("POST /v1/mcp/servers/everything/approve: %+v %v", pin, err)
+	}
+	if err := admin.RemoveMCPServer(ctx, "memory"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.RemoveMCPServer(ctx, "memory"); !isCode(err, api.CodeNotFound) {
+		t.Errorf("removing it again: %v", err)
+	}
+	bot, _ := client.New(ts.URL, runKey)
+	if _, err := bot.ListMCPServers(ctx); !isCode(err, api.CodeForbidden) {
+		t.Errorf("a run key lists the registry: %v", err)
+	}
+
 	// A key without the run scope is refused at the door.
 	sessionsKey, _, err := auth.CreateKey(keys, "acme", "bot", []auth.Scope{auth.ScopeSessions}, 0, time.Now())
 	if err != nil {
@@ -169,4 +205,9 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 	if resp.StatusCode != 403 || !strings.Contains(string(body), "forbidden") || !strings.Contains(string(body), "run scope") {
 		t.Errorf("a key without run: %d %s", resp.StatusCode, body)
 	}
+}
+
+func isCode(err error, code string) bool {
+	var e *client.Error
+	return errors.As(err, &e) && e.Code == code
 }

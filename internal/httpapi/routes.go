@@ -60,6 +60,10 @@ func (s *API) routeTable() []route {
 		{method: http.MethodPost, pattern: "/v1/keys", scopes: admin, h: s.handleCreateKey},
 		{method: http.MethodPost, pattern: "/v1/keys/{id}/rotate", scopes: admin, h: s.handleRotateKey},
 		{method: http.MethodDelete, pattern: "/v1/keys/{id}", scopes: admin, h: s.handleRevokeKey},
+		{method: http.MethodGet, pattern: "/v1/mcp/servers", scopes: admin, h: s.handleListMCPServers},
+		{method: http.MethodPost, pattern: "/v1/mcp/servers", scopes: admin, h: s.handleAddMCPServer},
+		{method: http.MethodDelete, pattern: "/v1/mcp/servers/{name}", scopes: admin, h: s.handleRemoveMCPServer},
+		{method: http.MethodPost, pattern: "/v1/mcp/servers/{name}/approve", scopes: admin, h: s.handleApproveMCPServer},
 		{method: http.MethodGet, pattern: "/v1/health", public: true, quiet: true, h: s.handleHealth},
 		// Metrics count every tenant's work: the daemon's admin (and its scraper) reads them.
 		{method: http.MethodGet, pattern: "/metrics", quiet: true, scopes: admin, h: s.handleMetrics},

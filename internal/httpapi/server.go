@@ -37,6 +37,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// HealthTimeout bounds each runtime's health report. Default 2s.
 	HealthTimeout time.Duration
+	// MCP, when set, is the registry of hosted MCP servers /v1/mcp/servers manages; without it
+	// the list is empty and changes are refused (conflict).
+	MCP MCPRegistry
 }
 
 // API is the HTTP API, an http.Handler. The daemon mounts it on its listener
@@ -51,6 +54,7 @@ type API struct {
 	metrics  *metrics
 	healthTO time.Duration
 	routes   []route
+	mcp      MCPRegistry
 	// tiers are the engine's tiers, the runtime labels a run may have in the metrics. Asked once:
 	// an engine's tiers are fixed when it is built.
 	tiers map[string]bool
@@ -84,6 +88,7 @@ func New(opts Options) (*API, error) {
 		log:      opts.Logger,
 		reg:      opts.Registry,
 		healthTO: opts.HealthTimeout,
+		mcp:      opts.MCP,
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = 64 << 20

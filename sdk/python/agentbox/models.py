@@ -584,6 +584,40 @@ class AuditMCP:
 
 
 @dataclass
+class MCPServer:
+    """A hosted MCP server as registered (``/v1/mcp/servers``)."""
+
+    name: str = ""
+    image: str = ""
+    profile: Optional[str] = None
+    command: List[str] = field(default_factory=list)
+    allow: List[str] = field(default_factory=list)
+    deny: List[str] = field(default_factory=list)
+    added: Optional[_dt.datetime] = None
+    running: bool = False
+
+
+@dataclass
+class MCPServerList:
+    """Body of ``GET /v1/mcp/servers``."""
+
+    servers: List[MCPServer] = field(default_factory=list)
+
+
+@dataclass
+class MCPPin:
+    """A hosted server's tool definitions as pinned, bound to its image."""
+
+    server: str = ""
+    image_hash: str = ""
+    hash: str = ""
+    tools: Dict[str, str] = field(default_factory=dict)
+    flagged: Dict[str, List[str]] = field(default_factory=dict)
+    pinned: Optional[_dt.datetime] = None
+    approved: bool = False
+
+
+@dataclass
 class AuditRecord:
     """One record of the daemon's audit log; one of run, lifecycle, egress, policy, alert, repair, restart, mcp is set."""
 
@@ -626,6 +660,7 @@ SCHEMAS = {
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
         ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,
         AuditAlert, AuditRepair, AuditRestart, AuditLostSession, AuditMCP,
+        MCPServer, MCPServerList, MCPPin,
         Key, KeyList, CreateKeyRequest, CreatedKey,
     )
 }
