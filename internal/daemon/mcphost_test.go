@@ -27,11 +27,19 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
-// A hosted MCP server on the running daemon: the reference server-everything in its own gVisor
-// sandbox, reached at /mcp/servers/NAME with a tenant key that has the run scope, governed (a
-// card number in its arguments is refused before it gets there); a key without the scope is
-// refused at the door.
-func TestDaemonHostsMCPServer(t *testing.T) {
+// hostedDaemon is a daemon with the heavy tier and a registry of its own holding
+// server-everything (the node-mcp image's), served by an httptest server.
+type hostedDaemon struct {
+	ts     *httptest.Server
+	doors  http.Handler
+	hosted *mcphost.Manager
+	keys   string
+}
+
+// startHostedDaemon starts one, or skips t without root, nano's artifacts, runsc or the node-mcp
+// image.
+func startHostedDaemon(t *testing.T) *hostedDaemon {
+	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
 	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
@@ -52,14 +60,14 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	hcfg := cfg
 	hcfg.DataDir = t.TempDir() // the registry of this test's own
 	hosted, err := daemon.OpenHostedMCP(hcfg, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hosted.Close()
+	t.Cleanup(func() { hosted.Close() })
 	if err := hosted.Add(mcphost.Server{Name: "everything", Image: "node-mcp", Command: []string{"mcp-server-everything"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +77,18 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(doors)
-	defer ts.Close()
+	t.Cleanup(ts.Close)
+	return &hostedDaemon{ts: ts, doors: doors, hosted: hosted, keys: keys}
+}
+
+// A hosted MCP server on the running daemon: the reference server-everything in its own gVisor
+// sandbox, reached at /mcp/servers/NAME with a tenant key that has the run scope, governed (a
+// card number in its arguments is refused before it gets there); a key without the scope is
+// refused at the door. Its tools are on /mcp too (NAME__tool), its records in the signed audit log,
+// and its registry on /v1/mcp/servers.
+func TestDaemonHostsMCPServer(t *testing.T) {
+	d := startHostedDaemon(t)
+	ts, keys := d.ts, d.keys
 	runKey, _, err := auth.CreateKey(keys, "acme", "bot", []auth.Scope{auth.ScopeRun}, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)

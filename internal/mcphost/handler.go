@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -38,14 +39,31 @@ func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
 	h.mu.Unlock()
 	for _, t := range tools {
 		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			res, err := m.Call(ctx, name, req.Params.Name, req.Params.Arguments)
-			if err != nil {
-				return ErrorResult(err), nil
-			}
-			return res, nil
+			return m.callResult(ctx, name, req.Params.Name, req.Params.Arguments), nil
 		})
 	}
+	// A call of a tool the server does not list goes to Call too, which refuses it as a tool
+	// error ("has no tool"), as the reference servers answer it, rather than the SDK's protocol
+	// error; and it is an audit record like every other call.
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if cr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && cr.Params != nil &&
+				!slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t.Name == cr.Params.Name }) {
+				return m.callResult(ctx, name, cr.Params.Name, cr.Params.Arguments), nil
+			}
+			return next(ctx, method, req)
+		}
+	})
 	return srv
+}
+
+// callResult is Call's result, or its error as a tool error.
+func (m *Manager) callResult(ctx context.Context, name, tool string, args json.RawMessage) *mcp.CallToolResult {
+	res, err := m.Call(ctx, name, tool, args)
+	if err != nil {
+		return ErrorResult(err)
+	}
+	return res
 }
 
 // ErrorResult is a tool error carrying the API's error body (code, message, hint).
