@@ -141,7 +141,6 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 	}
 	sink = trackRestarts(auditLog, sink, log) // restart.go: records what a daemon that died left
 	m := sandbox.WithAudit(core, sink)
-	rememberAuditLog(m, auditLog) // mcphost.go: the hosted MCP servers' records go there too
 	closeSession := func(id, reason string) {
 		log.Warn("ending a session after egress violations", "session", id, "reason", reason)
 		_ = m.EndSession(id, "ended by an egress alert: "+reason)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
-	"runtime"
-	"sync"
-	"weak"
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/audit"
@@ -45,7 +42,7 @@ func OpenHostedMCP(cfg config.Config, e interface {
 		}
 	}
 	if a, ok := e.(*sandbox.Audited); ok {
-		if l := auditLogOf(a); l != nil {
+		if l := auditLogOf(a.Sink()); l != nil {
 			opts.Audit = hostedRecorder(l, slog.Default())
 		}
 	}
@@ -69,23 +66,14 @@ func hostedRecorder(l *audit.Log, log *slog.Logger) func(context.Context, mcphos
 	}
 }
 
-// auditLogs is the audit log of each engine NewManager built, for OpenHostedMCP: the engine is
-// a *sandbox.Audited, whose sink is its own. Weak keys: an engine gone is forgotten.
-var auditLogs sync.Map // weak.Pointer[sandbox.Audited] → *audit.Log
-
-// rememberAuditLog records that m writes into l (newManager calls it).
-func rememberAuditLog(m *sandbox.Audited, l *audit.Log) {
-	if l == nil {
-		return
-	}
-	k := weak.Make(m)
-	auditLogs.Store(k, l)
-	runtime.AddCleanup(m, func(k weak.Pointer[sandbox.Audited]) { auditLogs.Delete(k) }, k)
-}
-
-func auditLogOf(m *sandbox.Audited) *audit.Log {
-	if l, ok := auditLogs.Load(weak.Make(m)); ok {
-		return l.(*audit.Log)
+// auditLogOf is the daemon's audit log behind the engine's sink: the log itself, or the log the
+// restart tracker (restart.go) writes to. Nil when the log is off.
+func auditLogOf(s sandbox.AuditSink) *audit.Log {
+	switch s := s.(type) {
+	case *audit.Log:
+		return s
+	case *restartTracker:
+		return s.l
 	}
 	return nil
 }

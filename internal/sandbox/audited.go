@@ -35,6 +35,10 @@ func WithAudit(m *Manager, sink AuditSink) *Audited {
 	return a
 }
 
+// Sink is where the decorator records; nil when nothing is recorded. Other recorders of the
+// daemon (the MCP gateway) write into the same log through it.
+func (a *Audited) Sink() AuditSink { return a.sink }
+
 // Run runs one request in a fresh sandbox and records it.
 func (a *Audited) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 	start := time.Now()
