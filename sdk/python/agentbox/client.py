@@ -22,9 +22,10 @@ from . import _codec
 from ._version import __version__
 from .config import parse_duration
 from .errors import DaemonUnreachable, from_response
+from .mcp import MCPSession, MCPTool, MCPToolResult
 from .models import (AuditList, AuditRecord, CreatedKey, CreateKeyRequest, CreateSessionRequest, FileInfo, FileList,
-                     Health, Image, ImageList, Intent, Key, KeyList, ReloadResult, Result, Routing, RunRequest, Session,
-                     SessionList, SetIntentRequest)
+                     Health, Image, ImageList, Intent, Key, KeyList, MCPServer, MCPServerList, ReloadResult, Result,
+                     Routing, RunRequest, Session, SessionList, SetIntentRequest)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -55,6 +56,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "rotateKey": ("POST", "/v1/keys/{id}/rotate"),
     "revokeKey": ("DELETE", "/v1/keys/{id}"),
     "health": ("GET", "/v1/health"),
+    "listMCPServers": ("GET", "/v1/mcp/servers"),
 }
 
 #: Seconds a call other than a run may take. Runs get their own timeout plus RUN_MARGIN.
@@ -330,6 +332,35 @@ class Client:
         """Revoke key ``id`` (``DELETE /v1/keys/{id}``): the daemon refuses it from its next
         request on. Raises NotFound for an unknown id."""
         self._request("revokeKey", id=id, ok=(204,))
+
+    # --- hosted MCP servers ---------------------------------------------------------------
+
+    def mcp_servers(self) -> List[MCPServer]:
+        """The hosted MCP servers, by name (``GET /v1/mcp/servers``; a key with the admin scope)."""
+        return self._json("listMCPServers", MCPServerList).servers
+
+    def mcp_session(self, server: str, *, timeout: Optional[float] = None) -> MCPSession:
+        """An initialized MCP exchange with hosted server ``server`` at ``/mcp/servers/NAME``, for
+        several requests after one ``initialize``. Needs a key with the run scope."""
+        return MCPSession(self, server, timeout=timeout).initialize()
+
+    def mcp_list_tools(self, server: str) -> List[MCPTool]:
+        """The tools of hosted server ``server`` (MCP ``tools/list`` at ``/mcp/servers/NAME``).
+        The gateway starts the server on first use and refuses its definitions while a change
+        awaits ``agentbox mcp approve``: that is an :class:`~agentbox.mcp.MCPError`."""
+        return self.mcp_session(server).list_tools()
+
+    def mcp_call(self, server: str, tool: str, arguments: Optional[Dict[str, Any]] = None, *,
+                 timeout: Optional[float] = None) -> MCPToolResult:
+        """Call ``tool`` of hosted server ``server`` with ``arguments`` (MCP ``tools/call`` at
+        ``/mcp/servers/NAME``), every call governed by the gateway (pinning, allow and deny lists,
+        DLP both ways, prompt scanning, an audit record). Each call initializes afresh: the
+        gateway is stateless. A tool error, and a call the gateway refused, is a result with
+        ``is_error`` set and the reason in ``text``; a protocol error raises MCPError."""
+        return self.mcp_session(server, timeout=timeout).call(tool, arguments)
+
+    #: The same as :meth:`mcp_list_tools`.
+    list_tools = mcp_list_tools
 
     def health(self) -> Health:
         """The daemon's version and each runtime's state. Needs no key; a 503 still returns Health."""

@@ -1,0 +1,205 @@
+"""A minimal MCP client for the hosted MCP servers: their tools over streamable HTTP.
+
+A hosted server is reached, unchanged, at ``/mcp/servers/NAME`` on the daemon with the same
+bearer key as the API. The gateway is stateless (no ``Mcp-Session-Id``): every call here makes a
+whole exchange of its own — ``initialize``, ``notifications/initialized``, then the request — so
+nothing is kept between calls and any daemon behind a balancer can answer. Answers are read as
+JSON or as a Server-Sent Events stream, whichever the server chose.
+
+These are MCP's own shapes, not the agentbox API's: they are not in api/openapi.yaml, and
+:class:`MCPTool` and :class:`MCPToolResult` keep the protocol's members as it names them
+(``inputSchema``, ``structuredContent``, ``isError``) in ``raw``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from http.client import HTTPException
+from typing import Any, Dict, Iterator, List, Optional
+
+from ._version import __version__
+from .errors import AgentboxError, DaemonUnreachable, from_response
+
+#: The protocol revision the client asks for; the daemon's gateway negotiates it (and older ones).
+PROTOCOL_VERSION = "2025-06-18"
+
+
+class MCPError(AgentboxError):
+    """A JSON-RPC error answered by the gateway or the hosted server (an unknown method, bad
+    parameters, a server the gateway refused to start...). ``code`` is "mcp", ``rpc_code`` the
+    JSON-RPC error code, ``data`` its data member. A tool that fails is not an MCPError: its
+    result has ``is_error`` set (the gateway's refusals — a denied tool, a blocked argument, a
+    refused change of definitions — are tool errors too, whose text says why)."""
+
+    def __init__(self, message: str, *, rpc_code: int = 0, data: Any = None, hint: str = "",
+                 status: Optional[int] = None) -> None:
+        super().__init__("mcp", message, hint=hint, status=status)
+        self.rpc_code = rpc_code
+        self.data = data
+
+
+@dataclass
+class MCPTool:
+    """A tool as a hosted server lists it (``tools/list``)."""
+
+    name: str = ""
+    description: str = ""
+    input_schema: Dict[str, Any] = field(default_factory=dict)
+    output_schema: Optional[Dict[str, Any]] = None
+    #: The whole definition as the server sent it.
+    raw: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "MCPTool":
+        return cls(name=d.get("name", ""), description=d.get("description") or "",
+                   input_schema=d.get("inputSchema") or {}, output_schema=d.get("outputSchema"), raw=d)
+
+
+@dataclass
+class MCPToolResult:
+    """What a tool call returned (``tools/call``): its content blocks, its structured content, and
+    whether it is a tool error."""
+
+    content: List[Dict[str, Any]] = field(default_factory=list)
+    structured: Any = None
+    is_error: bool = False
+    raw: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text content blocks, joined by newlines."""
+        return "\n".join(c.get("text", "") for c in self.content if c.get("type") == "text")
+
+    @classmethod
+    def _from(cls, d: Dict[str, Any]) -> "MCPToolResult":
+        return cls(content=list(d.get("content") or []), structured=d.get("structuredContent"),
+                   is_error=bool(d.get("isError")), raw=d)
+
+
+def _sse_messages(body: str) -> Iterator[Any]:
+    """The JSON messages of an SSE stream: each event's data lines joined."""
+    data: List[str] = []
+    for line in body.splitlines() + [""]:
+        if line == "":
+            if data:
+                try:
+                    yield json.loads("\n".join(data))
+                except ValueError:
+                    pass
+                data = []
+        elif line.startswith("data:"):
+            v = line[5:]
+            data.append(v[1:] if v.startswith(" ") else v)
+
+
+class MCPSession:
+    """One exchange with a hosted server's endpoint: initialize, then requests. Made by
+    :meth:`agentbox.Client.mcp_list_tools` and :meth:`agentbox.Client.mcp_call`; use it directly to
+    make several requests after one initialize."""
+
+    def __init__(self, client: Any, server: str, *, timeout: Optional[float] = None) -> None:
+        if not server:
+            raise ValueError("agentbox: an MCP server's name is needed")
+        self.client = client
+        self.server = server
+        self.url = client.url + "/mcp/servers/" + urllib.parse.quote(server, safe="")
+        self.timeout = timeout or client.timeout
+        self.protocol_version = ""
+        self.server_info: Dict[str, Any] = {}
+        self._ids = itertools.count(1)
+
+    def _post(self, msg: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        headers = {"User-Agent": f"agentbox-python/{__version__}", "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        if self.protocol_version:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        if self.client.api_key:
+            headers["Authorization"] = "Bearer " + self.client.api_key
+        req = urllib.request.Request(self.url, data=json.dumps(msg).encode("utf-8"), headers=headers, method="POST")
+        try:
+            with self.client._opener.open(req, timeout=self.timeout) as resp:
+                status, payload, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+        except urllib.error.HTTPError as e:
+            status, payload, rid = e.code, e.read(), e.headers.get("X-Request-Id", "")
+            e.close()
+            try:
+                doc = json.loads(payload.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                doc = None
+            if isinstance(doc, dict) and isinstance(doc.get("error"), dict) and "jsonrpc" in doc:
+                err = doc["error"]
+                raise MCPError(str(err.get("message", "")), rpc_code=int(err.get("code") or 0),
+                               data=err.get("data"), status=status) from None
+            if status == 404 and not (isinstance(doc, dict) and "error" in doc):
+                raise MCPError(f"HTTP 404 at {self.url}", status=status,
+                               hint="no hosted MCP server of that name (Client.mcp_servers() lists them), "
+                                    "or a daemon without hosted MCP servers") from None
+            raise from_response(status, payload, rid, self.client) from None
+        except (urllib.error.URLError, HTTPException, OSError, socket.timeout) as e:
+            reason = getattr(e, "reason", e)
+            raise DaemonUnreachable(None, f"POST {self.url}: {reason}",
+                                    hint="is `agentbox serve` running there? AGENTBOX_URL sets the address") from e
+        if "id" not in msg:
+            return None  # a notification: 202 and no body
+        text = payload.decode("utf-8", "replace")
+        if ctype.split(";")[0].strip() == "text/event-stream":
+            msgs: List[Any] = list(_sse_messages(text))
+        else:
+            try:
+                doc = json.loads(text) if text.strip() else None
+            except ValueError:
+                raise MCPError(f"HTTP {status}: an answer that is not JSON ({ctype or 'no type'})", status=status) from None
+            msgs = doc if isinstance(doc, list) else [doc]
+        for m in msgs:
+            if isinstance(m, dict) and m.get("id") == msg["id"] and ("result" in m or "error" in m):
+                if "error" in m:
+                    err = m["error"] or {}
+                    raise MCPError(str(err.get("message", "")), rpc_code=int(err.get("code") or 0),
+                                   data=err.get("data"), status=status)
+                return m["result"] or {}
+        raise MCPError(f"no answer to {msg['method']} in the server's response", status=status)
+
+    def request(self, method: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Send a JSON-RPC request and return its result."""
+        msg: Dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
+        if params is not None:
+            msg["params"] = params
+        out = self._post(msg)
+        return out or {}
+
+    def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+        msg: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self._post(msg)
+
+    def initialize(self) -> "MCPSession":
+        res = self.request("initialize", {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "agentbox-python", "version": __version__},
+        })
+        self.protocol_version = res.get("protocolVersion") or PROTOCOL_VERSION
+        self.server_info = res.get("serverInfo") or {}
+        self.notify("notifications/initialized")
+        return self
+
+    def list_tools(self) -> List[MCPTool]:
+        """Every tool, following ``nextCursor`` pages."""
+        tools: List[MCPTool] = []
+        cursor: Optional[str] = None
+        while True:
+            res = self.request("tools/list", {"cursor": cursor} if cursor else {})
+            tools.extend(MCPTool._from(t) for t in res.get("tools") or [])
+            cursor = res.get("nextCursor")
+            if not cursor:
+                return tools
+
+    def call(self, tool: str, arguments: Optional[Dict[str, Any]] = None) -> MCPToolResult:
+        return MCPToolResult._from(self.request("tools/call", {"name": tool, "arguments": arguments or {}}))

@@ -1,0 +1,153 @@
+"""The hosted MCP servers from the SDK: the registry (GET /v1/mcp/servers) and tool calls over
+MCP's streamable HTTP at /mcp/servers/NAME, against the scripted stub; and against a real daemon
+hosting server-everything when the heavy tier and the node-mcp image are here."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any, Dict
+
+import pytest
+
+from agentbox import Client, MCPError, NotFound, Unauthorized
+from agentbox.mcp import PROTOCOL_VERSION, _sse_messages
+
+
+def rpc(req: Dict[str, Any], result: Any) -> Dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": req["body"]["id"], "result": result}
+
+
+INIT = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {"tools": {}}, "serverInfo": {"name": "stub", "version": "1"}}
+
+
+def test_mcp_servers_are_listed(stub):
+    stub.script((200, {"servers": [{"name": "memory", "image": "node-mcp", "command": ["mcp-server-memory"],
+                                    "deny": ["delete_entities"], "added": "2026-11-26T10:00:00Z", "running": True}]}))
+    got = Client(stub.url, "admin").mcp_servers()
+    assert stub.requests[0]["method"] == "GET" and stub.requests[0]["path"] == "/v1/mcp/servers"
+    assert stub.requests[0]["headers"]["Authorization"] == "Bearer admin"
+    assert [s.name for s in got] == ["memory"]
+    assert got[0].command == ["mcp-server-memory"] and got[0].deny == ["delete_entities"] and got[0].running
+    assert got[0].added is not None and got[0].added.year == 2026
+
+
+def test_mcp_call_initializes_then_calls_json(stub):
+    stub.script(
+        lambda r: (200, rpc(r, INIT)),
+        (202, b""),
+        lambda r: (200, rpc(r, {"content": [{"type": "text", "text": "Echo: hi"}], "structuredContent": {"n": 1}})),
+    )
+    res = Client(stub.url, "k").mcp_call("everything", "echo", {"message": "hi"})
+    assert res.text == "Echo: hi" and res.structured == {"n": 1} and not res.is_error
+    init, note, call = stub.requests
+    assert [r["path"] for r in stub.requests] == ["/mcp/servers/everything"] * 3
+    assert init["body"]["method"] == "initialize" and init["body"]["params"]["protocolVersion"] == PROTOCOL_VERSION
+    assert "id" not in note["body"] and note["body"]["method"] == "notifications/initialized"
+    assert call["body"]["method"] == "tools/call"
+    assert call["body"]["params"] == {"name": "echo", "arguments": {"message": "hi"}}
+    for r in stub.requests:
+        assert r["headers"]["Authorization"] == "Bearer k"
+        assert "text/event-stream" in r["headers"]["Accept"] and "application/json" in r["headers"]["Accept"]
+    hdr = [{k.lower(): v for k, v in r["headers"].items()} for r in stub.requests]
+    assert "mcp-protocol-version" not in hdr[0]
+    assert hdr[2]["mcp-protocol-version"] == PROTOCOL_VERSION
+
+
+def sse(*msgs: Any) -> bytes:
+    return "".join("event: message\ndata: " + json.dumps(m) + "\n\n" for m in msgs).encode()
+
+
+def test_mcp_list_tools_reads_sse_and_pages(stub):
+    def page(r):
+        cursor = (r["body"].get("params") or {}).get("cursor")
+        if cursor is None:
+            body = rpc(r, {"tools": [{"name": "echo", "description": "Echoes", "inputSchema": {"type": "object"}}],
+                           "nextCursor": "p2"})
+        else:
+            body = rpc(r, {"tools": [{"name": "add", "inputSchema": {"type": "object"},
+                                      "outputSchema": {"type": "object"}}]})
+        # a server notification before the answer, as a stream may carry
+        note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
+        return (200, sse(note, body), "text/event-stream")
+
+    stub.script(lambda r: (200, sse(rpc(r, INIT)), "text/event-stream"), (202, b""), page)
+    tools = Client(stub.url, "k").list_tools("everything")
+    assert [t.name for t in tools] == ["echo", "add"]
+    assert tools[0].description == "Echoes" and tools[0].input_schema == {"type": "object"}
+    assert tools[1].output_schema == {"type": "object"} and tools[0].output_schema is None
+    assert stub.requests[3]["body"]["params"] == {"cursor": "p2"}
+
+
+def test_mcp_tool_error_is_a_result(stub):
+    stub.script(lambda r: (200, rpc(r, INIT)), (202, b""),
+                lambda r: (200, rpc(r, {"content": [{"type": "text", "text": "mcp: tool delete_entities is denied"}],
+                                        "isError": True})))
+    res = Client(stub.url, "k").mcp_call("memory", "delete_entities")
+    assert res.is_error and "denied" in res.text
+    assert stub.requests[2]["body"]["params"]["arguments"] == {}
+
+
+def test_mcp_rpc_error_raises(stub):
+    stub.script(lambda r: (200, rpc(r, INIT)), (202, b""),
+                lambda r: (200, {"jsonrpc": "2.0", "id": r["body"]["id"],
+                                 "error": {"code": -32602, "message": "unknown tool", "data": {"tool": "x"}}}))
+    with pytest.raises(MCPError) as e:
+        Client(stub.url, "k").mcp_call("memory", "x")
+    assert e.value.rpc_code == -32602 and e.value.data == {"tool": "x"} and "unknown tool" in str(e.value)
+    assert e.value.code == "mcp"
+
+
+def test_mcp_http_errors_are_typed(stub):
+    stub.script((401, {"error": {"code": "unauthorized", "message": "no key", "hint": "h"}}))
+    with pytest.raises(Unauthorized):
+        Client(stub.url, "").mcp_call("memory", "read_graph")
+    stub.script((404, {"error": {"code": "not_found", "message": "no hosted MCP server nope", "hint": ""}}))
+    with pytest.raises(NotFound):
+        Client(stub.url, "k").mcp_list_tools("nope")
+    stub.script((404, b"404 page not found\n", "text/plain"))
+    with pytest.raises(MCPError) as e:
+        Client(stub.url, "k").mcp_list_tools("nope")
+    assert e.value.status == 404 and "mcp_servers" in e.value.hint
+
+
+def test_mcp_session_reuses_one_initialize(stub):
+    stub.script(lambda r: (200, rpc(r, INIT)), (202, b""),
+                lambda r: (200, rpc(r, {"content": [{"type": "text", "text": r["body"]["params"]["arguments"]["message"]}]})))
+    s = Client(stub.url, "k").mcp_session("everything")
+    assert s.server_info == {"name": "stub", "version": "1"}
+    assert [s.call("echo", {"message": m}).text for m in ("a", "b")] == ["a", "b"]
+    assert [r["body"]["method"] for r in stub.requests] == ["initialize", "notifications/initialized", "tools/call", "tools/call"]
+    assert [r["body"]["id"] for r in stub.requests[2:]] == [2, 3]
+
+
+def test_sse_parsing():
+    body = 'event: message\nid: 1\ndata: {"a":\ndata: 1}\n\n: a comment\n\ndata: not json\n\ndata:{"b":2}'
+    assert list(_sse_messages(body)) == [{"a": 1}, {"b": 2}]
+
+
+# --- against a real daemon -------------------------------------------------------------------
+
+
+def test_mcp_hosted_everything(heavy):
+    """server-everything hosted in gVisor: registered over the API, listed, its echo called
+    through the SDK (and the call is in the audit log). Skips without the node-mcp image."""
+    from conftest import KEY, missing
+
+    c = Client(heavy.url, KEY)
+    if not any(i.name == "node-mcp" for i in c.images()):
+        missing("no node-mcp image here: `agentbox image build node-mcp` builds it")
+    body = json.dumps({"name": "everything", "image": "node-mcp", "command": ["mcp-server-everything"]}).encode()
+    req = urllib.request.Request(heavy.url + "/v1/mcp/servers", data=body, method="POST",
+                                 headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=30).close()
+    except urllib.error.HTTPError as e:
+        if e.code != 409:
+            raise
+    assert "everything" in [s.name for s in c.mcp_servers()]
+    tools = c.mcp_list_tools("everything")
+    assert "echo" in [t.name for t in tools]
+    res = c.mcp_call("everything", "echo", {"message": "hello from python"}, timeout=120)
+    assert not res.is_error and "hello from python" in res.text
+    assert any(r.mcp and r.mcp.tool == "echo" for r in c.audit(kind="mcp.call"))
