@@ -147,6 +147,16 @@
 // What the egress gateway adds to a small HTTPS request, in this process against a loopback
 // origin, and the DLP scanner's throughput; see its -h.
 //
+// # agentbox bench mcp
+//
+//	sudo bin/agentbox bench mcp            # ~15 s on 2 cores; -json for a machine-readable form
+//
+// What the gateway of the hosted MCP servers adds to a tool call (server-everything's echo, warm):
+// the same package from the node-mcp image run on the host by Node over stdio (the baseline: what
+// the gateway speaks to a hosted server) and over its own streamable HTTP, then hosted in gVisor on
+// a daemon in this process through /mcp/servers/everything and through /mcp as everything__echo;
+// then the cold start of a newly registered server (its first tools/list). See its -h.
+//
 // # Layout
 //
 // One package, a file set per target over a shared core. Every target's results have one shape,
@@ -169,6 +179,8 @@
 //     and what the bench installs for them), the compute set, the daemons, the report.
 //   - heavy*.go: `bench heavy`: settings and flags, the runtime in process, the native chroot
 //     baselines, scenarios, the compute cells, the HTTP scenarios, the report.
+//   - mcp_*.go: `bench mcp`: settings, flags and the report over Report and Row; the daemon with
+//     the hosted server, the direct server, the calls.
 //   - egress*.go: `bench egress`, whose results keep their own flat shape: a table of request
 //     latencies and a throughput, with no machine description, rows of baselines or targets.
 package bench

@@ -16,6 +16,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, out io.Wri
 	"nano":   mainNano,
 	"heavy":  mainHeavy,
 	"egress": mainEgress,
+	"mcp":    mainMCP,
 }
 
 // Main runs `agentbox bench SUBCOMMAND [flags]`, writing the report to out and progress to stderr.
