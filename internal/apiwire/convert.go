@@ -257,7 +257,7 @@ func SessionRunRequestFromAPI(in api.RunRequest) (sandbox.RunRequest, error) {
 	} {
 		if f.set {
 			return sandbox.RunRequest{}, invalid("%s cannot change within a session", f.name).
-				WithHint("set it when creating the session; a run in a session may set only its timeout")
+				WithHint("set it when creating the session (POST /v1/sessions, or the session_create tool); a run in a session may set only its timeout")
 		}
 	}
 	return RunRequestFromAPI(in)

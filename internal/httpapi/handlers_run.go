@@ -53,22 +53,7 @@ func (s *API) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"memory_mb", in.MemoryMB != 0},
-		{"stdout_limit", in.StdoutLimit != 0},
-		{"stderr_limit", in.StderrLimit != 0},
-		{"files_limit", in.FilesLimit != 0},
-	} {
-		if f.set {
-			s.fail(w, r, invalid("%s cannot change within a session", f.name).
-				WithHint("set it when creating the session (POST /v1/sessions); a run may set only its timeout"))
-			return
-		}
-	}
-	req, err := apiwire.RunRequestFromAPI(in)
+	req, err := apiwire.SessionRunRequestFromAPI(in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
