@@ -41,11 +41,12 @@ if [[ -f "$OUTDIR/python.wasm" && -f "$OUTDIR/$STDLIB_ZIP" && -f "$STAMP" && "$(
 fi
 
 # The variant, picked by measurement under wazero v1.12 (compiler engine) over the compute
-# benchmark set in internal/bench/compute: -O2 plus the sum() patch below. -O3, -flto,
-# binaryen's wasm-opt -O3, pymalloc and bulk-memory memcpy each changed the geomean by less
-# than the run-to-run noise (+-5%); -flto also made wazero's compile 3x slower (6 s) and
-# peak at 1.7 GB of memory.
-OPT_FLAGS="-O2"
+# benchmark set in internal/bench/compute (docs/RATIONALE.md, "Nano compute"): -O2 with ThinLTO,
+# pymalloc (configure turns it off for WASI; wasi-libc's dlmalloc served every small object) and
+# the sum() patch below; pymalloc + ThinLTO took ~19% off the CPU time of the snippets.
+# -O3, full LTO, binaryen's wasm-opt -O3/-O4 after LTO, -msimd128, -mbulk-memory and -mtail-call
+# each moved it by less than the noise or made it worse.
+OPT_FLAGS="-O2 -flto=thin"
 
 WORK="$OUTDIR/.build"
 LOGS="$WORK/logs"
@@ -293,7 +294,7 @@ BUILD="$WORK/cpython"
 # bounds memory access") instead of raising RecursionError. An 8 MiB stack gives the native
 # limit of 1000 a wide margin; untouched stack pages cost no host memory.
 RECURSION_LIMIT=1000
-WASM_LDFLAGS="-z stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=16777216 -Wl,--export=agentbox_sigint_flags"
+WASM_LDFLAGS="$OPT_FLAGS -z stack-size=8388608 -Wl,--stack-first -Wl,--initial-memory=16777216 -Wl,--export=agentbox_sigint_flags"
 mkdir -p "$BUILD"
 (
 	cd "$BUILD"
@@ -313,7 +314,8 @@ mkdir -p "$BUILD"
 		--build="$("$PYSRC/config.guess")" \
 		--with-build-python="$BUILD_PY" \
 		--prefix=/usr/local \
-		--disable-test-modules
+		--disable-test-modules \
+		--with-pymalloc
 ) >"$LOG" 2>&1
 for mod in zlib _sqlite3; do
 	grep -q "^checking for stdlib extension module $mod... yes" "$LOG" || {
@@ -323,7 +325,14 @@ for mod in zlib _sqlite3; do
 done
 
 step cpython-make
-make -C "$BUILD" -j"$(nproc)" LDFLAGS_NODIST="$WASM_LDFLAGS" >"$LOG" 2>&1
+{
+	# deepfreeze.c holds the frozen modules' code objects and a _Py_Deepfreeze_Fini that calls
+	# ~2,000 tiny finalisers; under LTO they can all be inlined into it (full LTO made it 500 KB
+	# of code and wazero's compile peak at 1.7 GB), for a function that runs only at exit.
+	# It is compiled without LTO.
+	make -C "$BUILD" -j"$(nproc)" CFLAGS_NODIST=-fno-lto Python/deepfreeze/deepfreeze.o
+	make -C "$BUILD" -j"$(nproc)" LDFLAGS_NODIST="$WASM_LDFLAGS"
+} >"$LOG" 2>&1
 [[ -f "$BUILD/python.wasm" ]]
 
 # ---------------------------------------------------------------- stdlib zip
@@ -504,7 +513,7 @@ cp "$BUILD/python.wasm" "$STAGE/python.wasm"
 	echo "sqlite3-source: sqlite3 $SQSRC_VERSION (Debian, apt-get source; memory-only VFS)"
 	echo "tzdata: $TZ_VERSION (Debian's /usr/share/zoneinfo, as package tzdata in the zip)"
 	echo "compiler: $(clang-16 --version | head -n1)"
-	echo "flags: $OPT_FLAGS, no LTO, no wasm-opt; patch: sum() accumulates in long long; time.sleep via nanosleep"
+	echo "flags: $OPT_FLAGS (deepfreeze.o without LTO), pymalloc, no wasm-opt; patch: sum() accumulates in long long; time.sleep via nanosleep"
 	echo "prefix: /usr/local (guest path of the stdlib: /usr/local/lib/$STDLIB_ZIP; env PYTHONHOME=/usr/local)"
 	echo "python.wasm-sha256: $(sha256sum "$STAGE/python.wasm" | cut -d' ' -f1)"
 	echo "$STDLIB_ZIP-sha256: $(sha256sum "$STAGE/$STDLIB_ZIP" | cut -d' ' -f1)"
