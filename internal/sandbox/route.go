@@ -201,14 +201,18 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	m.running[r.ID] = c.Tenant
-	m.mu.Unlock()
-	defer func() {
+	if c.Tenant != "" {
+		// Only a tenant's runs are looked up (TenantOf, for its egress budget): the daemon's own
+		// runs take no lock for it.
 		m.mu.Lock()
-		delete(m.running, r.ID)
+		m.running[r.ID] = c.Tenant
 		m.mu.Unlock()
-	}()
+		defer func() {
+			m.mu.Lock()
+			delete(m.running, r.ID)
+			m.mu.Unlock()
+		}()
+	}
 	defer func() { done(executed(res, err)) }()
 	res, err = rt.Run(ctx, &r)
 	if auto := req.Tier == "" || req.Tier == TierAuto; auto {

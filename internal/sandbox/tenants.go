@@ -204,8 +204,9 @@ func (m *Manager) startRun(c Caller, memory int64) (func(ran time.Duration), err
 	}, nil
 }
 
-// TenantOf returns the tenant of a session or of a one-shot run in progress, by id: the egress
-// gateway counts what each tenant sends out with it.
+// TenantOf returns the tenant of a session or of a one-shot run of a tenant in progress, by id:
+// the egress gateway counts what each tenant sends out with it. The daemon's own runs are not
+// found (their tenant is the empty one, which has no budget).
 func (m *Manager) TenantOf(id string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -215,3 +215,73 @@ func TestTenantStoredQuota(t *testing.T) {
 		t.Errorf("beta's artifact past the quota: %+v %v, want it dropped with a note", res, err)
 	}
 }
+
+// TenantOf names the tenant of a session and of a one-shot run while it runs (the egress gateway
+// counts a tenant's bytes by it); once the run ends it is forgotten.
+func TestTenantOf(t *testing.T) {
+	nano := tierFake(tierNano)
+	var m *sandbox.Manager
+	var during string
+	var found bool
+	nano.Answer = func(_ context.Context, req *sandbox.RunRequest, s *runtimetest.FakeSession) (*sandbox.Result, error) {
+		if s == nil {
+			during, found = m.TenantOf(req.ID)
+		}
+		return &sandbox.Result{Stdout: "ok\n"}, nil
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{nano}, Tenants: policies{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Run(as("acme"), &sandbox.RunRequest{Code: "print(1)"}); err != nil {
+		t.Fatal(err)
+	}
+	if !found || during != "acme" {
+		t.Errorf("during the run: %q %v, want acme", during, found)
+	}
+	if id := nano.Runs()[0].ID; id == "" {
+		t.Fatal("the run had no id")
+	} else if _, ok := m.TenantOf(id); ok {
+		t.Error("a finished run is still known")
+	}
+	info, err := m.CreateSession(as("beta"), sandbox.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tenant, ok := m.TenantOf(info.ID); !ok || tenant != "beta" {
+		t.Errorf("the session: %q %v, want beta", tenant, ok)
+	}
+}
+
+// An auto session does not move to a tier its tenant may not use: the run meets a module only heavy
+// has, and the result stays nano's.
+func TestTenantSessionDoesNotMoveOffItsTiers(t *testing.T) {
+	nano, heavy := tierFake(tierNano), tierFake(tierHeavy)
+	heavy.Catalog = datascience
+	nano.Answer = func(context.Context, *sandbox.RunRequest, *runtimetest.FakeSession) (*sandbox.Result, error) {
+		return &sandbox.Result{ExitCode: 1, Error: &sandbox.PyError{Name: "ModuleNotFoundError", Value: "No module named 'pandas'"}}, nil
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{nano, heavy},
+		Tenants: policies{"acme": {Tiers: []sandbox.Tier{tierNano}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, tc := range []struct {
+		tenant string
+		want   sandbox.Tier
+	}{{"acme", tierNano}, {"beta", tierHeavy}} {
+		info, err := m.CreateSession(as(tc.tenant), sandbox.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.RunInSession(as(tc.tenant), info.ID, &sandbox.RunRequest{Code: "m = __import__(name)"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tenant, err)
+		}
+		if res.Runtime != tc.want {
+			t.Errorf("%s's session ran in %s, want %s (routing %v)", tc.tenant, res.Runtime, tc.want, res.Routing)
+		}
+	}
+}
