@@ -73,21 +73,26 @@ func (b *Bearer) Require(next http.Handler, fail FailFunc, scopes ...Scope) http
 			fail(w, r, err)
 			return
 		}
-		if len(scopes) > 0 && !slices.ContainsFunc(scopes, id.Has) {
-			fail(w, r, missingScope(id, scopes))
+		if err := id.Allows("this route", scopes...); err != nil {
+			fail(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
 	})
 }
 
-// missingScope says which scope a key lacks and what to do.
-func missingScope(id Identity, scopes []Scope) error {
+// Allows reports whether the identity may do what (a front door's words: "this route", "the tool
+// run_code"), which needs one of scopes (any key when none): nil, or a forbidden error that names
+// the scopes and what to do. Every front door words the refusal with it.
+func (id Identity) Allows(what string, scopes ...Scope) error {
+	if len(scopes) == 0 || slices.ContainsFunc(scopes, id.Has) {
+		return nil
+	}
 	names := make([]string, len(scopes))
 	for i, s := range scopes {
 		names[i] = string(s)
 	}
 	want := strings.Join(names, " or ")
-	return sandbox.Errorf(sandbox.KindForbidden, "the API key %s (tenant %s) lacks the %s scope this route needs", id.KeyID, id.Tenant, want).
+	return sandbox.Errorf(sandbox.KindForbidden, "the API key %s (tenant %s) lacks the %s scope %s needs", id.KeyID, id.Tenant, want, what).
 		WithHint("ask the daemon's admin for a key with scope %s (agentbox keys create --scopes %s)", want, names[0])
 }

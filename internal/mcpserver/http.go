@@ -58,8 +58,8 @@ func NewHandler(opts HTTPOptions) (http.Handler, error) {
 			// Every request passed the bearer check, which put its identity in the context.
 			return nil, sandbox.Errorf(sandbox.KindUnauthorized, "the call carries no identity")
 		}
-		if !allowed(id, scopes) {
-			return nil, missingScope(id, tool, scopes)
+		if err := id.Allows("the tool "+tool, scopes...); err != nil {
+			return nil, err
 		}
 		return Local(e.As(id.Caller)), nil
 	})

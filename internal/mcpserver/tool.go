@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -216,19 +215,3 @@ func (s *server) logCall(ctx context.Context, tool, code string, d time.Duration
 	s.log.LogAttrs(ctx, level, "mcp tool call", attrs...)
 }
 
-// missingScope is the forbidden error of a key that may not call a tool, worded as the HTTP API
-// words it for a route.
-func missingScope(id auth.Identity, tool string, scopes []auth.Scope) error {
-	names := make([]string, len(scopes))
-	for i, sc := range scopes {
-		names[i] = string(sc)
-	}
-	want := strings.Join(names, " or ")
-	return sandbox.Errorf(sandbox.KindForbidden, "the API key %s (tenant %s) lacks the %s scope the tool %s needs", id.KeyID, id.Tenant, want, tool).
-		WithHint("ask the daemon's admin for a key with scope %s (agentbox keys create --scopes %s)", want, names[0])
-}
-
-// allowed reports whether id may call a tool that needs one of scopes.
-func allowed(id auth.Identity, scopes []auth.Scope) bool {
-	return len(scopes) == 0 || slices.ContainsFunc(scopes, id.Has)
-}
