@@ -214,4 +214,3 @@ func (s *server) logCall(ctx context.Context, tool, code string, d time.Duration
 	}
 	s.log.LogAttrs(ctx, level, "mcp tool call", attrs...)
 }
-
