@@ -3,9 +3,12 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +83,57 @@ func TestArtifactsBelongToTheirTenant(t *testing.T) {
 	}
 	if _, _, err := admin.Artifact(ctx, id); err != nil {
 		t.Errorf("the admin key downloads it: %v", err)
+	}
+}
+
+// Each route takes the scopes its table names: a tenant key with every scope but admin reads no
+// metrics (they count every tenant's work) and reloads no egress policy without policy-admin; a
+// key with only run creates no session. Each refusal is forbidden and names the scope.
+func TestRouteScopes(t *testing.T) {
+	t.Parallel()
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{newFake()}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	path := filepath.Join(t.TempDir(), auth.KeysFile)
+	keys, err := auth.NewKeys(testKey, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := httpapi.New(httpapi.Options{Engine: m, Keys: keys, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	keyOf := func(scopes ...auth.Scope) string {
+		k, _, err := auth.CreateKey(path, "acme", "", scopes, 0, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	allButAdmin := keyOf(auth.ScopeRun, auth.ScopeSessions, auth.ScopeFiles, auth.ScopeEgressIntent, auth.ScopeAuditRead)
+	runOnly := keyOf(auth.ScopeRun)
+	for _, tc := range []struct {
+		method, path, key, scope string
+	}{
+		{"GET", "/metrics", allButAdmin, "admin"},
+		{"POST", "/v1/egress/reload", allButAdmin, "policy-admin"},
+		{"POST", "/v1/sessions", runOnly, "sessions"},
+		{"GET", "/v1/audit", runOnly, "audit-read"},
+	} {
+		req, _ := http.NewRequest(tc.method, hs.URL+tc.path, strings.NewReader("{}"))
+		req.Header.Set("Authorization", "Bearer "+tc.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"forbidden"`) || !strings.Contains(string(b), tc.scope+" scope") {
+			t.Errorf("%s %s: %d %s, want forbidden naming %s", tc.method, tc.path, resp.StatusCode, b, tc.scope)
+		}
 	}
 }
