@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -82,18 +83,9 @@ func (t Tenants) validate() error {
 		case c.MaxSessions < 0 || c.MaxRuns < 0 || c.MaxMemoryMB < 0 || c.CPUSecondsPerHour < 0 || c.MaxStoredMB < 0 || c.EgressBytesPerDay < 0 || c.MaxTimeout < 0 || c.MaxRunMemoryMB < 0 ||
 			c.MaxFilesBytes < 0 || c.MaxOutputBytes < 0:
 			return fmt.Errorf("config: tenants.%s: quotas and limits must not be negative", name)
-		case c.DefaultEgressProfile != "" && len(c.EgressProfiles) > 0 && !contains(c.EgressProfiles, c.DefaultEgressProfile):
+		case c.DefaultEgressProfile != "" && len(c.EgressProfiles) > 0 && !slices.Contains(c.EgressProfiles, c.DefaultEgressProfile):
 			return fmt.Errorf("config: tenants.%s: default_egress_profile %q is not among its egress_profiles", name, c.DefaultEgressProfile)
 		}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

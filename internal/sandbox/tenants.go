@@ -285,8 +285,3 @@ func (m *Manager) sessionMemory(tenant string) int64 {
 	}
 	return n
 }
-
-// describeTenantPolicy is how a policy reads in logs.
-func (p TenantPolicy) String() string {
-	return fmt.Sprintf("sessions %d, runs %d, memory %d MiB", p.MaxSessions, p.MaxRuns, p.MaxMemoryBytes>>20)
-}
