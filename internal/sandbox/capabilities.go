@@ -127,10 +127,4 @@ func (c Capabilities) misfit(packages []string, image string, network bool, l Li
 }
 
 // tierList names tiers for messages: "heavy", "heavy or gpu".
-func tierList(ts []Tier) string {
-	s := make([]string, len(ts))
-	for i, t := range ts {
-		s[i] = string(t)
-	}
-	return strings.Join(s, " or ")
-}
+func tierList(ts []Tier) string { return strings.Join(tierStrings(ts), " or ") }
