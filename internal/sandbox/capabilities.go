@@ -101,14 +101,20 @@ type Explainer interface {
 	Cannot(res *Result, err error) (Need, bool)
 }
 
+// The misfits Manager.refuse answers with a hint that names the tiers that fit.
+const (
+	misfitImages  = "has no images or packages"
+	misfitNetwork = "never has network"
+)
+
 // misfit says why a tier cannot take what a request asks of its sandbox (images, network, limits),
 // or "" when it can. Limits are already defaulted.
 func (c Capabilities) misfit(packages []string, image string, network bool, l Limits) string {
 	switch {
 	case (len(packages) > 0 || image != "") && !c.Images:
-		return "has no images or packages"
+		return misfitImages
 	case network && !c.Network:
-		return "never has network"
+		return misfitNetwork
 	}
 	m := c.Max
 	switch {

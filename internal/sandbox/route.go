@@ -123,10 +123,10 @@ func (m *Manager) unknown(name Tier) error {
 // with a hint that names the tiers that do.
 func (m *Manager) refuse(name Tier, why string, req *RunRequest) error {
 	switch why {
-	case "has no images or packages":
+	case misfitImages:
 		return Errorf(KindInvalidRequest, "the %s runtime has no images or packages, and this request asks for %s", name, imageReason(req.Packages, req.Image)).
 			WithHint("use runtime %s, or drop packages and image", m.instead(func(c Capabilities) bool { return c.Images }))
-	case "never has network":
+	case misfitNetwork:
 		return Errorf(KindInvalidRequest, "the %s runtime never has network, and this request asks for it", name).
 			WithHint("use runtime %s for network through the egress gateway", m.instead(func(c Capabilities) bool { return c.Network }))
 	}
