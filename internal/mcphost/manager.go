@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -44,6 +45,8 @@ type Options struct {
 	// Audit receives every record besides the file (the daemon's signed audit log); optional. ctx
 	// is the call's, carrying who asked.
 	Audit func(ctx context.Context, r Record)
+	// Logger is where the gateway says what it could not record elsewhere. Default slog.Default.
+	Logger *slog.Logger
 }
 
 // Manager keeps the registered servers and their running processes.
@@ -55,9 +58,13 @@ type Manager struct {
 
 	mu      sync.Mutex
 	servers map[string]Server
-	hosts   map[string]*host
-	closed  bool
-	stop    chan struct{}
+	// stamp is servers.json as last read or written (refresh); loaded says it was read once.
+	stamp      fileStamp
+	loaded     bool
+	refreshErr string
+	hosts      map[string]*host
+	closed     bool
+	stop       chan struct{}
 }
 
 // host is a server's running process and client session.
@@ -80,6 +87,9 @@ func Open(opts Options) (*Manager, error) {
 	if opts.Idle <= 0 {
 		opts.Idle = 10 * time.Minute
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	args, err := dlp.New(dlp.Config{})
 	if err != nil {
 		return nil, err
@@ -94,11 +104,15 @@ func Open(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts, args: args, results: results, servers: map[string]Server{}, hosts: map[string]*host{}, stop: make(chan struct{})}
 	m.audit.path = filepath.Join(opts.Dir, "audit.jsonl")
-	if err := m.load(); err != nil {
+	if err := m.refresh(); err != nil {
 		return nil, err
 	}
 	go m.reapIdle()
 	return m, nil
+}
+
+func (m *Manager) logf(format string, args ...any) {
+	m.opts.Logger.Warn(fmt.Sprintf(format, args...))
 }
 
 // AuditFile is where the gateway's records are.
@@ -119,6 +133,9 @@ func (m *Manager) Add(s Server) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.refresh(); err != nil {
+		return sandbox.Errorf(sandbox.KindInternal, "the hosted MCP registry cannot be read, so it is not written: %v", err)
+	}
 	if _, ok := m.servers[s.Name]; ok {
 		return sandbox.Errorf(sandbox.KindConflict, "a hosted MCP server named %q exists", s.Name).WithHint("remove it first: agentbox mcp remove %s", s.Name)
 	}
@@ -133,6 +150,10 @@ func (m *Manager) Add(s Server) error {
 // name is held to it).
 func (m *Manager) Remove(name string) error {
 	m.mu.Lock()
+	if err := m.refresh(); err != nil {
+		m.mu.Unlock()
+		return sandbox.Errorf(sandbox.KindInternal, "the hosted MCP registry cannot be read, so it is not written: %v", err)
+	}
 	if _, ok := m.servers[name]; !ok {
 		m.mu.Unlock()
 		return notFound(name)
@@ -152,6 +173,7 @@ func (m *Manager) Remove(name string) error {
 func (m *Manager) List() []Server {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.fresh()
 	out := make([]Server, 0, len(m.servers))
 	for _, s := range m.servers {
 		out = append(out, s)
@@ -174,6 +196,7 @@ func (m *Manager) Names() []string {
 func (m *Manager) Get(name string) (Server, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.fresh()
 	s, ok := m.servers[name]
 	return s, ok
 }
@@ -259,6 +282,7 @@ func (m *Manager) reapIdle() {
 // and checked against the pin.
 func (m *Manager) hostOf(ctx context.Context, name string) (*host, Server, error) {
 	m.mu.Lock()
+	m.fresh()
 	s, ok := m.servers[name]
 	if !ok {
 		m.mu.Unlock()

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -47,22 +50,73 @@ func (s Server) Validate() error {
 
 func (m *Manager) serversFile() string { return filepath.Join(m.opts.Dir, "servers.json") }
 
-func (m *Manager) load() error {
-	b, err := os.ReadFile(m.serversFile())
-	if errors.Is(err, os.ErrNotExist) {
+// fileStamp is what says servers.json changed: its size, time and inode (a rewrite by rename,
+// as writeJSON and the CLI do, changes the inode).
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+	ino   uint64
+}
+
+func stampOf(st fs.FileInfo) fileStamp {
+	s := fileStamp{size: st.Size(), mtime: st.ModTime()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		s.ino = sys.Ino
+	}
+	return s
+}
+
+// refresh reads servers.json again when it changed since the last read or write, so that a
+// server added or removed by another process (the CLI's `agentbox mcp add` beside a running
+// daemon) is seen without a restart. A server removed from the file, or whose image, command or
+// profile changed, is stopped (a changed one starts again, as registered now, on its next call).
+// A file that does not parse leaves the registry as it was, and says why. m.mu held.
+func (m *Manager) refresh() error {
+	st, err := os.Stat(m.serversFile())
+	var stamp fileStamp
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		stamp = stampOf(st)
+	}
+	if m.loaded && stamp == m.stamp {
 		return nil
 	}
-	if err != nil {
-		return err
+	servers := map[string]Server{}
+	if stamp != (fileStamp{}) {
+		b, err := os.ReadFile(m.serversFile())
+		if err != nil {
+			return err
+		}
+		var list []Server
+		if err := json.Unmarshal(b, &list); err != nil {
+			return fmt.Errorf("%s: %w", m.serversFile(), err)
+		}
+		for _, s := range list {
+			servers[s.Name] = s
+		}
 	}
-	var list []Server
-	if err := json.Unmarshal(b, &list); err != nil {
-		return fmt.Errorf("%s: %w", m.serversFile(), err)
+	for name, old := range m.servers {
+		if s, ok := servers[name]; !ok || s.Image != old.Image || s.Profile != old.Profile || !slices.Equal(s.Command, old.Command) {
+			if h := m.hosts[name]; h != nil {
+				delete(m.hosts, name)
+				go h.stop()
+			}
+		}
 	}
-	for _, s := range list {
-		m.servers[s.Name] = s
-	}
+	m.servers, m.stamp, m.loaded = servers, stamp, true
 	return nil
+}
+
+// fresh is refresh for readers: an unreadable file keeps the registry last read, and is logged
+// once per change (the next write of the file is read again).
+func (m *Manager) fresh() {
+	if err := m.refresh(); err != nil && err.Error() != m.refreshErr {
+		m.refreshErr = err.Error()
+		m.logf("hosted MCP registry not read again (the servers last read stay): %v", err)
+	}
 }
 
 // save writes the registry atomically; m.mu held.
@@ -72,7 +126,13 @@ func (m *Manager) save() error {
 		list = append(list, s)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	return writeJSON(m.serversFile(), list)
+	if err := writeJSON(m.serversFile(), list); err != nil {
+		return err
+	}
+	if st, err := os.Stat(m.serversFile()); err == nil {
+		m.stamp = stampOf(st) // our own write is not a change to read again
+	}
+	return nil
 }
 
 func writeJSON(path string, v any) error {
