@@ -67,13 +67,17 @@ func (r auditRecorder) Egress(e egress.Event) {
 }
 
 func (r auditRecorder) Alert(a egress.Alert) {
-	msg := fmt.Sprintf("%d egress violations within %s under profile %s; the last: %s %s (%s)",
-		a.Violations, a.Window, a.Profile, a.Last.Method, a.Last.URL, a.Last.Reason)
+	source := a.Source
+	if source == "" {
+		source = "egress"
+	}
+	msg := fmt.Sprintf("%d %s violations within %s under profile %s; the last: %s %s (%s)",
+		a.Violations, source, a.Window, a.Profile, a.Last.Method, a.Last.URL, a.Last.Reason)
 	if a.Ended {
 		msg += "; the session is ended"
 	}
 	rec := audit.Record{Kind: audit.KindAlert, Session: a.Session, Alert: &audit.Alert{
-		Source: "egress", Message: msg, Profile: a.Profile, Violations: a.Violations, Window: a.Window, Ended: a.Ended,
+		Source: source, Message: msg, Profile: a.Profile, Violations: a.Violations, Window: a.Window, Ended: a.Ended,
 	}}
 	if err := r.l.Append(context.Background(), rec); err != nil {
 		r.log.Error("audit record not written", "kind", rec.Kind, "session", a.Session, "err", err)

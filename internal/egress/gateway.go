@@ -767,7 +767,7 @@ func (g *Gateway) emit(ev Event, sb Sandbox, p *Profile, violation bool) {
 	g.redactEvent(&ev, p)
 	g.record(ev)
 	if violation {
-		g.monitor.count(sb, p, ev)
+		g.monitor.count(sb, p, ev, "egress", true)
 	}
 }
 

@@ -21,6 +21,9 @@ type Alert struct {
 	Last Event `json:"last"`
 	// Ended says the session was ended because of it.
 	Ended bool `json:"ended"`
+	// Source is the gate that found the violations: "egress" (this gateway) or what reported
+	// them to Violation ("mcp").
+	Source string `json:"source"`
 }
 
 // monitor counts violations per session in a sliding window.
@@ -45,7 +48,7 @@ func (m *monitor) forget(session string) {
 
 // count adds a violation and raises an alert at the threshold. The counter restarts after an
 // alert, so a session that keeps violating raises one alert per threshold violations.
-func (m *monitor) count(sb Sandbox, p *Profile, ev Event) {
+func (m *monitor) count(sb Sandbox, p *Profile, ev Event, source string, endable bool) {
 	a := p.Alerts
 	if a.Threshold <= 0 || sb.Session == "" {
 		return
@@ -81,9 +84,9 @@ func (m *monitor) count(sb Sandbox, p *Profile, ev Event) {
 	if n < a.Threshold {
 		return
 	}
-	al := Alert{Time: now.UTC(), Session: sb.Session, Profile: p.Name, Violations: n, Window: window.String(), Last: ev}
-	al.Ended = a.EndSession && p.Mode == ModeEnforce && m.g.opts.EndSession != nil
-	m.g.log.Warn("egress alert: repeated violations", "session", sb.Session, "profile", p.Name, "violations", n, "window", window, "ending_session", al.Ended, "last", ev.Reason)
+	al := Alert{Time: now.UTC(), Session: sb.Session, Profile: p.Name, Violations: n, Window: window.String(), Last: ev, Source: source}
+	al.Ended = endable && a.EndSession && p.Mode == ModeEnforce && m.g.opts.EndSession != nil
+	m.g.log.Warn(source+" alert: repeated violations", "session", sb.Session, "profile", p.Name, "violations", n, "window", window, "ending_session", al.Ended, "last", ev.Reason)
 	if m.g.opts.Recorder != nil {
 		m.g.opts.Recorder.Alert(al)
 	}
@@ -91,7 +94,7 @@ func (m *monitor) count(sb Sandbox, p *Profile, ev Event) {
 		go m.post(a.Webhook, al)
 	}
 	if al.Ended {
-		go m.g.opts.EndSession(sb.Session, fmt.Sprintf("%d egress violations within %v (profile %s): %s", n, window, p.Name, ev.Reason))
+		go m.g.opts.EndSession(sb.Session, fmt.Sprintf("%d %s violations within %v (profile %s): %s", n, source, window, p.Name, ev.Reason))
 	}
 }
 
@@ -116,4 +119,26 @@ func (m *monitor) post(url string, al Alert) {
 	if resp.StatusCode >= 300 {
 		m.g.log.Error("egress alert webhook", "url", url, "status", resp.Status)
 	}
+}
+
+// Violation counts a violation another gate found against sb's session, under the alerts of
+// sb's profile, as the gateway counts its own: the governed calls of hosted MCP servers
+// (internal/mcphost) report theirs here (a denied tool, arguments DLP blocked, refused tool
+// definitions, a blocked description or result), so repeated violations raise the same alerts,
+// reach the same webhook and the same audit log (Recorder.Alert, with source), and may end the
+// session. ev describes the violation for the alert; it is redacted, and not recorded as an
+// egress event (its gate records it). endable is false for what is not a session to end (a
+// hosted server itself): its alert is raised, nothing is ended.
+func (g *Gateway) Violation(sb Sandbox, ev Event, source string, endable bool) error {
+	p, err := g.Profile(sb.Profile)
+	if err != nil {
+		return err
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	ev.Session, ev.Profile, ev.Mode = sb.Session, p.Name, p.Mode
+	g.redactEvent(&ev, p)
+	g.monitor.count(sb, p, ev, source, endable)
+	return nil
 }

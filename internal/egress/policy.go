@@ -57,6 +57,8 @@ type Profile struct {
 	Volume Volume `yaml:"volume"`
 	// Responses is the scanning of what comes back for instructions addressed to the model.
 	Responses Responses `yaml:"responses"`
+	// MCP governs the tools of hosted MCP servers (mcptools.go).
+	MCP MCP `yaml:"mcp"`
 
 	allowPrivate []*net.IPNet
 	file         string
@@ -100,6 +102,8 @@ type Intent struct {
 	Allow       []Rule `yaml:"allow"`
 	// MaxTTL bounds how long the intent may be set for. Default 1h.
 	MaxTTL Duration `yaml:"max_ttl"`
+	// MCP opens or closes hosted MCP servers' tools while the intent is current.
+	MCP IntentMCP `yaml:"mcp"`
 }
 
 // DLP configures the data-loss checks of a profile.
@@ -379,8 +383,8 @@ func (p *Profile) validate(root *yaml.Node) error {
 		if !validName(name) {
 			return fail(keyLine("intents"), "intent name %q: use letters, digits, - and _", name)
 		}
-		if len(in.Allow) == 0 {
-			return fail(keyLine("intents"), "intent %q opens nothing: give it allow rules", name)
+		if len(in.Allow) == 0 && in.MCP.Tools.Allow == nil && in.MCP.Tools.Deny == nil {
+			return fail(keyLine("intents"), "intent %q opens nothing: give it allow rules (or mcp tools lists)", name)
 		}
 		if err := checkRules(in.Allow); err != nil {
 			return err
@@ -434,6 +438,9 @@ func (p *Profile) validate(root *yaml.Node) error {
 	}
 	if p.Alerts.Window == 0 {
 		p.Alerts.Window = Duration(5 * time.Minute)
+	}
+	if err := p.validateMCP(keyLine); err != nil {
+		return err
 	}
 	return p.validateExfil(keyLine)
 }
