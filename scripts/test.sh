@@ -22,4 +22,6 @@ go test -p 1 -count=1 -timeout 30m ./... "$@" || status=$?
 # The Python SDK, installed as a user would and run against daemons its tests start. It runs even
 # when a Go test failed, so one run reports both; the script fails if either did.
 scripts/sdk-test.sh || status=$?
+# The JavaScript SDK, with Node's own test runner, against daemons its tests start.
+scripts/js-sdk-test.sh || status=$?
 exit "$status"

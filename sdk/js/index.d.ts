@@ -1,0 +1,409 @@
+// Types of the agentbox JavaScript SDK (hand-written; the code is plain ES modules in src/).
+//
+// The wire types (RunRequest, Result, Session...) keep the API's member names, as in
+// api/openapi.yaml and the Python SDK. A Go test (api/sdk_contract_test.go) reads every
+// `interface` and `class` here that is named after a schema of the spec and checks that its
+// properties are exactly the schema's: keep one member per line, and no braces inside a type
+// (use Record<...> or a named type).
+
+/// <reference types="node" />
+
+// --- requests --------------------------------------------------------------------------
+
+/** A file written into the sandbox before the code starts. */
+export interface InputFile {
+  /** Absolute inside the sandbox, or relative to /home/user. ".." is refused. */
+  path: string;
+  /** The content: a string is sent as UTF-8 (base64 on the wire). */
+  content: string | Uint8Array;
+}
+
+/** Fixes the clock and the random source so the same request gives the same output. */
+export interface Deterministic {
+  /** RFC 3339 time the wall clock reads at the start; default 1970-01-01T00:00:00Z. */
+  time?: string;
+  seed?: number;
+}
+
+/** Body of POST /v1/run and POST /v1/sessions/{id}/run; undefined means the server's default. */
+export interface RunRequest {
+  code: string;
+  /** "auto" (default), "nano" or "heavy". */
+  runtime?: Runtime;
+  /** Seconds (fractions allowed). */
+  timeout?: number;
+  memory_mb?: number;
+  stdout_limit?: number;
+  stderr_limit?: number;
+  files_limit?: number;
+  files?: InputFile[];
+  env?: Record<string, string>;
+  deterministic?: Deterministic;
+  packages?: string[];
+  image?: string;
+  network?: boolean;
+  egress_profile?: string;
+}
+
+/** Body of POST /v1/sessions. */
+export interface CreateSessionRequest {
+  runtime?: Runtime;
+  timeout?: number;
+  memory_mb?: number;
+  stdout_limit?: number;
+  stderr_limit?: number;
+  files_limit?: number;
+  env?: Record<string, string>;
+  packages?: string[];
+  image?: string;
+  network?: boolean;
+  egress_profile?: string;
+}
+
+/** Body of PUT /v1/sessions/{id}/intent. */
+export interface SetIntentRequest {
+  name: string;
+  /** Seconds; undefined means the intent's maximum. */
+  ttl?: number;
+}
+
+/** A session's current intent; name is "" when it has none. */
+export interface Intent {
+  name: string;
+  expires_at: string | null;
+}
+
+export type Runtime = 'auto' | 'nano' | 'heavy';
+
+// --- results ---------------------------------------------------------------------------
+
+/** An exception raised by the user's code: not an API error, the run itself succeeded. */
+export interface PyError {
+  name: string;
+  value: string;
+  traceback: string;
+}
+
+/** Which tier ran the code and why, written for people. */
+export interface Routing {
+  tier: string;
+  reasons: string[];
+}
+
+/** A file the code created or changed. */
+export declare class OutputFile {
+  /** Absolute inside the sandbox. */
+  path: string;
+  content: Buffer;
+  size: number;
+  save(path: string): Promise<string>;
+}
+
+/** Something a run made besides output and files, e.g. a matplotlib figure as PNG. */
+export declare class Artifact {
+  id: string;
+  /** e.g. "figure-1.png". */
+  name: string;
+  /** e.g. "image/png". */
+  mime: string;
+  size: number;
+  /** Hex-encoded sha256 of the content. */
+  sha256: string;
+  /** Downloads the content once (GET /v1/artifacts/{id}), checked against sha256. */
+  read(): Promise<Buffer>;
+  /** Downloads and writes it to `path` (a directory keeps the artifact's name); resolves to the path. */
+  save(path: string): Promise<string>;
+}
+
+/** A rich value the run displayed; html and json when the value offers them. */
+export interface Output {
+  text: string;
+  html?: string;
+  json?: unknown;
+}
+
+/** Where the time went, in milliseconds. */
+export interface Timings {
+  queue_ms: number;
+  start_ms: number;
+  execute_ms: number;
+  total_ms: number;
+  /** "warm" or "cold". */
+  pool: string;
+}
+
+/** What a run produced. */
+export declare class Result {
+  stdout: string;
+  stderr: string;
+  /** 0 when the code ran to the end, 1 after an uncaught exception, else sys.exit's argument. */
+  exit_code: number;
+  error: PyError | null;
+  /** "nano" or "heavy". */
+  runtime: string;
+  routing: Routing;
+  stdout_truncated: boolean;
+  stderr_truncated: boolean;
+  files: OutputFile[];
+  artifacts: Artifact[];
+  outputs: Output[];
+  timings: Timings;
+  /** True when the code ran to the end without an exception and exited 0. */
+  get ok(): boolean;
+  /** The API's outputs. */
+  get results(): Output[];
+  /** Seconds the run took inside the daemon. */
+  get duration(): number;
+  /** Throws CodeError if the code raised or exited non-zero. */
+  raiseForError(): this;
+}
+
+// --- sessions, files, operations -------------------------------------------------------
+
+/** A session's effective limits. */
+export interface Limits {
+  timeout: number;
+  memory_mb: number;
+  stdout_limit: number;
+  stderr_limit: number;
+  files_limit: number;
+}
+
+/** An open session. */
+export interface Session {
+  id: string;
+  /** The tier the session runs on now. */
+  runtime: string;
+  limits: Limits;
+  created_at: string;
+  last_used: string;
+  runs: number;
+  /** Seconds the session may stay unused before the daemon closes it. */
+  idle_timeout: number;
+  network: boolean;
+  egress_profile?: string;
+}
+
+export interface SessionList {
+  sessions: Session[];
+}
+
+/** A file or directory of a session. */
+export interface FileInfo {
+  path: string;
+  size: number;
+  dir: boolean;
+  mod_time: string;
+}
+
+export interface FileList {
+  files: FileInfo[];
+}
+
+/** A heavy image the daemon can run, and the Python packages it offers. */
+export interface Image {
+  name: string;
+  hash: string;
+  default: boolean;
+  python: string;
+  packages: Record<string, string>;
+  size_bytes: number;
+  built: string;
+}
+
+export interface ImageList {
+  images: Image[];
+}
+
+export interface RuntimeHealth {
+  name: string;
+  ok: boolean;
+  state: string;
+}
+
+export interface Health {
+  /** "ok", "degraded" or "unavailable". */
+  status: string;
+  version: string;
+  runtimes: RuntimeHealth[];
+}
+
+export interface ErrorDetail {
+  code: string;
+  message: string;
+  hint: string;
+}
+
+export interface ErrorResponse {
+  error: ErrorDetail;
+  result?: Result;
+}
+
+// --- the client ------------------------------------------------------------------------
+
+export declare const VERSION: string;
+export declare const DEFAULT_URL: string;
+/** Bodies larger than this many bytes are sent with `Expect: 100-continue`. */
+export declare const EXPECT_CONTINUE_BYTES: number;
+/** Every operation the SDK calls: [method, path]. */
+export declare const ROUTES: Readonly<Record<string, readonly [string, string]>>;
+/** AGENTBOX_API_KEY, else the api_key file of the data directory, else /var/lib/agentbox/api_key, else "". */
+export declare function apiKeyFromEnv(): string;
+/** AGENTBOX_URL, else DEFAULT_URL. */
+export declare function urlFromEnv(): string;
+/** AGENTBOX_DATA_DIR, else $XDG_CACHE_HOME/agentbox or ~/.cache/agentbox. */
+export declare function defaultDataDir(): string;
+
+export interface ClientOptions {
+  /** Default AGENTBOX_URL, else http://127.0.0.1:8420. */
+  url?: string;
+  /** Default AGENTBOX_API_KEY, else the daemon's api_key file. */
+  apiKey?: string;
+  /** Seconds a call other than a run may take (default 60). */
+  timeout?: number;
+  /** Connections kept to the daemon at most (default 32); more requests wait for one. */
+  maxConnections?: number;
+}
+
+/** The low-level client: one method per operation of the API. */
+export declare class Client {
+  constructor(opts?: ClientOptions);
+  readonly url: string;
+  apiKey: string;
+  timeout: number;
+  run(req: RunRequest): Promise<Result>;
+  route(req: RunRequest): Promise<Routing>;
+  artifact(id: string): Promise<{ data: Buffer; mime: string }>;
+  createSession(req?: CreateSessionRequest): Promise<Session>;
+  getSession(id: string): Promise<Session>;
+  listSessions(): Promise<Session[]>;
+  closeSession(id: string): Promise<void>;
+  runInSession(id: string, req: RunRequest): Promise<Result>;
+  listFiles(id: string, path?: string): Promise<FileInfo[]>;
+  readFile(id: string, path: string): Promise<Buffer>;
+  writeFile(id: string, path: string, data: string | Uint8Array): Promise<void>;
+  removeFile(id: string, path: string): Promise<void>;
+  setIntent(id: string, name: string, ttl?: number): Promise<Intent>;
+  clearIntent(id: string): Promise<void>;
+  getIntent(id: string): Promise<Intent>;
+  images(): Promise<Image[]>;
+  health(): Promise<Health>;
+  /** Closes the client's idle connections. */
+  close(): void;
+}
+
+// --- Sandbox ---------------------------------------------------------------------------
+
+/** A duration: seconds, or a string like "30s", "500ms", "5m". */
+export type Duration = number | string;
+/** A memory size: MiB, or a string like "512MB", "2GB". */
+export type Memory = number | string;
+
+export interface SandboxOptions {
+  /** "auto" (default) picks a tier by the code's imports; "nano" (WebAssembly, stdlib only) or "heavy" (gVisor, data science). */
+  runtime?: Runtime;
+  /** Python packages the code needs; they pick the heavy image that has them. */
+  packages?: string[] | string;
+  /** Each run's timeout; default the server's (30 s). */
+  timeout?: Duration;
+  /** The memory cap; default the server's (256 MiB). */
+  memory?: Memory;
+  env?: Record<string, string>;
+  /** A heavy image by name; implies heavy. */
+  image?: string;
+  /** A way out through the daemon's egress gateway (heavy only). */
+  network?: boolean;
+  egressProfile?: string;
+  url?: string;
+  apiKey?: string;
+  /** A Client to share (its connections) instead of url and apiKey. */
+  client?: Client;
+  /** false: every run is a fresh one-shot sandbox. Default true (a session). */
+  stateful?: boolean;
+}
+
+export interface RunOptions {
+  /** This run's timeout, over the Sandbox's. */
+  timeout?: Duration;
+  /** Environment variables for this run, over the Sandbox's. */
+  env?: Record<string, string>;
+  /** Files written before the code starts: {path: content} or InputFiles; relative paths land in /home/user. */
+  files?: Record<string, string | Uint8Array> | InputFile[];
+}
+
+/** The files of a Sandbox's session (heavy sessions only). */
+export declare class Files {
+  write(path: string, data: string | Uint8Array): Promise<void>;
+  read(path: string): Promise<Buffer>;
+  readText(path: string, encoding?: BufferEncoding): Promise<string>;
+  list(path?: string): Promise<FileInfo[]>;
+  remove(path: string): Promise<void>;
+}
+
+/** A place to run untrusted Python: a session by default. */
+export declare class Sandbox {
+  constructor(opts?: SandboxOptions);
+  /** Attaches to an open session by its id; a wrong or ended id throws NotFound here. */
+  static connect(sessionId: string, opts?: SandboxOptions): Promise<Sandbox>;
+  readonly client: Client;
+  readonly stateful: boolean;
+  readonly files: Files;
+  get session(): Session | null;
+  get sessionId(): string | null;
+  get runtime(): string | null;
+  get routing(): Routing | null;
+  get closed(): boolean;
+  run(code: string, opts?: RunOptions): Promise<Result>;
+  setIntent(name: string, ttl?: Duration): Promise<Intent>;
+  clearIntent(): Promise<void>;
+  /** Ends the session; idempotent. */
+  close(): Promise<void>;
+  /** Lets go of the session without ending it; returns its id. */
+  detach(): string | null;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Runs code once in a fresh sandbox. */
+export declare function run(code: string, opts?: SandboxOptions & RunOptions): Promise<Result>;
+
+export declare function parseDuration(v: Duration | undefined | null): number | undefined;
+export declare function parseMemory(v: Memory | undefined | null): number | undefined;
+
+// --- errors ----------------------------------------------------------------------------
+
+/** An error the API answered with; one subclass per error code. */
+export declare class AgentboxError extends Error {
+  /** The stable error code ("timeout"); null when no daemon answered. */
+  code: string | null;
+  /** What to do about it ("" when there is nothing to add). */
+  hint: string;
+  /** The HTTP status, or null. */
+  status: number | null;
+  /** What the code produced before a limit ended the run, or null. */
+  result: Result | null;
+  /** The daemon's X-Request-Id, to find the request in its log. */
+  requestId: string;
+}
+export declare class InvalidRequest extends AgentboxError {}
+export declare class Unauthorized extends AgentboxError {}
+export declare class PolicyViolation extends AgentboxError {}
+export declare class Forbidden extends AgentboxError {}
+export declare class NotFound extends AgentboxError {}
+export declare class TimeoutError extends AgentboxError {}
+export declare class Conflict extends AgentboxError {}
+export declare class MemoryLimitExceeded extends AgentboxError {}
+export declare class OutputLimitExceeded extends AgentboxError {}
+export declare class InternalError extends AgentboxError {}
+export declare class RuntimeUnavailable extends AgentboxError {}
+export declare class DaemonUnreachable extends AgentboxError {}
+export declare const ERROR_CLASSES: Readonly<Record<string, typeof AgentboxError>>;
+
+/** The user's code raised or exited non-zero (Result.raiseForError). */
+export declare class CodeError extends Error {
+  result: Result;
+  errorName: string;
+  value: string;
+  traceback: string;
+  get stdout(): string;
+  get stderr(): string;
+}

@@ -1,0 +1,104 @@
+// The SDK against a real daemon with the heavy tier (gVisor): session files, figures as
+// artifacts, an auto session moving to heavy, an oversized upload refused with the limit named.
+
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, InvalidRequest, NotFound, Sandbox } from '../src/index.js';
+import { KEY, missing, startDaemon } from './daemon.js';
+
+const MAX_BODY = 2 << 20;
+const started = await startDaemon('heavy', { heavy: { warm: 1 }, sessions: { max: 4 }, max_body_bytes: MAX_BODY });
+const d = started.daemon;
+let skip = started.skip ?? false;
+if (!skip && !(await d.runtimeOk('heavy'))) {
+  skip = missing('the daemon has no heavy tier here (needs root, runsc and the image from `agentbox setup`)');
+}
+const client = d ? new Client({ url: d.url, apiKey: KEY }) : null;
+
+const CHART = `import matplotlib.pyplot as plt
+xs = list(range(10))
+plt.plot(xs, [x * x for x in xs])
+plt.title("squares")
+plt.show()
+`;
+
+describe('against a heavy daemon', { skip }, () => {
+  after(async () => {
+    client?.close();
+    await d?.stop();
+  });
+
+  test('files: write, read, list, remove; relative paths land in /home/user', async () => {
+    const box = new Sandbox({ runtime: 'heavy', client });
+    try {
+      await box.files.write('data/in.csv', 'a,b\n1,2\n');
+      await box.files.write('/tmp/raw.bin', Buffer.from([0, 1, 2, 255]));
+      assert.equal(await box.files.readText('data/in.csv'), 'a,b\n1,2\n');
+      assert.deepEqual([...(await box.files.read('/tmp/raw.bin'))], [0, 1, 2, 255]);
+      const res = await box.run('print(open("data/in.csv").read().splitlines()[1])');
+      assert.equal(res.stdout, '1,2\n');
+      assert.equal(box.runtime, 'heavy');
+      const list = await box.files.list();
+      assert.ok(list.some((f) => f.path.endsWith('data/in.csv') && f.size === 8 && !f.dir), JSON.stringify(list));
+      await box.files.remove('data');
+      await assert.rejects(box.files.read('data/in.csv'), NotFound);
+    } finally {
+      await box.close();
+    }
+  });
+
+  test('a figure is an artifact to download, checked against its sha256', async () => {
+    const res = await new Sandbox({ stateful: false, client }).run(CHART);
+    assert.ok(res.ok, res.stderr);
+    assert.equal(res.runtime, 'heavy');
+    assert.ok(res.routing.reasons.some((r) => r.includes('matplotlib')), JSON.stringify(res.routing));
+    assert.equal(res.artifacts.length, 1);
+    const a = res.artifacts[0];
+    assert.equal(a.mime, 'image/png');
+    const png = await a.read();
+    assert.equal(png.length, a.size);
+    assert.deepEqual([...png.subarray(1, 4)], [0x50, 0x4e, 0x47]); // "PNG"
+    const dir = mkdtempSync(join(tmpdir(), 'agentbox-js-art-'));
+    try {
+      const p = await a.save(dir);
+      assert.equal(p, join(dir, a.name));
+      assert.deepEqual(readFileSync(p), png);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('an auto session moves to heavy with its state and says why', async () => {
+    const box = new Sandbox({ client });
+    try {
+      await box.run('x = 4');
+      assert.equal(box.runtime, 'nano');
+      const res = await box.run('import pandas as pd\nprint(pd.Series([x, 2]).sum())');
+      assert.equal(res.stdout, '6\n');
+      assert.equal(box.runtime, 'heavy');
+      assert.ok(res.routing.reasons.some((r) => r.includes('pandas')), JSON.stringify(res.routing));
+    } finally {
+      await box.close();
+    }
+  });
+
+  test('an oversized upload is refused naming the limit, not a connection reset', async () => {
+    const box = new Sandbox({ runtime: 'heavy', client });
+    try {
+      await assert.rejects(box.files.write('big.bin', Buffer.alloc(MAX_BODY + 1)), (e) => {
+        assert.ok(e instanceof InvalidRequest, String(e));
+        assert.equal(e.status, 413);
+        assert.match(e.message, new RegExp(`${MAX_BODY} bytes`));
+        return true;
+      });
+      // The next upload on the same client goes through.
+      await box.files.write('small.bin', 'ok');
+      assert.equal(await box.files.readText('small.bin'), 'ok');
+    } finally {
+      await box.close();
+    }
+  });
+});
