@@ -21,6 +21,11 @@ const (
 	KindSessionClose  Kind = "session.close"
 	KindSessionExpire Kind = "session.expire"
 	KindRun           Kind = "run"
+	// Time travel: a session rewound, forked, paused or resumed.
+	KindSessionRewind Kind = "session.rewind"
+	KindSessionFork   Kind = "session.fork"
+	KindSessionPause  Kind = "session.pause"
+	KindSessionResume Kind = "session.resume"
 	KindEgress        Kind = "egress"
 	KindPolicyChange  Kind = "policy.change"
 	// KindAlert is the log speaking about itself: Open found the file altered.

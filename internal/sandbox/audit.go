@@ -38,6 +38,12 @@ const (
 	AuditSessionClose  AuditKind = "session.close"
 	AuditSessionExpire AuditKind = "session.expire"
 	AuditRun           AuditKind = "run"
+	// Time travel (steps.go): a session went back to a step, was forked from one, paused or
+	// resumed. The record's Lifecycle.Reason names the step.
+	AuditSessionRewind AuditKind = "session.rewind"
+	AuditSessionFork   AuditKind = "session.fork"
+	AuditSessionPause  AuditKind = "session.pause"
+	AuditSessionResume AuditKind = "session.resume"
 	// AuditPolicyChange: the egress policy was reloaded, or a session's intent set or cleared.
 	AuditPolicyChange AuditKind = "policy.change"
 )

@@ -39,7 +39,19 @@ type ManagerOptions struct {
 	Egress Intents
 	// Closers are closed after the runtimes when the Manager closes (the egress gateway).
 	Closers []io.Closer
-	Logger  *slog.Logger
+	// StateDir keeps each session's description and step tree (state.go), so that sessions
+	// survive a restart of the daemon. Empty: sessions live in memory only.
+	StateDir string
+	// Snapshots is the store the tiers keep durable snapshots in; the Manager collects what no
+	// step refers to any more. Nil: nothing is collected.
+	Snapshots SnapshotCollector
+	// Retention bounds the snapshots kept of sessions' steps.
+	Retention Retention
+	// PauseIdle pauses a session idle for SessionIdle instead of ending it, when its tier can
+	// pause; MaxLifetime then ends any session that old. Default lifetime 24 hours.
+	PauseIdle   bool
+	MaxLifetime time.Duration
+	Logger      *slog.Logger
 }
 
 // Manager is where every request meets the limits, the router and the runtimes. It keeps the
@@ -56,6 +68,11 @@ type Manager struct {
 	egress      Intents
 	closers     []io.Closer
 	log         *slog.Logger
+	stateDir    string
+	store       SnapshotCollector
+	retention   Retention
+	pauseIdle   bool
+	maxLife     time.Duration
 
 	// onEnd hears of every session the Manager ends (Audited); guarded by mu.
 	onEnd func(SessionEnd)
@@ -92,6 +109,19 @@ type SessionInfo struct {
 	// Tenant owns the session (Caller.Tenant of its creator); Agent is the agent that created it.
 	Tenant string `json:"tenant,omitempty"`
 	Agent  string `json:"agent,omitempty"`
+	// State says whether the session holds a sandbox (live) or was paused; Head is the step whose
+	// state it holds, Steps how many steps it has, ForkedFrom the "session/step" it was forked
+	// from (steps.go).
+	State      SessionState `json:"state,omitempty"`
+	Head       string       `json:"head,omitempty"`
+	Steps      int          `json:"steps"`
+	ForkedFrom string       `json:"forked_from,omitempty"`
+}
+
+// SnapshotCollector is the store of durable snapshots as the Manager uses it: it removes every
+// snapshot whose reference is not among roots (package snapstore).
+type SnapshotCollector interface {
+	Collect(roots []string) error
 }
 
 // DefaultEgressProfile is the egress profile of a request that asks for network without naming
@@ -128,6 +158,11 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		egress:      opts.Egress,
 		closers:     opts.Closers,
 		log:         opts.Logger,
+		stateDir:    opts.StateDir,
+		store:       opts.Snapshots,
+		retention:   opts.Retention.withDefaults(),
+		pauseIdle:   opts.PauseIdle,
+		maxLife:     opts.MaxLifetime,
 		sessions:    map[string]*session{},
 		stop:        make(chan struct{}),
 	}
@@ -142,6 +177,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	if m.idle == 0 {
 		m.idle = 10 * time.Minute
 	}
+	if m.maxLife == 0 {
+		m.maxLife = 24 * time.Hour
+	}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
@@ -152,6 +190,11 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 	for _, k := range opts.Known {
 		if !slices.Contains(m.known, k) {
 			m.known = append(m.known, k)
+		}
+	}
+	if m.stateDir != "" {
+		if err := m.loadSessions(); err != nil {
+			return nil, err
 		}
 	}
 	m.wg.Add(1)
@@ -227,13 +270,20 @@ func (m *Manager) Close() error {
 			ends = append(ends, ending{s.impl, s.info})
 		}
 	}
-	m.sessions = map[string]*session{}
 	m.mu.Unlock()
 	close(m.stop)
+	// Snapshots in progress finish first (they write the sessions' files), then the sessions'
+	// sandboxes end. With a state directory the sessions themselves do not: the next daemon
+	// resumes them.
 	m.wg.Wait()
+	m.mu.Lock()
+	m.sessions = map[string]*session{}
+	m.mu.Unlock()
 	for _, e := range ends {
 		_ = e.impl.Close()
-		m.ended(SessionEnd{Info: e.info, Reason: "daemon shutdown"})
+		if m.stateDir == "" {
+			m.ended(SessionEnd{Info: e.info, Reason: "daemon shutdown"})
+		}
 	}
 	var first error
 	for _, t := range m.tiers {

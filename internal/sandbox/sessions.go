@@ -35,6 +35,9 @@ type session struct {
 	// replay is what a move replays. Guarded by run; kept while the session can still move.
 	replay replayLog
 
+	// tl is the session's steps (steps.go); guarded by Manager.mu.
+	tl timeline
+
 	// Guarded by Manager.mu.
 	info   SessionInfo
 	active bool
@@ -112,6 +115,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	s.opts, s.requested = opts, requested
 	s.auto = requested == TierAuto && len(m.tiers) > 1
 	s.active = true
+	s.tl.state = SessionLive
 	m.sessions[id] = s
 	m.mu.Unlock()
 
@@ -127,7 +131,12 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	s.info.CreatedAt, s.info.LastUsed = now, now
 	s.active = false
 	m.log.Info("session created", "session", id, "runtime", opts.Tier)
-	return s.info, nil
+	info := s.info
+	m.mu.Unlock()
+	m.saveSession(s)
+	info = m.describe(s, info)
+	m.mu.Lock()
+	return info, nil
 }
 
 // RunInSession runs req in an open session, serialised with the session's other runs. An auto
@@ -166,7 +175,14 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	}
 	defer func() { done(executed(res, err)) }()
 	s.run.Lock()
-	defer s.run.Unlock()
+	// The run lock is handed to the step's snapshot when there is one (steps.go): the next run
+	// waits for the in-memory part of it, the client does not.
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			s.run.Unlock()
+		}
+	}()
 	m.mu.Lock()
 	if m.sessions[id] != s {
 		m.mu.Unlock()
@@ -180,6 +196,30 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		s.info.LastUsed = time.Now().UTC()
 		s.info.Runs++
 		m.mu.Unlock()
+	}()
+	if err := m.wake(ctx, s); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	defer func() {
+		if KindOf(err) == KindInvalidRequest || KindOf(err) == KindConflict && res == nil {
+			return // refused before it ran: not a step
+		}
+		m.mu.Lock()
+		tier := s.info.Tier
+		s.tl.state = SessionLive
+		m.mu.Unlock()
+		st := m.recordStep(s, req.Code, tier, started, res, err)
+		if sn, ok := s.impl.(Snapshotter); ok {
+			handedOver = true
+			m.wg.Add(1)
+			go func() {
+				defer m.wg.Done()
+				m.snapshotStep(s, sn, st)
+			}()
+		} else {
+			m.saveSession(s)
+		}
 	}()
 	r := *req
 	r.Tier = s.info.Tier
@@ -230,8 +270,9 @@ func (m *Manager) Session(id string) (SessionInfo, error) {
 		return SessionInfo{}, err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return s.info, nil
+	info := s.info
+	m.mu.Unlock()
+	return m.describe(s, info), nil
 }
 
 // Sessions lists open sessions, oldest first.
@@ -241,7 +282,9 @@ func (m *Manager) Sessions() []SessionInfo {
 	out := make([]SessionInfo, 0, len(m.sessions))
 	for _, s := range m.sessions {
 		if s.impl != nil {
-			out = append(out, s.info)
+			info := s.info
+			info.State, info.Head, info.Steps, info.ForkedFrom = s.tl.state, s.tl.head, len(s.tl.steps), s.tl.forkedFrom
+			out = append(out, info)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
@@ -263,7 +306,10 @@ func (m *Manager) closeSession(id string) error {
 	if m.egress != nil {
 		m.egress.Forget(id)
 	}
-	return impl.Close()
+	err := impl.Close()
+	m.forgetSession(id)
+	m.collect()
+	return err
 }
 
 func (m *Manager) reap() {
@@ -276,14 +322,31 @@ func (m *Manager) reap() {
 			return
 		case <-tick.C:
 		}
-		var expired []string
+		var expired, pause []string
 		m.mu.Lock()
 		for id, s := range m.sessions {
-			if s.impl != nil && !s.active && time.Since(s.info.LastUsed) > m.idle {
+			if s.impl == nil || s.active {
+				continue
+			}
+			_, pauser := s.impl.(Pauser)
+			switch {
+			case m.pauseIdle && time.Since(s.info.CreatedAt) > m.maxLife:
+				expired = append(expired, id)
+			case time.Since(s.info.LastUsed) <= m.idle || m.pauseIdle && (s.tl.state == SessionPaused || s.tl.asleep):
+			case m.pauseIdle && pauser:
+				pause = append(pause, id)
+			default:
 				expired = append(expired, id)
 			}
 		}
 		m.mu.Unlock()
+		for _, id := range pause {
+			m.log.Info("session idle, pausing", "session", id, "idle_timeout", m.idle)
+			if _, err := m.Pause(context.Background(), id); err != nil {
+				m.log.Info("session idle, not paused; closing", "session", id, "err", err)
+				expired = append(expired, id)
+			}
+		}
 		for _, id := range expired {
 			m.log.Info("session idle, closing", "session", id, "idle_timeout", m.idle)
 			_ = m.endSession(id, fmt.Sprintf("idle for %v", m.idle), true)

@@ -107,6 +107,8 @@ type Result struct {
 	// representation the value offers (a pandas DataFrame: text, HTML and JSON).
 	Outputs []Output `json:"outputs,omitempty"`
 	Timing  Timing   `json:"timing"`
+	// Step is the session step this run made (steps.go); empty for one-shot runs.
+	Step string `json:"step,omitempty"`
 }
 
 // Artifact is a file-like product of a run other than its files: a figure drawn with matplotlib

@@ -28,6 +28,10 @@ type engine interface {
 	ClearIntent(id string) error
 	ReloadEgressPolicy() ([]string, error)
 	QueryAudit(ctx context.Context, f AuditFilter) ([]json.RawMessage, error)
+	Rewind(ctx context.Context, id, step string) (Step, error)
+	Fork(ctx context.Context, id, step string) (SessionInfo, error)
+	Pause(ctx context.Context, id string) (SessionInfo, error)
+	Resume(ctx context.Context, id string) (SessionInfo, error)
 }
 
 // Interface guards.
@@ -202,3 +206,67 @@ func (v *View) Tiers() []Tier { return v.m.Tiers() }
 
 // Runtime returns the runtime of a tier, for health and metrics.
 func (v *View) Runtime(t Tier) (Runtime, bool) { return v.m.Runtime(t) }
+
+// Steps lists the steps of one of the caller's sessions, and its head.
+func (v *View) Steps(id string) ([]Step, string, error) {
+	if err := v.session(id); err != nil {
+		return nil, "", err
+	}
+	return v.m.Steps(id)
+}
+
+// Step returns one step of one of the caller's sessions.
+func (v *View) Step(id, step string) (Step, error) {
+	if err := v.session(id); err != nil {
+		return Step{}, err
+	}
+	return v.m.Step(id, step)
+}
+
+// Rewind makes one of the caller's sessions go back to one of its steps.
+func (v *View) Rewind(ctx context.Context, id, step string) (Step, error) {
+	if err := v.session(id); err != nil {
+		return Step{}, err
+	}
+	return v.e.Rewind(v.ctx(ctx), id, step)
+}
+
+// Fork starts a session of the caller's from a step of one of its sessions.
+func (v *View) Fork(ctx context.Context, id, step string) (SessionInfo, error) {
+	if err := v.session(id); err != nil {
+		return SessionInfo{}, err
+	}
+	return v.e.Fork(v.ctx(ctx), id, step)
+}
+
+// Pause pauses one of the caller's sessions.
+func (v *View) Pause(ctx context.Context, id string) (SessionInfo, error) {
+	if err := v.session(id); err != nil {
+		return SessionInfo{}, err
+	}
+	return v.e.Pause(v.ctx(ctx), id)
+}
+
+// Resume resumes one of the caller's sessions.
+func (v *View) Resume(ctx context.Context, id string) (SessionInfo, error) {
+	if err := v.session(id); err != nil {
+		return SessionInfo{}, err
+	}
+	return v.e.Resume(v.ctx(ctx), id)
+}
+
+// InspectStep describes the variables and files of a step of one of the caller's sessions.
+func (v *View) InspectStep(ctx context.Context, id, step string) (Inspection, error) {
+	if err := v.session(id); err != nil {
+		return Inspection{}, err
+	}
+	return v.m.InspectStep(v.ctx(ctx), id, step)
+}
+
+// DiffSteps compares two steps of one of the caller's sessions.
+func (v *View) DiffSteps(ctx context.Context, id, from, to string) (StepDiff, error) {
+	if err := v.session(id); err != nil {
+		return StepDiff{}, err
+	}
+	return v.m.DiffSteps(v.ctx(ctx), id, from, to)
+}

@@ -1,0 +1,55 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Rewind rewinds a session and records it, refusals included.
+func (a *Audited) Rewind(ctx context.Context, id, step string) (Step, error) {
+	st, err := a.Manager.Rewind(ctx, id, step)
+	a.timeTravel(ctx, AuditSessionRewind, id, "rewound to step "+step, err)
+	return st, err
+}
+
+// Fork forks a session and records it under the new session, naming the step it came from.
+func (a *Audited) Fork(ctx context.Context, id, step string) (SessionInfo, error) {
+	info, err := a.Manager.Fork(ctx, id, step)
+	sid := info.ID
+	if err != nil {
+		sid = id
+	}
+	a.timeTravel(ctx, AuditSessionFork, sid, "forked from "+id+" at step "+step, err)
+	return info, err
+}
+
+// Pause pauses a session and records it.
+func (a *Audited) Pause(ctx context.Context, id string) (SessionInfo, error) {
+	info, err := a.Manager.Pause(ctx, id)
+	a.timeTravel(ctx, AuditSessionPause, id, "paused", err)
+	return info, err
+}
+
+// Resume resumes a session and records it.
+func (a *Audited) Resume(ctx context.Context, id string) (SessionInfo, error) {
+	info, err := a.Manager.Resume(ctx, id)
+	a.timeTravel(ctx, AuditSessionResume, id, "resumed", err)
+	return info, err
+}
+
+func (a *Audited) timeTravel(ctx context.Context, kind AuditKind, id, reason string, err error) {
+	if a.sink == nil {
+		return
+	}
+	info, _ := a.Manager.Session(id)
+	l := &SessionAudit{Tier: info.Tier, Reason: reason, Runs: info.Runs}
+	if !info.CreatedAt.IsZero() {
+		l.Age = time.Since(info.CreatedAt)
+	}
+	if err != nil {
+		e := AsError(err)
+		l.ErrorKind, l.Error = e.Kind, clip(e.Error(), maxAuditMessage)
+	}
+	c := CallerOf(ctx)
+	a.emit(ctx, AuditEvent{Kind: kind, Session: id, Tenant: c.Tenant, Agent: c.Agent, Decision: decisionOf(err), Lifecycle: l})
+}

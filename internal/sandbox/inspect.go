@@ -1,0 +1,191 @@
+package sandbox
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Inspecting a step: the Manager forks the step into a throwaway sandbox (the tier's Fork, never
+// the live session), runs a bounded introspection script there, and closes it. The same script
+// serves every tier with Python: variables (name, type, size, a bounded repr; DataFrames as shape,
+// dtypes and head), files (path, size, hash). Bounded whatever the step holds: at most
+// inspectMaxVars variables and inspectMaxFiles files, a repr of at most inspectMaxRepr characters,
+// InspectTimeout of time and inspectMaxBytes of output.
+
+//go:embed inspect.py
+var inspectTemplate string
+
+const (
+	inspectMaxVars  = 200
+	inspectMaxFiles = 500
+	inspectMaxRepr  = 300
+	inspectMaxBytes = 1 << 20
+	// InspectTimeout bounds an inspection's run.
+	InspectTimeout = 15 * time.Second
+)
+
+var inspectScript = strings.NewReplacer("@MAXVARS@", strconv.Itoa(inspectMaxVars), "@MAXFILES@", strconv.Itoa(inspectMaxFiles),
+	"@MAXREPR@", strconv.Itoa(inspectMaxRepr), "@WORKDIR@", WorkDir).Replace(inspectTemplate)
+
+// Variable is one global of a step's interpreter.
+type Variable struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Size int64  `json:"size"`
+	// Repr is a bounded repr(); empty for a DataFrame, which has Shape, Dtypes and Head.
+	Repr   string            `json:"repr,omitempty"`
+	Shape  []int64           `json:"shape,omitempty"`
+	Dtypes map[string]string `json:"dtypes,omitempty"`
+	Head   string            `json:"head,omitempty"`
+}
+
+// InspectedFile is one file of a step's work directory.
+type InspectedFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	// SHA256 is the content's hash, for files up to 4 MiB.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// Inspection is what a step held.
+type Inspection struct {
+	Step      string          `json:"step"`
+	Variables []Variable      `json:"variables"`
+	Files     []InspectedFile `json:"files"`
+	// Truncated says some variables or files were left out (the bounds above).
+	Truncated bool          `json:"truncated"`
+	Took      time.Duration `json:"took"`
+}
+
+// InspectStep describes the variables and files of a session's step.
+func (m *Manager) InspectStep(ctx context.Context, id, step string) (Inspection, error) {
+	start := time.Now()
+	// The fork is taken under the run lock (the tier's Fork reads the step's snapshot, which may
+	// sit in the live sandbox); the introspection runs after it is released.
+	s, unlock, err := m.lockSession(ctx, id)
+	if err != nil {
+		return Inspection{}, err
+	}
+	sn, err := m.snapshotter(s, "be inspected")
+	if err != nil {
+		unlock()
+		return Inspection{}, err
+	}
+	m.mu.Lock()
+	st, err := m.usableStep(s, step)
+	var ref string
+	if st != nil {
+		ref = st.Snapshot.Ref
+	}
+	opts := s.opts
+	m.mu.Unlock()
+	if err != nil {
+		unlock()
+		return Inspection{}, err
+	}
+	opts.ID = id + "-inspect"
+	fork, err := sn.Fork(ctx, step, ref, opts)
+	unlock()
+	if err != nil {
+		return Inspection{}, err
+	}
+	defer fork.Close()
+	limits := opts.Limits
+	limits.Timeout = InspectTimeout
+	limits.StdoutBytes = inspectMaxBytes
+	res, err := fork.Run(ctx, &RunRequest{Code: inspectScript, Tier: opts.Tier, Limits: limits, ID: "run_" + newID()[3:]})
+	if err != nil {
+		return Inspection{}, fmt.Errorf("inspect step %s: %w", step, err)
+	}
+	switch {
+	case res.Error != nil:
+		return Inspection{}, Errorf(KindInternal, "inspecting step %s failed: %s: %s", step, res.Error.Name, res.Error.Value)
+	case res.StdoutTruncated:
+		return Inspection{}, Errorf(KindInternal, "inspecting step %s gave more than %d bytes", step, inspectMaxBytes)
+	}
+	var out Inspection
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		return Inspection{}, Errorf(KindInternal, "inspecting step %s gave no description: %v", step, err)
+	}
+	out.Step, out.Took = step, time.Since(start)
+	if out.Variables == nil {
+		out.Variables = []Variable{}
+	}
+	if out.Files == nil {
+		out.Files = []InspectedFile{}
+	}
+	return out, nil
+}
+
+// StepDiff is what changed between two steps.
+type StepDiff struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Variables added, removed and changed (type, size or repr differ); each as it is in To
+	// (Removed: as it was in From).
+	Added   []Variable `json:"added"`
+	Removed []Variable `json:"removed"`
+	Changed []Variable `json:"changed"`
+	// Files added, removed and changed (size or hash differ).
+	FilesAdded   []InspectedFile `json:"files_added"`
+	FilesRemoved []InspectedFile `json:"files_removed"`
+	FilesChanged []InspectedFile `json:"files_changed"`
+}
+
+// DiffSteps compares the variables and files of two steps of a session.
+func (m *Manager) DiffSteps(ctx context.Context, id, from, to string) (StepDiff, error) {
+	a, err := m.InspectStep(ctx, id, from)
+	if err != nil {
+		return StepDiff{}, err
+	}
+	b, err := m.InspectStep(ctx, id, to)
+	if err != nil {
+		return StepDiff{}, err
+	}
+	d := StepDiff{From: from, To: to, Added: []Variable{}, Removed: []Variable{}, Changed: []Variable{},
+		FilesAdded: []InspectedFile{}, FilesRemoved: []InspectedFile{}, FilesChanged: []InspectedFile{}}
+	av := map[string]Variable{}
+	for _, v := range a.Variables {
+		av[v.Name] = v
+	}
+	for _, v := range b.Variables {
+		old, ok := av[v.Name]
+		switch {
+		case !ok:
+			d.Added = append(d.Added, v)
+		case old.Type != v.Type || old.Size != v.Size || old.Repr != v.Repr || old.Head != v.Head || fmt.Sprint(old.Shape) != fmt.Sprint(v.Shape):
+			d.Changed = append(d.Changed, v)
+		}
+		delete(av, v.Name)
+	}
+	for _, v := range a.Variables {
+		if _, gone := av[v.Name]; gone {
+			d.Removed = append(d.Removed, v)
+		}
+	}
+	af := map[string]InspectedFile{}
+	for _, f := range a.Files {
+		af[f.Path] = f
+	}
+	for _, f := range b.Files {
+		old, ok := af[f.Path]
+		switch {
+		case !ok:
+			d.FilesAdded = append(d.FilesAdded, f)
+		case old.Size != f.Size || old.SHA256 != f.SHA256:
+			d.FilesChanged = append(d.FilesChanged, f)
+		}
+		delete(af, f.Path)
+	}
+	for _, f := range a.Files {
+		if _, gone := af[f.Path]; gone {
+			d.FilesRemoved = append(d.FilesRemoved, f)
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,491 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Steps: every run of a session is a step (timetravel.go says what a tier must do). The Manager
+// records the step when the run returns, then, behind the result, has the tier take the state
+// into memory (the next run of the session waits for that part only) and make it durable (a
+// queue per session, in order, concurrent with later runs), applies retention and saves the
+// session's record (state.go) so that a restarted daemon finds it.
+
+// timeline is a session's steps. Guarded by Manager.mu, except where said.
+type timeline struct {
+	steps []*Step // in the order they ran
+	head  string  // the step whose state the session holds; "" before the first run
+	state SessionState
+	// ref is the durable reference of the session's state when it is asleep (restored from the
+	// data directory, not woken yet) or paused: the head's, or Pause's.
+	ref string
+	// asleep: s.impl is not loaded (the daemon restarted); wake makes it.
+	asleep bool
+	// forkedFrom names the step a forked session started from: "sb_…/step".
+	forkedFrom string
+
+	// persist is the queue of steps to make durable, drained in order by one goroutine;
+	// persisting counts them (flush waits for it).
+	persist    []*Step
+	persisting sync.WaitGroup
+	draining   bool
+}
+
+func (tl *timeline) step(id string) *Step {
+	for _, st := range tl.steps {
+		if st.ID == id {
+			return st
+		}
+	}
+	return nil
+}
+
+// recordStep adds a step for a run that returned res and err, and makes it the head.
+func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Time, res *Result, err error) *Step {
+	if res == nil {
+		if e := AsError(err); e != nil {
+			res = e.Result
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tl := &s.tl
+	st := &Step{ID: "st_" + strconv.Itoa(len(tl.steps)+1) + "_" + newID()[3:11], Parent: tl.head, Session: s.info.ID,
+		Seq: len(tl.steps) + 1, Tier: tier, Code: code, Started: started.UTC(), Took: time.Since(started),
+		ErrorKind: KindOf(err), Snapshot: StepSnapshot{State: SnapshotNone}}
+	if res != nil {
+		var t1, t2 bool
+		st.Stdout, t1 = clipOut(res.Stdout)
+		st.Stderr, t2 = clipOut(res.Stderr)
+		st.Truncated = t1 || t2 || res.StdoutTruncated || res.StderrTruncated
+		st.ExitCode, st.Error, st.Artifacts = res.ExitCode, res.Error, slices.Clone(res.Artifacts)
+		res.Step = st.ID
+	}
+	tl.steps = append(tl.steps, st)
+	tl.head = st.ID
+	return st
+}
+
+func clipOut(s string) (string, bool) {
+	if len(s) <= StepOutputBytes {
+		return s, false
+	}
+	return s[:StepOutputBytes], true
+}
+
+// snapshotStep takes step st's state into memory and then releases s.run, which the caller
+// holds and hands over; the durable part is queued. It runs behind the run's result.
+func (m *Manager) snapshotStep(s *session, sn Snapshotter, st *Step) {
+	ctx := context.Background()
+	t0 := time.Now()
+	err := sn.Snapshot(ctx, st.ID)
+	took := time.Since(t0)
+	m.mu.Lock()
+	st.Snapshot.Took = took
+	if err != nil {
+		st.Snapshot.State, st.Snapshot.Reason = SnapshotDropped, "not taken: "+err.Error()
+		m.mu.Unlock()
+		s.run.Unlock()
+		m.log.Info("step snapshot not taken", "session", st.Session, "step", st.ID, "err", err)
+		m.saveSession(s)
+		return
+	}
+	st.Snapshot.State = SnapshotKept
+	s.tl.persist = append(s.tl.persist, st)
+	s.tl.persisting.Add(1)
+	start := !s.tl.draining
+	s.tl.draining = true
+	m.mu.Unlock()
+	s.run.Unlock()
+	if start {
+		m.wg.Add(1)
+		go m.drain(s, sn)
+	}
+}
+
+// drain makes queued steps durable, in order.
+func (m *Manager) drain(s *session, sn Snapshotter) {
+	defer m.wg.Done()
+	for {
+		m.mu.Lock()
+		if len(s.tl.persist) == 0 {
+			s.tl.draining = false
+			m.mu.Unlock()
+			return
+		}
+		st := s.tl.persist[0]
+		s.tl.persist = s.tl.persist[1:]
+		dropped := st.Snapshot.State != SnapshotKept
+		m.mu.Unlock()
+		if !dropped {
+			ref, err := sn.Persist(context.Background(), st.ID)
+			m.mu.Lock()
+			switch {
+			case err != nil:
+				st.Snapshot.Reason = "kept in memory only: " + err.Error()
+			case ref.Ref != "" && st.Snapshot.State == SnapshotKept:
+				st.Snapshot.State, st.Snapshot.Ref, st.Snapshot.Bytes = SnapshotDurable, ref.Ref, ref.Bytes
+				st.Snapshot.Durable = time.Since(st.Started.Add(st.Took))
+			}
+			m.mu.Unlock()
+			if err != nil {
+				m.log.Info("step snapshot not durable", "session", st.Session, "step", st.ID, "err", err)
+			}
+		}
+		m.retain()
+		m.saveSession(s)
+		s.tl.persisting.Done()
+	}
+}
+
+// flush waits until every snapshot queued for s is durable (or failed).
+func (s *session) flush() { s.tl.persisting.Wait() }
+
+// Steps lists a session's steps in the order they ran, and its head.
+func (m *Manager) Steps(id string) ([]Step, string, error) {
+	s, err := m.get(id)
+	if err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Step, len(s.tl.steps))
+	for i, st := range s.tl.steps {
+		out[i] = *st
+	}
+	return out, s.tl.head, nil
+}
+
+// Step returns one step of a session.
+func (m *Manager) Step(id, step string) (Step, error) {
+	s, err := m.get(id)
+	if err != nil {
+		return Step{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := s.tl.step(step)
+	if st == nil {
+		return Step{}, stepNotFound(id, step)
+	}
+	return *st, nil
+}
+
+func stepNotFound(id, step string) error {
+	return Errorf(KindNotFound, "session %s has no step %q", id, step).
+		WithHint("GET /v1/sessions/%s/steps lists its steps", id)
+}
+
+// usableStep returns step of s whose snapshot the session's tier can go back to, or a typed
+// error saying why not. Called with m.mu held.
+func (m *Manager) usableStep(s *session, step string) (*Step, error) {
+	id := s.info.ID
+	st := s.tl.step(step)
+	switch {
+	case st == nil:
+		return nil, stepNotFound(id, step)
+	case st.Tier != s.info.Tier:
+		return nil, Errorf(KindConflict, "step %s ran in %s; session %s runs %s now", step, st.Tier, id, s.info.Tier).
+			WithHint("rewind or fork from a step taken since the session moved to %s", s.info.Tier)
+	case st.Snapshot.State == SnapshotDropped:
+		return nil, Errorf(KindConflict, "the snapshot of step %s was dropped (%s)", step, st.Snapshot.Reason).
+			WithHint("choose a later step; the daemon keeps %d snapshots per session (retention in its configuration)", m.retention.StepsPerSession)
+	case st.Snapshot.State == SnapshotNone:
+		return nil, Errorf(KindConflict, "step %s has no snapshot (its tier keeps none, or the run ended without a state to keep)", step).
+			WithHint("choose another step")
+	case st.Snapshot.State == SnapshotKept && s.tl.asleep:
+		return nil, Errorf(KindConflict, "the snapshot of step %s was in memory only and did not survive the daemon's restart", step).
+			WithHint("choose a step whose snapshot is durable")
+	}
+	return st, nil
+}
+
+// snapshotter returns the session's time-travel ability, or an error naming what is missing.
+func (m *Manager) snapshotter(s *session, what string) (Snapshotter, error) {
+	sn, ok := s.impl.(Snapshotter)
+	if !ok {
+		return nil, Errorf(KindInvalidRequest, "%s sessions cannot %s", s.info.Tier, what).
+			WithHint("use a session of a tier with snapshots: %s", tierList(m.tiersWith(func(c Capabilities) bool { return c.Snapshot })))
+	}
+	return sn, nil
+}
+
+// lockSession takes s's run lock and wakes it, for an operation that changes its sandbox.
+func (m *Manager) lockSession(ctx context.Context, id string) (*session, func(), error) {
+	s, err := m.get(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.run.Lock()
+	m.mu.Lock()
+	if m.sessions[id] != s {
+		m.mu.Unlock()
+		s.run.Unlock()
+		return nil, nil, fmt.Errorf("session %q was closed: %w", id, ErrNotFound)
+	}
+	s.active = true
+	m.mu.Unlock()
+	unlock := func() {
+		m.mu.Lock()
+		s.active = false
+		s.info.LastUsed = time.Now().UTC()
+		m.mu.Unlock()
+		s.run.Unlock()
+	}
+	if err := m.wake(ctx, s); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return s, unlock, nil
+}
+
+// Rewind makes a session's state that of one of its steps; its next run is a new child of that
+// step (a branch).
+func (m *Manager) Rewind(ctx context.Context, id, step string) (Step, error) {
+	s, unlock, err := m.lockSession(ctx, id)
+	if err != nil {
+		return Step{}, err
+	}
+	defer unlock()
+	sn, err := m.snapshotter(s, "rewind")
+	if err != nil {
+		return Step{}, err
+	}
+	m.mu.Lock()
+	st, err := m.usableStep(s, step)
+	var ref string
+	if st != nil {
+		ref = st.Snapshot.Ref
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return Step{}, err
+	}
+	if err := sn.Rewind(ctx, step, ref); err != nil {
+		return Step{}, err
+	}
+	m.mu.Lock()
+	s.tl.head = step
+	s.tl.state = SessionLive
+	out := *st
+	m.mu.Unlock()
+	m.saveSession(s)
+	m.log.Info("session rewound", "session", id, "step", step)
+	return out, nil
+}
+
+// Fork starts a new session, the caller's, from one of a session's steps; both go on on their
+// own.
+func (m *Manager) Fork(ctx context.Context, id, step string) (SessionInfo, error) {
+	s, unlock, err := m.lockSession(ctx, id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	defer unlock()
+	sn, err := m.snapshotter(s, "fork")
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	m.mu.Lock()
+	st, err := m.usableStep(s, step)
+	var ref string
+	if st != nil {
+		ref = st.Snapshot.Ref
+	}
+	if err == nil {
+		if m.closed {
+			err = Errorf(KindRuntimeUnavailable, "the daemon is shutting down")
+		} else if len(m.sessions) >= m.maxSessions {
+			err = Errorf(KindConflict, "%d sessions are open, the daemon's maximum", m.maxSessions).
+				WithHint("close sessions you no longer need, or raise the maximum in the daemon's configuration")
+		} else {
+			err = m.checkSessionQuota(Caller{Tenant: s.info.Tenant}, s.info.Limits.MemoryBytes)
+		}
+	}
+	if err != nil {
+		m.mu.Unlock()
+		return SessionInfo{}, err
+	}
+	nid := newID()
+	opts := s.opts
+	opts.ID = nid
+	f := &session{env: s.env, opts: opts, requested: s.info.Tier,
+		info: SessionInfo{ID: nid, Tier: s.info.Tier, Limits: s.info.Limits, IdleTimeout: m.idle,
+			Network: s.info.Network, EgressProfile: s.info.EgressProfile, Tenant: s.info.Tenant, Agent: CallerOf(ctx).Agent}}
+	if f.info.Agent == "" {
+		f.info.Agent = s.info.Agent
+	}
+	f.tl.forkedFrom = id + "/" + step
+	f.tl.state = SessionLive
+	f.active = true
+	m.sessions[nid] = f
+	m.mu.Unlock()
+
+	impl, err := sn.Fork(ctx, step, ref, opts)
+	m.mu.Lock()
+	if err != nil {
+		delete(m.sessions, nid)
+		m.mu.Unlock()
+		return SessionInfo{}, err
+	}
+	f.impl = impl
+	now := time.Now().UTC()
+	f.info.CreatedAt, f.info.LastUsed = now, now
+	f.active = false
+	info := f.info
+	m.mu.Unlock()
+	m.saveSession(f)
+	m.log.Info("session forked", "session", nid, "from", id, "step", step)
+	return m.describe(f, info), nil
+}
+
+// Pause makes a session's state durable and frees its sandbox; its next run (or Resume) brings
+// it back.
+func (m *Manager) Pause(ctx context.Context, id string) (SessionInfo, error) {
+	s, unlock, err := m.lockSession(ctx, id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	defer unlock()
+	p, ok := s.impl.(Pauser)
+	if !ok {
+		return SessionInfo{}, Errorf(KindInvalidRequest, "%s sessions cannot pause", s.info.Tier).
+			WithHint("use a session of a tier that can: %s", tierList(m.tiersWith(func(c Capabilities) bool { return c.Pause })))
+	}
+	s.flush()
+	ref, err := p.Pause(ctx)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	m.mu.Lock()
+	s.tl.state, s.tl.ref = SessionPaused, ref.Ref
+	info := s.info
+	m.mu.Unlock()
+	m.saveSession(s)
+	m.log.Info("session paused", "session", id, "ref", ref.Ref, "bytes", ref.Bytes)
+	return m.describe(s, info), nil
+}
+
+// Resume brings a paused session back into a sandbox.
+func (m *Manager) Resume(ctx context.Context, id string) (SessionInfo, error) {
+	s, unlock, err := m.lockSession(ctx, id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	defer unlock()
+	if p, ok := s.impl.(Pauser); ok {
+		if err := p.Resume(ctx); err != nil {
+			return SessionInfo{}, err
+		}
+	}
+	m.mu.Lock()
+	s.tl.state = SessionLive
+	info := s.info
+	m.mu.Unlock()
+	m.saveSession(s)
+	return m.describe(s, info), nil
+}
+
+// describe fills the time-travel fields of a session's description. Call without m.mu.
+func (m *Manager) describe(s *session, info SessionInfo) SessionInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	info.State, info.Head, info.Steps, info.ForkedFrom = s.tl.state, s.tl.head, len(s.tl.steps), s.tl.forkedFrom
+	if info.State == "" {
+		info.State = SessionLive
+	}
+	return info
+}
+
+// retain drops the snapshots retention no longer keeps, then collects the store. Never the head.
+func (m *Manager) retain() {
+	r := m.retention
+	type held struct {
+		s  *session
+		st *Step
+	}
+	var drop []held
+	var all []held
+	var total int64
+	now := time.Now()
+	m.mu.Lock()
+	for _, s := range m.sessions {
+		var kept []*Step
+		var bytes int64
+		for _, st := range s.tl.steps {
+			if st.Snapshot.State == SnapshotKept || st.Snapshot.State == SnapshotDurable {
+				kept = append(kept, st)
+				bytes += st.Snapshot.Bytes
+			}
+		}
+		n := len(kept)
+		for _, st := range kept { // oldest first
+			if st.ID == s.tl.head {
+				all = append(all, held{s, st})
+				continue
+			}
+			switch {
+			case n > r.StepsPerSession:
+				st.Snapshot.Reason = fmt.Sprintf("retention: %d snapshots per session", r.StepsPerSession)
+			case bytes > r.BytesPerSession:
+				st.Snapshot.Reason = fmt.Sprintf("retention: %d MiB of snapshots per session", r.BytesPerSession>>20)
+			case now.Sub(st.Started) > r.MaxAge:
+				st.Snapshot.Reason = fmt.Sprintf("retention: snapshots older than %v", r.MaxAge)
+			default:
+				all = append(all, held{s, st})
+				total += st.Snapshot.Bytes
+				continue
+			}
+			n--
+			bytes -= st.Snapshot.Bytes
+			drop = append(drop, held{s, st})
+		}
+	}
+	slices.SortFunc(all, func(a, b held) int { return a.st.Started.Compare(b.st.Started) })
+	for _, h := range all {
+		if total <= r.BytesTotal {
+			break
+		}
+		if h.st.ID == h.s.tl.head {
+			continue
+		}
+		h.st.Snapshot.Reason = fmt.Sprintf("retention: %d MiB of snapshots in the daemon", r.BytesTotal>>20)
+		total -= h.st.Snapshot.Bytes
+		drop = append(drop, h)
+	}
+	for _, h := range drop {
+		h.st.Snapshot.State, h.st.Snapshot.Ref = SnapshotDropped, ""
+	}
+	m.mu.Unlock()
+	for _, h := range drop {
+		if sn, ok := h.s.impl.(Snapshotter); ok {
+			sn.Forget(h.st.ID)
+		}
+	}
+	if len(drop) > 0 {
+		m.collect()
+	}
+}
+
+// collect removes from the store every snapshot no session refers to any more.
+func (m *Manager) collect() {
+	if m.store == nil {
+		return
+	}
+	m.mu.Lock()
+	var roots []string
+	for _, s := range m.sessions {
+		roots = append(roots, s.tl.ref)
+		for _, st := range s.tl.steps {
+			roots = append(roots, st.Snapshot.Ref)
+		}
+	}
+	m.mu.Unlock()
+	if err := m.store.Collect(roots); err != nil {
+		m.log.Warn("snapshot store: collection failed", "err", err)
+	}
+}

@@ -1,0 +1,168 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+)
+
+// Time travel: the abilities a tier offers to keep a session's state at every step, go back to
+// one, start a second session from one, stop a session and bring it back later, after a daemon
+// restart included. The Manager (steps.go) records the steps and calls these; a tier states
+// which it has in Capabilities (Snapshot, Rewind, Fork, Pause) and implements the interfaces
+// below on its Session (and Restorer on its Runtime).
+//
+// What a tier must do (the contract the Manager relies on):
+//
+//   - Snapshotter.Snapshot(ctx, step) is called after every successful session run, behind the
+//     run's result (the client already has it), while the Manager still holds the session's run
+//     lock: the next run waits for it, so it must only take the state into memory (a copy of
+//     the parked guest, a fork), never write to disk.
+//   - Snapshotter.Persist(ctx, step) is called right after, without the run lock, concurrently
+//     with later runs: it makes the step durable in the daemon's content-addressed store
+//     (internal/snapstore) and returns the reference Restorer.Restore takes. A tier that cannot
+//     make every step durable (heavy: a runsc checkpoint takes a second) returns an empty Ref:
+//     the step stays "kept" (in memory only) and a restart cannot bring it back.
+//   - Rewind(ctx, step, ref) makes the live session's state the step's; ref is the step's durable
+//     reference ("" when it has none) for when the tier no longer holds the step in memory.
+//   - Fork(ctx, step, ref, opts) starts a new Session from the step's state; the original is not
+//     touched.
+//   - Forget(step) drops what the tier keeps for a step (retention); the durable blobs are
+//     collected by the Manager through the store's garbage collection.
+//   - Pauser.Pause frees what the live sandbox holds (a worker, a gVisor sandbox) after making the
+//     session's current state durable, and returns its reference; Resume (or the next Run) brings
+//     it back. Ten cycles must lose nothing.
+//   - Restorer.Restore(ctx, ref, opts), on the Runtime, makes a Session from a durable reference
+//     after a daemon restart (kill -9 included).
+
+// Snapshotter is an optional ability of a Session: a snapshot per step, rewind and fork.
+type Snapshotter interface {
+	// Snapshot takes the session's state as it is now (after the run of step) into memory.
+	Snapshot(ctx context.Context, step string) error
+	// Persist makes step's snapshot durable and says where it is and what it added to the store.
+	Persist(ctx context.Context, step string) (SnapshotRef, error)
+	// Rewind makes the session's state step's.
+	Rewind(ctx context.Context, step, ref string) error
+	// Fork starts a new session from step's state.
+	Fork(ctx context.Context, step, ref string, opts SessionOptions) (Session, error)
+	// Forget drops what the tier keeps in memory for step.
+	Forget(step string)
+}
+
+// Pauser is an optional ability of a Session: stop it, freeing its sandbox, and resume it later.
+type Pauser interface {
+	// Pause makes the session's current state durable, frees its sandbox and returns the state's
+	// reference (for Restorer.Restore after a restart).
+	Pause(ctx context.Context) (SnapshotRef, error)
+	// Resume brings a paused session back into a sandbox. A Run on a paused session resumes it
+	// by itself; Resume is for a client that wants the cost paid ahead.
+	Resume(ctx context.Context) error
+}
+
+// Restorer is an optional ability of a Runtime: a session from a durable snapshot reference, as
+// Snapshotter.Persist or Pauser.Pause returned it, in this process or an earlier one.
+type Restorer interface {
+	Restore(ctx context.Context, ref string, opts SessionOptions) (Session, error)
+}
+
+// SnapshotRef is where a durable snapshot is, as a tier returns it.
+type SnapshotRef struct {
+	// Ref names the snapshot in the store (the digest of its manifest); empty when the snapshot
+	// was kept in memory only.
+	Ref string `json:"ref,omitempty"`
+	// Bytes is what this snapshot added to the store (blobs it did not share with earlier ones).
+	Bytes int64 `json:"bytes"`
+}
+
+// SnapshotState says what is kept of a step's state.
+type SnapshotState string
+
+// The states of a step's snapshot.
+const (
+	// SnapshotPending: the run returned; the snapshot is being taken.
+	SnapshotPending SnapshotState = "pending"
+	// SnapshotKept: in the tier's memory only (lost with the daemon).
+	SnapshotKept SnapshotState = "kept"
+	// SnapshotDurable: in the store under the data directory; survives a restart.
+	SnapshotDurable SnapshotState = "durable"
+	// SnapshotDropped: retention dropped it, or it could not be taken (Reason says which).
+	SnapshotDropped SnapshotState = "dropped"
+	// SnapshotNone: the tier keeps no snapshots, or the run failed before a state worth keeping.
+	SnapshotNone SnapshotState = "none"
+)
+
+// StepSnapshot is what is kept of a step's state.
+type StepSnapshot struct {
+	State  SnapshotState `json:"state"`
+	Reason string        `json:"reason,omitempty"`
+	Ref    string        `json:"ref,omitempty"`
+	Bytes  int64         `json:"bytes"`
+	// Took is how long the in-memory part took (what a following run may wait for); Durable is
+	// how long after the result the snapshot was durable.
+	Took    time.Duration `json:"took"`
+	Durable time.Duration `json:"durable"`
+}
+
+// Step is one run of a session. A session's steps form a tree: a run's parent is the session's
+// head when it started; after a rewind to step k the next run is a second child of k (a branch).
+type Step struct {
+	ID      string `json:"id"`
+	Parent  string `json:"parent,omitempty"`
+	Session string `json:"session"`
+	// Seq numbers the session's steps from 1 in the order they ran (across branches).
+	Seq  int    `json:"seq"`
+	Tier Tier   `json:"runtime"`
+	Code string `json:"code"`
+	// Stdout, Stderr, ExitCode, Error and Artifacts are the run's result, the streams bounded to
+	// StepOutputBytes each (Truncated says so).
+	Stdout    string     `json:"stdout"`
+	Stderr    string     `json:"stderr"`
+	Truncated bool       `json:"truncated,omitempty"`
+	ExitCode  int        `json:"exit_code"`
+	Error     *PyError   `json:"error,omitempty"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// ErrorKind is the API error that ended the run (a timeout), "" when it ran to its end.
+	ErrorKind Kind          `json:"error_kind,omitempty"`
+	Started   time.Time     `json:"started"`
+	Took      time.Duration `json:"took"`
+	Snapshot  StepSnapshot  `json:"snapshot"`
+}
+
+// StepOutputBytes bounds what a step keeps of each output stream.
+const StepOutputBytes = 64 << 10
+
+// SessionState says whether a session holds a sandbox.
+type SessionState string
+
+// The states of a session.
+const (
+	SessionLive   SessionState = "live"
+	SessionPaused SessionState = "paused"
+)
+
+// Retention bounds what the Manager keeps of sessions' steps. A zero field takes the default.
+type Retention struct {
+	// StepsPerSession: snapshots kept per session, newest first; older ones are dropped (their
+	// step stays, its snapshot "dropped"). Default 64.
+	StepsPerSession int
+	// BytesPerSession and BytesTotal bound the store bytes of a session's and of all snapshots.
+	// Default 512 MiB and 4 GiB.
+	BytesPerSession, BytesTotal int64
+	// MaxAge drops snapshots older than this. Default 7 days.
+	MaxAge time.Duration
+}
+
+func (r Retention) withDefaults() Retention {
+	if r.StepsPerSession <= 0 {
+		r.StepsPerSession = 64
+	}
+	if r.BytesPerSession <= 0 {
+		r.BytesPerSession = 512 << 20
+	}
+	if r.BytesTotal <= 0 {
+		r.BytesTotal = 4 << 30
+	}
+	if r.MaxAge <= 0 {
+		r.MaxAge = 7 * 24 * time.Hour
+	}
+	return r
+}

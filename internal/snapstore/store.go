@@ -1,0 +1,251 @@
+package snapstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Store is a content-addressed store in a directory. It is safe for concurrent use by the
+// goroutines of one process; one daemon owns a data directory.
+type Store struct {
+	dir string
+	// gcMu keeps GC from running while a writer has blobs whose manifest is not written yet:
+	// writers hold it shared from their first blob to their manifest (Begin).
+	gcMu sync.RWMutex
+}
+
+// Open opens (creating) the store in dir.
+func Open(dir string) (*Store, error) {
+	for _, d := range []string{"blobs", "manifests", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, fmt.Errorf("snapstore: %w", err)
+		}
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Digest names data as the store does.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *Store) path(kind, digest string) (string, error) {
+	if len(digest) != 64 || strings.Trim(digest, "0123456789abcdef") != "" {
+		return "", fmt.Errorf("snapstore: %q is not a digest", digest)
+	}
+	return filepath.Join(s.dir, kind, digest[:2], digest), nil
+}
+
+// Begin marks the start of a snapshot's writes: GC waits until the returned function is called,
+// after the manifest is written, so that it never collects blobs a manifest is about to name.
+func (s *Store) Begin() (end func()) {
+	s.gcMu.RLock()
+	return s.gcMu.RUnlock
+}
+
+// Put stores data as a blob and returns its digest and how many bytes it added to the store (0
+// when it was there already).
+func (s *Store) Put(data []byte) (string, int64, error) {
+	d := Digest(data)
+	n, err := s.write("blobs", d, data)
+	return d, n, err
+}
+
+func (s *Store) write(kind, d string, data []byte) (int64, error) {
+	p, err := s.path(kind, d)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := os.Stat(p); err == nil {
+		return 0, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return 0, fmt.Errorf("snapstore: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), d[:8]+"-*")
+	if err != nil {
+		return 0, fmt.Errorf("snapstore: %w", err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	if werr == nil {
+		werr = cerr
+	}
+	if werr == nil {
+		werr = os.Rename(f.Name(), p)
+	}
+	if werr != nil {
+		os.Remove(f.Name())
+		return 0, fmt.Errorf("snapstore: write %s: %w", d[:12], werr)
+	}
+	return int64(len(data)), nil
+}
+
+// Get returns a blob's bytes, checked against its digest.
+func (s *Store) Get(digest string) ([]byte, error) { return s.read("blobs", digest) }
+
+func (s *Store) read(kind, d string) ([]byte, error) {
+	p, err := s.path(kind, d)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("snapstore: %s %s: %w", strings.TrimSuffix(kind, "s"), d[:12], ErrNotFound)
+		}
+		return nil, fmt.Errorf("snapstore: %w", err)
+	}
+	if Digest(b) != d {
+		return nil, fmt.Errorf("snapstore: %s %s is corrupt (its digest differs)", strings.TrimSuffix(kind, "s"), d[:12])
+	}
+	return b, nil
+}
+
+// ErrNotFound: no blob or manifest of that digest (collected, or never written).
+var ErrNotFound = errors.New("not in the snapshot store")
+
+// manifest is a manifest's stored form.
+type manifest struct {
+	Refs []string `json:"refs"`
+	Body []byte   `json:"body"`
+}
+
+// PutManifest stores a manifest naming the blobs refs, with a body of the tier's own, and returns
+// its digest (the snapshot's reference) and the bytes it added.
+func (s *Store) PutManifest(refs []string, body []byte) (string, int64, error) {
+	b, err := json.Marshal(manifest{Refs: refs, Body: body})
+	if err != nil {
+		return "", 0, err
+	}
+	d := Digest(b)
+	n, err := s.write("manifests", d, b)
+	return d, n, err
+}
+
+// Manifest returns a manifest's blob references and body.
+func (s *Store) Manifest(digest string) (refs []string, body []byte, err error) {
+	b, err := s.read("manifests", digest)
+	if err != nil {
+		return nil, nil, err
+	}
+	var m manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, nil, fmt.Errorf("snapstore: manifest %s: %w", digest[:12], err)
+	}
+	return m.Refs, m.Body, nil
+}
+
+// Usage is what the store holds.
+type Usage struct {
+	Blobs, Manifests int
+	Bytes            int64
+}
+
+// GC removes every manifest not in roots and every blob no kept manifest names, and returns what
+// it removed. Unknown roots are ignored.
+func (s *Store) GC(roots []string) (Usage, error) {
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	keepM := map[string]bool{}
+	keepB := map[string]bool{}
+	// A manifest written in the last minute may not be among the caller's roots yet (its
+	// reference is on its way to the session's record): it is kept, with its blobs.
+	_ = filepath.WalkDir(filepath.Join(s.dir, "manifests"), func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < time.Minute {
+				roots = append(roots, e.Name())
+			}
+		}
+		return nil
+	})
+	for _, r := range roots {
+		if r == "" || keepM[r] {
+			continue
+		}
+		refs, _, err := s.Manifest(r)
+		if err != nil {
+			continue
+		}
+		keepM[r] = true
+		for _, b := range refs {
+			keepB[b] = true
+		}
+	}
+	var freed Usage
+	for _, kind := range []string{"manifests", "blobs"} {
+		keep := keepB
+		if kind == "manifests" {
+			keep = keepM
+		}
+		err := filepath.WalkDir(filepath.Join(s.dir, kind), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() || keep[e.Name()] {
+				return nil
+			}
+			info, ierr := e.Info()
+			if os.Remove(p) == nil {
+				if ierr == nil {
+					freed.Bytes += info.Size()
+				}
+				if kind == "blobs" {
+					freed.Blobs++
+				} else {
+					freed.Manifests++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return freed, err
+		}
+	}
+	// Temporary files of writes a killed daemon left behind.
+	tmp, _ := os.ReadDir(filepath.Join(s.dir, "tmp"))
+	for _, e := range tmp {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Minute {
+			os.Remove(filepath.Join(s.dir, "tmp", e.Name()))
+		}
+	}
+	return freed, nil
+}
+
+// Collect is GC for the Manager (sandbox.SnapshotCollector).
+func (s *Store) Collect(roots []string) error {
+	_, err := s.GC(roots)
+	return err
+}
+
+// Usage counts what the store holds.
+func (s *Store) Usage() Usage {
+	var u Usage
+	for _, kind := range []string{"manifests", "blobs"} {
+		_ = filepath.WalkDir(filepath.Join(s.dir, kind), func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.IsDir() {
+				return nil
+			}
+			if info, err := e.Info(); err == nil {
+				u.Bytes += info.Size()
+			}
+			if kind == "blobs" {
+				u.Blobs++
+			} else {
+				u.Manifests++
+			}
+			return nil
+		})
+	}
+	return u
+}
