@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -71,6 +73,15 @@ type agent struct {
 	egress egress
 
 	children map[uint64]*child // OpSpawn's processes by request ID
+
+	// Runs and snapshot requests, in order (snaps.go).
+	serial     chan func()
+	serialOnce sync.Once
+	// Kept snapshots, why recent ones were dropped, and which snapshot copy each live file of
+	// the work directory equals (snaps.go).
+	snaps   map[uint64]*snap
+	dropped map[uint64]string
+	live    map[string]liveEntry
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either
@@ -86,6 +97,9 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 		cfg.Env = defaultEnv(cfg.WorkDir)
 	}
 	a := &agent{cfg: cfg, out: out, reaper: newReaper()}
+	// Orphans come to the agent even where it is not PID 1 (tests): a parked snapshot's parent
+	// is the Python process that forked it, and a rewind ends that process (snaps.go).
+	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return fmt.Errorf("work directory: %w", err)
 	}
@@ -96,7 +110,8 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	}
 	a.py = py
 	defer a.killAll()
-	if err := a.send(&proto.Frame{Op: proto.OpHello, Version: proto.Version, PythonVersion: py.version}); err != nil {
+	if err := a.send(&proto.Frame{Op: proto.OpHello, Version: proto.Version, PythonVersion: py.version,
+		Features: []string{proto.FeatureSnapshots}}); err != nil {
 		return err
 	}
 	for {
@@ -150,7 +165,10 @@ func (a *agent) dispatch(f *proto.Frame) error {
 		a.mu.Lock()
 		a.run = r
 		a.mu.Unlock()
-		go a.doRun(r)
+		a.enqueue(func() { a.doRun(r) })
+		return nil
+	case proto.OpSnapshot, proto.OpRewind, proto.OpDropSnaps:
+		a.dispatchSnaps(f)
 		return nil
 	case proto.OpInterrupt:
 		a.mu.Lock()
@@ -229,6 +247,7 @@ func (a *agent) killAll() {
 	if py != nil {
 		py.kill()
 	}
+	a.dropAllSnaps("the guest is ending")
 	// As the sandbox's init, also end what the code started in sessions of its own. (Outside a
 	// sandbox, in tests, kill(-1) would hit the whole host: only init may do it.)
 	if os.Getpid() == 1 {

@@ -26,17 +26,33 @@ var replTemplate string
 // replSource is the -c argument of Python: repl.py with the shared exception formatter in it.
 var replSource = pyerror.MustInline(replTemplate)
 
-// python is one Python process and the pipes to it.
+// python is one Python process and the pipes to it. The pipes are shared with the process's
+// parked snapshots (snaps.go): a snapshot woken by a rewind goes on with the same pipes, so the
+// pump and the agent's ends never change while the snapshots live.
 type python struct {
 	pid     int
 	version string
+	*pipes
+	exited chan struct{} // closed by the reaper
+	status unix.WaitStatus
+	once   sync.Once
+}
+
+// pipes are the agent's ends of a Python process's pipes.
+type pipes struct {
 	req     *os.File // fd 3 of the process: requests
 	stdin   *os.File // the write end of its stdin, held open and never written: reads block
 	reports chan map[string]json.RawMessage
-	pumped  chan struct{} // closed when the pump has forwarded everything the process wrote
-	exited  chan struct{} // closed by the reaper
-	status  unix.WaitStatus
-	once    sync.Once
+	pumped  chan struct{} // closed when the pump has forwarded everything the processes wrote
+	closed  sync.Once
+}
+
+// close closes the agent's ends: the processes on these pipes read EOF.
+func (p *pipes) close() {
+	p.closed.Do(func() {
+		p.req.Close()
+		p.stdin.Close()
+	})
 }
 
 // startPython starts repl.py as the unprivileged user and waits for it to be ready.
@@ -69,11 +85,13 @@ func (a *agent) startPython() (*python, error) {
 		},
 	}
 	py := &python{
-		req:     files[3][1],
-		stdin:   files[0][1],
-		reports: make(chan map[string]json.RawMessage, 4),
-		pumped:  make(chan struct{}),
-		exited:  make(chan struct{}),
+		pipes: &pipes{
+			req:     files[3][1],
+			stdin:   files[0][1],
+			reports: make(chan map[string]json.RawMessage, 4),
+			pumped:  make(chan struct{}),
+		},
+		exited: make(chan struct{}),
 	}
 	pid, err := a.reaper.start(func() (int, error) {
 		return syscall.ForkExec(a.cfg.Python, []string{"python3", "-c", replSource}, attr)
@@ -85,7 +103,7 @@ func (a *agent) startPython() (*python, error) {
 		return nil, fmt.Errorf("start %s: %w", a.cfg.Python, err)
 	}
 	py.pid = pid
-	go a.pump(py, files[1][0], files[2][0], files[4][0])
+	go a.pump(py.pipes, files[1][0], files[2][0], files[4][0])
 	select {
 	case rep := <-py.reports:
 		var v string
@@ -121,13 +139,18 @@ func (py *python) send(msg any) error {
 // SIGINT as from a terminal.
 func (py *python) interrupt() { _ = syscall.Kill(-py.pid, syscall.SIGINT) }
 
-// kill ends the process group and waits for the process to be reaped.
+// kill ends the process group, closes the pipes and waits for the process to be reaped.
 func (py *python) kill() {
+	py.end()
+	py.pipes.close()
+}
+
+// end ends the process group and waits for the process to be reaped; the pipes stay open for
+// the snapshots that share them.
+func (py *python) end() {
 	py.once.Do(func() {
 		_ = syscall.Kill(-py.pid, syscall.SIGKILL)
 		_ = syscall.Kill(py.pid, syscall.SIGKILL)
-		py.req.Close()
-		py.stdin.Close()
 	})
 	select {
 	case <-py.exited:
@@ -168,7 +191,7 @@ func exitCode(ws unix.WaitStatus) int {
 // its report is written, so when a report is readable, the bytes buffered in the pipes at that
 // moment are read first (FIONREAD), and output printed after (by threads or children of the
 // cell) cannot hold the report back.
-func (a *agent) pump(py *python, stdout, stderr, reports *os.File) {
+func (a *agent) pump(py *pipes, stdout, stderr, reports *os.File) {
 	defer close(py.pumped)
 	defer stdout.Close()
 	defer stderr.Close()
@@ -309,6 +332,14 @@ func startReaper() *reaper {
 		}
 	}()
 	return r
+}
+
+// watch registers a process the agent did not start itself (a parked snapshot, a child of the
+// Python process): it is reaped here once its parent has ended and it is the agent's orphan.
+func (r *reaper) watch(pid int, py *python) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waiters[pid] = py
 }
 
 // start runs fork under the reaper's lock, so the child cannot be reaped before it is known.

@@ -63,7 +63,7 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     get_ident, main_ident, write_lock = _thread.get_ident, _thread.get_ident(), _thread.allocate_lock()
     PathFinder, ModuleSpec = _frozen_importlib_external.PathFinder, _frozen_importlib.ModuleSpec
     meta_path = sys.meta_path
-    Exc = Exception
+    Exc, OSErr = Exception, OSError
     # What one run may return; the agent sends its own caps with each request.
     limits = {"artifacts": 64, "artifact_bytes": 32 << 20, "text": 64 << 10, "html": 1 << 20, "json": 4 << 20}
     figs = {"kept": 0, "bytes": 0, "dropped": 0}  # this run's artifacts
@@ -358,12 +358,59 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     warm = compile("None", "<string>", "exec", parse_flags, dont_inherit=True)
     exec(compile(warm, "<string>", "exec", dont_inherit=True), {"__builtins__": builtins})
     del warm
+    # Snapshots (package guest, snaps.go): {"fork": 1} forks this process; the child parks, with
+    # SIGUSR1 blocked, in a process group of its own (so the live worker's interrupts and kills
+    # do not reach it) and waits for SIGUSR1. The agent wakes it for a rewind after ending the
+    # live worker: it forks again, its copy parks in its place (so the step stays available), and
+    # it goes on as the live worker on the same pipes, reporting {"woke": pid, "parked": copy}.
+    o_fork, o_setpgid = os.fork, os.setpgid
+    sigmask, sigwait = signal.pthread_sigmask, signal.sigwait
+    SIG_BLOCK, SIG_UNBLOCK, WAKE = signal.SIG_BLOCK, signal.SIG_UNBLOCK, {signal.SIGUSR1}
+
+    def park():
+        # In the parked child; returns, in the woken process, the pid of the copy parked in its
+        # place.
+        while True:
+            o_setpgid(0, 0)
+            sigwait(WAKE)
+            copy = o_fork()
+            if copy:
+                # Both sides set the group, so it is set before either goes on.
+                try:
+                    o_setpgid(copy, copy)
+                except OSErr:
+                    pass
+                sigmask(SIG_UNBLOCK, WAKE)
+                return copy
+
     report({"ready": sys.version.split()[0]})
     runs = 0
     while True:
         try:
             size = int.from_bytes(read_exact(4), "little")
             req = loads(read_exact(size))
+            if "fork" in req:
+                req = None
+                flush()
+                sigmask(SIG_BLOCK, WAKE)
+                try:
+                    child = o_fork()
+                except BaseExc as e:
+                    sigmask(SIG_UNBLOCK, WAKE)
+                    report({"forked": 0, "error": describe_exc(e)})
+                    continue
+                if child:
+                    try:
+                        o_setpgid(child, child)
+                    except OSErr:
+                        pass
+                    sigmask(SIG_UNBLOCK, WAKE)
+                    report({"forked": child})
+                    continue
+                copy = park()
+                pid0 = o_getpid()
+                report({"woke": pid0, "parked": copy})
+                continue
             runs += 1
             environ.clear()
             environ.update(base_env)
@@ -405,6 +452,10 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 exit_code, error = 1, describe(e)
                 end_figures(True)
             main = code = req = tree = last = value = None
+            # The run's environment (the session's secrets among it) is not left in the process
+            # between cells, so no snapshot of it keeps them: the next cell sets its own again.
+            environ.clear()
+            environ.update(base_env)
             flush()
             report({"exit": exit_code, "error": error, "outputs": outputs})
         except KbdInt:

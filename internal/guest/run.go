@@ -82,6 +82,8 @@ func (a *agent) currentPython() (*python, bool, error) {
 func (a *agent) restartPython(old *python) (*python, error) {
 	if old != nil {
 		old.kill()
+		// The snapshots share the old process's pipes: they go with it (snaps.go).
+		a.dropAllSnaps("the session's Python process was restarted")
 		select {
 		case <-old.pumped:
 		case <-time.After(time.Second):
@@ -157,7 +159,9 @@ func (a *agent) doRun(r *activeRun) {
 			res.ExitCode, res.Error, res.Outputs = parseReport(rep)
 			done = true
 		case <-py.exited:
-			// The cell ended the process (os._exit, a crash) or was killed below.
+			// The cell ended the process (os._exit, a crash) or was killed below. The snapshots
+			// hold its pipes open: they are dropped first, so the pipes end.
+			a.dropAllSnaps("the session's Python process ended")
 			select {
 			case <-py.pumped:
 			case <-time.After(500 * time.Millisecond):

@@ -94,6 +94,27 @@ const (
 	OpSpawn Op = "spawn"
 	OpStdin Op = "stdin"
 	OpKill  Op = "kill"
+	// Snapshots of a session's state after a run, kept in the sandbox (package guest, snaps.go):
+	// the Python process forked, the child parked, and the work directory's files in a tree of
+	// hard links under a root-only directory. A guest that has them says so in its hello
+	// (FeatureSnapshots); the daemon sends them to no other.
+	//
+	// OpSnapshot takes snapshot Snap of the state now (between runs), keeping at most MaxBytes
+	// of new file content for it (0: no cap). Answer: OpSnapshot with SnapInfo, or OpError
+	// (KindConflict for a Snap already taken, KindOutputLimit when the files exceed MaxBytes).
+	OpSnapshot Op = "snapshot"
+	// OpRewind ends the live Python process and goes on from snapshot Snap: its variables and
+	// its work directory's files. The snapshot stays kept. Answer: OpOK, or OpError
+	// (KindNotFound for a snapshot that is not kept).
+	OpRewind Op = "rewind"
+	// OpDropSnaps drops the snapshots Snaps (those not kept are ignored). Answer: OpOK.
+	OpDropSnaps Op = "drop_snaps"
+)
+
+// Features a guest says it has in its hello.
+const (
+	// FeatureSnapshots: OpSnapshot, OpRewind and OpDropSnaps.
+	FeatureSnapshots = "snapshots"
 )
 
 // Tunnel streams (both directions; ID 0, Conn names the stream). See package tunnel.
@@ -133,8 +154,16 @@ type Frame struct {
 	ID uint64 `json:"id,omitempty"`
 
 	// OpHello.
-	Version       int    `json:"version,omitempty"`
-	PythonVersion string `json:"python_version,omitempty"`
+	Version       int      `json:"version,omitempty"`
+	PythonVersion string   `json:"python_version,omitempty"`
+	Features      []string `json:"features,omitempty"`
+
+	// Snapshots: OpSnapshot's and OpRewind's Snap, OpSnapshot's MaxBytes and answer, the
+	// snapshots OpDropSnaps drops.
+	Snap     uint64    `json:"snap,omitempty"`
+	MaxBytes int64     `json:"max_bytes,omitempty"`
+	SnapInfo *SnapInfo `json:"snap_info,omitempty"`
+	Snaps    []uint64  `json:"snaps,omitempty"`
 
 	// OpRun.
 	Run *RunRequest `json:"run,omitempty"`
@@ -229,6 +258,17 @@ type RunResult struct {
 	Elapsed time.Duration `json:"elapsed"`
 	// CPU is the CPU time the Python process (and children it waited for) used during the cell.
 	CPU time.Duration `json:"cpu"`
+}
+
+// SnapInfo describes a snapshot the guest took.
+type SnapInfo struct {
+	// Fork is how long the Python process took to fork; FilesTime how long the files took.
+	Fork      time.Duration `json:"fork"`
+	FilesTime time.Duration `json:"files_time"`
+	// Files is how many files the snapshot holds; NewBytes the bytes it copied (files changed
+	// since the last snapshot or rewind), the rest being links to earlier snapshots' copies.
+	Files    int   `json:"files"`
+	NewBytes int64 `json:"new_bytes"`
 }
 
 // Artifact is one artifact of a run as the guest sends it. The daemon works out its size and hash

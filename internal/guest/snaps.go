@@ -1,0 +1,654 @@
+//go:build linux
+
+package guest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Snapshots of a session between runs (OpSnapshot, OpRewind, OpDropSnaps), kept inside the
+// sandbox for a fast rewind:
+//
+//   - Variables: the Python process forks (repl.py). The child parks in a process group of its
+//     own with SIGUSR1 blocked, on the same pipes as the live process, and never reads or writes
+//     them while parked. A rewind ends the live process (its group), waits until it is reaped
+//     (its parked children are then the agent's orphans), and sends SIGUSR1 to the snapshot's
+//     process: it forks a copy that parks in its place, and goes on as the live process. gVisor
+//     shares the parked memory copy-on-write, copying 2 MiB at a time on a write, so the daemon
+//     caps and expires what is kept (package heavy).
+//   - Files: the work directory (not /tmp) is copied into SnapDir/N/files, a root-only tree. A
+//     file is copied only when it changed since the last snapshot or rewind; otherwise the new
+//     snapshot's entry is a hard link to the earlier snapshot's copy. The live tree never shares
+//     an inode with a snapshot: a hard link from the live tree would let an edit in place
+//     (open(path, "w") truncates the same inode, as pandas' to_csv does) rewrite the snapshot.
+//     A change is seen from the file's inode number, size, mtime and ctime (ctime cannot be set
+//     by the code, so an edit that puts the mtime back is seen too). A rewind copies back only
+//     the files that differ from the snapshot, and removes what the snapshot did not have.
+//     Live files are read and written as the sandbox user, beneath the work directory
+//     (files.go), so a link the code planted leads nowhere else.
+//
+// Threads of the code are not in a snapshot (a fork copies the calling thread only), and the
+// environment of the run is cleared before a cell's report (repl.py): no snapshot holds the
+// session's secrets in os.environ (a value the code copied into a variable is the code's own).
+// When the live Python process dies or is killed (a crash, a cell that ignored its interrupt),
+// the snapshots sharing its pipes are dropped with it.
+
+// SnapDir holds the snapshots' files: root's, mode 0700, outside every directory the files API
+// serves.
+var SnapDir = "/var/lib/agentbox/snaps"
+
+// snap is one kept snapshot.
+type snap struct {
+	id      uint64
+	proc    *python // the parked process (pid, exited)
+	dir     string  // SnapDir/N/files
+	entries map[string]snapEntry
+	taken   time.Time
+}
+
+// snapEntry is one entry of a snapshot's files, by its path relative to the work directory.
+type snapEntry struct {
+	kind   byte // 'f' file, 'd' directory, 'l' symbolic link
+	mode   fs.FileMode
+	mtime  time.Time
+	size   int64
+	target string // a link's
+	store  string // a file's copy in the snapshot tree
+	ino    uint64 // the copy's inode: equal inodes, equal contents
+}
+
+// liveEntry says which snapshot copy a live file equals, as long as its stat key is unchanged.
+type liveEntry struct {
+	key   statKey
+	store string
+	ino   uint64
+}
+
+// statKey is what tells a changed file from an unchanged one.
+type statKey struct {
+	ino, size    int64
+	mtime, ctime int64
+}
+
+func keyOf(st *syscall.Stat_t) statKey {
+	return statKey{int64(st.Ino), st.Size, st.Mtim.Nano(), st.Ctim.Nano()}
+}
+
+// liveFile is an entry of the live work directory as a walk found it.
+type liveFile struct {
+	rel    string
+	kind   byte
+	mode   fs.FileMode
+	mtime  time.Time
+	size   int64
+	target string
+	key    statKey
+}
+
+// maxSnapDropped bounds the reasons remembered for dropped snapshots.
+const maxSnapDropped = 4096
+
+// snapWait bounds a fork or a wake of the Python process.
+const snapWait = 60 * time.Second
+
+// dispatchSnaps serves the snapshot requests, in the agent's serial order behind runs.
+func (a *agent) dispatchSnaps(f *proto.Frame) {
+	id, snapID, maxBytes, drops := f.ID, f.Snap, f.MaxBytes, f.Snaps
+	switch f.Op {
+	case proto.OpSnapshot:
+		a.enqueue(func() {
+			info, err := a.takeSnapshot(snapID, maxBytes)
+			if err != nil {
+				_ = a.answer(id, err)
+				return
+			}
+			_ = a.send(&proto.Frame{Op: proto.OpSnapshot, ID: id, Snap: snapID, SnapInfo: info})
+		})
+	case proto.OpRewind:
+		a.enqueue(func() { _ = a.answer(id, a.rewind(snapID)) })
+	case proto.OpDropSnaps:
+		a.enqueue(func() {
+			for _, s := range drops {
+				a.dropSnap(s, "dropped by the daemon")
+			}
+			_ = a.answer(id, nil)
+		})
+	}
+}
+
+// enqueue runs fn after every request enqueued before it (runs and snapshot requests), one at a
+// time.
+func (a *agent) enqueue(fn func()) {
+	a.serialOnce.Do(func() {
+		a.serial = make(chan func(), 256)
+		go func() {
+			for fn := range a.serial {
+				fn()
+			}
+		}()
+	})
+	a.serial <- fn
+}
+
+// waitReport waits for a report of the REPL that has key, skipping others (a figure a thread of
+// the code drew between cells).
+func waitReport(py *python, key string) (map[string]json.RawMessage, error) {
+	timer := time.NewTimer(snapWait)
+	defer timer.Stop()
+	for {
+		select {
+		case rep := <-py.reports:
+			if _, ok := rep[key]; ok {
+				return rep, nil
+			}
+			log.Printf("a report of the Python process between cells was dropped")
+		case <-py.exited:
+			return nil, &proto.Error{Kind: sandbox.KindConflict, Message: "the Python process ended (" + describeStatus(py.status) + ")"}
+		case <-timer.C:
+			return nil, &proto.Error{Kind: sandbox.KindTimeout, Message: fmt.Sprintf("the Python process did not answer within %v", snapWait)}
+		}
+	}
+}
+
+func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error) {
+	if id == 0 {
+		return nil, &proto.Error{Kind: sandbox.KindInvalidRequest, Message: "a snapshot needs an id"}
+	}
+	a.mu.Lock()
+	_, dup := a.snaps[id]
+	py := a.py
+	a.mu.Unlock()
+	if dup {
+		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("snapshot %d is already taken", id)}
+	}
+	if py == nil || !py.alive() {
+		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: "the Python process is not running: there is nothing to snapshot"}
+	}
+	info := &proto.SnapInfo{}
+	t0 := now()
+	dir := filepath.Join(SnapDir, strconv.FormatUint(id, 10))
+	_ = os.RemoveAll(dir)
+	entries, newBytes, err := a.snapshotFiles(filepath.Join(dir, "files"), maxBytes)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	info.FilesTime = now().Sub(t0)
+	info.Files, info.NewBytes = len(entries), newBytes
+	t1 := now()
+	if err := py.send(map[string]any{"fork": 1}); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: "the Python process did not take the request: " + err.Error()}
+	}
+	rep, err := waitReport(py, "forked")
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	var pid int
+	_ = json.Unmarshal(rep["forked"], &pid)
+	if pid <= 0 {
+		_ = os.RemoveAll(dir)
+		var why string
+		_ = json.Unmarshal(rep["error"], &why)
+		return nil, &proto.Error{Kind: sandbox.KindInternal, Message: "the Python process could not fork: " + why}
+	}
+	info.Fork = now().Sub(t1)
+	proc := &python{pid: pid, version: py.version, pipes: py.pipes, exited: make(chan struct{})}
+	a.reaper.watch(pid, proc)
+	a.mu.Lock()
+	if a.snaps == nil {
+		a.snaps = map[uint64]*snap{}
+	}
+	a.snaps[id] = &snap{id: id, proc: proc, dir: filepath.Join(dir, "files"), entries: entries, taken: now()}
+	delete(a.dropped, id)
+	a.mu.Unlock()
+	return info, nil
+}
+
+// snapshotFiles copies the work directory into dir: changed files copied, the others linked to
+// the earlier copy they equal.
+func (a *agent) snapshotFiles(dir string, maxBytes int64) (map[string]snapEntry, int64, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, 0, &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot directory: " + err.Error()}
+	}
+	_ = os.Chmod(SnapDir, 0o700)
+	live, err := a.walkLive()
+	if err != nil {
+		return nil, 0, err
+	}
+	entries := make(map[string]snapEntry, len(live))
+	var newBytes int64
+	var toCopy []liveFile
+	for _, lf := range live {
+		e := snapEntry{kind: lf.kind, mode: lf.mode, mtime: lf.mtime, size: lf.size, target: lf.target}
+		dst := filepath.Join(dir, lf.rel)
+		switch lf.kind {
+		case 'd':
+			if err := os.MkdirAll(dst, 0o700); err != nil {
+				return nil, 0, snapErr(err)
+			}
+		case 'l':
+		case 'f':
+			a.mu.Lock()
+			le, ok := a.live[lf.rel]
+			a.mu.Unlock()
+			if ok && le.key == lf.key && os.Link(le.store, dst) == nil {
+				e.store, e.ino = dst, le.ino
+			} else {
+				toCopy = append(toCopy, lf)
+				continue
+			}
+		}
+		entries[lf.rel] = e
+	}
+	// The changed files, opened as the user beneath the work directory, copied as root.
+	for len(toCopy) > 0 {
+		batch := toCopy[:min(len(toCopy), 128)]
+		toCopy = toCopy[len(batch):]
+		srcs := make([]*os.File, len(batch))
+		_ = a.asUser(func() error {
+			root, err := openRoot(a.cfg.WorkDir)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(root)
+			for i, lf := range batch {
+				fd, err := openBeneath(root, lf.rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+				if err == nil {
+					srcs[i] = os.NewFile(uintptr(fd), lf.rel)
+				}
+			}
+			return nil
+		})
+		for i, lf := range batch {
+			src := srcs[i]
+			if src == nil {
+				continue // gone since the walk, or not readable by the user: not in the snapshot
+			}
+			dst := filepath.Join(dir, lf.rel)
+			n, ino, st, err := copyInto(src, dst, lf.mode, maxBytes-newBytes, maxBytes > 0)
+			src.Close()
+			if errors.Is(err, errTooLarge) {
+				for _, s := range srcs[i+1:] {
+					if s != nil {
+						s.Close()
+					}
+				}
+				return nil, 0, &proto.Error{Kind: sandbox.KindOutputLimit, Message: fmt.Sprintf(
+					"the files changed since the last snapshot are more than its cap of %d bytes", maxBytes)}
+			}
+			if err != nil {
+				continue
+			}
+			newBytes += n
+			e := snapEntry{kind: 'f', mode: lf.mode, mtime: lf.mtime, size: n, store: dst, ino: ino}
+			entries[lf.rel] = e
+			a.mu.Lock()
+			if a.live == nil {
+				a.live = map[string]liveEntry{}
+			}
+			a.live[lf.rel] = liveEntry{key: keyOf(st), store: dst, ino: ino}
+			a.mu.Unlock()
+		}
+	}
+	return entries, newBytes, nil
+}
+
+var errTooLarge = errors.New("over the snapshot's cap")
+
+// copyInto copies src (a regular file) into a new file dst with mode, at most limit bytes when
+// capped. It returns the bytes copied, the copy's inode and src's stat after the copy.
+func copyInto(src *os.File, dst string, mode fs.FileMode, limit int64, capped bool) (int64, uint64, *syscall.Stat_t, error) {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(src.Fd()), &st); err != nil {
+		return 0, 0, nil, err
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return 0, 0, nil, errors.New("not a regular file")
+	}
+	if capped && st.Size > limit {
+		return 0, 0, nil, errTooLarge
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return 0, 0, nil, err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	var r io.Reader = src
+	if capped {
+		r = io.LimitReader(src, limit+1)
+	}
+	n, err := io.Copy(out, r)
+	if err == nil && capped && n > limit {
+		err = errTooLarge
+	}
+	var ost syscall.Stat_t
+	if err == nil {
+		err = syscall.Fstat(int(out.Fd()), &ost)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(dst)
+		return 0, 0, nil, err
+	}
+	mt := time.Unix(0, st.Mtim.Nano())
+	_ = os.Chtimes(dst, mt, mt)
+	return n, ost.Ino, &st, nil
+}
+
+func snapErr(err error) error {
+	return &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot files: " + err.Error()}
+}
+
+// walkLive lists the work directory as the user sees it (links not followed), parents first.
+func (a *agent) walkLive() ([]liveFile, error) {
+	var out []liveFile
+	err := a.asUser(func() error {
+		root := a.cfg.WorkDir
+		return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || p == root {
+				return nil
+			}
+			if len(out) >= maxSnapshot {
+				return filepath.SkipAll
+			}
+			info, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			st, _ := info.Sys().(*syscall.Stat_t)
+			if st == nil {
+				return nil
+			}
+			rel, _ := filepath.Rel(root, p)
+			lf := liveFile{rel: rel, mode: info.Mode(), mtime: info.ModTime(), size: info.Size(), key: keyOf(st)}
+			switch {
+			case info.Mode().IsDir():
+				lf.kind = 'd'
+			case info.Mode()&fs.ModeSymlink != 0:
+				lf.kind = 'l'
+				lf.target, _ = os.Readlink(p)
+			case info.Mode().IsRegular():
+				lf.kind = 'f'
+			default:
+				return nil // FIFOs, sockets, devices are not kept
+			}
+			out = append(out, lf)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// rewind ends the live Python process and goes on from snapshot id.
+func (a *agent) rewind(id uint64) error {
+	a.mu.Lock()
+	s := a.snaps[id]
+	why := a.dropped[id]
+	py := a.py
+	a.mu.Unlock()
+	if s == nil {
+		if why == "" {
+			why = "it was never taken"
+		}
+		return &proto.Error{Kind: sandbox.KindNotFound, Message: fmt.Sprintf("snapshot %d is not kept: %s", id, why)}
+	}
+	if !s.proc.alive() {
+		a.dropSnap(id, "its process ended")
+		return &proto.Error{Kind: sandbox.KindNotFound, Message: fmt.Sprintf("snapshot %d is not kept: its process ended", id)}
+	}
+	if py != nil {
+		// Its parked children become the agent's orphans once it is reaped.
+		py.end()
+	}
+	if err := a.restoreFiles(s); err != nil {
+		log.Printf("rewind to snapshot %d: files: %v", id, err)
+	}
+	if err := syscall.Kill(s.proc.pid, syscall.SIGUSR1); err != nil {
+		a.dropSnap(id, "its process could not be woken")
+		return a.rewindFailed(id, err)
+	}
+	rep, err := waitReport(s.proc, "woke")
+	if err != nil {
+		a.dropSnap(id, "its process did not wake")
+		return a.rewindFailed(id, err)
+	}
+	var copyPid int
+	_ = json.Unmarshal(rep["parked"], &copyPid)
+	parked := &python{pid: copyPid, version: s.proc.version, pipes: s.proc.pipes, exited: make(chan struct{})}
+	a.reaper.watch(copyPid, parked)
+	a.mu.Lock()
+	a.py = s.proc
+	s.proc = parked
+	a.mu.Unlock()
+	return nil
+}
+
+// rewindFailed starts a fresh Python process after a rewind that ended the live one and could
+// not wake the snapshot: the session goes on, without its variables.
+func (a *agent) rewindFailed(id uint64, err error) error {
+	a.mu.Lock()
+	old := a.py
+	a.mu.Unlock()
+	if _, rerr := a.restartPython(old); rerr != nil {
+		log.Printf("restarting python: %v", rerr)
+	}
+	return &proto.Error{Kind: sandbox.KindInternal, Message: fmt.Sprintf(
+		"snapshot %d could not be resumed (%v); the session's Python process was restarted and its variables are gone", id, err)}
+}
+
+// restoreFiles makes the work directory hold what snapshot s holds.
+func (a *agent) restoreFiles(s *snap) error {
+	live, err := a.walkLive()
+	if err != nil {
+		return err
+	}
+	type copyJob struct {
+		rel string
+		e   snapEntry
+		src *os.File
+	}
+	var removes []string
+	liveBy := map[string]liveFile{}
+	for _, lf := range live {
+		liveBy[lf.rel] = lf
+		e, ok := s.entries[lf.rel]
+		if !ok || e.kind != lf.kind || (e.kind == 'l' && e.target != lf.target) {
+			removes = append(removes, lf.rel)
+		}
+	}
+	var dirs, links []string
+	var jobs []copyJob
+	a.mu.Lock()
+	for rel, e := range s.entries {
+		lf, ok := liveBy[rel]
+		switch e.kind {
+		case 'd':
+			dirs = append(dirs, rel)
+		case 'l':
+			if !ok || lf.kind != 'l' || lf.target != e.target {
+				links = append(links, rel)
+			}
+		case 'f':
+			le, known := a.live[rel]
+			if ok && lf.kind == 'f' && known && le.key == lf.key && le.ino == e.ino {
+				continue // unchanged since it was this very copy
+			}
+			jobs = append(jobs, copyJob{rel: rel, e: e})
+		}
+	}
+	a.mu.Unlock()
+	sort.Strings(dirs)
+	// Deepest first, so a directory's contents go before it.
+	sort.Slice(removes, func(i, j int) bool { return len(removes[i]) > len(removes[j]) })
+	for i := range jobs {
+		f, err := os.Open(jobs[i].e.store)
+		if err == nil {
+			jobs[i].src = f
+		}
+	}
+	results := make([]*syscall.Stat_t, len(jobs))
+	err = a.asUser(func() error {
+		root, err := openRoot(a.cfg.WorkDir)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(root)
+		for _, rel := range removes {
+			dir, name := path.Split(rel)
+			dfd := root
+			if dir != "" {
+				if dfd, err = openBeneath(root, path.Clean(dir), unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
+					continue
+				}
+			}
+			_ = removeAllAt(dfd, name)
+			if dfd != root {
+				unix.Close(dfd)
+			}
+		}
+		for _, rel := range dirs {
+			if fd, err := mkdirAllBeneath(root, rel, a.cfg.WorkDir); err == nil {
+				unix.Close(fd)
+			}
+			if fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err == nil {
+				_ = unix.Fchmod(fd, uint32(s.entries[rel].mode.Perm()))
+				unix.Close(fd)
+			}
+		}
+		for _, rel := range links {
+			dfd, err := mkdirAllBeneath(root, path.Dir(rel), a.cfg.WorkDir)
+			if err != nil {
+				continue
+			}
+			_ = unix.Unlinkat(dfd, path.Base(rel), 0)
+			_ = unix.Symlinkat(s.entries[rel].target, dfd, path.Base(rel))
+			unix.Close(dfd)
+		}
+		for i, j := range jobs {
+			if j.src == nil {
+				continue
+			}
+			results[i] = restoreOne(root, a.cfg.WorkDir, j.rel, j.e, j.src)
+		}
+		return nil
+	})
+	a.mu.Lock()
+	if a.live == nil {
+		a.live = map[string]liveEntry{}
+	}
+	for rel := range a.live {
+		if _, ok := s.entries[rel]; !ok {
+			delete(a.live, rel)
+		}
+	}
+	for i, j := range jobs {
+		if j.src != nil {
+			j.src.Close()
+		}
+		if results[i] != nil {
+			a.live[j.rel] = liveEntry{key: keyOf(results[i]), store: j.e.store, ino: j.e.ino}
+		} else {
+			delete(a.live, j.rel)
+		}
+	}
+	a.mu.Unlock()
+	return err
+}
+
+// restoreOne writes a snapshot's copy to rel beneath root (as the user: the caller's thread), by
+// a temporary file renamed over whatever is there. It returns the new file's stat, or nil.
+func restoreOne(root int, rootPath, rel string, e snapEntry, src *os.File) *syscall.Stat_t {
+	dfd, err := mkdirAllBeneath(root, path.Dir(rel), rootPath)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(dfd)
+	name := path.Base(rel)
+	tmp := name + tmpSuffix
+	_ = unix.Unlinkat(dfd, tmp, 0)
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(e.mode.Perm()))
+	if err != nil {
+		return nil
+	}
+	out := os.NewFile(uintptr(fd), rel)
+	defer out.Close()
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return nil
+	}
+	if _, err := io.Copy(out, src); err != nil {
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		return nil
+	}
+	_ = unix.Fchmod(fd, uint32(e.mode.Perm()))
+	ts := []unix.Timespec{unix.NsecToTimespec(e.mtime.UnixNano()), unix.NsecToTimespec(e.mtime.UnixNano())}
+	_ = unix.UtimesNanoAt(dfd, tmp, ts, unix.AT_SYMLINK_NOFOLLOW)
+	// A directory in the way (the code made one where the snapshot had a file) is removed.
+	if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+		_ = removeAllAt(dfd, name)
+		if err := unix.Renameat(dfd, tmp, dfd, name); err != nil {
+			_ = unix.Unlinkat(dfd, tmp, 0)
+			return nil
+		}
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return nil
+	}
+	return &syscall.Stat_t{Ino: st.Ino, Size: st.Size, Mtim: syscall.Timespec(st.Mtim), Ctim: syscall.Timespec(st.Ctim)}
+}
+
+// dropSnap ends snapshot id's process and removes its files.
+func (a *agent) dropSnap(id uint64, why string) {
+	a.mu.Lock()
+	s := a.snaps[id]
+	delete(a.snaps, id)
+	if s != nil {
+		if a.dropped == nil || len(a.dropped) >= maxSnapDropped {
+			a.dropped = map[uint64]string{}
+		}
+		a.dropped[id] = why
+	}
+	a.mu.Unlock()
+	if s == nil {
+		return
+	}
+	_ = syscall.Kill(s.proc.pid, syscall.SIGKILL)
+	_ = os.RemoveAll(filepath.Dir(s.dir))
+}
+
+// dropAllSnaps drops every snapshot, when the pipes they share go (the Python process died).
+func (a *agent) dropAllSnaps(why string) {
+	a.mu.Lock()
+	ids := make([]uint64, 0, len(a.snaps))
+	for id := range a.snaps {
+		ids = append(ids, id)
+	}
+	a.live = nil
+	a.mu.Unlock()
+	for _, id := range ids {
+		a.dropSnap(id, why)
+	}
+}

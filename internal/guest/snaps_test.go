@@ -1,0 +1,132 @@
+//go:build linux
+
+package guest
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// snapRequest sends a snapshot request and returns its answer.
+func snapRequest(t *testing.T, in io.Writer, out io.Reader, f *proto.Frame) proto.Frame {
+	t.Helper()
+	if err := proto.Write(in, f); err != nil {
+		t.Fatal(err)
+	}
+	var ans proto.Frame
+	if err := proto.Read(out, &ans, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ans.ID != f.ID {
+		t.Fatalf("answer for %d to request %d: %+v", ans.ID, f.ID, ans)
+	}
+	return ans
+}
+
+// A rewind to a snapshot brings back its variables and its files exactly (a file edited in place
+// since, one removed, one added), new code runs from there, the snapshot can be rewound to again,
+// and a dropped snapshot is refused as not kept.
+func TestSnapshotRewind(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _ := serve(t)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	snapshot := func(n uint64) {
+		t.Helper()
+		ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n})
+		if ans.Op != proto.OpSnapshot || ans.SnapInfo == nil {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+	}
+	rewind := func(n uint64) *proto.Error {
+		t.Helper()
+		ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n})
+		return ans.Error
+	}
+	show := "import os\nprint(x, sorted(os.listdir('.')), [open(f).read() for f in sorted(os.listdir('.')) if os.path.isfile(f)], os.path.isdir('d'))"
+	mustCell(t, in, out, next(), "x = 1\nopen('a.txt', 'w').write('one')\nimport os\nos.mkdir('d')\nopen('d/in.txt', 'w').write('deep')")
+	snapshot(1)
+	mustCell(t, in, out, next(), "x = [2]\nopen('a.txt', 'w').write('two')\nopen('b.txt', 'w').write('b')")
+	snapshot(2)
+	mustCell(t, in, out, next(), "x = 3\nimport os, shutil\nos.remove('b.txt')\nshutil.rmtree('d')\nopen('a.txt', 'a').write('three')")
+	_, o, _ := cell(t, in, out, next(), show)
+	if o != "3 ['a.txt'] ['twothree'] False\n" {
+		t.Fatalf("before rewind: %q", o)
+	}
+	for _, c := range []struct {
+		snap uint64
+		want string
+	}{
+		{1, "1 ['a.txt', 'd'] ['one'] True\n"},
+		{2, "[2] ['a.txt', 'b.txt', 'd'] ['two', 'b'] True\n"},
+		{1, "1 ['a.txt', 'd'] ['one'] True\n"},
+	} {
+		if e := rewind(c.snap); e != nil {
+			t.Fatalf("rewind %d: %+v", c.snap, e)
+		}
+		_, o, stderr := cell(t, in, out, next(), show)
+		if o != c.want {
+			t.Fatalf("after rewind to %d: %q, want %q (%s)", c.snap, o, c.want, stderr)
+		}
+		// New code runs from there and changes only the live state.
+		mustCell(t, in, out, next(), "x = 'new'\nopen('a.txt', 'w').write('changed')\nopen('d/in.txt', 'a').write('!')")
+	}
+	b, err := os.ReadFile(SnapDir + "/1/files/d/in.txt")
+	if err != nil || string(b) != "deep" {
+		t.Fatalf("snapshot 1's copy of d/in.txt: %q %v", b, err)
+	}
+	ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{1}})
+	if ans.Op != proto.OpOK {
+		t.Fatalf("drop: %+v", ans)
+	}
+	if e := rewind(1); e == nil || e.Kind != sandbox.KindNotFound || !strings.Contains(e.Message, "not kept") {
+		t.Fatalf("rewind to a dropped snapshot: %+v", e)
+	}
+	if e := rewind(2); e != nil {
+		t.Fatalf("rewind 2 after dropping 1: %+v", e)
+	}
+	_, o, _ = cell(t, in, out, next(), show)
+	if o != "[2] ['a.txt', 'b.txt', 'd'] ['two', 'b'] True\n" {
+		t.Fatalf("after rewind to 2: %q", o)
+	}
+	// A snapshot whose changed files exceed its cap is refused, and not kept.
+	mustCell(t, in, out, next(), "open('big.bin', 'wb').write(b'x' * 4096)")
+	ans = snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: 3, MaxBytes: 1000})
+	if ans.Op != proto.OpError || ans.Error.Kind != sandbox.KindOutputLimit {
+		t.Fatalf("snapshot over its cap: %+v", ans)
+	}
+	if e := rewind(3); e == nil || e.Kind != sandbox.KindNotFound {
+		t.Fatalf("rewind to a refused snapshot: %+v", e)
+	}
+	// A Python process that dies takes the snapshots with it (they share its pipes).
+	cell(t, in, out, next(), "import os\nos._exit(3)")
+	if e := rewind(2); e == nil || e.Kind != sandbox.KindNotFound || !strings.Contains(e.Message, "ended") {
+		t.Fatalf("rewind after the process died: %+v", e)
+	}
+	// Secrets of a run are not left in the process between cells.
+	req := &proto.Frame{Op: proto.OpRun, ID: next(), Run: &proto.RunRequest{Code: "import os\nprint(os.environ['TOKEN'])", Env: map[string]string{"TOKEN": "s3cret"},
+		Session: true, StdoutBytes: 1 << 20, StderrBytes: 1 << 20}}
+	if err := proto.Write(in, req); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var f proto.Frame
+		if err := proto.Read(out, &f, 0); err != nil {
+			t.Fatal(err)
+		}
+		if f.Op == proto.OpResult {
+			break
+		}
+	}
+	_, o, _ = cell(t, in, out, next(), "import os\nprint(os.environ.get('TOKEN'))")
+	if o != "None\n" {
+		t.Fatalf("the run's secret stayed in the environment: %q", o)
+	}
+}
