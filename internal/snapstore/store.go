@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -248,4 +249,70 @@ func (s *Store) Usage() Usage {
 		})
 	}
 	return u
+}
+
+// PutFile moves the file at path into the store as a blob and returns its digest and the bytes
+// it added (0 when the store had it: the file is then removed). The file is read once, to hash
+// it, and renamed, not copied: path must be on the store's file system (write it under TmpDir).
+// For large blobs a tier writes to disk anyway (a gVisor checkpoint image), without holding
+// them in memory.
+func (s *Store) PutFile(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("snapstore: %w", err)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		return "", 0, fmt.Errorf("snapstore: hashing %s: %w", filepath.Base(path), err)
+	}
+	d := hex.EncodeToString(h.Sum(nil))
+	p, _ := s.path("blobs", d)
+	if _, err := os.Stat(p); err == nil {
+		os.Remove(path)
+		return d, 0, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return "", 0, fmt.Errorf("snapstore: %w", err)
+	}
+	if err := os.Rename(path, p); err != nil {
+		return "", 0, fmt.Errorf("snapstore: %w", err)
+	}
+	return d, n, nil
+}
+
+// TmpDir is where a writer puts a file before PutFile takes it; files left there are collected.
+func (s *Store) TmpDir() string { return filepath.Join(s.dir, "tmp") }
+
+// LinkBlob makes dst a hard link to a blob (or a copy, on another file system), for a tier that
+// needs the blob as a file of its own name (a checkpoint image restored by runsc). The blob's
+// size is checked, not its digest: hashing hundreds of megabytes would cost what the link saves.
+func (s *Store) LinkBlob(digest, dst string) error {
+	p, err := s.path("blobs", digest)
+	if err != nil {
+		return err
+	}
+	if err := os.Link(p, dst); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("snapstore: blob %s: %w", digest[:12], ErrNotFound)
+		}
+		src, oerr := os.Open(p)
+		if oerr != nil {
+			return fmt.Errorf("snapstore: %w", oerr)
+		}
+		defer src.Close()
+		out, cerr := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if cerr != nil {
+			return fmt.Errorf("snapstore: %w", cerr)
+		}
+		_, werr := io.Copy(out, src)
+		if err := out.Close(); werr == nil {
+			werr = err
+		}
+		if werr != nil {
+			return fmt.Errorf("snapstore: copy of blob %s: %w", digest[:12], werr)
+		}
+	}
+	return nil
 }

@@ -52,3 +52,44 @@ func TestPutGetDedupeGC(t *testing.T) {
 		t.Fatal("a malformed digest was accepted")
 	}
 }
+
+// A file put into the store is moved, not copied, named by its digest, deduplicated against what
+// the store has, and can be linked out again under a name of the caller's.
+func TestPutFileLinkBlob(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(content string) string {
+		p := filepath.Join(s.TmpDir(), "image")
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := write("checkpoint pages")
+	d, n, err := s.PutFile(p)
+	if err != nil || n != 16 || d != Digest([]byte("checkpoint pages")) {
+		t.Fatalf("put file: %s %d %v", d, n, err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the file is still at its path: %v", err)
+	}
+	p = write("checkpoint pages")
+	if d2, n, err := s.PutFile(p); err != nil || n != 0 || d2 != d {
+		t.Fatalf("second put file: %s %d %v", d2, n, err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a duplicate was left at its path: %v", err)
+	}
+	dst := filepath.Join(t.TempDir(), "pages.img")
+	if err := s.LinkBlob(d, dst); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != "checkpoint pages" {
+		t.Fatalf("linked blob: %q %v", b, err)
+	}
+	if err := s.LinkBlob(Digest([]byte("gone")), dst+"2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("link of a missing blob: %v", err)
+	}
+}
