@@ -10,6 +10,8 @@
 - :class:`SandboxConfig` says what to ask for: runtime, packages, timeout, memory, env.
 - :class:`~agentbox.models.Result` is what a run produced: stdout, stderr, exit_code, error,
   runtime, routing, artifacts (figures: ``artifact.save("chart.png")``), results, files, duration.
+- :class:`AsyncSandbox` is the same on asyncio; share one :class:`AsyncClient` (a bounded pool
+  of keep-alive connections) between many of them.
 - :func:`task` turns a plain function into one that runs in a sandbox.
 - Errors: :class:`AgentboxError` and one subclass per API error code (:class:`TimeoutError`,
   :class:`PolicyViolation`, ...); an exception in the user's code is ``result.error`` instead.
@@ -31,12 +33,13 @@ from .models import (Artifact, FileInfo, Health, Image, InputFile, Intent, Outpu
                      Session, Timings)
 from .mcp import MCPError, MCPTool, MCPToolResult
 from .sandbox import Files, Sandbox
+from .aio import AsyncClient, AsyncFiles, AsyncSandbox
 from .task import Task, TaskError, task
 
 __all__ = [
     "__version__",
     "DEFAULT_URL", "Client",
-    "Sandbox", "SandboxConfig", "Files", "parse_duration", "parse_memory",
+    "Sandbox", "SandboxConfig", "Files", "AsyncSandbox", "AsyncClient", "AsyncFiles", "parse_duration", "parse_memory",
     "Result", "PyError", "Routing", "Artifact", "Output", "OutputFile", "Timings", "InputFile", "FileInfo",
     "Session", "Image", "Health", "Intent",
     "task", "Task", "TaskError",

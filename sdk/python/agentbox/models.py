@@ -164,20 +164,43 @@ class Artifact:
     # The client that downloads the content (a Client; Any so that get_type_hints need not import it).
     _client: Any = field(default=None, repr=False, compare=False)
     _content: Optional[bytes] = field(default=None, repr=False, compare=False)
+    # The AsyncClient of an async run (an agentbox.aio.AsyncClient), for aread and asave.
+    _aclient: Any = field(default=None, repr=False, compare=False)
+
+    def _check(self, data: bytes) -> bytes:
+        if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256.lower():
+            from .errors import AgentboxError
+
+            raise AgentboxError(None, f"artifact {self.id}: the download does not match its sha256",
+                                hint="download it again; if it keeps failing, the daemon's artifact store is damaged")
+        return data
 
     def read(self) -> bytes:
-        """Download the content (``GET /v1/artifacts/{id}``) once, checking it against sha256."""
+        """Download the content (``GET /v1/artifacts/{id}``) once, checking it against sha256.
+        Blocking; in async code use :meth:`aread`."""
         if self._content is None:
-            if self._client is None:
+            client = self._client
+            if client is None and self._aclient is not None:
+                client = self._aclient.sync
+            if client is None:
                 raise ValueError(f"artifact {self.id} is not bound to a client; use Client.artifact")
-            data, _ = self._client.artifact(self.id)
-            if self.sha256 and hashlib.sha256(data).hexdigest() != self.sha256.lower():
-                from .errors import AgentboxError
-
-                raise AgentboxError(None, f"artifact {self.id}: the download does not match its sha256",
-                                    hint="download it again; if it keeps failing, the daemon's artifact store is damaged")
-            self._content = data
+            data, _ = client.artifact(self.id)
+            self._content = self._check(data)
         return self._content
+
+    async def aread(self) -> bytes:
+        """:meth:`read` on asyncio, for an artifact of an :class:`~agentbox.AsyncSandbox`'s run."""
+        if self._content is None:
+            if self._aclient is None:
+                raise ValueError(f"artifact {self.id} is not bound to an AsyncClient; use read()")
+            data, _ = await self._aclient.artifact(self.id)
+            self._content = self._check(data)
+        return self._content
+
+    async def asave(self, path: PathLike) -> pathlib.Path:
+        """:meth:`save` on asyncio (the download is async; the file is written at once)."""
+        await self.aread()
+        return self.save(path)
 
     def save(self, path: PathLike) -> pathlib.Path:
         """Download the artifact and write it to ``path`` (a PNG for figures); return the path.
@@ -271,6 +294,11 @@ class Result:
     def _bind(self, client: "Client") -> "Result":
         for a in self.artifacts:
             a._client = client
+        return self
+
+    def _abind(self, aclient: Any) -> "Result":
+        for a in self.artifacts:
+            a._aclient = aclient
         return self
 
 

@@ -1,0 +1,459 @@
+"""The SDK on asyncio: :class:`AsyncSandbox` and :class:`AsyncClient`, the same surface as
+:class:`~agentbox.Sandbox` and :class:`~agentbox.Client` with ``await``.
+
+Standard library only: HTTP/1.1 on asyncio streams with keep-alive, one bounded connection pool
+per client (``max_connections``, default 32). Share one client between many sandboxes
+(``AsyncSandbox(client=c)``): hundreds of concurrent sandboxes then use at most that many
+connections, the rest of their requests waiting for one, instead of each opening its own::
+
+    import asyncio
+    from agentbox import AsyncClient, AsyncSandbox
+
+    async def main():
+        async with AsyncClient() as c:
+            async with AsyncSandbox(client=c) as box:
+                await box.run("x = 21")
+                print((await box.run("print(x * 2)")).stdout)   # 42
+
+    asyncio.run(main())
+
+A client belongs to the event loop it is first used on. Proxies from the environment are not
+used (the daemon is normally on this machine or a private network).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import urllib.parse
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, TypeVar, Union
+
+from . import _codec, _http
+from ._version import __version__
+from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, RUN_TIMEOUT_UNKNOWN, Client, api_key_from_env, url_from_env
+from .config import SandboxConfig, parse_duration
+from .errors import AgentboxError, DaemonUnreachable, NotFound, from_response
+from .models import (CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
+from .sandbox import FilesArg, _ended_hint, _input_files
+
+log = logging.getLogger("agentbox")
+
+T = TypeVar("T")
+
+#: Connections an AsyncClient keeps to its daemon at most.
+DEFAULT_MAX_CONNECTIONS = 32
+#: Bodies larger than this are sent with ``Expect: 100-continue`` (see agentbox._http).
+EXPECT_CONTINUE_BYTES = 1 << 20
+
+
+class AsyncClient:
+    """A client of one agentbox daemon on asyncio, with a bounded pool of keep-alive connections.
+
+    Args:
+        url, api_key, timeout: As for :class:`~agentbox.Client`.
+        max_connections: Connections kept to the daemon at most (default 32). Requests beyond
+            that wait for a free connection; the time they wait counts in their timeout.
+
+    Close it with ``await client.aclose()`` or ``async with``.
+    """
+
+    def __init__(self, url: Optional[str] = None, api_key: Optional[str] = None, *,
+                 timeout: float = DEFAULT_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+        base = (url or url_from_env()).rstrip("/")
+        u = urllib.parse.urlsplit(base)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError(f"agentbox: URL {base!r} must be http:// or https:// with a host")
+        self.url = base
+        self.api_key = api_key_from_env() if api_key is None else api_key
+        self.timeout = timeout
+        self._prefix = u.path.rstrip("/")
+        self._pool = _http.Pool(u.hostname, u.port or (443 if u.scheme == "https" else 80),
+                                tls=u.scheme == "https", size=max_connections)
+        self._sync: Optional[Client] = None
+
+    def __repr__(self) -> str:
+        return f"AsyncClient(url={self.url!r})"
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pool's connections. Idempotent."""
+        await self._pool.close()
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open to the daemon now (at most ``max_connections``)."""
+        return self._pool.open_connections
+
+    @property
+    def sync(self) -> Client:
+        """A :class:`~agentbox.Client` for the same daemon and key (for blocking calls such as
+        ``artifact.read()`` outside the event loop)."""
+        if self._sync is None:
+            self._sync = Client(self.url, self.api_key, timeout=self.timeout)
+        return self._sync
+
+    # --- transport -----------------------------------------------------------------------
+
+    async def _request(self, op: str, *, id: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
+                       raw: Optional[bytes] = None, timeout: Optional[float] = None,
+                       ok: Tuple[int, ...] = (200,)) -> Tuple[int, bytes, str]:
+        method, path = ROUTES[op]
+        if "{id}" in path:
+            if not id:
+                raise ValueError(f"agentbox: {op} needs an id")
+            path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        target = self._prefix + path
+        if query:
+            target += "?" + urllib.parse.urlencode(query)
+        headers = {"User-Agent": f"agentbox-python/{__version__} (asyncio)", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(_codec.encode(body)).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        elif raw is not None:
+            data = bytes(raw)
+            headers["Content-Type"] = "application/octet-stream"
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        wait = timeout or self.timeout
+        where = f"{method} {self.url}{path}"
+        try:
+            resp = await asyncio.wait_for(
+                self._pool.request(method, target, headers, data,
+                                   expect_continue=data is not None and len(data) > EXPECT_CONTINUE_BYTES), wait)
+        except asyncio.TimeoutError:
+            raise DaemonUnreachable(None, f"{where}: no answer within {wait:g}s",
+                                    hint="is `agentbox serve` running there? AGENTBOX_URL sets the address") from None
+        except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+            raise DaemonUnreachable(None, f"{where}: {e or type(e).__name__}",
+                                    hint="is `agentbox serve` running there? AGENTBOX_URL sets the address") from e
+        ctype = resp.headers.get("content-type", "")
+        if resp.status in ok:
+            return resp.status, resp.body, ctype
+        err = from_response(resp.status, resp.body, resp.headers.get("x-request-id", ""))
+        if err.result is not None:
+            err.result._abind(self)
+        raise err
+
+    async def _json(self, op: str, cls: Any, **kw: Any) -> Any:
+        _, payload, _ = await self._request(op, **kw)
+        return _codec.decode(cls, json.loads(payload.decode("utf-8")))
+
+    @staticmethod
+    def _run_wait(timeout: Optional[float]) -> float:
+        return (timeout + RUN_MARGIN) if timeout else RUN_TIMEOUT_UNKNOWN
+
+    # --- runs ----------------------------------------------------------------------------
+
+    async def run(self, req: RunRequest) -> Result:
+        """Run code once in a fresh sandbox (``POST /v1/run``)."""
+        res = await self._json("run", Result, body=req, timeout=self._run_wait(req.timeout))
+        return res._abind(self)
+
+    async def route(self, req: RunRequest) -> Routing:
+        """Ask where the daemon would run ``req``, without running it (``POST /v1/route``)."""
+        return await self._json("route", Routing, body=req)
+
+    async def artifact(self, id: str) -> Tuple[bytes, str]:
+        """Download an artifact: its bytes and media type (``GET /v1/artifacts/{id}``)."""
+        _, payload, ctype = await self._request("getArtifact", id=id)
+        return payload, ctype
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def create_session(self, req: Optional[CreateSessionRequest] = None) -> Session:
+        return await self._json("createSession", Session, body=req or CreateSessionRequest(), ok=(201,),
+                                timeout=max(self.timeout, 120.0))
+
+    async def get_session(self, id: str) -> Session:
+        return await self._json("getSession", Session, id=id)
+
+    async def list_sessions(self) -> List[Session]:
+        return (await self._json("listSessions", SessionList)).sessions
+
+    async def close_session(self, id: str) -> None:
+        await self._request("closeSession", id=id, ok=(204,))
+
+    async def run_in_session(self, id: str, req: RunRequest) -> Result:
+        res = await self._json("runInSession", Result, id=id, body=req, timeout=self._run_wait(req.timeout))
+        return res._abind(self)
+
+    # --- session files -------------------------------------------------------------------
+
+    async def list_files(self, id: str, path: str = "/home/user") -> List[FileInfo]:
+        return (await self._json("listFiles", FileList, id=id, query={"path": path})).files
+
+    async def read_file(self, id: str, path: str) -> bytes:
+        _, payload, _ = await self._request("readFile", id=id, query={"path": path})
+        return payload
+
+    async def write_file(self, id: str, path: str, data: bytes) -> None:
+        await self._request("writeFile", id=id, query={"path": path}, raw=bytes(data), ok=(204,))
+
+    async def remove_file(self, id: str, path: str) -> None:
+        await self._request("removeFile", id=id, query={"path": path}, ok=(204,))
+
+    # --- egress intents ------------------------------------------------------------------
+
+    async def set_intent(self, id: str, name: str, ttl: Optional[float] = None) -> Intent:
+        return await self._json("setIntent", Intent, id=id, body=SetIntentRequest(name=name, ttl=ttl))
+
+    async def clear_intent(self, id: str) -> None:
+        await self._request("clearIntent", id=id, ok=(204,))
+
+    async def get_intent(self, id: str) -> Intent:
+        return await self._json("getIntent", Intent, id=id)
+
+    # --- operations ----------------------------------------------------------------------
+
+    async def images(self) -> List[Image]:
+        return (await self._json("listImages", ImageList)).images
+
+    async def health(self) -> Health:
+        return await self._json("health", Health, ok=(200, 503))
+
+
+class AsyncSandbox:
+    """:class:`~agentbox.Sandbox` on asyncio: a session by default (state persists between runs),
+    started by the first run and ended by :meth:`close` or leaving ``async with``.
+
+    Args:
+        config, url, api_key, stateful: As for :class:`~agentbox.Sandbox`.
+        client: An :class:`AsyncClient` to share (its connection pool) between sandboxes. A
+            sandbox that makes its own client closes it in :meth:`close`.
+
+    Unlike a Sandbox, an AsyncSandbox cannot close its session when it is garbage-collected
+    (that needs the event loop): close it, or use ``async with``; a forgotten session ends after
+    the daemon's idle timeout.
+    """
+
+    def __init__(self, config: Optional[SandboxConfig] = None, url: Optional[str] = None,
+                 api_key: Optional[str] = None, *, stateful: bool = True, client: Optional[AsyncClient] = None) -> None:
+        self.config = config if config is not None else SandboxConfig()
+        self._own_client = client is None
+        self.client = client if client is not None else AsyncClient(url, api_key)
+        self.stateful = stateful
+        self.files = AsyncFiles(self)
+        self._session: Optional[Session] = None
+        self._creating: Optional[asyncio.Future] = None
+        self._routing: Optional[Routing] = None
+        self._closed = False
+
+    @classmethod
+    async def connect(cls, session_id: str, url: Optional[str] = None, api_key: Optional[str] = None, *,
+                      config: Optional[SandboxConfig] = None, client: Optional[AsyncClient] = None) -> "AsyncSandbox":
+        """An AsyncSandbox attached to an open session by its id (see :meth:`Sandbox.connect`)."""
+        if not isinstance(session_id, str) or not session_id:
+            raise ValueError("agentbox: connect needs the id of an open session, e.g. box.session_id")
+        box = cls(config, url, api_key, client=client)
+        try:
+            box._session = await box.client.get_session(session_id)
+        except NotFound as e:
+            box._closed = True
+            e.hint = (f"no open session {session_id} at {box.client.url}: the id is wrong, or the session has ended "
+                      "(closed, idle past its idle timeout, or the daemon restarted); create a new Sandbox")
+            raise
+        return box
+
+    def __repr__(self) -> str:
+        s = self._session
+        where = f"session {s.id} on {s.runtime}" if s else ("closed" if self._closed else "no session yet")
+        return f"<AsyncSandbox {self.client.url} {where}>"
+
+    @property
+    def session(self) -> Optional[Session]:
+        return self._session
+
+    @property
+    def session_id(self) -> Optional[str]:
+        return self._session.id if self._session else None
+
+    @property
+    def runtime(self) -> Optional[str]:
+        return self._session.runtime if self._session else None
+
+    @property
+    def routing(self) -> Optional[Routing]:
+        return self._routing
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("agentbox: this AsyncSandbox is closed")
+
+    async def run(self, code: str, *, timeout: Union[None, float, str] = None, env: Optional[Dict[str, str]] = None,
+                  files: FilesArg = None) -> Result:
+        """Run ``code`` and return its Result (see :meth:`Sandbox.run`)."""
+        self._check_open()
+        t = parse_duration(timeout) if timeout is not None else self.config.timeout_seconds
+        if not self.stateful:
+            cfg = self.config
+            merged = {**cfg.env, **(env or {})}
+            return await self.client.run(RunRequest(
+                code=code, runtime=cfg.runtime, timeout=t, memory_mb=cfg.memory_mb, env=merged or None,
+                files=_input_files(files), packages=cfg.packages or None, image=cfg.image,
+                network=cfg.network or None, egress_profile=cfg.egress_profile))
+        await self._ensure_session()
+        sid = self._session.id  # type: ignore[union-attr]
+        try:
+            res = await self.client.run_in_session(sid, RunRequest(code=code, timeout=t, env=env or None,
+                                                                    files=_input_files(files)))
+        except NotFound as e:
+            self._lost_session(sid, e)
+            raise
+        except AgentboxError as e:
+            if e.result is not None:
+                self._follow(sid, e.result, e)
+            raise
+        self._follow(sid, res)
+        return res
+
+    def _follow(self, sid: str, res: Result, err: Optional[AgentboxError] = None) -> None:
+        s = self._session
+        if s is None or s.id != sid or not res.runtime:
+            return
+        self._routing = res.routing
+        if res.runtime == s.runtime:
+            return
+        before, s.runtime = s.runtime, res.runtime
+        why = "; ".join(res.routing.reasons) or "the daemon gave no reason"
+        log.info("agentbox: session %s moved from %s to %s: %s", sid, before, res.runtime, why)
+        if err is not None:
+            moved = f"the session moved from {before} to {res.runtime} for this run ({why})"
+            err.hint = f"{err.hint}; {moved}" if err.hint else moved
+
+    def _lost_session(self, sid: str, e: NotFound) -> None:
+        idle = 0.0
+        s = self._session
+        if s is not None and s.id == sid:
+            idle = s.idle_timeout
+            self._session = None
+        e.hint = _ended_hint(sid, idle) + " (or run again: this AsyncSandbox then starts a new, empty session)"
+
+    async def _session_call(self, call: Callable[[str], Awaitable[T]], *, for_files: bool = False) -> T:
+        await self._ensure_session(for_files=for_files)
+        sid = self._session.id  # type: ignore[union-attr]
+        try:
+            return await call(sid)
+        except NotFound as e:
+            try:
+                await self.client.get_session(sid)
+            except NotFound:
+                self._lost_session(sid, e)
+            except AgentboxError:
+                pass
+            raise
+
+    async def _ensure_session(self, for_files: bool = False) -> None:
+        self._check_open()
+        if self._session is not None:
+            return
+        # Concurrent first runs share one creation instead of starting a session each.
+        if self._creating is None:
+            self._creating = asyncio.ensure_future(self._create(for_files))
+        fut = self._creating
+        try:
+            await asyncio.shield(fut)
+        finally:
+            if fut.done() and self._creating is fut:
+                self._creating = None
+        self._check_open()
+
+    async def _create(self, for_files: bool) -> None:
+        cfg = self.config
+        runtime = cfg.runtime
+        if runtime == "auto" and not cfg.wants_image and for_files:
+            runtime = "heavy"
+            self._routing = Routing(tier="heavy", reasons=["heavy: session files are used before any run"])
+        self._session = await self.client.create_session(CreateSessionRequest(
+            runtime=runtime, timeout=cfg.timeout_seconds, memory_mb=cfg.memory_mb, env=cfg.env or None,
+            packages=cfg.packages or None, image=cfg.image, network=cfg.network or None,
+            egress_profile=cfg.egress_profile))
+        log.debug("agentbox: session %s on %s", self._session.id, self._session.runtime)
+
+    async def set_intent(self, name: str, ttl: Union[None, float, str] = None) -> Intent:
+        t = parse_duration(ttl)
+        return await self._session_call(lambda sid: self.client.set_intent(sid, name, t))
+
+    async def clear_intent(self) -> None:
+        await self._session_call(self.client.clear_intent)
+
+    async def close(self) -> None:
+        """End the session (if there is one); close the client if this sandbox made it. Idempotent."""
+        self._closed = True
+        if self._creating is not None:
+            try:
+                await asyncio.shield(self._creating)
+            except Exception:  # noqa: BLE001 - the creation's error was someone else's to see
+                pass
+        s, self._session = self._session, None
+        try:
+            if s is not None:
+                try:
+                    await self.client.close_session(s.id)
+                except NotFound:
+                    pass
+        finally:
+            if self._own_client:
+                await self.client.aclose()
+
+    def detach(self) -> Optional[str]:
+        """Let go of the session without ending it and return its id (see :meth:`Sandbox.detach`).
+        A client this sandbox made stays open for the session's other users to be none the wiser;
+        close it with ``await box.client.aclose()``."""
+        self._closed = True
+        s, self._session = self._session, None
+        return s.id if s else None
+
+    async def __aenter__(self) -> "AsyncSandbox":
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            await self.close()
+            return
+        try:
+            await self.close()
+        except Exception:  # noqa: BLE001 - do not hide the exception that ended the block
+            pass
+
+
+class AsyncFiles:
+    """The files of an AsyncSandbox's session (``box.files``): heavy sessions only."""
+
+    def __init__(self, box: AsyncSandbox) -> None:
+        self._box = box
+
+    async def _call(self, call: Callable[[str], Awaitable[T]]) -> T:
+        if not self._box.stateful:
+            raise ValueError("agentbox: files need a session; this AsyncSandbox is stateful=False")
+        return await self._box._session_call(call, for_files=True)
+
+    async def write(self, path: str, data: Union[bytes, str]) -> None:
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        await self._call(lambda sid: self._box.client.write_file(sid, path, data))
+
+    async def read(self, path: str) -> bytes:
+        return await self._call(lambda sid: self._box.client.read_file(sid, path))
+
+    async def read_text(self, path: str, encoding: str = "utf-8") -> str:
+        return (await self.read(path)).decode(encoding)
+
+    async def list(self, path: str = "/home/user") -> List[FileInfo]:
+        return await self._call(lambda sid: self._box.client.list_files(sid, path))
+
+    async def remove(self, path: str) -> None:
+        await self._call(lambda sid: self._box.client.remove_file(sid, path))
+
+
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "DEFAULT_MAX_CONNECTIONS"]
