@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/mcphost"
 	"github.com/agentbox-dev/agentbox/internal/mcpserver"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/webui"
 )
 
 // The daemon's one listener and what is mounted on it. Each front door is an http.Handler built
@@ -32,7 +33,8 @@ import (
 //	/metrics  Prometheus, served by the HTTP API behind its key (it is in the contract)
 //	/mcp      the MCP front door (internal/mcpserver): streamable HTTP, stateless, the same keys
 //	/mcp/servers/NAME  a hosted MCP server (internal/mcphost), governed; the same keys, scope run
-//	/ui/      the web console: to be mounted here, embedded assets and its own API calls
+//	/ui/      the web console (internal/webui): server-rendered pages, embedded assets, a login
+//	          with the same keys that sets a session cookie, CSRF tokens on every change
 //	anything else: the HTTP API's typed 404, as before there was more than one front door
 
 // FrontDoorOptions configure the listener's front doors and its shutdown. Zero values take the
@@ -77,6 +79,8 @@ var (
 	_ mcpserver.Engine = (*sandbox.Manager)(nil)
 	_ mcpserver.Engine = (*sandbox.Audited)(nil)
 	_ mcpserver.Hosted = (*mcphost.Manager)(nil)
+	_ webui.Engine     = (*sandbox.Manager)(nil)
+	_ webui.Engine     = (*sandbox.Audited)(nil)
 )
 
 // NewFrontDoors builds the front doors over m, the Manager (behind its audit decorator, as
@@ -122,12 +126,21 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 			return nil, err
 		}
 	}
+	// The console likewise; without an engine that can answer as a caller, /ui/ is the API's 404.
+	var ui http.Handler = api
+	if e, ok := m.(webui.Engine); ok {
+		ui, err = webui.New(webui.Options{Engine: e, Keys: keys, VerifyAudit: auditVerifier(m),
+			Version: opts.Version, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+	}
 	var more []mount
 	if opts.HostedMCP != nil {
 		hosted := auth.NewBearerFor(keys).Require(opts.HostedMCP.Handler("/mcp/servers/"), failJSON, auth.ScopeRun)
 		more = append(more, mount{path: "/mcp/servers/", h: hosted})
 	}
-	return newFrontDoors(mountAll(api, mcp, more...), opts), nil
+	return newFrontDoors(mountAll(api, mcp, ui, more...), opts), nil
 }
 
 // failJSON answers a refused request with the API's error body.
@@ -140,12 +153,12 @@ func failJSON(w http.ResponseWriter, _ *http.Request, err error) {
 
 // mountAll mounts every front door at its paths (see the table at the top of this file); more
 // are mounted before them (a longer path under one of theirs).
-func mountAll(api, mcp http.Handler, more ...mount) http.Handler {
+func mountAll(api, mcp, ui http.Handler, more ...mount) http.Handler {
 	return route(append(more, []mount{
 		{path: "/v1/", h: api},
 		{path: "/metrics", h: api},
 		{path: "/mcp", h: mcp},
-		// {path: "/ui/", h: ui}: the web console goes here.
+		{path: "/ui/", h: ui}, {path: "/ui", h: ui},
 	}...), api)
 }
 

@@ -117,10 +117,10 @@ func TestMounts(t *testing.T) {
 			fmt.Fprintf(w, "%s %s %s", name, r.Method, r.URL.Path)
 		})
 	}
-	h := daemon.MountAll(door("api"), door("mcp"))
+	h := daemon.MountAll(door("api"), door("mcp"), door("ui"))
 	for _, path := range []string{
 		"/v1/run", "/v1/health", "/v1/sessions/abc/files/content", "/metrics",
-		"/v1", "/", "/nothing", "/metrics/", "//v1/run", "/v1/../metrics", "/mcp", "/mcp/", "/mcpx", "/ui/",
+		"/v1", "/", "/nothing", "/metrics/", "//v1/run", "/v1/../metrics", "/mcp", "/mcp/", "/mcpx", "/ui/", "/ui", "/ui/sessions", "/uix",
 	} {
 		t.Run(path, func(t *testing.T) {
 			w := httptest.NewRecorder()
@@ -128,8 +128,11 @@ func TestMounts(t *testing.T) {
 			r.URL.Path = path
 			h.ServeHTTP(w, r)
 			want := "api GET " + path
-			if path == "/mcp" {
+			switch {
+			case path == "/mcp":
 				want = "mcp GET " + path
+			case path == "/ui" || strings.HasPrefix(path, "/ui/"):
+				want = "ui GET " + path
 			}
 			if got := w.Body.String(); w.Code != 200 || got != want {
 				t.Errorf("got %d %q, want %q", w.Code, got, want)

@@ -1,0 +1,131 @@
+// The web console's browser test: Debian's Chromium driven by playwright-core, against a real
+// daemon the Go test (webui_test.go, TestWebConsole) started. It logs in, walks the pages, saves a
+// screenshot of each, and shows that a change without the cookie, with a bad CSRF token or from
+// another site is refused. Its input is the environment; it exits non-zero at the first failure.
+"use strict";
+const assert = require("node:assert/strict");
+const path = require("node:path");
+const { chromium } = require("playwright-core");
+
+const base = process.env.UI_URL;          // the daemon, http://127.0.0.1:PORT
+const key = process.env.UI_KEY;           // an API key
+const session = process.env.UI_SESSION;   // a session with steps
+const shots = process.env.UI_SHOTS;       // where the screenshots go
+const userDir = process.env.UI_PROFILE;   // a fresh --user-data-dir
+
+function step(name) { console.log("step: " + name); }
+
+async function shot(page, name) {
+  const file = path.join(shots, name + ".png");
+  await page.screenshot({ path: file, fullPage: true });
+  console.log("screenshot: " + file);
+}
+
+(async () => {
+  const context = await chromium.launchPersistentContext(userDir, {
+    executablePath: process.env.AGENTBOX_CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 860 },
+  });
+  const errors = [];
+  try {
+    const page = context.pages()[0] || await context.newPage();
+    // Errors a page logs: a CSP violation, a script error, a missing asset. The refusals this
+    // test asks for (401, 403) are expected.
+    page.on("console", (m) => {
+      if (m.type() === "error" && !/status of 40[13]/.test(m.text())) errors.push(m.text());
+    });
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.setDefaultTimeout(20000);
+
+    step("a page without the cookie goes to the login");
+    let res = await page.goto(base + "/ui/sessions");
+    assert.match(page.url(), /\/ui\/login\?next=%2Fui%2Fsessions$/);
+    const csp = res.headers()["content-security-policy"];
+    assert.match(csp, /default-src 'self'/);
+    assert.match(csp, /frame-ancestors 'none'/);
+    await shot(page, "01-login");
+
+    step("a wrong key is refused");
+    await page.fill("#key", "abk_not-a-key");
+    await page.click("button[type=submit]");
+    await page.waitForSelector(".problem");
+    assert.match(await page.textContent(".problem"), /not valid/);
+
+    step("log in");
+    await page.fill("#key", key);
+    await Promise.all([page.waitForURL(/\/ui\/sessions$/), page.click("button[type=submit]")]);
+    const cookies = await context.cookies(base + "/ui/");
+    const ui = cookies.find((c) => c.name === "agentbox_ui");
+    assert.ok(ui, "no session cookie");
+    assert.equal(ui.httpOnly, true);
+    assert.equal(ui.sameSite, "Strict");
+    assert.ok(!ui.value.includes(key), "the cookie holds the key");
+    assert.equal(await page.evaluate(() => document.cookie), "", "a script can read the session cookie");
+
+    step("the sessions page lists the session");
+    await page.waitForSelector(`a[href="/ui/sessions/${session}"]`);
+    await shot(page, "02-sessions");
+
+    step("open the session");
+    await Promise.all([page.waitForURL(new RegExp(`/ui/sessions/${session}$`)), page.click(`a[href="/ui/sessions/${session}"]`)]);
+    assert.match(await page.textContent("h1"), new RegExp(session));
+    await shot(page, "03-session");
+
+    step("the audit log and its verification");
+    await Promise.all([page.waitForURL(/\/ui\/audit$/), page.click("header nav a[href='/ui/audit']")]);
+    await page.waitForSelector("#verification.ok");
+    assert.match(await page.textContent("#verification"), /Verified/);
+    await Promise.all([page.waitForURL(/\/ui\/audit$/), page.click("#verification button")]);
+    await page.waitForSelector("#verification.ok");
+    await shot(page, "04-audit");
+
+    step("a change with a bad CSRF token is refused, and changes nothing");
+    await page.goto(base + "/ui/sessions");
+    await page.$eval("form[action='/ui/logout'] input[name=csrf]", (el) => { el.value = "forged-token"; });
+    res = await Promise.all([page.waitForNavigation(), page.click("form[action='/ui/logout'] button")]).then(([r]) => r);
+    assert.equal(res.status(), 403);
+    assert.match(await page.textContent("main"), /CSRF token/);
+    await shot(page, "05-refused-csrf");
+    res = await page.goto(base + "/ui/sessions");
+    assert.equal(res.status(), 200, "the refused logout logged the person out");
+    assert.match(page.url(), /\/ui\/sessions$/);
+    const token = await page.$eval("form[action='/ui/logout'] input[name=csrf]", (el) => el.value);
+    res = await page.request.post(base + "/ui/audit/verify", { form: { csrf: "forged" }, maxRedirects: 0 });
+    assert.equal(res.status(), 403);
+    res = await page.request.post(base + "/ui/audit/verify", { form: {}, maxRedirects: 0 });
+    assert.equal(res.status(), 403);
+
+    step("a form posted from another site is refused, even with the right token");
+    const evil = await context.newPage();
+    await evil.setContent(`<form method="post" action="${base}/ui/logout"><input name="csrf" value="${token}"><button>go</button></form>`);
+    res = await Promise.all([evil.waitForNavigation(), evil.click("button")]).then(([r]) => r);
+    assert.ok(res.status() === 403 || res.status() === 401, "cross-site post answered " + res.status());
+    await evil.close();
+    res = await page.goto(base + "/ui/sessions");
+    assert.equal(res.status(), 200, "the cross-site post logged the person out");
+
+    step("a request without the cookie is refused");
+    const anon = await chromium.launch({ executablePath: process.env.AGENTBOX_CHROMIUM || "/usr/bin/chromium", headless: true,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"] });
+    const other = await anon.newContext();
+    res = await other.request.post(base + "/ui/logout", { form: { csrf: token }, maxRedirects: 0 });
+    assert.equal(res.status(), 401);
+    res = await other.request.get(base + "/ui/sessions/" + session, { maxRedirects: 0 });
+    assert.equal(res.status(), 303);
+    assert.match(res.headers()["location"], /^\/ui\/login/);
+    await anon.close();
+
+    step("log out");
+    await Promise.all([page.waitForURL(/\/ui\/login$/), page.click("form[action='/ui/logout'] button")]);
+    res = await page.goto(base + "/ui/sessions");
+    assert.match(page.url(), /\/ui\/login/);
+
+    assert.deepEqual(errors, [], "the pages logged errors (a CSP violation shows here)");
+    console.log("console test: ok");
+  } finally {
+    await context.close();
+  }
+})().catch((e) => { console.error(e); process.exit(1); });
