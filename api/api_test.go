@@ -74,6 +74,14 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"KeyList":              api.KeyList{},
 		"CreateKeyRequest":     api.CreateKeyRequest{},
 		"CreatedKey":           api.CreatedKey{},
+		"Step":                 api.Step{},
+		"StepSnapshot":         api.StepSnapshot{},
+		"StepList":             api.StepList{},
+		"StepRequest":          api.StepRequest{},
+		"Variable":             api.Variable{},
+		"InspectedFile":        api.InspectedFile{},
+		"StepInspection":       api.StepInspection{},
+		"StepDiff":             api.StepDiff{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

@@ -33,6 +33,9 @@ type Result struct {
 	Outputs []Output `json:"outputs"`
 	// Timings say where the time went.
 	Timings Timings `json:"timings"`
+	// Step is the session step this run made (GET /v1/sessions/{id}/steps/{step}); empty for
+	// one-shot runs.
+	Step string `json:"step,omitempty"`
 }
 
 // PyError is an exception raised by the user's code.

@@ -40,6 +40,15 @@ type Session struct {
 	// Network says the session reaches out through the egress gateway, under EgressProfile.
 	Network       bool   `json:"network"`
 	EgressProfile string `json:"egress_profile,omitempty"`
+	// State is "live" (the session holds a sandbox) or "paused" (its state is on disk; the next
+	// run or POST /v1/sessions/{id}/resume brings it back).
+	State string `json:"state"`
+	// Head is the step whose state the session holds; empty before its first run.
+	Head string `json:"head,omitempty"`
+	// Steps counts the session's steps (GET /v1/sessions/{id}/steps).
+	Steps int `json:"steps"`
+	// ForkedFrom is "session/step" for a session forked from another's step.
+	ForkedFrom string `json:"forked_from,omitempty"`
 }
 
 // SetIntentRequest is the body of PUT /v1/sessions/{id}/intent.

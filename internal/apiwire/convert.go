@@ -149,6 +149,7 @@ func ResultToAPI(r *sandbox.Result) *api.Result {
 			TotalMS:   Millis(r.Timing.Total),
 			Pool:      r.Timing.Pool,
 		},
+		Step: r.Step,
 	}
 	if r.Error != nil {
 		out.Error = &api.PyError{Name: r.Error.Name, Value: r.Error.Value, Traceback: r.Error.Traceback}
@@ -197,7 +198,18 @@ func SessionToAPI(s sandbox.SessionInfo) api.Session {
 		IdleTimeout:   s.IdleTimeout.Seconds(),
 		Network:       s.Network,
 		EgressProfile: s.EgressProfile,
+		State:         stateOr(s.State),
+		Head:          s.Head,
+		Steps:         s.Steps,
+		ForkedFrom:    s.ForkedFrom,
 	}
+}
+
+func stateOr(s sandbox.SessionState) string {
+	if s == "" {
+		return string(sandbox.SessionLive)
+	}
+	return string(s)
 }
 
 // SessionsToAPI lists sessions on the wire; none is an empty list, not null.

@@ -27,6 +27,16 @@ type Engine interface {
 	Sessions() []sandbox.SessionInfo
 	CloseSession(id string) error
 
+	// Time travel (/v1/sessions/{id}/steps..., rewind, fork, pause, resume).
+	Steps(id string) ([]sandbox.Step, string, error)
+	Step(id, step string) (sandbox.Step, error)
+	Rewind(ctx context.Context, id, step string) (sandbox.Step, error)
+	Fork(ctx context.Context, id, step string) (sandbox.SessionInfo, error)
+	Pause(ctx context.Context, id string) (sandbox.SessionInfo, error)
+	Resume(ctx context.Context, id string) (sandbox.SessionInfo, error)
+	InspectStep(ctx context.Context, id, step string) (sandbox.Inspection, error)
+	DiffSteps(ctx context.Context, id, from, to string) (sandbox.StepDiff, error)
+
 	// A session's files, artifacts and the images (/v1/sessions/{id}/files..., /v1/artifacts,
 	// /v1/images).
 	WriteFile(ctx context.Context, id, path string, content []byte) error

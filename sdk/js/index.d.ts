@@ -148,6 +148,8 @@ export declare class Result {
   artifacts: Artifact[];
   outputs: Output[];
   timings: Timings;
+  /** The session step this run made; absent for one-shot runs. */
+  step?: string;
   /** True when the code ran to the end without an exception and exited 0. */
   get ok(): boolean;
   /** The API's outputs. */
@@ -182,6 +184,14 @@ export interface Session {
   idle_timeout: number;
   network: boolean;
   egress_profile?: string;
+  /** "live" or "paused". */
+  state: string;
+  /** The step whose state the session holds. */
+  head?: string;
+  /** How many steps (runs) the session has. */
+  steps: number;
+  /** "session/step" for a session forked from another's step. */
+  forked_from?: string;
 }
 
 export interface SessionList {

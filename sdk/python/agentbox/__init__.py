@@ -30,7 +30,7 @@ from .errors import (ERROR_CLASSES, AgentboxError, CodeError, Conflict, DaemonUn
                      InvalidRequest, MemoryLimitExceeded, NotFound, OutputLimitExceeded, PolicyViolation,
                      RuntimeUnavailable, TimeoutError, Unauthorized)
 from .models import (Artifact, FileInfo, Health, Image, InputFile, Intent, Output, OutputFile, PyError, Result, Routing,
-                     Session, Timings)
+                     Session, Step, StepDiff, StepInspection, Timings, Variable)
 from .mcp import MCPError, MCPTool, MCPToolResult
 from .sandbox import Files, Sandbox
 from .aio import AsyncClient, AsyncFiles, AsyncSandbox
@@ -41,7 +41,7 @@ __all__ = [
     "DEFAULT_URL", "Client",
     "Sandbox", "SandboxConfig", "Files", "AsyncSandbox", "AsyncClient", "AsyncFiles", "parse_duration", "parse_memory",
     "Result", "PyError", "Routing", "Artifact", "Output", "OutputFile", "Timings", "InputFile", "FileInfo",
-    "Session", "Image", "Health", "Intent",
+    "Session", "Image", "Health", "Intent", "Step", "StepInspection", "StepDiff", "Variable",
     "task", "Task", "TaskError",
     "AgentboxError", "CodeError", "ERROR_CLASSES", "InvalidRequest", "Unauthorized", "PolicyViolation", "Forbidden", "NotFound",
     "TimeoutError", "Conflict", "MemoryLimitExceeded", "OutputLimitExceeded", "InternalError",

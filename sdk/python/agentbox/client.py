@@ -25,7 +25,8 @@ from .errors import DaemonUnreachable, from_response
 from .mcp import MCPSession, MCPTool, MCPToolResult
 from .models import (AuditList, AuditRecord, CreatedKey, CreateKeyRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Key, KeyList, MCPServer, MCPServerList, ReloadResult, Result,
-                     Routing, RunRequest, Session, SessionList, SetIntentRequest)
+                     Routing, RunRequest, Session, SessionList, SetIntentRequest, Step, StepDiff, StepInspection,
+                     StepList, StepRequest)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -40,6 +41,14 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "getSession": ("GET", "/v1/sessions/{id}"),
     "closeSession": ("DELETE", "/v1/sessions/{id}"),
     "runInSession": ("POST", "/v1/sessions/{id}/run"),
+    "listSteps": ("GET", "/v1/sessions/{id}/steps"),
+    "getStep": ("GET", "/v1/sessions/{id}/steps/{step}"),
+    "inspectStep": ("GET", "/v1/sessions/{id}/steps/{step}/inspect"),
+    "diffSteps": ("GET", "/v1/sessions/{id}/steps/{step}/diff"),
+    "rewindSession": ("POST", "/v1/sessions/{id}/rewind"),
+    "forkSession": ("POST", "/v1/sessions/{id}/fork"),
+    "pauseSession": ("POST", "/v1/sessions/{id}/pause"),
+    "resumeSession": ("POST", "/v1/sessions/{id}/resume"),
     "listFiles": ("GET", "/v1/sessions/{id}/files"),
     "removeFile": ("DELETE", "/v1/sessions/{id}/files"),
     "readFile": ("GET", "/v1/sessions/{id}/files/content"),
@@ -150,12 +159,16 @@ class Client:
 
     def _request(self, op: str, *, id: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
                  raw: Optional[bytes] = None, timeout: Optional[float] = None,
-                 ok: Tuple[int, ...] = (200,)) -> Tuple[int, bytes, str]:
+                 ok: Tuple[int, ...] = (200,), step: str = "") -> Tuple[int, bytes, str]:
         method, path = ROUTES[op]
         if "{id}" in path:
             if not id:
                 raise ValueError(f"agentbox: {op} needs an id")
             path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        if "{step}" in path:
+            if not step:
+                raise ValueError(f"agentbox: {op} needs a step")
+            path = path.replace("{step}", urllib.parse.quote(step, safe=""))
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -233,6 +246,41 @@ class Client:
         """Run code in a session's interpreter (``POST /v1/sessions/{id}/run``)."""
         res = self._json("runInSession", Result, id=id, body=req, timeout=self._run_wait(req.timeout))
         return res._bind(self)
+
+    # --- time travel ---------------------------------------------------------------------
+
+    def steps(self, id: str) -> StepList:
+        """A session's steps, in the order they ran, and its head (``GET /v1/sessions/{id}/steps``)."""
+        return self._json("listSteps", StepList, id=id)
+
+    def step(self, id: str, step: str) -> Step:
+        return self._json("getStep", Step, id=id, step=step)
+
+    def inspect_step(self, id: str, step: str) -> StepInspection:
+        """The variables and files a step held, read in a throwaway copy of it."""
+        return self._json("inspectStep", StepInspection, id=id, step=step, timeout=max(self.timeout, 60.0))
+
+    def diff_steps(self, id: str, step: str, base: Optional[str] = None) -> StepDiff:
+        """What changed from ``base`` (default the step's parent) to ``step``."""
+        return self._json("diffSteps", StepDiff, id=id, step=step, query={"base": base} if base else None,
+                          timeout=max(self.timeout, 60.0))
+
+    def rewind(self, id: str, step: str) -> Session:
+        """Make a session's state that of one of its steps (``POST /v1/sessions/{id}/rewind``)."""
+        return self._json("rewindSession", Session, id=id, body=StepRequest(step=step))
+
+    def fork(self, id: str, step: str) -> Session:
+        """Start a new session from one of a session's steps (``POST /v1/sessions/{id}/fork``)."""
+        return self._json("forkSession", Session, id=id, body=StepRequest(step=step), ok=(201,),
+                          timeout=max(self.timeout, 120.0))
+
+    def pause(self, id: str) -> Session:
+        """Write a session's state to disk and free its sandbox (``POST /v1/sessions/{id}/pause``)."""
+        return self._json("pauseSession", Session, id=id, timeout=max(self.timeout, 120.0))
+
+    def resume(self, id: str) -> Session:
+        """Bring a paused session back ahead of its next run (``POST /v1/sessions/{id}/resume``)."""
+        return self._json("resumeSession", Session, id=id, timeout=max(self.timeout, 120.0))
 
     # --- session files (heavy sessions) --------------------------------------------------
 

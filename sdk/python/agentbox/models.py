@@ -267,6 +267,8 @@ class Result:
     #: Rich values on the wire; read them as :attr:`results`.
     outputs: List[Output] = field(default_factory=list)
     timings: Timings = field(default_factory=Timings)
+    #: The session step this run made (see ``Sandbox.steps()``); "" for one-shot runs.
+    step: str = ""
 
     @property
     def results(self) -> List[Output]:
@@ -332,6 +334,14 @@ class Session:
     #: The session reaches out through the egress gateway, under egress_profile.
     network: bool = False
     egress_profile: str = ""
+    #: "live" (the session holds a sandbox) or "paused" (its state is on disk).
+    state: str = ""
+    #: The step whose state the session holds; "" before its first run.
+    head: str = ""
+    #: How many steps (runs) the session has.
+    steps: int = 0
+    #: "session/step" for a session forked from another's step.
+    forked_from: str = ""
 
 
 @dataclass
@@ -679,6 +689,100 @@ class AuditList:
     records: List[AuditRecord] = field(default_factory=list)
 
 
+# --- time travel -----------------------------------------------------------------------------
+
+
+@dataclass
+class StepSnapshot:
+    """What is kept of a step's state: ``state`` is pending, kept (daemon memory), durable (on
+    disk: survives a restart), dropped (``reason`` says why) or none."""
+
+    state: str = ""
+    reason: str = ""
+    bytes: int = 0
+    took_ms: float = 0.0
+    durable_ms: float = 0.0
+
+
+@dataclass
+class Step:
+    """One run of a session. Steps form a tree: ``parent`` is the step the session was at."""
+
+    id: str = ""
+    parent: str = ""
+    session: str = ""
+    seq: int = 0
+    runtime: str = ""
+    code: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    truncated: bool = False
+    exit_code: int = 0
+    error: Optional[PyError] = None
+    error_code: str = ""
+    artifacts: List[Artifact] = field(default_factory=list)
+    started: Optional[_dt.datetime] = None
+    duration_ms: float = 0.0
+    snapshot: StepSnapshot = field(default_factory=StepSnapshot)
+
+
+@dataclass
+class StepList:
+    head: str = ""
+    steps: List[Step] = field(default_factory=list)
+
+
+@dataclass
+class StepRequest:
+    step: str = ""
+
+
+@dataclass
+class Variable:
+    """A global of a step's interpreter: a bounded ``repr``; arrays and DataFrames as ``shape``,
+    ``dtypes`` and ``head``."""
+
+    name: str = ""
+    type: str = ""
+    size: int = 0
+    repr: str = ""
+    shape: List[int] = field(default_factory=list)
+    dtypes: Dict[str, str] = field(default_factory=dict)
+    head: str = ""
+
+
+@dataclass
+class InspectedFile:
+    path: str = ""
+    size: int = 0
+    sha256: str = ""
+
+
+@dataclass
+class StepInspection:
+    """What a step's interpreter held (read in a throwaway copy; the session is not touched)."""
+
+    step: str = ""
+    variables: List[Variable] = field(default_factory=list)
+    files: List[InspectedFile] = field(default_factory=list)
+    truncated: bool = False
+    took_ms: float = 0.0
+
+
+@dataclass
+class StepDiff:
+    """What changed in variables and files from step ``base`` to ``step``."""
+
+    base: str = ""
+    step: str = ""
+    added: List[Variable] = field(default_factory=list)
+    removed: List[Variable] = field(default_factory=list)
+    changed: List[Variable] = field(default_factory=list)
+    files_added: List[InspectedFile] = field(default_factory=list)
+    files_removed: List[InspectedFile] = field(default_factory=list)
+    files_changed: List[InspectedFile] = field(default_factory=list)
+
+
 #: Every wire type by the name of its schema in api/openapi.yaml.
 SCHEMAS = {
     cls.__name__: cls
@@ -690,5 +794,6 @@ SCHEMAS = {
         AuditAlert, AuditRepair, AuditRestart, AuditLostSession, AuditMCP,
         MCPServer, MCPServerList, MCPPin,
         Key, KeyList, CreateKeyRequest, CreatedKey,
+        Step, StepSnapshot, StepList, StepRequest, Variable, InspectedFile, StepInspection, StepDiff,
     )
 }

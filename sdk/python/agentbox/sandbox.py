@@ -10,7 +10,8 @@ from typing import Callable, Dict, Iterable, List, Optional, TypeVar, Union
 from .client import Client
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, NotFound
-from .models import CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session
+from .models import (CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
+                     StepDiff, StepInspection)
 
 log = logging.getLogger("agentbox")
 
@@ -314,6 +315,54 @@ class Sandbox:
     def clear_intent(self) -> None:
         """End the current intent: its rules close at once."""
         self._session_call(self.client.clear_intent)
+
+    # --- time travel ---------------------------------------------------------------------
+
+    def steps(self) -> List[Step]:
+        """The session's steps (each run is one), in the order they ran. A step's ``parent`` is
+        the step the session was at; after :meth:`rewind` the next run starts a branch."""
+        return self._session_call(lambda sid: self.client.steps(sid).steps)
+
+    def rewind(self, step: Union[str, Step]) -> Session:
+        """Make the session's variables and files those of ``step`` (a :class:`Step` or its id);
+        the next run goes on from there."""
+        sid_step = step.id if isinstance(step, Step) else step
+        s = self._session_call(lambda sid: self.client.rewind(sid, sid_step))
+        return s
+
+    def fork(self, step: Union[str, Step]) -> "Sandbox":
+        """A new Sandbox whose session starts from ``step``; it and this one go on independently.
+        The new session is the returned Sandbox's own (closed with it)."""
+        sid_step = step.id if isinstance(step, Step) else step
+        s = self._session_call(lambda sid: self.client.fork(sid, sid_step))
+        box = Sandbox(self.config, client=self.client)
+        box._handle.session, box._handle.owned = s, True
+        return box
+
+    def pause(self) -> Session:
+        """Write the session's state to disk and free its sandbox; the next run (or
+        :meth:`resume`) brings it back. A paused session survives a restart of the daemon."""
+        return self._session_call(self.client.pause)
+
+    def resume(self) -> Session:
+        """Bring a paused session back ahead of its next run."""
+        return self._session_call(self.client.resume)
+
+    def inspect(self, step: Union[None, str, Step] = None) -> StepInspection:
+        """The variables and files of ``step`` (default the session's current step), read in a
+        throwaway copy: the session itself is not touched."""
+        def call(sid: str) -> StepInspection:
+            st = step.id if isinstance(step, Step) else step
+            if not st:
+                st = self.client.steps(sid).head
+            return self.client.inspect_step(sid, st)
+        return self._session_call(call)
+
+    def diff(self, step: Union[str, Step], base: Union[None, str, Step] = None) -> StepDiff:
+        """What changed in variables and files from ``base`` (default the step's parent) to ``step``."""
+        st = step.id if isinstance(step, Step) else step
+        b = base.id if isinstance(base, Step) else base
+        return self._session_call(lambda sid: self.client.diff_steps(sid, st, b))
 
     # --- lifecycle -----------------------------------------------------------------------
 
