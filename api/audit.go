@@ -23,7 +23,8 @@ type AuditRecord struct {
 	Time time.Time `json:"time"`
 	// Kind is session.create, session.close, session.expire, run, egress, policy.change, alert,
 	// log.repair, daemon.restart, or one of a hosted MCP server's: mcp.call, mcp.pin,
-	// mcp.approve, mcp.refused.
+	// mcp.approve, mcp.refused, mcp.read (a resource read), mcp.prompt (a prompt got), mcp.list (a
+	// list with something redacted or flagged in it).
 	Kind    string `json:"kind"`
 	Session string `json:"session,omitempty"`
 	// Decision is allow or deny (runs and session creations: deny means refused before any code
@@ -161,7 +162,8 @@ type AuditRestart struct {
 // are kept as digests of what they were and excerpts with every DLP finding redacted, never
 // whole.
 type AuditMCP struct {
-	// Server is the hosted server's name; Tool the tool called (mcp.call).
+	// Server is the hosted server's name; Tool the tool called (mcp.call), the resource's URI
+	// (mcp.read), the prompt's name (mcp.prompt) or the method (mcp.list).
 	Server string `json:"server"`
 	Tool   string `json:"tool,omitempty"`
 	// Reason says why the decision (a refusal's words, what was pinned or approved).

@@ -8,12 +8,18 @@ import "time"
 type MCPServer struct {
 	// Name: 1 to 32 lowercase letters, digits and '-'; the prefix of its tools on /mcp.
 	Name string `json:"name"`
-	// Image is the heavy image its sandbox runs (node-mcp for the reference servers).
-	Image string `json:"image"`
-	// Profile is its egress profile; empty: no network.
+	// Image is the heavy image its sandbox runs (node-mcp for the reference servers); empty for a
+	// remote server.
+	Image string `json:"image,omitempty"`
+	// Profile is its egress profile; empty: no network (a hosted server), the default profile (a
+	// remote one).
 	Profile string `json:"profile,omitempty"`
-	// Command is its command line inside the sandbox; it speaks MCP on stdio.
-	Command []string `json:"command"`
+	// Command is its command line inside the sandbox; it speaks MCP on stdio. Empty for a remote
+	// server.
+	Command []string `json:"command,omitempty"`
+	// URL, instead of Image and Command, registers a remote server: its streamable-HTTP
+	// endpoint, reached through the egress gateway under Profile.
+	URL string `json:"url,omitempty"`
 	// Allow, when set, lists the only tools that may be called; Deny lists tools that may not.
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`

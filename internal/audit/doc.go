@@ -23,7 +23,7 @@
 //
 // seq is the record's position (0-based) and its leaf index in the tree; time is UTC RFC 3339
 // with nanoseconds; kind is session.create, session.close, session.expire, run, egress,
-// policy.change, alert, log.repair, daemon.restart or mcp.call, mcp.pin, mcp.approve, mcp.refused,
+// policy.change, alert, log.repair, daemon.restart or mcp.call, mcp.pin, mcp.approve, mcp.refused, mcp.read, mcp.prompt, mcp.list,
 // with one object of that kind's fields (run, lifecycle, egress, policy, alert, repair, restart,
 // mcp). The leaf data is the line's exact bytes,
 // without the newline. The Manager writes sessions, runs, intents and egress policy reloads

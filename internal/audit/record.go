@@ -36,11 +36,15 @@ const (
 	// cleanly, and the sessions that one lost (written by the daemon, internal/daemon/restart.go).
 	KindDaemonRestart Kind = "daemon.restart"
 	// The gateway of the hosted MCP servers (internal/mcphost, wired in internal/daemon/mcphost.go):
-	// a tool call, the first tool definitions pinned, a change of them refused, a person's approval.
+	// a tool call, the first tool definitions pinned, a change of them refused, a person's approval;
+	// a resource read, a prompt got, a list with something redacted or flagged in it.
 	KindMCPCall    Kind = "mcp.call"
 	KindMCPPin     Kind = "mcp.pin"
 	KindMCPApprove Kind = "mcp.approve"
 	KindMCPRefused Kind = "mcp.refused"
+	KindMCPRead    Kind = "mcp.read"
+	KindMCPPrompt  Kind = "mcp.prompt"
+	KindMCPList    Kind = "mcp.list"
 )
 
 // The kind-specific objects of a record are the API's types (package api): one schema for what the

@@ -18,10 +18,11 @@ import (
 // mcpHostCmd serves `agentbox mcp add|list|remove|approve`: the registry of hosted MCP servers
 // under DATA_DIR/mcp (package mcphost).
 func mcpHostCmd(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) int {
-	var dataDir, image, profile, allow, deny string
+	var dataDir, image, profile, allow, deny, remote string
 	var asJSON bool
 	fs := newFlagSet("mcp "+sub, `Usage:
   agentbox mcp add NAME --image IMAGE [--profile EGRESS_PROFILE] [--allow T,..] [--deny T,..] -- COMMAND ARGS...
+  agentbox mcp add NAME --url URL [--profile EGRESS_PROFILE] [--allow T,..] [--deny T,..]
   agentbox mcp list [--json]
   agentbox mcp remove NAME
   agentbox mcp approve NAME
@@ -32,11 +33,16 @@ channel, with no network unless --profile names an egress profile. Every call is
 definitions pinned on first use (a change is refused until 'agentbox mcp approve NAME'), allow
 and deny lists, DLP of arguments and results, an audit record in DATA_DIR/mcp/audit.jsonl.
 
-Example:
-  agentbox mcp add files --image node-mcp -- mcp-server-filesystem /home/user`, stderr)
+A remote server (--url, streamable HTTP elsewhere) is reached only through the daemon's egress
+gateway under its profile (default: the default profile), governed the same way.
+
+Examples:
+  agentbox mcp add files --image node-mcp -- mcp-server-filesystem /home/user
+  agentbox mcp add docs --url https://mcp.example.com/mcp --profile docs`, stderr)
 	fs.StringVar(&dataDir, "data-dir", "", "data `DIR` (default $AGENTBOX_DATA_DIR or ~/.cache/agentbox)")
 	fs.StringVar(&image, "image", "", "heavy `IMAGE` the server runs in (add)")
-	fs.StringVar(&profile, "profile", "", "egress `PROFILE` (add; default: no network)")
+	fs.StringVar(&profile, "profile", "", "egress `PROFILE` (add; default: no network, or the default profile for --url)")
+	fs.StringVar(&remote, "url", "", "a remote server's streamable-HTTP endpoint `URL` (add; instead of --image and a command)")
 	fs.StringVar(&allow, "allow", "", "only these `TOOLS` may be called, comma-separated (add)")
 	fs.StringVar(&deny, "deny", "", "these `TOOLS` may not be called, comma-separated (add)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON (list)")
@@ -88,13 +94,17 @@ Example:
 	}
 	switch sub {
 	case "add":
-		if !need(2) {
+		if !need(1) || remote == "" && !need(2) {
 			return exitUsage
 		}
-		s := mcphost.Server{Name: pos[0], Image: image, Profile: profile, Command: pos[1:], Allow: split(allow), Deny: split(deny)}
+		s := mcphost.Server{Name: pos[0], Image: image, Profile: profile, Command: pos[1:], URL: remote, Allow: split(allow), Deny: split(deny)}
 		if err := m.Add(s); err != nil {
 			fmt.Fprintf(stderr, "agentbox mcp add: %v\n", err)
 			return exitUsage
+		}
+		if s.Remote() {
+			fmt.Fprintf(stdout, "added %s: remote at %s, through the egress gateway under profile %s; its tools are pinned on first use\n", s.Name, s.URL, s.RemoteProfile())
+			break
 		}
 		fmt.Fprintf(stdout, "added %s: %s in image %s (network: %s); its tools are pinned on first use\n", s.Name, strings.Join(s.Command, " "), s.Image, orNone(s.Profile))
 	case "list":
@@ -106,6 +116,10 @@ Example:
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tIMAGE\tNETWORK\tCOMMAND")
 		for _, s := range list {
+			if s.Remote() {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, "(remote)", s.RemoteProfile(), s.URL)
+				continue
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Name, s.Image, orNone(s.Profile), strings.Join(s.Command, " "))
 		}
 		tw.Flush()

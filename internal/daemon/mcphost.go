@@ -45,6 +45,9 @@ func OpenHostedMCP(cfg config.Config, e interface {
 		if l := auditLogOf(a.Sink()); l != nil {
 			opts.Audit = hostedRecorder(l, slog.Default())
 		}
+		if gw, ok := a.Egress().(*gateway); ok && gw != nil {
+			opts.Remote = gw.mcpClient
+		}
 	}
 	return mcphost.Open(opts)
 }
@@ -92,7 +95,7 @@ func (r hostedRegistry) ListMCPServers() []api.MCPServer {
 }
 
 func (r hostedRegistry) AddMCPServer(s api.MCPServer) (api.MCPServer, error) {
-	srv := mcphost.Server{Name: s.Name, Image: s.Image, Profile: s.Profile, Command: s.Command, Allow: s.Allow, Deny: s.Deny}
+	srv := mcphost.Server{Name: s.Name, Image: s.Image, Profile: s.Profile, Command: s.Command, URL: s.URL, Allow: s.Allow, Deny: s.Deny}
 	if err := r.m.Add(srv); err != nil {
 		return api.MCPServer{}, err
 	}
@@ -111,7 +114,7 @@ func (r hostedRegistry) ApproveMCPServer(ctx context.Context, name string) (api.
 }
 
 func serverToAPI(s mcphost.Server, running bool) api.MCPServer {
-	out := api.MCPServer{Name: s.Name, Image: s.Image, Profile: s.Profile, Command: s.Command, Allow: s.Allow, Deny: s.Deny, Running: running}
+	out := api.MCPServer{Name: s.Name, Image: s.Image, Profile: s.Profile, Command: s.Command, URL: s.URL, Allow: s.Allow, Deny: s.Deny, Running: running}
 	if !s.Added.IsZero() {
 		added := s.Added
 		out.Added = &added

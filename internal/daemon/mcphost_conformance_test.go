@@ -22,10 +22,12 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
-// hostedCarriesNot are the scenario families the gateway does not carry yet (it serves a hosted
-// server's tools only, RATIONALE "Hosted MCP servers"): against the hosted server they answer
-// "method not found" where the server run directly answers.
-var hostedCarriesNot = []string{"resources-", "prompts-", "completion-", "logging-"}
+// hostedCarriesNot are the scenarios of what the gateway does not carry: subscriptions to a
+// resource's updates need a stream to send the updates on, which /mcp/servers/NAME, stateless,
+// does not keep (it does not advertise the capability, and answers "method not found" where the
+// server run directly subscribes). Resources, templates, prompts, completions and logging levels
+// are carried (internal/mcphost/forward.go).
+var hostedCarriesNot = []string{"resources-subscribe", "resources-unsubscribe"}
 
 // The official conformance suite's server scenarios (the whole active suite, npm
 // @modelcontextprotocol/conformance pinned in scripts/mcp-tools) against server-everything hosted

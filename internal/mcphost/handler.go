@@ -14,8 +14,9 @@ import (
 
 // Handler serves the hosted servers at PREFIX/NAME (the daemon mounts it at /mcp/servers/): each
 // one as an MCP server of its own over streamable HTTP, stateless, whose tools are the hosted
-// server's tools under their own names, every call governed by Call. Only tools are carried
-// today (not the server's resources and prompts). Authentication is the mounting side's.
+// server's tools under their own names, every call governed by Call, and whose resources, prompts
+// and completions are the server's, forwarded and governed too (forward.go). Authentication is
+// the mounting side's.
 func (m *Manager) Handler(prefix string) http.Handler {
 	return mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		name, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, prefix), "/")
@@ -24,19 +25,22 @@ func (m *Manager) Handler(prefix string) http.Handler {
 }
 
 // serverFor builds the MCP server a request to /mcp/servers/NAME talks to. A server that cannot
-// be started, or whose definitions are refused, lists no tools, and tools/call returns why.
+// be started or reached, or whose definitions are refused, lists no tools, and tools/call (and
+// every forwarded request) returns why.
 func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox/" + name, Version: "1"}, nil)
 	if _, ok := m.Get(name); !ok {
 		return nil // 400 from the SDK
 	}
-	h, _, err := m.hostOf(ctx, name)
-	if err != nil {
-		return srv
+	var tools []*mcp.Tool
+	var cs *mcp.ClientSession
+	// A server that cannot be started (or reached) still answers: no tools listed, and every
+	// call and request says why, typed, through the middleware below.
+	if h, _, err := m.hostOf(ctx, name); err == nil {
+		h.mu.Lock()
+		tools, cs = h.tools, h.session
+		h.mu.Unlock()
 	}
-	h.mu.Lock()
-	tools := h.tools
-	h.mu.Unlock()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox/" + name, Version: "1"}, &mcp.ServerOptions{Capabilities: capabilitiesOf(cs)})
 	for _, t := range tools {
 		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return m.callResult(ctx, name, req.Params.Name, req.Params.Arguments), nil
@@ -50,6 +54,12 @@ func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
 			if cr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && cr.Params != nil &&
 				!slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t.Name == cr.Params.Name }) {
 				return m.callResult(ctx, name, cr.Params.Name, cr.Params.Arguments), nil
+			}
+			if res, ok, err := m.forward(ctx, name, method, req); ok {
+				if err != nil {
+					return nil, protocolError(err)
+				}
+				return res, nil
 			}
 			return next(ctx, method, req)
 		}

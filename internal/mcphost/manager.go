@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -40,6 +41,10 @@ type Options struct {
 	Dir string
 	// Spawn starts servers. Required to call them (listing and registering work without).
 	Spawn SpawnFunc
+	// Remote is the HTTP client a remote server (Server.URL) is reached with: the daemon's goes
+	// through the egress gateway under the server's profile. Without it remote servers cannot be
+	// called.
+	Remote func(ctx context.Context, s Server) (*http.Client, error)
 	// Idle is how long a server is kept warm without calls. Default 10m.
 	Idle time.Duration
 	// Audit receives every record besides the file (the daemon's signed audit log); optional. ctx
@@ -211,7 +216,13 @@ func (m *Manager) Running(name string) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.proc != nil && h.proc.Err() == nil
+	return h.alive()
+}
+
+// alive says whether the host's server is up: a process running (a hosted server) or a session
+// open (a remote one, which has no process). h.mu held.
+func (h *host) alive() bool {
+	return h.session != nil && (h.proc == nil || h.proc.Err() == nil)
 }
 
 func notFound(name string) error {
@@ -270,7 +281,7 @@ func (m *Manager) reapIdle() {
 		m.mu.Unlock()
 		for _, h := range hosts {
 			h.mu.Lock()
-			if h.proc != nil && time.Since(h.lastUsed) > m.opts.Idle {
+			if h.session != nil && time.Since(h.lastUsed) > m.opts.Idle {
 				h.stopLocked()
 			}
 			h.mu.Unlock()
@@ -297,7 +308,7 @@ func (m *Manager) hostOf(ctx context.Context, name string) (*host, Server, error
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastUsed = time.Now()
-	if h.proc != nil && h.proc.Err() == nil && h.session != nil {
+	if h.alive() {
 		return h, s, nil
 	}
 	h.stopLocked()
@@ -310,24 +321,56 @@ func (m *Manager) hostOf(ctx context.Context, name string) (*host, Server, error
 // start starts the server's process, connects, lists its tools and checks them against the pin
 // (recording the first). h.mu held.
 func (m *Manager) start(ctx context.Context, s Server, h *host) error {
-	if m.opts.Spawn == nil {
-		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP servers need the heavy (gVisor) runtime, which this daemon does not run")
-	}
-	proc, imageHash, err := m.opts.Spawn(ctx, s)
-	if err != nil {
-		return err
-	}
+	var proc Process
+	var imageHash string
+	var cs *mcp.ClientSession
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(proc), Writer: writeCloser{proc}}, nil)
-	if err != nil {
-		_ = proc.Close()
-		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s did not initialize: %v", s.Name, err)
+	closeAll := func() {
+		if cs != nil {
+			_ = cs.Close()
+		}
+		if proc != nil {
+			_ = proc.Close()
+		}
+	}
+	if s.Remote() {
+		if m.opts.Remote == nil {
+			return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "remote MCP server %s is reached through the daemon's egress gateway, which is not here", s.Name).
+				WithHint("call it through a daemon with its egress gateway on (agentbox serve); approve it over the API: POST /v1/mcp/servers/%s/approve", s.Name)
+		}
+		hc, err := m.opts.Remote(ctx, s)
+		if err != nil {
+			return err
+		}
+		// The pin of a remote server is bound to its URL, where a hosted one's is bound to its
+		// image.
+		imageHash = "url:" + s.URL
+		cs, err = client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: s.URL, HTTPClient: hc, MaxRetries: -1}, nil)
+		if err != nil {
+			return remoteErr(s, "did not initialize", err)
+		}
+	} else {
+		if m.opts.Spawn == nil {
+			return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP servers need the heavy (gVisor) runtime, which this daemon does not run")
+		}
+		var err error
+		proc, imageHash, err = m.opts.Spawn(ctx, s)
+		if err != nil {
+			return err
+		}
+		cs, err = client.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(proc), Writer: writeCloser{proc}}, nil)
+		if err != nil {
+			closeAll()
+			return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s did not initialize: %v", s.Name, err)
+		}
 	}
 	var tools []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
-			_ = cs.Close()
-			_ = proc.Close()
+			closeAll()
+			if s.Remote() {
+				return remoteErr(s, "tools/list", err)
+			}
 			return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s: tools/list: %v", s.Name, err)
 		}
 		tools = append(tools, t)
@@ -465,15 +508,16 @@ func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMess
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: params})
 	if err != nil {
 		h.mu.Lock()
-		dead := h.proc != nil && h.proc.Err() != nil
 		var why error
-		if dead {
+		if h.proc != nil {
 			why = h.proc.Err()
-			h.stopLocked() // the next call starts it again
 		}
 		h.mu.Unlock()
-		if dead || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
-			e := sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s ended during the call (%v); it is started again on the next call", name, firstErr(why, err))
+		if m.ended(h, err) { // the next call starts it again
+			var e error = sandbox.Errorf(sandbox.KindRuntimeUnavailable, "hosted MCP server %s ended during the call (%v); it is started again on the next call", name, firstErr(why, err))
+			if s.Remote() {
+				e = remoteErr(s, "ended the connection during the call", err)
+			}
 			done("error", e.Error())
 			return nil, e
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,21 +13,38 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // Server is a registered hosted MCP server.
 type Server struct {
 	Name string `json:"name"`
 	// Image is the heavy image its sandbox runs (node-mcp for the reference servers).
-	Image string `json:"image"`
-	// Profile is its egress profile; empty: no network.
+	Image string `json:"image,omitempty"`
+	// Profile is its egress profile; empty: no network (a hosted server), the default profile
+	// (a remote one).
 	Profile string `json:"profile,omitempty"`
 	// Command is its command line inside the sandbox; it speaks MCP on stdio.
-	Command []string `json:"command"`
+	Command []string `json:"command,omitempty"`
+	// URL, instead of Image and Command, is a remote server's streamable-HTTP endpoint, reached
+	// through the egress gateway under Profile.
+	URL string `json:"url,omitempty"`
 	// Allow, when set, lists the only tools that may be called; Deny lists tools that may not.
 	Allow []string  `json:"allow,omitempty"`
 	Deny  []string  `json:"deny,omitempty"`
 	Added time.Time `json:"added"`
+}
+
+// Remote says the server is reached over the network rather than run by agentbox.
+func (s Server) Remote() bool { return s.URL != "" }
+
+// RemoteProfile is the egress profile a remote server is reached under.
+func (s Server) RemoteProfile() string {
+	if s.Profile == "" {
+		return sandbox.DefaultEgressProfile
+	}
+	return s.Profile
 }
 
 // nameRE: a server's name is the prefix of its tools on /mcp ("NAME__tool"), so it keeps to the
@@ -39,8 +57,18 @@ func (s Server) Validate() error {
 	if !nameRE.MatchString(s.Name) {
 		return fmt.Errorf("server name %q: use 1-32 lower-case letters, digits and '-'", s.Name)
 	}
+	if s.URL != "" {
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("remote server URL %q: give its streamable-HTTP endpoint, http:// or https://", s.URL)
+		}
+		if s.Image != "" || len(s.Command) > 0 {
+			return errors.New("a remote server (--url) has no image nor command: those are for a server agentbox runs")
+		}
+		return nil
+	}
 	if s.Image == "" {
-		return errors.New("a hosted server needs an image (--image)")
+		return errors.New("a hosted server needs an image (--image), or a remote one its URL (--url)")
 	}
 	if len(s.Command) == 0 {
 		return errors.New("a hosted server needs a command (after --)")
@@ -99,7 +127,7 @@ func (m *Manager) refresh() error {
 		}
 	}
 	for name, old := range m.servers {
-		if s, ok := servers[name]; !ok || s.Image != old.Image || s.Profile != old.Profile || !slices.Equal(s.Command, old.Command) {
+		if s, ok := servers[name]; !ok || s.Image != old.Image || s.Profile != old.Profile || s.URL != old.URL || !slices.Equal(s.Command, old.Command) {
 			if h := m.hosts[name]; h != nil {
 				delete(m.hosts, name)
 				go h.stop()

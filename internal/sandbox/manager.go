@@ -211,6 +211,10 @@ type tier struct {
 	caps Capabilities
 }
 
+// Egress is the egress gateway the Manager was built with (ManagerOptions.Egress), nil without
+// one: the daemon's other users of the gateway (remote MCP servers) reach it here.
+func (m *Manager) Egress() Intents { return m.egress }
+
 // Tiers lists the tiers this manager runs, in its order of preference.
 func (m *Manager) Tiers() []Tier {
 	ts := make([]Tier, len(m.tiers))

@@ -626,9 +626,11 @@ class MCPServer:
     """A hosted MCP server as registered (``/v1/mcp/servers``)."""
 
     name: str = ""
-    image: str = ""
+    image: Optional[str] = None
     profile: Optional[str] = None
     command: List[str] = field(default_factory=list)
+    #: a remote server's streamable-HTTP endpoint (instead of image and command)
+    url: Optional[str] = None
     allow: List[str] = field(default_factory=list)
     deny: List[str] = field(default_factory=list)
     added: Optional[_dt.datetime] = None
@@ -662,7 +664,8 @@ class AuditRecord:
     seq: int = 0
     time: Optional[_dt.datetime] = None
     #: session.create, session.close, session.expire, run, egress, policy.change, alert, log.repair
-    #: daemon.restart, or a hosted MCP server's mcp.call, mcp.pin, mcp.approve, mcp.refused.
+    #: daemon.restart, or a hosted MCP server's mcp.call, mcp.pin, mcp.approve, mcp.refused,
+    #: mcp.read, mcp.prompt, mcp.list.
     kind: str = ""
     session: Optional[str] = None
     #: allow or deny (runs, session creations, policy changes); allow, deny, redact or warn (egress).
