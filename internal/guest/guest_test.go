@@ -4,6 +4,7 @@ package guest
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -110,5 +111,37 @@ func TestServeBrokenFrame(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the agent went on after a broken frame")
+	}
+}
+
+// The code's Python keeps memory it freed in its heap for the next allocation (mallocTunables):
+// under gVisor each page handed back to the kernel and taken again is a fault the sentry serves,
+// which made pandas-bound cells ~1.9x slower. A 16 MiB block freed stays resident.
+func TestServeKeepsFreedMemory(t *testing.T) {
+	in, out, _ := serve(t)
+	defer in.Close()
+	code := "def rss():\n    return int(open('/proc/self/statm').read().split()[1]) * 4096\n" +
+		"before = rss()\nb = b'x' * (16 << 20)\ndel b\nprint((rss() - before) >> 20)\n"
+	if err := proto.Write(in, &proto.Frame{Op: proto.OpRun, ID: 1, Run: &proto.RunRequest{Code: code, StdoutBytes: 1 << 10, StderrBytes: 1 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	for {
+		var f proto.Frame
+		if err := proto.Read(out, &f, 0); err != nil {
+			t.Fatal(err)
+		}
+		if f.Op == proto.OpOutput {
+			stdout.Write(f.Data)
+			continue
+		}
+		if f.Op != proto.OpResult || f.Result == nil || f.Result.ExitCode != 0 {
+			t.Fatalf("result: %+v", f)
+		}
+		break
+	}
+	var kept int
+	if _, err := fmt.Sscan(stdout.String(), &kept); err != nil || kept < 12 {
+		t.Errorf("after freeing a 16 MiB block the process kept %q MiB of it, want about 16 (%v)", stdout.String(), err)
 	}
 }
