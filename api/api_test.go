@@ -48,6 +48,8 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"ErrorDetail":          api.ErrorDetail{},
 		"Artifact":             api.Artifact{},
 		"Output":               api.Output{},
+		"StreamEvent":          api.StreamEvent{},
+		"StreamDropped":        api.StreamDropped{},
 		"FileInfo":             api.FileInfo{},
 		"FileList":             api.FileList{},
 		"Image":                api.Image{},

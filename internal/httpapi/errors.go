@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -24,6 +25,14 @@ func (s *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		w.WriteHeader(statusClientGone)
 		return
 	}
+	status, body := s.errorBody(r, err)
+	writeJSON(w, status, body)
+}
+
+// errorBody turns err into its status and body, hiding an internal error's details (they are
+// logged under the request id), and notes its code for the request's log line.
+func (s *API) errorBody(r *http.Request, err error) (int, api.ErrorResponse) {
+	info := infoOf(r)
 	status, body := apiwire.ErrorResponse(err)
 	if body.Error.Code == string(sandbox.KindInternal) {
 		s.log.LogAttrs(r.Context(), slog.LevelError, "internal error",
@@ -32,7 +41,7 @@ func (s *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 		body.Error.Hint = "this is a fault in the daemon, not in the request; its log has the details under this request id"
 	}
 	info.code = body.Error.Code
-	writeJSON(w, status, body)
+	return status, body
 }
 
 func invalid(format string, args ...any) *sandbox.Error {

@@ -21,8 +21,9 @@ func (s *API) handleRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	es := s.startStream(w, r, &req)
 	res, err := s.engine(r).Run(r.Context(), &req)
-	s.answerRun(w, r, string(req.Tier), res, err)
+	s.answerRun(w, r, es, string(req.Tier), res, err)
 }
 
 // POST /v1/route
@@ -58,13 +59,28 @@ func (s *API) handleRunInSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	es := s.startStream(w, r, &req)
 	res, err := s.engine(r).RunInSession(r.Context(), id, &req)
-	s.answerRun(w, r, string(req.Tier), res, sessionError(id, err))
+	s.answerRun(w, r, es, string(req.Tier), res, sessionError(id, err))
+}
+
+// startStream gives req a sink that streams its output to the client, when the request's Accept
+// header asks for a stream; it returns nil for the JSON answer.
+func (s *API) startStream(w http.ResponseWriter, r *http.Request, req *sandbox.RunRequest) *eventStream {
+	format := streamFormat(r)
+	if format == "" {
+		return nil
+	}
+	es := newEventStream(w, format)
+	req.Output = es
+	return es
 }
 
 // answerRun writes a run's result, or its error with the partial result, and counts it.
-// requested is the tier the request named, used for the labels when no result says better.
-func (s *API) answerRun(w http.ResponseWriter, r *http.Request, requested string, res *sandbox.Result, err error) {
+// requested is the tier the request named, used for the labels when no result says better. es,
+// when set, is the run's event stream: the answer goes on as its last events, unless nothing was
+// streamed yet and the run failed (then the usual status and error body).
+func (s *API) answerRun(w http.ResponseWriter, r *http.Request, es *eventStream, requested string, res *sandbox.Result, err error) {
 	info := infoOf(r)
 	partial := res
 	if err != nil {
@@ -90,6 +106,18 @@ func (s *API) answerRun(w http.ResponseWriter, r *http.Request, requested string
 			cp.Result = partial
 			err = &cp
 		}
+	}
+	if es != nil {
+		if started := es.finish(); started || err == nil {
+			var body api.ErrorResponse
+			if err != nil {
+				_, body = s.errorBody(r, err)
+			}
+			es.end(res, body, err)
+			return
+		}
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

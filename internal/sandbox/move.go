@@ -94,6 +94,10 @@ func (m *Manager) moveAndRun(ctx context.Context, id string, s *session, r *RunR
 	}
 	h := *r
 	h.Tier = to
+	if st, ok := h.Output.(*streamer); ok && nanoRes != nil {
+		st.retry(nanoRes) // the code runs again: what its first run streamed is not streamed again
+		st.note(fmt.Sprintf("[agentbox] session moved from %s to %s%s; the code runs again there\n", from, to, why))
+	}
 	reason := fmt.Sprintf("%s: session moved from %s%s; replayed %s", to, from, why, runs(n))
 	if nanoRes != nil {
 		reason += ", then this run again"

@@ -214,6 +214,8 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 		}()
 	}
 	defer func() { done(executed(res, err)) }()
+	st := newStreamer(req.Output, limits)
+	r = withStream(r, st)
 	res, err = rt.Run(ctx, &r)
 	if auto := req.Tier == "" || req.Tier == TierAuto; auto {
 		if next, nd, ok := m.retry(rt, res, err, d); ok {
@@ -223,9 +225,12 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 				h.Limits.Timeout -= spent // the retry has what the first try left of the budget
 			}
 			d = nd
+			st.retry(resultOf(res, err)) // what the first try streamed is not streamed again
+			st.note("[agentbox] " + nd.Reasons[len(nd.Reasons)-1] + "; output from here is the retry's\n")
 			res, err = next.Run(ctx, &h)
 		}
 	}
+	st.flush()
 	annotate(res, err, d)
 	m.keepArtifacts(CallerOf(ctx).Tenant, res, err)
 	m.log.Debug("run", "runtime", d.Tier, "routing", d.Reasons, "kind", KindOf(err))
@@ -280,6 +285,16 @@ func (m *Manager) giver(need Need, from Tier, ranked []Tier) Tier {
 		}
 	}
 	return ""
+}
+
+// resultOf returns a run's result, or the partial result its error carries.
+func resultOf(res *Result, err error) *Result {
+	if res == nil {
+		if e := AsError(err); e != nil {
+			return e.Result
+		}
+	}
+	return res
 }
 
 // executed is how long a run's code ran: its execution time, also when a limit ended it.

@@ -221,9 +221,12 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 			m.saveSession(s)
 		}
 	}()
-	r := *req
+	r := withStream(*req, newStreamer(req.Output, limits))
 	r.Tier = s.info.Tier
 	r.Limits = limits
+	if st, ok := r.Output.(*streamer); ok {
+		defer st.flush()
+	}
 	if len(s.env) > 0 {
 		r.Env = maps.Clone(s.env)
 		maps.Copy(r.Env, req.Env)

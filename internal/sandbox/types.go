@@ -68,6 +68,9 @@ type RunRequest struct {
 	EgressProfile string `json:"egress_profile,omitempty"`
 	// ID names the run in egress records and counters; the Manager sets it.
 	ID string `json:"id,omitempty"`
+	// Output, when set, receives the run's stdout and stderr as the code writes them (stream.go).
+	// The result still carries them whole.
+	Output OutputSink `json:"-"`
 }
 
 // PyError is the exception the user's code raised. It is part of a result, not an API error.

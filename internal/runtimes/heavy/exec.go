@@ -19,6 +19,8 @@ type capture struct {
 	buf       [2]strings.Builder
 	limit     [2]int64
 	truncated [2]bool
+	// out, when set, gets what is kept as it comes (the run's sink).
+	out sandbox.OutputSink
 }
 
 func (c *capture) write(stream string, data []byte) {
@@ -33,6 +35,11 @@ func (c *capture) write(stream string, data []byte) {
 		c.truncated[i] = true
 	}
 	c.buf[i].Write(data)
+	if c.out != nil && len(data) > 0 {
+		// The guest sends each chunk as the interpreter writes it (line-buffered pipes): pass
+		// it on as it comes. Under c.mu, so chunks keep their order.
+		c.out.Write([2]sandbox.Stream{sandbox.StreamStdout, sandbox.StreamStderr}[i], data)
+	}
 }
 
 func (c *capture) fill(res *sandbox.Result) {
@@ -56,7 +63,7 @@ const (
 // interrupt first, so the session survives a timeout.
 func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, grace time.Duration) (*sandbox.Result, runOutcome, error) {
 	l := req.Limits
-	cap := &capture{limit: [2]int64{l.StdoutBytes, l.StderrBytes}}
+	cap := &capture{limit: [2]int64{l.StdoutBytes, l.StderrBytes}, out: req.Output}
 	res := &sandbox.Result{Runtime: Tier}
 	files := make([]sandbox.File, len(req.Files))
 	for i, f := range req.Files {

@@ -30,6 +30,8 @@ type proc struct {
 	warm    atomic.Int32
 	nextID  uint64
 	results chan wire.Response // the answer to the request in flight
+	// stream is the sink of the request in flight, when it streams.
+	stream atomic.Pointer[streamTo]
 
 	exited  chan struct{} // closed when the process is gone
 	exitErr error         // set before exited is closed
@@ -38,6 +40,12 @@ type proc struct {
 	once    sync.Once
 
 	tail logtail.Tail // the worker's last log lines, for errors
+}
+
+// streamTo routes a request's OpChunk frames to its sink.
+type streamTo struct {
+	id  uint64
+	out sandbox.OutputSink
 }
 
 // launcher starts a worker process; the pool owns the jail spec and the arguments.
@@ -114,6 +122,14 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 			}
 			return
 		}
+		if resp.Op == wire.OpChunk {
+			// Chunks of a request no longer in flight (it timed out) are dropped.
+			ok := resp.Stream == sandbox.StreamStdout || resp.Stream == sandbox.StreamStderr
+			if st := p.stream.Load(); ok && st != nil && st.id == resp.ID && len(resp.Data) <= wire.MaxChunk {
+				st.out.Write(resp.Stream, resp.Data)
+			}
+			continue
+		}
 		p.warm.Store(int32(resp.Warm))
 		if resp.Retire {
 			p.retire.Store(true)
@@ -187,6 +203,11 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 		Limits:        req.Limits,
 		Deterministic: req.Deterministic,
 		Restore:       restore,
+		Stream:        req.Output != nil,
+	}
+	if req.Output != nil {
+		p.stream.Store(&streamTo{id: w.ID, out: req.Output})
+		defer p.stream.Store(nil)
 	}
 	// The worker charges an interpreter's start to the timeout, so the deadline is the same for
 	// warm and cold runs.

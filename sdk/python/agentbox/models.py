@@ -414,6 +414,36 @@ class ErrorResponse:
     result: Optional[Result] = None
 
 
+# --- streamed runs -------------------------------------------------------------------------
+
+
+@dataclass
+class StreamDropped:
+    """Bytes of stream chunks the daemon dropped because the client read too slowly (the final
+    result still has them)."""
+
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+
+@dataclass
+class StreamEvent:
+    """One event of a streamed run (``Accept: text/event-stream`` or ``application/x-ndjson``).
+
+    ``type`` is stdout, stderr (``text`` set), output, artifact, dropped, result (the whole
+    ``result``) or error (``error`` and the partial ``result``); the last event is result or
+    error.
+    """
+
+    type: str = ""
+    text: str = ""
+    output: Optional[Output] = None
+    artifact: Optional[Artifact] = None
+    dropped: Optional[StreamDropped] = None
+    result: Optional[Result] = None
+    error: Optional[ErrorDetail] = None
+
+
 # --- tenant keys (admin) -------------------------------------------------------------------
 
 
@@ -790,7 +820,7 @@ class StepDiff:
 SCHEMAS = {
     cls.__name__: cls
     for cls in (
-        InputFile, Deterministic, RunRequest, CreateSessionRequest, PyError, Routing, OutputFile,
+        InputFile, Deterministic, RunRequest, StreamEvent, StreamDropped, CreateSessionRequest, PyError, Routing, OutputFile,
         Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
         ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,

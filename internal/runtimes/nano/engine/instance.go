@@ -137,8 +137,8 @@ func (e *Engine) NewInstance(ctx context.Context, opts InstanceOptions) (*Instan
 		return nil, err
 	}
 	i.memLimit.Store(e.reserve)
-	i.stdout.reset(64 << 10) // start-up output, kept for the error if start-up fails
-	i.stderr.reset(64 << 10)
+	i.stdout.reset(64<<10, nil) // start-up output, kept for the error if start-up fails
+	i.stderr.reset(64<<10, nil)
 
 	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(i.fs, "/")
 	cfg := wazero.NewModuleConfig().

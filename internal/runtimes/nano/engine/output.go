@@ -13,6 +13,8 @@ type capWriter struct {
 	buf       []byte
 	limit     int64
 	truncated bool
+	// tee, when set, gets each kept part of a write as it is made (streaming).
+	tee func([]byte)
 }
 
 func (w *capWriter) Write(p []byte) (int, error) {
@@ -25,20 +27,30 @@ func (w *capWriter) Write(p []byte) (int, error) {
 		}
 		return len(p), nil
 	}
+	kept := p
 	if int64(len(p)) > room {
-		w.buf = append(w.buf, p[:room]...)
+		kept = p[:room]
 		w.truncated = true
-	} else {
-		w.buf = append(w.buf, p...)
+	}
+	w.buf = append(w.buf, kept...)
+	if w.tee != nil && len(kept) > 0 {
+		w.tee(kept)
 	}
 	return len(p), nil
 }
 
-// reset empties the writer and sets the cap for the next run.
-func (w *capWriter) reset(limit int64) {
+// reset empties the writer and sets the cap and the tee (nil: none) for the next run.
+func (w *capWriter) reset(limit int64, tee func([]byte)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.buf, w.limit, w.truncated = nil, limit, false
+	w.buf, w.limit, w.truncated, w.tee = nil, limit, false, tee
+}
+
+// untee stops the tee: the run it streamed for has ended.
+func (w *capWriter) untee() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.tee = nil
 }
 
 // take returns what was kept so far and whether anything was dropped. A multi-byte character cut

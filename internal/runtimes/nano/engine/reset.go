@@ -167,8 +167,8 @@ func (i *Instance) Reset() error {
 	i.clock.restore(i.clock0)
 	i.memLimit.Store(i.e.reserve)
 	i.noSpace.Store(false)
-	i.stdout.reset(64 << 10)
-	i.stderr.reset(64 << 10)
+	i.stdout.reset(64<<10, nil)
+	i.stderr.reset(64<<10, nil)
 	i.reportMu.Lock()
 	i.report, i.reportBuf = nil, nil
 	i.reportMu.Unlock()

@@ -30,6 +30,9 @@ type Request struct {
 	// across runs, and keeps the environment of earlier runs. Without it the code gets fresh
 	// globals (__name__ == "__main__") and the fixed environment plus Env.
 	KeepGlobals bool
+	// Stream, when set, gets the code's stdout and stderr as the guest writes them (within the
+	// caps), on the goroutine that runs the guest: it must not block for long.
+	Stream func(stream sandbox.Stream, p []byte)
 }
 
 // report is what the driver sends after a run.
@@ -74,8 +77,13 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 		i.clock.setReal()
 	}
 	i.memLimit.Store(uint64(lim.MemoryBytes))
-	i.stdout.reset(lim.StdoutBytes)
-	i.stderr.reset(lim.StderrBytes)
+	var outTee, errTee func([]byte)
+	if req.Stream != nil {
+		outTee = func(p []byte) { req.Stream(sandbox.StreamStdout, p) }
+		errTee = func(p []byte) { req.Stream(sandbox.StreamStderr, p) }
+	}
+	i.stdout.reset(lim.StdoutBytes, outTee)
+	i.stderr.reset(lim.StderrBytes, errTee)
 	i.reportMu.Lock()
 	i.report, i.reportBuf = nil, nil
 	i.reportMu.Unlock()
@@ -105,6 +113,8 @@ func (i *Instance) Run(ctx context.Context, req *Request) (*sandbox.Result, erro
 	handed := time.Now()
 	res := &sandbox.Result{Runtime: Tier}
 	finish := func() {
+		i.stdout.untee()
+		i.stderr.untee()
 		res.Stdout, res.StdoutTruncated = i.stdout.take()
 		res.Stderr, res.StderrTruncated = i.stderr.take()
 		res.Timing.Start = handed.Sub(start)

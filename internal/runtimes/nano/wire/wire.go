@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -40,6 +41,11 @@ const (
 	// after a snapshot the worker holds a pristine interpreter again, ready for another session
 	// or for an OpRun with Restore.
 	OpHibernate Op = "hibernate"
+	// OpChunk (worker → daemon) carries output of the run in flight (same ID) as the guest
+	// writes it, when the run asked for it (Request.Stream): Stream names stdout or stderr, Data
+	// holds the bytes, within the run's caps. The worker coalesces writes for at most
+	// ChunkDelay; every chunk of a run comes before its OpResult.
+	OpChunk Op = "chunk"
 	// OpReset (daemon → worker) makes a session worker drop its session and hold a pristine
 	// interpreter again, for another session (OpResult, or Error).
 	OpReset Op = "reset"
@@ -57,7 +63,15 @@ type Request struct {
 	// Restore (OpRun, session workers) is a snapshot from OpHibernate to make the worker's
 	// pristine interpreter before the code runs.
 	Restore []byte `json:"restore,omitempty"`
+	// Stream (OpRun) asks for the run's output as OpChunk frames while it runs.
+	Stream bool `json:"stream,omitempty"`
 }
+
+// ChunkDelay is the longest a worker holds output before it sends it as an OpChunk.
+const ChunkDelay = 10 * time.Millisecond
+
+// MaxChunk is the most a worker puts in one OpChunk; more output is sent at once in several.
+const MaxChunk = 64 << 10
 
 // Error is a typed failure as it crosses the process boundary.
 type Error struct {
@@ -73,6 +87,9 @@ type Response struct {
 	Result *sandbox.Result `json:"result,omitempty"`
 	// Error, when set, ended the run; Result then holds what the run produced before it.
 	Error *Error `json:"error,omitempty"`
+	// OpChunk: the stream ("stdout" or "stderr") and its bytes.
+	Stream sandbox.Stream `json:"stream,omitempty"`
+	Data   []byte         `json:"data,omitempty"`
 	// Snapshot answers OpHibernate.
 	Snapshot []byte `json:"snapshot,omitempty"`
 	// Warm is how many instances the worker has parked and ready.

@@ -235,6 +235,11 @@ func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
 		Deterministic: req.Deterministic,
 		KeepGlobals:   w.cfg.Mode == ModeSession,
 	}
+	if req.Stream {
+		ch := newChunker(req.ID, w.send)
+		ereq.Stream = ch.write
+		defer ch.close() // before the result is sent: every chunk precedes it
+	}
 	var res *sandbox.Result
 	var err error
 	if w.pool != nil {
