@@ -249,6 +249,27 @@ export interface ErrorResponse {
   result?: Result;
 }
 
+/** Bytes of stream chunks the daemon dropped because the client read too slowly (the result has them). */
+export interface StreamDropped {
+  stdout_bytes: number;
+  stderr_bytes: number;
+}
+
+/**
+ * One event of a streamed run (Accept: text/event-stream or application/x-ndjson): stdout and
+ * stderr carry text; output, artifact and dropped their object; the last event is result (the
+ * whole result) or error (error and the partial result).
+ */
+export interface StreamEvent {
+  type: "stdout" | "stderr" | "output" | "artifact" | "dropped" | "result" | "error";
+  text?: string;
+  output?: Output;
+  artifact?: Artifact;
+  dropped?: StreamDropped;
+  result?: Result;
+  error?: ErrorDetail;
+}
+
 // --- the client ------------------------------------------------------------------------
 
 export declare const VERSION: string;
