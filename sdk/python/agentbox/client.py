@@ -22,7 +22,7 @@ from . import _codec
 from ._version import __version__
 from .config import parse_duration
 from .errors import DaemonUnreachable, from_response
-from .mcp import MCPSession, MCPTool, MCPToolResult
+from .mcp import HostedMCP, MCPSession, MCPTool, MCPToolResult
 from .models import (AuditList, AuditRecord, CreatedKey, CreateKeyRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Key, KeyList, MCPServer, MCPServerList, ReloadResult, Result,
                      Routing, RunRequest, Session, SessionList, SetIntentRequest, Step, StepDiff, StepInspection,
@@ -406,6 +406,15 @@ class Client:
         gateway is stateless. A tool error, and a call the gateway refused, is a result with
         ``is_error`` set and the reason in ``text``; a protocol error raises MCPError."""
         return self.mcp_session(server, timeout=timeout).call(tool, arguments)
+
+    def mcp(self, server: str, *, timeout: Optional[float] = None) -> HostedMCP:
+        """Hosted (or remote) MCP server ``server`` as an object: ``list_tools()``,
+        ``call(tool, args)``, ``list_resources()``, ``read_resource(uri)``, ``list_prompts()``,
+        ``get_prompt(name, args)``, through ``/mcp/servers/NAME``. Nothing is asked of the daemon
+        until the first of those. Needs a key with the run scope."""
+        if not server:
+            raise ValueError("agentbox: an MCP server's name is needed")
+        return HostedMCP(self, server, timeout=timeout)
 
     #: The same as :meth:`mcp_list_tools`.
     list_tools = mcp_list_tools

@@ -1,4 +1,5 @@
-"""A minimal MCP client for the hosted MCP servers: their tools over streamable HTTP.
+"""A minimal MCP client for the hosted MCP servers: their tools, resources and prompts over
+streamable HTTP.
 
 A hosted server is reached, unchanged, at ``/mcp/servers/NAME`` on the daemon with the same
 bearer key as the API. The gateway is stateless (no ``Mcp-Session-Id``): every call here makes a
@@ -203,3 +204,95 @@ class MCPSession:
 
     def call(self, tool: str, arguments: Optional[Dict[str, Any]] = None) -> MCPToolResult:
         return MCPToolResult._from(self.request("tools/call", {"name": tool, "arguments": arguments or {}}))
+
+    def _pages(self, method: str, member: str) -> List[Dict[str, Any]]:
+        out: List[Dict[str, Any]] = []
+        cursor: Optional[str] = None
+        while True:
+            res = self.request(method, {"cursor": cursor} if cursor else {})
+            out.extend(res.get(member) or [])
+            cursor = res.get("nextCursor")
+            if not cursor:
+                return out
+
+    def list_resources(self) -> List[Dict[str, Any]]:
+        """Every resource (``resources/list``), as the server describes them (``uri``, ``name``,
+        ``mimeType``...)."""
+        return self._pages("resources/list", "resources")
+
+    def list_resource_templates(self) -> List[Dict[str, Any]]:
+        """Every resource template (``resources/templates/list``)."""
+        return self._pages("resources/templates/list", "resourceTemplates")
+
+    def read_resource(self, uri: str) -> List[Dict[str, Any]]:
+        """A resource's contents (``resources/read``): a list of ``{"uri", "mimeType", "text"}`` or
+        ``{"uri", "mimeType", "blob"}`` (base64), DLP-redacted by the gateway."""
+        return list(self.request("resources/read", {"uri": uri}).get("contents") or [])
+
+    def list_prompts(self) -> List[Dict[str, Any]]:
+        """Every prompt (``prompts/list``)."""
+        return self._pages("prompts/list", "prompts")
+
+    def get_prompt(self, name: str, arguments: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        """A prompt filled with ``arguments`` (``prompts/get``): ``{"description", "messages"}``."""
+        return self.request("prompts/get", {"name": name, "arguments": arguments or {}})
+
+
+class HostedMCP:
+    """One hosted (or remote) MCP server, through the daemon's governed gateway at
+    ``/mcp/servers/NAME``: ``client.mcp("memory")`` or ``box.mcp("memory")``.
+
+    Every call is governed by the gateway as any MCP client's is (pinned definitions, allow and
+    deny lists, DLP both ways, prompt scanning, an audit record). The gateway keeps no session, so
+    this object holds nothing on the daemon: it initializes once, on first use, and reuses that
+    exchange for every request.
+
+    Example::
+
+        mem = client.mcp("memory")
+        print([t.name for t in mem.list_tools()])
+        mem.call("create_entities", entities=[{"name": "Ada", "entityType": "person", "observations": []}])
+    """
+
+    def __init__(self, client: Any, server: str, *, timeout: Optional[float] = None) -> None:
+        self.client = client
+        self.server = server
+        self._timeout = timeout
+        self._session: Optional[MCPSession] = None
+
+    def __repr__(self) -> str:
+        return f"<HostedMCP {self.server} at {self.client.url}/mcp/servers/{self.server}>"
+
+    @property
+    def session(self) -> MCPSession:
+        """The initialized exchange the requests go through."""
+        if self._session is None:
+            self._session = MCPSession(self.client, self.server, timeout=self._timeout).initialize()
+        return self._session
+
+    def list_tools(self) -> List[MCPTool]:
+        """The server's tools (``tools/list``)."""
+        return self.session.list_tools()
+
+    def call(self, tool: str, arguments: Optional[Dict[str, Any]] = None, **kwargs: Any) -> MCPToolResult:
+        """Call ``tool`` with ``arguments`` (a dict, or keyword arguments). A tool error, and a
+        call the gateway refused, is a result with ``is_error`` set and the reason in ``text``."""
+        args = dict(arguments or {})
+        args.update(kwargs)
+        return self.session.call(tool, args)
+
+    def list_resources(self) -> List[Dict[str, Any]]:
+        return self.session.list_resources()
+
+    def list_resource_templates(self) -> List[Dict[str, Any]]:
+        return self.session.list_resource_templates()
+
+    def read_resource(self, uri: str) -> List[Dict[str, Any]]:
+        """A resource's contents; a URI the gateway blocks (DLP) raises MCPError."""
+        return self.session.read_resource(uri)
+
+    def list_prompts(self) -> List[Dict[str, Any]]:
+        return self.session.list_prompts()
+
+    def get_prompt(self, name: str, arguments: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return self.session.get_prompt(name, arguments)

@@ -10,6 +10,7 @@ from typing import Callable, Dict, Iterable, List, Optional, TypeVar, Union
 from .client import Client
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, NotFound
+from .mcp import HostedMCP
 from .models import (CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
                      StepDiff, StepInspection)
 
@@ -300,6 +301,16 @@ class Sandbox:
             self._handle.owned = True
             log.debug("agentbox: session %s on %s", self._handle.session.id, self._handle.session.runtime)
             return True
+
+    # --- hosted MCP servers -------------------------------------------------------------
+
+    def mcp(self, server: str) -> HostedMCP:
+        """Hosted (or remote) MCP server ``server`` of the daemon this Sandbox talks to, with this
+        Sandbox's key: ``box.mcp("memory").list_tools()``, ``.call("read_graph")``, its resources
+        and prompts. The server runs in a gVisor sandbox of its own (not this one); every call
+        passes the daemon's gateway (pinning, allow and deny lists, DLP, prompt scanning, audit).
+        See :meth:`agentbox.Client.mcp`."""
+        return self.client.mcp(server)
 
     # --- egress intents ------------------------------------------------------------------
 

@@ -151,3 +151,65 @@ def test_mcp_hosted_everything(heavy):
     res = c.mcp_call("everything", "echo", {"message": "hello from python"}, timeout=120)
     assert not res.is_error and "hello from python" in res.text
     assert any(r.mcp and r.mcp.tool == "echo" for r in c.audit(kind="mcp.call"))
+    # the same server as an object, its resources and prompts carried through the gateway
+    ev = c.mcp("everything")
+    assert "echo" in [t.name for t in ev.list_tools()]
+    assert ev.call("echo", message="as an object").text.endswith("as an object")
+    resources = ev.list_resources()
+    assert resources and ev.read_resource(resources[0]["uri"])
+    plain = [p for p in ev.list_prompts() if not any(a.get("required") for a in p.get("arguments") or [])]
+    assert plain and ev.get_prompt(plain[0]["name"])["messages"]
+
+
+def test_client_mcp_object_lists_calls_reads_and_prompts(stub):
+    """client.mcp(server) (and box.mcp) is one server as an object: nothing is sent until it is
+    used, one initialize serves every request after it, and call takes a dict or keywords."""
+    from agentbox import HostedMCP, Sandbox
+
+    c = Client(stub.url, "k")
+    mem = c.mcp("memory")
+    assert isinstance(mem, HostedMCP) and stub.requests == []
+    assert isinstance(Sandbox(client=c).mcp("memory"), HostedMCP) and stub.requests == []
+
+    def answer(r):
+        m, p = r["body"]["method"], r["body"].get("params") or {}
+        if m == "tools/list":
+            return (200, rpc(r, {"tools": [{"name": "read_graph", "inputSchema": {"type": "object"}}]}))
+        if m == "tools/call":
+            return (200, rpc(r, {"content": [{"type": "text", "text": json.dumps(p["arguments"], sort_keys=True)}]}))
+        if m == "resources/list":
+            return (200, rpc(r, {"resources": [{"uri": "file:///a", "name": "a"}]}))
+        if m == "resources/templates/list":
+            return (200, rpc(r, {"resourceTemplates": [{"uriTemplate": "file:///{x}", "name": "x"}]}))
+        if m == "resources/read":
+            return (200, rpc(r, {"contents": [{"uri": p["uri"], "text": "key = [REDACTED:secret]"}]}))
+        if m == "prompts/list":
+            return (200, rpc(r, {"prompts": [{"name": "greet"}]}))
+        if m == "prompts/get":
+            return (200, rpc(r, {"messages": [{"role": "user", "content": {"type": "text", "text": "hi " + p["arguments"]["who"]}}]}))
+        raise AssertionError(m)
+
+    stub.script(lambda r: (200, rpc(r, INIT)), (202, b""), *([answer] * 8))
+    assert [t.name for t in mem.list_tools()] == ["read_graph"]
+    assert mem.call("search_nodes", {"query": "a"}, limit=2).text == '{"limit": 2, "query": "a"}'
+    assert mem.list_resources() == [{"uri": "file:///a", "name": "a"}]
+    assert mem.list_resource_templates()[0]["uriTemplate"] == "file:///{x}"
+    assert mem.read_resource("file:///a")[0]["text"] == "key = [REDACTED:secret]"
+    assert mem.list_prompts() == [{"name": "greet"}]
+    assert mem.get_prompt("greet", {"who": "Ada"})["messages"][0]["content"]["text"] == "hi Ada"
+    methods = [r["body"]["method"] for r in stub.requests]
+    assert methods == ["initialize", "notifications/initialized", "tools/list", "tools/call", "resources/list",
+                       "resources/templates/list", "resources/read", "prompts/list", "prompts/get"]
+    assert all(r["path"] == "/mcp/servers/memory" for r in stub.requests)
+
+
+def test_client_mcp_object_refusal_of_a_resource_raises(stub):
+    """A resource the gateway refuses (DLP on its URI, a server it may not reach) is an MCPError
+    carrying the API's error body as data."""
+    stub.script(lambda r: (200, rpc(r, INIT)), (202, b""),
+                lambda r: (200, {"jsonrpc": "2.0", "id": r["body"]["id"], "error": {
+                    "code": -32603, "message": "blocked before reaching the server: a payment card number",
+                    "data": {"error": {"code": "policy_violation", "message": "blocked", "hint": ""}}}}))
+    with pytest.raises(MCPError) as e:
+        Client(stub.url, "k").mcp("files").read_resource("file:///4111111111111111")
+    assert e.value.data["error"]["code"] == "policy_violation"
