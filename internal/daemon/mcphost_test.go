@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -229,4 +231,118 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 func isCode(err error, code string) bool {
 	var e *client.Error
 	return errors.As(err, &e) && e.Code == code
+}
+
+// A real client against a hosted server: the MCP Inspector's CLI lists server-everything's tools
+// (hosted in gVisor) and calls one, both at /mcp/servers/everything and as everything__TOOL on
+// agentbox's own /mcp, and reads one of its resources and gets one of its prompts through the
+// gateway; a card number in the arguments is refused as the Inspector shows it.
+func TestMCPInspectorHosted(t *testing.T) {
+	tools := testenv.RequireMCPTools(t)
+	d := startHostedDaemon(t)
+	auth := []string{"--transport", "http", "--header", "Authorization: Bearer " + key}
+	hosted := append([]string{d.ts.URL + "/mcp/servers/everything"}, auth...)
+	own := append([]string{d.ts.URL + "/mcp"}, auth...)
+
+	var list struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	names := func(out []byte) []string {
+		list.Tools = nil
+		if err := json.Unmarshal(out, &list); err != nil {
+			t.Fatalf("tools/list: %v\n%s", err, out)
+		}
+		var n []string
+		for _, tl := range list.Tools {
+			n = append(n, tl.Name)
+		}
+		return n
+	}
+	direct := names(inspector(t, tools, append(hosted, "--method", "tools/list")...))
+	if !slices.Contains(direct, "echo") || !slices.Contains(direct, "get-sum") {
+		t.Errorf("the Inspector lists at /mcp/servers/everything: %v", direct)
+	}
+	ns := names(inspector(t, tools, append(own, "--method", "tools/list")...))
+	if !slices.Contains(ns, "run_code") || !slices.Contains(ns, "everything__echo") || len(ns) != 12+len(direct) {
+		t.Errorf("the Inspector lists at /mcp: %v (server-everything has %d)", ns, len(direct))
+	}
+
+	var res struct {
+		IsError bool `json:"isError"`
+		Content []struct{ Type, Text string }
+	}
+	call := func(args ...string) {
+		t.Helper()
+		res.IsError, res.Content = false, nil
+		out := inspector(t, tools, args...)
+		if err := json.Unmarshal(out, &res); err != nil || len(res.Content) == 0 {
+			t.Fatalf("tools/call: %v\n%s", err, out)
+		}
+	}
+	call(append(hosted, "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=hello inspector")...)
+	if res.IsError || !strings.Contains(res.Content[0].Text, "hello inspector") {
+		t.Errorf("echo at /mcp/servers/everything: %+v", res)
+	}
+	call(append(own, "--method", "tools/call", "--tool-name", "everything__get-sum", "--tool-arg", "a=2", "--tool-arg", "b=40")...)
+	if res.IsError || !strings.Contains(res.Content[0].Text, "42") {
+		t.Errorf("everything__get-sum at /mcp: %+v", res)
+	}
+	// A tool error makes the Inspector exit 5, with the result on stdout.
+	cmdline := tools.Inspector(append(own, "--method", "tools/call", "--tool-name", "everything__echo", "--tool-arg", "message=card 4111 1111 1111 1111")...)
+	cmd := exec.Command(cmdline[0], cmdline[1:]...)
+	cmd.Env, cmd.Dir = append(tools.Env(), "MCP_CATALOG_PATH="+filepath.Join(t.TempDir(), "mcp.json")), t.TempDir()
+	out, _ := cmd.Output()
+	res.IsError, res.Content = false, nil
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Content) == 0 {
+		t.Fatalf("a card number through /mcp: %v\n%s", err, out)
+	}
+	if !res.IsError || !strings.Contains(res.Content[0].Text, "payment card") || strings.Contains(res.Content[0].Text, "4111 1111") {
+		t.Errorf("a card number through /mcp: %+v", res)
+	}
+
+	var resources struct {
+		Resources []struct{ URI, Name string } `json:"resources"`
+	}
+	out = inspector(t, tools, append(hosted, "--method", "resources/list")...)
+	if err := json.Unmarshal(out, &resources); err != nil || len(resources.Resources) == 0 {
+		t.Fatalf("resources/list: %v\n%s", err, out)
+	}
+	var read struct {
+		Contents []struct{ URI, Text, Blob string } `json:"contents"`
+	}
+	out = inspector(t, tools, append(hosted, "--method", "resources/read", "--uri", resources.Resources[0].URI)...)
+	if err := json.Unmarshal(out, &read); err != nil || len(read.Contents) == 0 || read.Contents[0].Text+read.Contents[0].Blob == "" {
+		t.Errorf("resources/read %s: %v\n%s", resources.Resources[0].URI, err, out)
+	}
+	var prompts struct {
+		Prompts []struct {
+			Name      string `json:"name"`
+			Arguments []struct {
+				Required bool `json:"required"`
+			} `json:"arguments"`
+		} `json:"prompts"`
+	}
+	out = inspector(t, tools, append(hosted, "--method", "prompts/list")...)
+	if err := json.Unmarshal(out, &prompts); err != nil || len(prompts.Prompts) == 0 {
+		t.Fatalf("prompts/list: %v\n%s", err, out)
+	}
+	for _, p := range prompts.Prompts {
+		if slices.ContainsFunc(p.Arguments, func(a struct {
+			Required bool `json:"required"`
+		}) bool {
+			return a.Required
+		}) {
+			continue
+		}
+		var got struct {
+			Messages []json.RawMessage `json:"messages"`
+		}
+		out = inspector(t, tools, append(hosted, "--method", "prompts/get", "--prompt-name", p.Name)...)
+		if err := json.Unmarshal(out, &got); err != nil || len(got.Messages) == 0 {
+			t.Errorf("prompts/get %s: %v\n%s", p.Name, err, out)
+		}
+		break
+	}
 }
