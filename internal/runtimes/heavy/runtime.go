@@ -367,7 +367,7 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 			return nil, err
 		}
 	}
-	b, _, err := rt.acquire(ctx, img, opts.Limits)
+	b, warm, err := rt.acquire(ctx, img, opts.Limits)
 	if err != nil {
 		return nil, err
 	}
@@ -377,7 +377,9 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 			return nil, err
 		}
 	}
-	return &session{rt: rt, b: b, limits: opts.Limits}, nil
+	s := &session{rt: rt, b: b, limits: opts.Limits}
+	s.cold.Store(!warm)
+	return s, nil
 }
 
 // Health reports the pool and the sandboxes in use.

@@ -20,6 +20,10 @@ type session struct {
 
 	mu     sync.Mutex // serialises runs
 	closed atomic.Bool
+	// cold is set until the first run of a session whose sandbox was not taken warm from the
+	// pool (a miss, or limits other than the pool's): that run's timings say "cold", with the
+	// sandbox's restore or boot as their start, as a cold one-shot run's do.
+	cold atomic.Bool
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
@@ -38,10 +42,14 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	start := time.Now()
 	res, _, err := s.b.run(ctx, req, true, s.rt.opts.Grace)
 	s.b.markAnswered()
+	cold := s.cold.Swap(false)
 	for _, r := range []*sandbox.Result{res, errResult(err)} {
 		if r != nil {
 			r.Timing.Total = time.Since(start)
 			r.Timing.Pool = "session"
+			if cold {
+				r.Timing.Pool, r.Timing.Start = "cold", s.b.startTime
+			}
 		}
 	}
 	s.rt.stats.count(err)

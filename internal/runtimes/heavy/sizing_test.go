@@ -121,6 +121,26 @@ func TestPoolGrowsUnderBurst(t *testing.T) {
 	if st.Hits != 1 || st.MissRestored+st.MissBooted != burst-1 || st.Size != burst {
 		t.Fatalf("a burst of %d claims on a pool of 1: %+v, want 1 hit, %d misses and the pool grown to %d", burst, st, burst-1, burst)
 	}
+	// A miss still works, and its first result says so: "cold", with the restore or boot as its
+	// start; the session served warm says "session", and so do the misses' later runs.
+	cold := 0
+	for _, s := range ss {
+		for run := 0; run < 2; run++ {
+			res, err := s.Run(context.Background(), &sandbox.RunRequest{Code: "print('hi')", Limits: l})
+			if err != nil || res.Stdout != "hi\n" {
+				t.Fatalf("a run in a session of the burst: %+v %v", res, err)
+			}
+			switch {
+			case run == 0 && res.Timing.Pool == "cold" && res.Timing.Start > 0:
+				cold++
+			case res.Timing.Pool != "session":
+				t.Errorf("run %d of a session of the burst: timings %+v", run, res.Timing)
+			}
+		}
+	}
+	if cold != burst-1 {
+		t.Errorf("%d first results said cold, want %d (the misses)", cold, burst-1)
+	}
 	closeAll(ss)
 	waitWarm(t, rt, burst)
 	ss = claim()
