@@ -131,7 +131,8 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 	b.run(context.Background())
 	b.finish()
 	want := map[string]int{rowHit: 5, rowFirstH: 5, rowMissR: 5, rowFirstR: 5, rowCell: 10, rowFillR: 2, rowMissB: 2, rowFirstB: 2, rowFillB: 2,
-		rowHTTPOneShot: 5, "session create → first result, 3 concurrent creators": 5}
+		rowHTTPOneShot: 5, "session create → first result, 3 concurrent creators": 5,
+		"session create → first result, 3 creators back to back": 5}
 	for _, row := range b.res.Rows {
 		n, ok := want[row.Name]
 		if !ok {
@@ -197,8 +198,8 @@ func TestHeavyHTTPScenariosWithoutADaemon(t *testing.T) {
 	b.serve = func(ctx context.Context) (target, error) { return nil, errors.New("no root") }
 	b.httpScenarios(context.Background())
 	b.finish()
-	if len(b.res.Rows) != 2 || b.res.Rows[0].Error != "no root" || b.res.Rows[1].Error != "no root" ||
-		len(b.res.Density) != 1 || b.res.Density[0].Error != "no root" || b.res.Failed != 3 {
+	if len(b.res.Rows) != 3 || b.res.Rows[0].Error != "no root" || b.res.Rows[1].Error != "no root" || b.res.Rows[2].Error != "no root" ||
+		len(b.res.Density) != 1 || b.res.Density[0].Error != "no root" || b.res.Failed != 4 {
 		t.Errorf("rows %+v, density %+v, failed %d", b.res.Rows, b.res.Density, b.res.Failed)
 	}
 }
