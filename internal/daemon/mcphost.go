@@ -41,15 +41,47 @@ func OpenHostedMCP(cfg config.Config, e interface {
 			opts.Spawn = HostedSpawn(hr)
 		}
 	}
+	if v, ok := e.(interface {
+		As(sandbox.Caller) *sandbox.View
+	}); ok {
+		opts.Sessions = hostedSessions(v)
+	}
 	if a, ok := e.(*sandbox.Audited); ok {
 		if l := auditLogOf(a.Sink()); l != nil {
 			opts.Audit = hostedRecorder(l, slog.Default())
 		}
 		if gw, ok := a.Egress().(*gateway); ok && gw != nil {
 			opts.Remote = gw.mcpClient
+			opts.Egress = gw.Gateway // profiles' tool lists, intents during calls, alerts
 		}
 	}
 	return mcphost.Open(opts)
+}
+
+// hostedSessions looks up a session a hosted call names, as the call's caller sees the engine:
+// another tenant's session is not found, and a call without an identity names none.
+func hostedSessions(e interface {
+	As(sandbox.Caller) *sandbox.View
+}) func(context.Context, string) (mcphost.SessionPolicy, error) {
+	return func(ctx context.Context, id string) (mcphost.SessionPolicy, error) {
+		ident, ok := auth.IdentityOf(ctx)
+		if !ok {
+			return mcphost.SessionPolicy{}, sandbox.Errorf(sandbox.KindNotFound, "session %q not found", id)
+		}
+		v := e.As(ident.Caller)
+		info, err := v.Session(id)
+		if err != nil {
+			return mcphost.SessionPolicy{}, err
+		}
+		if !info.Network {
+			return mcphost.SessionPolicy{}, nil // no profile of its own, no intent
+		}
+		pol := mcphost.SessionPolicy{Profile: info.EgressProfile}
+		if in, err := v.Intent(id); err == nil {
+			pol.Intent = in.Name
+		}
+		return pol, nil
+	}
 }
 
 // hostedRecorder writes the gateway's records into the daemon's audit log.
@@ -63,6 +95,7 @@ func hostedRecorder(l *audit.Log, log *slog.Logger) func(context.Context, mcphos
 		if id, ok := auth.IdentityOf(ctx); ok {
 			rec.Tenant, rec.Agent = id.Tenant, id.Agent
 		}
+		rec.Session = r.Session
 		if err := l.Append(context.WithoutCancel(ctx), rec); err != nil {
 			log.Error("audit record not written", "kind", rec.Kind, "server", r.Server, "err", err)
 		}

@@ -17,6 +17,9 @@ type Record struct {
 	Kind   string `json:"kind"`
 	Server string `json:"server"`
 	Tool   string `json:"tool,omitempty"`
+	// Intent is the intent in force during the call; Session the session the call named.
+	Intent  string `json:"intent,omitempty"`
+	Session string `json:"session,omitempty"`
 	// Decision: allow, redact, block, deny, refuse (pinning), error.
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
@@ -27,7 +30,7 @@ type Record struct {
 	ResultSHA256  string   `json:"result_sha256,omitempty"`
 	ResultExcerpt string   `json:"result_excerpt,omitempty"`
 	Findings      []string `json:"findings,omitempty"` // detector[:rule]@where
-	Flagged       []string `json:"flagged,omitempty"`  // prompt-scanner rules
+	Flagged       []string `json:"flagged,omitempty"`  // prompt-scanner rules, "description:" or "result:" first
 	DurationMS    float64  `json:"duration_ms,omitempty"`
 	PinHash       string   `json:"pin_hash,omitempty"`
 	Changes       []string `json:"changes,omitempty"`

@@ -15,14 +15,30 @@
 //     bound to the image's hash. A later list that differs (a "rug pull", or a new image) makes
 //     every call of the server refused until `agentbox mcp approve NAME` pins the new list; each
 //     pin and approval is an audit record;
-//   - the allow and deny lists of the server's configuration (a denied tool gets a readable
-//     refusal);
+//   - the allow and deny lists (governance.go) of the server's configuration, of its egress
+//     profile (`mcp.tools`; the `default` profile's for a server without one, which still has
+//     no network) and of the current intent's (`intents.NAME.mcp.tools`), and of the profile and
+//     intent of a session the call names. Deny wins; every allow list that is set must admit the
+//     tool, except that an intent's allow list opens tools its profile's does not name. A denied
+//     call gets a refusal naming the list;
+//   - the intent: the one the call names (_meta "agentbox/intent" or the header
+//     X-Agentbox-Intent), else the current intent of the session it names ("agentbox/session",
+//     X-Agentbox-Session; the caller's own sessions only). While the call runs it is the intent of
+//     the server's own traffic at the egress gateway (session "mcp:NAME"); calls under different
+//     intents take turns;
 //   - DLP of the arguments (internal/dlp, the default actions: a card number or a key blocks the
 //     call before the server sees it, an IBAN is redacted);
 //   - DLP of the result: everything found is redacted (an AWS key read from a file comes back as
 //     [REDACTED:secret...]);
 //   - prompt-injection scanning (internal/promptscan) of the tool descriptions when pinned and of
-//     the result text: flagged in the audit record;
+//     the result text. Under `mcp.prompt_scan: flag` (the default) a hit is served with the
+//     rules in the tool's or the result's _meta ("agentbox/flagged") and recorded; under `block`
+//     (any profile of the call) a flagged tool is left out of tools/list and refused, and a
+//     flagged result is withheld;
+//   - violations (a denied tool, blocked arguments, refused definitions, a blocked description
+//     or result) count towards the egress monitor's alerts (egress.Gateway.Violation): against
+//     the session the call names, which the profile's alerts.end_session may end, else against
+//     the server;
 //   - an audit record (DATA_DIR/mcp/audit.jsonl, and through Options.Audit the daemon's signed
 //     audit log, kinds mcp.call, mcp.pin, mcp.refused, mcp.approve): server, tool, SHA-256 of the
 //     arguments and of the result, excerpts of both with every finding redacted, decision,

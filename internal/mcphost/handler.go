@@ -35,15 +35,15 @@ func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
 	var cs *mcp.ClientSession
 	// A server that cannot be started (or reached) still answers: no tools listed, and every
 	// call and request says why, typed, through the middleware below.
-	if h, _, err := m.hostOf(ctx, name); err == nil {
+	if h, s, err := m.hostOf(ctx, name); err == nil {
 		h.mu.Lock()
-		tools, cs = h.tools, h.session
+		tools, cs = m.listed(ctx, s, h), h.session
 		h.mu.Unlock()
 	}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox/" + name, Version: "1"}, &mcp.ServerOptions{Capabilities: capabilitiesOf(cs)})
 	for _, t := range tools {
 		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			return m.callResult(ctx, name, req.Params.Name, req.Params.Arguments), nil
+			return m.callResult(m.CallContext(ctx, req), name, req.Params.Name, req.Params.Arguments), nil
 		})
 	}
 	// A call of a tool the server does not list goes to Call too, which refuses it as a tool
@@ -53,7 +53,7 @@ func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if cr, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && cr.Params != nil &&
 				!slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t.Name == cr.Params.Name }) {
-				return m.callResult(ctx, name, cr.Params.Name, cr.Params.Arguments), nil
+				return m.callResult(m.CallContext(ctx, cr), name, cr.Params.Name, cr.Params.Arguments), nil
 			}
 			if res, ok, err := m.forward(ctx, name, method, req); ok {
 				if err != nil {
@@ -65,6 +65,20 @@ func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
 		}
 	})
 	return srv
+}
+
+// CallContext is WithCall with a tools/call request's _meta and its HTTP request's headers:
+// what Call reads of the call besides its tool and arguments (mcpserver.Hosted).
+func (m *Manager) CallContext(ctx context.Context, req *mcp.CallToolRequest) context.Context {
+	var header http.Header
+	if req.Extra != nil {
+		header = req.Extra.Header
+	}
+	var meta mcp.Meta
+	if req.Params != nil {
+		meta = req.Params.Meta
+	}
+	return WithCall(ctx, meta, header)
 }
 
 // callResult is Call's result, or its error as a tool error.

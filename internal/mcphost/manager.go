@@ -50,6 +50,14 @@ type Options struct {
 	// Audit receives every record besides the file (the daemon's signed audit log); optional. ctx
 	// is the call's, carrying who asked.
 	Audit func(ctx context.Context, r Record)
+	// Egress is the egress gateway (governance.go): the profiles' MCP tool lists and
+	// prompt_scan, their intents, the intent opened for a server's traffic during a call, and the
+	// monitor violations feed. Nil: only the servers' own lists govern, descriptions and results
+	// are flagged, and calls cannot name intents or sessions.
+	Egress Egress
+	// Sessions looks up a session a call names, as the call's caller sees it (another tenant's is
+	// not found). Nil: calls cannot name sessions.
+	Sessions func(ctx context.Context, id string) (SessionPolicy, error)
 	// Logger is where the gateway says what it could not record elsewhere. Default slog.Default.
 	Logger *slog.Logger
 }
@@ -82,6 +90,7 @@ type host struct {
 	refused   []string // what changed from the recorded pin; non-empty: calls are refused
 	lastUsed  time.Time
 	imageHash string
+	lease     intentLease // the intent of the server's traffic during calls
 }
 
 // Open loads the registry under opts.Dir.
@@ -435,9 +444,10 @@ func (m *Manager) Approve(ctx context.Context, name string) (Pin, error) {
 	return cur, nil
 }
 
-// Tools returns the server's tools, refusing while their definitions differ from the pin.
+// Tools returns the server's tools as a client sees them (listed: flagged descriptions marked
+// or, under a blocking profile, left out), refusing while their definitions differ from the pin.
 func (m *Manager) Tools(ctx context.Context, name string) ([]*mcp.Tool, error) {
-	h, _, err := m.hostOf(ctx, name)
+	h, s, err := m.hostOf(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -446,7 +456,7 @@ func (m *Manager) Tools(ctx context.Context, name string) ([]*mcp.Tool, error) {
 	if len(h.refused) > 0 {
 		return nil, refusedErr(name, h.refused)
 	}
-	return h.tools, nil
+	return m.listed(ctx, s, h), nil
 }
 
 func refusedErr(name string, changes []string) error {
@@ -454,8 +464,10 @@ func refusedErr(name string, changes []string) error {
 		WithHint("review the server's tools, then: agentbox mcp approve %s", name)
 }
 
-// Call calls a tool of a hosted server, governed (package doc). A refusal is an error result
-// (IsError) the model can read; err is for a failure of the gateway or of the server's sandbox.
+// Call calls a tool of a hosted server, governed (package doc). What the call names (WithCall:
+// an intent, a session) is read from ctx. A refusal is an error result (IsError) the model can
+// read; err is for a failure of the gateway or of the server's sandbox, or a refusal of the call's
+// own words (an intent no profile has, a session not the caller's, definitions not approved).
 func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	start := time.Now()
 	rec := Record{Kind: "mcp.call", Server: name, Tool: tool}
@@ -470,8 +482,14 @@ func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMess
 		rec.DurationMS = float64(time.Since(start).Microseconds()) / 1000
 		m.record(ctx, rec)
 	}
-	refuse := func(decision, reason string) (*mcp.CallToolResult, error) {
+	var pol callPolicy
+	// refuse answers a refusal as a tool error; a violation also counts towards the monitor's
+	// alerts.
+	refuse := func(decision, reason string, violation bool) (*mcp.CallToolResult, error) {
 		done(decision, reason)
+		if violation {
+			m.violation(pol, name, tool, decision, reason)
+		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: reason}}}, nil
 	}
 	h, s, err := m.hostOf(ctx, name)
@@ -479,30 +497,56 @@ func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMess
 		done("error", err.Error())
 		return nil, err
 	}
+	pol, err = m.policy(ctx, s)
+	rec.Intent, rec.Session = pol.intent, pol.session
+	if err != nil {
+		done("deny", err.Error())
+		return nil, err
+	}
 	h.mu.Lock()
 	refused, cs, known := h.refused, h.session, slices.ContainsFunc(h.tools, func(t *mcp.Tool) bool { return t.Name == tool })
+	descFlagged := h.pin.Flagged[tool]
 	h.lastUsed = time.Now()
 	h.mu.Unlock()
 	if len(refused) > 0 {
 		err := refusedErr(name, refused)
 		done("refuse", err.Error())
+		m.violation(pol, name, tool, "refuse", err.Error())
 		return nil, err
 	}
 	if !known {
-		return refuse("deny", fmt.Sprintf("hosted MCP server %s has no tool %q", name, tool))
+		return refuse("deny", fmt.Sprintf("hosted MCP server %s has no tool %q", name, tool), false)
 	}
-	if (len(s.Allow) > 0 && !slices.Contains(s.Allow, tool)) || slices.Contains(s.Deny, tool) {
-		return refuse("deny", fmt.Sprintf("denied: the tool %q of hosted MCP server %s is not allowed by its policy", tool, name))
+	reason, enforced := pol.decideTool(s, tool)
+	switch {
+	case reason != "" && enforced:
+		return refuse("deny", reason, true)
+	case reason != "":
+		rec.Reason = "warned: " + reason // a profile in warn mode: recorded, not applied
+	}
+	if len(descFlagged) > 0 {
+		rec.Flagged = append(rec.Flagged, prefixed("description:", descFlagged)...)
+		if pol.blockPrompts {
+			return refuse("block", fmt.Sprintf("blocked: the description of the tool %q of hosted MCP server %s holds what looks like hidden instructions to the model (%s), and the egress profile's mcp.prompt_scan is block",
+				tool, name, strings.Join(descFlagged, ", ")), true)
+		}
 	}
 	v, redacted := m.args.ScanContent("arguments", "application/json", args)
 	rec.Findings = append(rec.Findings, findings(v, "arguments")...)
 	switch v.Action {
 	case dlp.ActionBlock:
-		return refuse("block", "blocked before reaching the server: "+strings.TrimPrefix(v.Reason, "blocked: "))
+		return refuse("block", "blocked before reaching the server: "+strings.TrimPrefix(v.Reason, "blocked: "), true)
 	case dlp.ActionRedact:
 		if redacted != nil {
 			args = redacted
 		}
+	}
+	if m.opts.Egress != nil && netProfile(s) != "" {
+		if err := m.acquire(ctx, &h.lease, s, pol.netIntent); err != nil {
+			done("error", err.Error())
+			return nil, err
+		}
+		defer m.release(&h.lease, s)
 	}
 	var params any = args
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: params})
@@ -538,14 +582,34 @@ func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMess
 			res, out, decision = &r2, rred, "redact"
 		}
 	} else if rv.Action == dlp.ActionBlock {
-		return refuse("block", "the result was withheld: "+rv.Reason)
+		return refuse("block", "the result was withheld: "+rv.Reason, false)
 	}
 	rec.ResultExcerpt = excerpt(out, 512)
 	if pr := promptscan.ScanText(resultText(res)); pr.Flagged() {
-		rec.Flagged = pr.Rules()
+		rules := pr.Rules()
+		rec.Flagged = append(rec.Flagged, prefixed("result:", rules)...)
+		if pol.blockPrompts {
+			rec.ResultExcerpt = ""
+			return refuse("block", fmt.Sprintf("blocked: the result of the tool %q of hosted MCP server %s was withheld: it holds what looks like instructions to the model (%s), and the egress profile's mcp.prompt_scan is block",
+				tool, name, strings.Join(rules, ", ")), true)
+		}
+		res.Meta = flaggedMeta(res.Meta, rules)
 	}
-	done(decision, rv.Reason)
+	if rec.Reason != "" && rv.Reason != "" {
+		rec.Reason += "; " + rv.Reason
+	} else if rv.Reason != "" {
+		rec.Reason = rv.Reason
+	}
+	done(decision, rec.Reason)
 	return res, nil
+}
+
+func prefixed(p string, rules []string) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = p + r
+	}
+	return out
 }
 
 func firstErr(a, b error) error {

@@ -23,6 +23,9 @@ type Hosted interface {
 	// Call calls a tool of a server, governed. A refusal is an error result; err is a failure
 	// of the gateway or of the server's sandbox.
 	Call(ctx context.Context, name, tool string, args json.RawMessage) (*mcp.CallToolResult, error)
+	// CallContext returns ctx with what a tools/call request names besides its tool and
+	// arguments (its _meta, its HTTP headers: an intent, a session), for Call to read.
+	CallContext(ctx context.Context, req *mcp.CallToolRequest) context.Context
 }
 
 // HostedSep separates a hosted server's name from its tool's on /mcp ("memory__read_graph"):
@@ -76,7 +79,7 @@ func (s *server) hostedMiddleware(h Hosted) mcp.Middleware {
 					return res, nil
 				}
 				start := time.Now()
-				res, err := h.Call(ctx, name, tool, cr.Params.Arguments)
+				res, err := h.Call(h.CallContext(ctx, cr), name, tool, cr.Params.Arguments)
 				code := ""
 				if err != nil {
 					res, code = s.failure(ctx, cr.Params.Name, err)
