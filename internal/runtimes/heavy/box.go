@@ -39,7 +39,8 @@ type box struct {
 
 	startTime time.Duration
 	python    string
-	restored  bool // from the template, not booted
+	features  []string // what the guest said it has (proto.Feature*)
+	restored  bool     // from the template, not booted
 
 	wmu sync.Mutex
 
@@ -262,7 +263,7 @@ func (b *box) read(r io.Reader, hello bool, ready chan<- error) {
 				b.failPending()
 				return
 			}
-			b.python = f.PythonVersion
+			b.python, b.features = f.PythonVersion, f.Features
 			ready <- nil
 			continue
 		}

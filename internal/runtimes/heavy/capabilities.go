@@ -19,5 +19,11 @@ func (rt *Runtime) Capabilities() sandbox.Capabilities {
 		Sockets:      true,
 		Sessions:     true,
 		SessionFiles: true,
+		// Time travel (timetravel.go): in-sandbox fork snapshots per step, rewind, fork through
+		// a checkpoint, pause into the snapshot store (restore needs Options.Snapshots).
+		Snapshot: true,
+		Rewind:   true,
+		Fork:     true,
+		Pause:    rt.opts.Snapshots != nil,
 	}
 }

@@ -133,6 +133,32 @@ func (c *cgroups) memoryPeak() int64 {
 	return n
 }
 
+// memoryUsage is the memory the sandbox uses now; memoryLimit its limit (0 if unknown).
+func (c *cgroups) memoryUsage() int64 {
+	return c.memoryFile("memory.usage_in_bytes", "memory.current")
+}
+
+func (c *cgroups) memoryLimit() int64 {
+	n := c.memoryFile("memory.limit_in_bytes", "memory.max")
+	if n >= 1<<60 {
+		return 0
+	}
+	return n
+}
+
+func (c *cgroups) memoryFile(v1, v2 string) int64 {
+	file := filepath.Join(cgroupRoot, "memory", c.path, v1)
+	if c.v2 {
+		file = filepath.Join(cgroupRoot, c.path, v2)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
 // remove removes the cgroup once its processes are gone, killing stragglers.
 func (c *cgroups) remove() {
 	for _, dir := range c.dirs {

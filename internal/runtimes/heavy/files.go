@@ -23,7 +23,11 @@ func (s *session) WriteFile(ctx context.Context, path string, content []byte) er
 	if err != nil {
 		return err
 	}
-	_, err = s.b.request(ctx, &proto.Frame{Op: proto.OpWriteFile, Path: p, Content: content})
+	b, err := s.current(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = b.request(ctx, &proto.Frame{Op: proto.OpWriteFile, Path: p, Content: content})
 	return err
 }
 
@@ -32,7 +36,11 @@ func (s *session) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ans, err := s.b.request(ctx, &proto.Frame{Op: proto.OpReadFile, Path: p})
+	b, err := s.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := b.request(ctx, &proto.Frame{Op: proto.OpReadFile, Path: p})
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +53,11 @@ func (s *session) ListFiles(ctx context.Context, path string) ([]sandbox.FileInf
 	if err != nil {
 		return nil, err
 	}
-	ans, err := s.b.request(ctx, &proto.Frame{Op: proto.OpListFiles, Path: p})
+	b, err := s.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := b.request(ctx, &proto.Frame{Op: proto.OpListFiles, Path: p})
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +85,11 @@ func (s *session) RemoveFile(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.b.request(ctx, &proto.Frame{Op: proto.OpDeleteFile, Path: p})
+	b, err := s.current(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = b.request(ctx, &proto.Frame{Op: proto.OpDeleteFile, Path: p})
 	return err
 }
 

@@ -67,13 +67,19 @@ func (rt *Runtime) pick(packages []string, name string) (rootfs.Image, error) {
 // checkPackages refuses a session run that asks for packages its sandbox's image lacks: a
 // session's image is chosen when it is created.
 func (s *session) checkPackages(packages []string, name string) error {
-	if name != "" && name != s.b.img.Manifest.Name {
-		return sandbox.Errorf(sandbox.KindInvalidRequest, "this session runs image %q, not %q", s.b.img.Manifest.Name, name).
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	if b == nil {
+		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
+	}
+	if name != "" && name != b.img.Manifest.Name {
+		return sandbox.Errorf(sandbox.KindInvalidRequest, "this session runs image %q, not %q", b.img.Manifest.Name, name).
 			WithHint("choose the image when creating the session")
 	}
 	for _, p := range packages {
-		if !s.b.img.Manifest.Has(p) {
-			return sandbox.Errorf(sandbox.KindInvalidRequest, "this session's image %q has no package %q; it offers %s", s.b.img.Manifest.Name, p, s.b.img.Manifest.Offer(8)).
+		if !b.img.Manifest.Has(p) {
+			return sandbox.Errorf(sandbox.KindInvalidRequest, "this session's image %q has no package %q; it offers %s", b.img.Manifest.Name, p, b.img.Manifest.Offer(8)).
 				WithHint("a session's image is chosen when it is created: create a session with these packages")
 		}
 	}

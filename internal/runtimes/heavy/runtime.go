@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
 )
 
 // Options configure the heavy runtime. Zero values take the documented defaults.
@@ -88,7 +89,15 @@ type Options struct {
 	// Egress is the gateway sandboxes with network reach the world through. Nil: a request for
 	// network is refused.
 	Egress Egress
-	Logger *slog.Logger
+	// SnapshotKeep caps the steps whose snapshots a session's sandbox keeps (parked forks and
+	// file trees), the newest; SnapshotKeepFor expires them; SnapshotFilesBytes caps the file
+	// content one step's snapshot may copy (timetravel.go). Defaults 16, 1h, 256 MiB.
+	SnapshotKeep       int
+	SnapshotKeepFor    time.Duration
+	SnapshotFilesBytes int64
+	// Snapshots is the store paused sessions' checkpoints go into. Nil: sessions cannot pause.
+	Snapshots *snapstore.Store
+	Logger    *slog.Logger
 }
 
 // Runtime is the heavy tier.
@@ -180,6 +189,15 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.FillParallel <= 0 {
 		opts.FillParallel = 4
+	}
+	if opts.SnapshotKeep <= 0 {
+		opts.SnapshotKeep = defaultSnapshotKeep
+	}
+	if opts.SnapshotKeepFor <= 0 {
+		opts.SnapshotKeepFor = defaultSnapshotKeepFor
+	}
+	if opts.SnapshotFilesBytes <= 0 {
+		opts.SnapshotFilesBytes = defaultSnapshotFilesBytes
 	}
 	if opts.RestoreTimeout <= 0 {
 		opts.RestoreTimeout = 10 * time.Second

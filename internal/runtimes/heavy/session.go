@@ -18,21 +18,24 @@ type session struct {
 	b      *box
 	limits sandbox.Limits
 
-	mu     sync.Mutex // serialises runs
+	mu     sync.Mutex // serialises runs and the time-travel operations
 	closed atomic.Bool
 	// cold is set until the first run of a session whose sandbox was not taken warm from the
 	// pool (a miss, or limits other than the pool's): that run's timings say "cold", with the
 	// sandbox's restore or boot as their start, as a cold one-shot run's do.
 	cold atomic.Bool
+	smu    sync.Mutex // guards b, which a pause ends and a resume replaces (nil while paused)
+	tt     tt         // time travel (timetravel.go), guarded by mu
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed.Load() {
-		return nil, sandbox.Errorf(sandbox.KindConflict, "this session is closed")
+	b, err := s.liveLocked(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if !s.b.alive() {
+	if !b.alive() {
 		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's sandbox has ended (an earlier run was stopped or the sandbox died); its state is gone").
 			WithHint("close this session and create a new one")
 	}
@@ -40,15 +43,15 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		return nil, err
 	}
 	start := time.Now()
-	res, _, err := s.b.run(ctx, req, true, s.rt.opts.Grace)
-	s.b.markAnswered()
+	res, _, err := b.run(ctx, req, true, s.rt.opts.Grace)
+	b.markAnswered()
 	cold := s.cold.Swap(false)
 	for _, r := range []*sandbox.Result{res, errResult(err)} {
 		if r != nil {
 			r.Timing.Total = time.Since(start)
 			r.Timing.Pool = "session"
 			if cold {
-				r.Timing.Pool, r.Timing.Start = "cold", s.b.startTime
+				r.Timing.Pool, r.Timing.Start = "cold", b.startTime
 			}
 		}
 	}
@@ -58,11 +61,15 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 
 // Stats asks the guest for the sandbox's resource use, with the cgroup's memory peak.
 func (s *session) Stats(ctx context.Context) (*proto.Stats, int64, error) {
-	f, err := s.b.request(ctx, &proto.Frame{Op: proto.OpStats})
+	b, err := s.current(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
-	return f.Stats, s.b.cg.memoryPeak(), nil
+	f, err := b.request(ctx, &proto.Frame{Op: proto.OpStats})
+	if err != nil {
+		return nil, 0, err
+	}
+	return f.Stats, b.cg.memoryPeak(), nil
 }
 
 // Close destroys the sandbox, stopping a run in progress.
@@ -70,7 +77,19 @@ func (s *session) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
-	s.rt.release(s.b, true)
+	s.smu.Lock()
+	b := s.b
+	s.b = nil
+	s.smu.Unlock()
+	if b != nil {
+		s.rt.release(b, true)
+	}
+	go func() {
+		// After a run in progress has ended (the sandbox's end ends it).
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.dropImageDir()
+	}()
 	return nil
 }
 
@@ -91,5 +110,11 @@ func Interrupt(s sandbox.Session) error {
 	if !ok {
 		return sandbox.Errorf(sandbox.KindInvalidRequest, "not a heavy session")
 	}
-	return hs.b.write(&proto.Frame{Op: proto.OpInterrupt, Grace: hs.rt.opts.Grace})
+	hs.smu.Lock()
+	b := hs.b
+	hs.smu.Unlock()
+	if b == nil {
+		return nil // paused or closed: nothing runs
+	}
+	return b.write(&proto.Frame{Op: proto.OpInterrupt, Grace: hs.rt.opts.Grace})
 }

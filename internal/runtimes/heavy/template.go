@@ -36,6 +36,7 @@ type meta struct {
 	Key           string        `json:"key"`
 	Created       time.Time     `json:"created"`
 	PythonVersion string        `json:"python_version"`
+	Features      []string      `json:"features,omitempty"` // the guest's (proto.Feature*)
 	Preload       []string      `json:"preload"`
 	Prepare       time.Duration `json:"prepare"`    // boot + preload of the sandbox checkpointed
 	Checkpoint    time.Duration `json:"checkpoint"` // `runsc checkpoint`
@@ -135,7 +136,7 @@ func (rt *Runtime) makeTemplate(ctx context.Context, key string) (*template, err
 	if err != nil {
 		return nil, err
 	}
-	m := meta{Key: key, Created: time.Now().UTC(), PythonVersion: b.python, Preload: rt.opts.Preload,
+	m := meta{Key: key, Created: time.Now().UTC(), PythonVersion: b.python, Features: b.features, Preload: rt.opts.Preload,
 		Prepare: prepared, Checkpoint: took, Bytes: dirSize(img), Files: files}
 	raw, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, metaFile), raw, 0o600); err != nil {
@@ -180,7 +181,7 @@ func (rt *Runtime) restoreBox(ctx context.Context, t *template, background bool)
 	if err != nil {
 		return nil, err
 	}
-	b.python = t.PythonVersion
+	b.python, b.features = t.PythonVersion, t.Features
 	if err := b.launch(ctx, rt, "restore", []string{"--image-path", t.image()}, false); err != nil {
 		return nil, err
 	}

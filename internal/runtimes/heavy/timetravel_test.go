@@ -1,0 +1,240 @@
+package heavy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
+)
+
+// ttRuntime is a runtime with a snapshot store of its own.
+func ttRuntime(t *testing.T, opts Options) *Runtime {
+	t.Helper()
+	if opts.Snapshots == nil {
+		st, err := snapstore.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Snapshots = st
+	}
+	if opts.Warm == 0 {
+		opts.Warm = -1
+	}
+	return newTestRuntime(t, opts)
+}
+
+func ttSession(t *testing.T, rt *Runtime) *session {
+	t.Helper()
+	s, err := rt.NewSession(context.Background(), sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.(*session)
+}
+
+// out runs code in s and returns its stdout; an error or a Python exception fails the test.
+func out(t *testing.T, s sandbox.Session, code string) string {
+	t.Helper()
+	res, err := s.Run(context.Background(), &sandbox.RunRequest{Code: code, Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatalf("%q: %v", code, err)
+	}
+	if res.Error != nil {
+		t.Fatalf("%q: %s: %s\n%s", code, res.Error.Name, res.Error.Value, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// show prints a session's variables and work directory.
+const show = `import os
+print(x, data, sorted(os.listdir('.')), {f: open(f).read() for f in sorted(os.listdir('.'))})`
+
+// step runs step n's code (variables and files changed, one file edited in place, one removed
+// at step 4) and snapshots it.
+func step(t *testing.T, s *session, n int) {
+	t.Helper()
+	code := fmt.Sprintf("x = %d\ndata = list(range(%d))\nopen('f%d.txt', 'w').write('%d')\nwith open('shared.txt', 'w') as f: f.write('v%d')\n", n, n, n, n, n)
+	if n == 4 {
+		code += "import os\nos.remove('f1.txt')\n"
+	}
+	out(t, s, code)
+	if err := s.Snapshot(context.Background(), fmt.Sprintf("s%d", n)); err != nil {
+		t.Fatalf("snapshot of step %d: %v", n, err)
+	}
+}
+
+// After 5 steps, a rewind to step 2 shows step 2's variables and files exactly and new code runs
+// from there; a fork from step 3 and the original diverge without touching each other; a step
+// dropped by the cap is a conflict that says why.
+func TestRewindAndForkInHeavy(t *testing.T) {
+	rt := ttRuntime(t, Options{SnapshotKeep: 5})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	for n := 1; n <= 5; n++ {
+		step(t, s, n)
+	}
+	if got, want := out(t, s, show), "5 [0, 1, 2, 3, 4] ['f2.txt', 'f3.txt', 'f4.txt', 'f5.txt', 'shared.txt'] {'f2.txt': '2', 'f3.txt': '3', 'f4.txt': '4', 'f5.txt': '5', 'shared.txt': 'v5'}\n"; got != want {
+		t.Fatalf("at step 5: %q, want %q", got, want)
+	}
+	if err := s.Rewind(ctx, "s2", ""); err != nil {
+		t.Fatal(err)
+	}
+	step2 := "2 [0, 1] ['f1.txt', 'f2.txt', 'shared.txt'] {'f1.txt': '1', 'f2.txt': '2', 'shared.txt': 'v2'}\n"
+	if got := out(t, s, show); got != step2 {
+		t.Fatalf("after the rewind to step 2: %q, want %q", got, step2)
+	}
+	// New code runs from step 2: a branch.
+	out(t, s, "x += 10\ndata.append('b')\nopen('shared.txt', 'a').write('+branch')")
+	if err := s.Snapshot(ctx, "s6"); err != nil {
+		t.Fatal(err)
+	}
+	branch := "12 [0, 1, 'b'] ['f1.txt', 'f2.txt', 'shared.txt'] {'f1.txt': '1', 'f2.txt': '2', 'shared.txt': 'v2+branch'}\n"
+	if got := out(t, s, show); got != branch {
+		t.Fatalf("the branch from step 2: %q", got)
+	}
+	// Step 2 stays available, and so does step 5 on the other branch.
+	if err := s.Rewind(ctx, "s5", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, s, "print(x, open('shared.txt').read())"); got != "5 v5\n" {
+		t.Fatalf("back on step 5: %q", got)
+	}
+	if err := s.Rewind(ctx, "s6", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// A fork from step 3 and the original go on independently.
+	f, err := s.Fork(ctx, "s3", "", sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	defer f.Close()
+	step3 := "3 [0, 1, 2] ['f1.txt', 'f2.txt', 'f3.txt', 'shared.txt'] {'f1.txt': '1', 'f2.txt': '2', 'f3.txt': '3', 'shared.txt': 'v3'}\n"
+	if got := out(t, f, show); got != step3 {
+		t.Fatalf("the fork from step 3: %q, want %q", got, step3)
+	}
+	if got := out(t, s, show); got != branch {
+		t.Fatalf("the original after the fork: %q, want %q", got, branch)
+	}
+	out(t, f, "x = 'fork'\nopen('shared.txt', 'w').write('fork')")
+	out(t, s, "x = 'orig'\nopen('shared.txt', 'w').write('orig')")
+	if got := out(t, f, "print(x, open('shared.txt').read())"); got != "fork fork\n" {
+		t.Fatalf("fork: %q", got)
+	}
+	if got := out(t, s, "print(x, open('shared.txt').read())"); got != "orig orig\n" {
+		t.Fatalf("original: %q", got)
+	}
+
+	// Six kept steps with a cap of five: step 1 went first, and says why.
+	err = s.Rewind(ctx, "s1", "")
+	if e := sandbox.AsError(err); err == nil || e.Kind != sandbox.KindConflict || !strings.Contains(e.Message, "5 newest") {
+		t.Fatalf("rewind to a step the cap dropped: %v", err)
+	}
+	s.Forget("s2")
+	time.Sleep(200 * time.Millisecond) // Forget is asynchronous
+	if err := s.Rewind(ctx, "s2", ""); sandbox.AsError(err).Kind != sandbox.KindConflict {
+		t.Fatalf("rewind to a forgotten step: %v", err)
+	}
+}
+
+// Ten pause/resume cycles lose nothing: variables, files in the work directory and /tmp, and
+// the kept steps (their parked processes are in the checkpoint). A second runtime over the same
+// store (a restarted daemon) restores the session from its reference.
+func TestPauseResumeCycles(t *testing.T) {
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	out(t, s, "n = 0\nlog = []\nopen('/tmp/t.txt', 'w').write('tmp')")
+	if err := s.Snapshot(ctx, "s0"); err != nil {
+		t.Fatal(err)
+	}
+	var ref string
+	for i := 1; i <= 10; i++ {
+		r, err := s.Pause(ctx)
+		if err != nil {
+			t.Fatalf("pause %d: %v", i, err)
+		}
+		ref = r.Ref
+		if i%2 == 0 {
+			if err := s.Resume(ctx); err != nil {
+				t.Fatalf("resume %d: %v", i, err)
+			}
+		} // odd cycles: the run resumes it
+		got := out(t, s, fmt.Sprintf("n += 1\nlog.append(%d)\nopen('log.txt', 'a').write('%d,')\nprint(n, log, open('log.txt').read(), open('/tmp/t.txt').read())", i, i))
+		want := fmt.Sprintf("%d %v %s tmp\n", i, pyList(i), logFile(i))
+		if got != want {
+			t.Fatalf("after resume %d: %q, want %q", i, got, want)
+		}
+	}
+	// A step kept before the pauses is still there.
+	if err := s.Rewind(ctx, "s0", ""); err != nil {
+		t.Fatalf("rewind after ten pauses: %v", err)
+	}
+	if got := out(t, s, "import os\nprint(n, log, os.path.exists('log.txt'))"); got != "0 [] False\n" {
+		t.Fatalf("step 0 after ten pauses: %q", got)
+	}
+	out(t, s, "n = 99")
+	r, err := s.Pause(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref = r.Ref
+	// A restarted daemon: a runtime of its own over the same store.
+	rt2 := ttRuntime(t, Options{Snapshots: store})
+	s2, err := rt2.Restore(ctx, ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := out(t, s2, "print(n, open('/tmp/t.txt').read())"); got != "99 tmp\n" {
+		t.Fatalf("restored by another runtime: %q", got)
+	}
+}
+
+func pyList(i int) string {
+	var b strings.Builder
+	b.WriteString("[")
+	for k := 1; k <= i; k++ {
+		if k > 1 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, k)
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+func logFile(i int) string {
+	var b strings.Builder
+	for k := 1; k <= i; k++ {
+		fmt.Fprintf(&b, "%d,", k)
+	}
+	return b.String()
+}
+
+// A step holding a 1M-row DataFrame is snapshotted and rewound to exactly.
+func TestSnapshotDataFrame(t *testing.T) {
+	rt := ttRuntime(t, Options{})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	out(t, s, "import numpy as np, pandas as pd\ndf = pd.DataFrame(np.random.default_rng(1).random((1_000_000, 6)), columns=list('abcdef'))\ndf.to_parquet('df.parquet') if False else df.head(1000).to_csv('df.csv')\nsum0 = float(df.values.sum())")
+	if err := s.Snapshot(ctx, "df"); err != nil {
+		t.Fatal(err)
+	}
+	out(t, s, "df.loc[::10, 'a'] = -1.0\ndf['g'] = 0\ndf.head(10).to_csv('df.csv')")
+	if err := s.Rewind(ctx, "df", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, s, "import pandas as pd\nprint(df.shape, float(df.values.sum()) == sum0, len(pd.read_csv('df.csv')))"); got != "(1000000, 6) True 1000\n" {
+		t.Fatalf("after the rewind: %q", got)
+	}
+}
