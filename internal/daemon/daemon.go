@@ -255,6 +255,7 @@ func startHeavy(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 		Logger:        w.log,
 	}
 	opts.PoolMemoryBytes, opts.PoolShrinkAfter, opts.Preload = hc.PoolMemoryBytes(), hc.PoolShrinkAfter.D(), hc.PreloadModules()
+	hc.ApplySnapshots(&opts)
 	if w.gw != nil {
 		opts.Egress = w.gw
 	}

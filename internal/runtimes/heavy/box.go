@@ -40,6 +40,7 @@ type box struct {
 	startTime time.Duration
 	python    string
 	features  []string // what the guest said it has (proto.Feature*)
+	snapBase  int64    // the memory limit before snapshots raised it (timetravel.go); 0 before
 	restored  bool     // from the template, not booted
 
 	wmu sync.Mutex

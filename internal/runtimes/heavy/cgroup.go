@@ -133,6 +133,23 @@ func (c *cgroups) memoryPeak() int64 {
 	return n
 }
 
+// raiseMemory raises the sandbox's memory limit to n bytes (never lowers it).
+func (c *cgroups) raiseMemory(n int64) error {
+	if cur := c.memoryLimit(); cur <= 0 || n <= cur {
+		return nil
+	}
+	v := []byte(strconv.FormatInt(n, 10))
+	if c.v2 {
+		return os.WriteFile(filepath.Join(cgroupRoot, c.path, "memory.max"), v, 0)
+	}
+	dir := filepath.Join(cgroupRoot, "memory", c.path)
+	// memsw may not be below the limit: it goes first on the way up.
+	if err := os.WriteFile(filepath.Join(dir, "memory.memsw.limit_in_bytes"), v, 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), v, 0)
+}
+
 // memoryUsage is the memory the sandbox uses now; memoryLimit its limit (0 if unknown).
 func (c *cgroups) memoryUsage() int64 {
 	return c.memoryFile("memory.usage_in_bytes", "memory.current")

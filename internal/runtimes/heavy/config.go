@@ -44,6 +44,22 @@ type Config struct {
 	// StateDir holds the heavy tier's sandboxes while they run. Default DATA_DIR/heavy. One
 	// daemon per state directory: a second one is refused.
 	StateDir string `json:"state_dir"`
+	// SnapshotKeep caps the steps whose in-sandbox snapshots a session keeps for a fast rewind
+	// (parked forks of its Python process and copies of its changed files), the newest. Default
+	// 16. SnapshotKeepFor expires them (default 1h). SnapshotFilesMB caps the changed file
+	// content one step's snapshot copies (default 256). SnapshotMemoryMB is the memory a
+	// session's sandbox gets above its limit for them (default 256); past its own limit the
+	// oldest go first. A rewind to a dropped step is a conflict that says why.
+	SnapshotKeep     int             `json:"snapshot_keep"`
+	SnapshotKeepFor  config.Duration `json:"snapshot_keep_for"`
+	SnapshotFilesMB  int64           `json:"snapshot_files_mb"`
+	SnapshotMemoryMB int64           `json:"snapshot_memory_mb"`
+}
+
+// ApplySnapshots sets the snapshot settings of c on opts (zero keeps a default).
+func (c Config) ApplySnapshots(opts *Options) {
+	opts.SnapshotKeep, opts.SnapshotKeepFor = c.SnapshotKeep, c.SnapshotKeepFor.D()
+	opts.SnapshotFilesBytes, opts.SnapshotMemoryBytes = c.SnapshotFilesMB<<20, c.SnapshotMemoryMB<<20
 }
 
 // DefaultConfig is the heavy section with every default filled in.
@@ -84,6 +100,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: heavy.max_sandboxes must be at least 1")
 	case c.CPUs < 0:
 		return fmt.Errorf("config: heavy.cpus must not be negative")
+	case c.SnapshotKeep < 0 || c.SnapshotKeep > 256, c.SnapshotKeepFor < 0, c.SnapshotFilesMB < 0, c.SnapshotMemoryMB < 0:
+		return fmt.Errorf("config: heavy.snapshot_keep must be between 0 and 256, and snapshot_keep_for, snapshot_files_mb and snapshot_memory_mb must not be negative")
 	}
 	return nil
 }

@@ -92,9 +92,12 @@ type Options struct {
 	// SnapshotKeep caps the steps whose snapshots a session's sandbox keeps (parked forks and
 	// file trees), the newest; SnapshotKeepFor expires them; SnapshotFilesBytes caps the file
 	// content one step's snapshot may copy (timetravel.go). Defaults 16, 1h, 256 MiB.
-	SnapshotKeep       int
-	SnapshotKeepFor    time.Duration
-	SnapshotFilesBytes int64
+	// SnapshotMemoryBytes is the memory a session's sandbox gets above its limit for its
+	// snapshots. Default 256 MiB.
+	SnapshotKeep        int
+	SnapshotKeepFor     time.Duration
+	SnapshotFilesBytes  int64
+	SnapshotMemoryBytes int64
 	// Snapshots is the store paused sessions' checkpoints go into. Nil: sessions cannot pause.
 	Snapshots *snapstore.Store
 	Logger    *slog.Logger
@@ -195,6 +198,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.SnapshotKeepFor <= 0 {
 		opts.SnapshotKeepFor = defaultSnapshotKeepFor
+	}
+	if opts.SnapshotMemoryBytes <= 0 {
+		opts.SnapshotMemoryBytes = defaultSnapshotMemoryBytes
 	}
 	if opts.SnapshotFilesBytes <= 0 {
 		opts.SnapshotFilesBytes = defaultSnapshotFilesBytes

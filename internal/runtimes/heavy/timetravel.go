@@ -24,9 +24,12 @@ import (
 //     into a root-only tree. That is the in-memory part the next run waits for (~10–40 ms).
 //     Rewind wakes the parked child. Kept snapshots are capped (Options.SnapshotKeep) and
 //     expired (SnapshotKeepFor): each fork costs ~24 MB at once and gVisor copies 2 MiB on every
-//     copy-on-write break, all of it counted in the sandbox's memory limit; when the sandbox's
-//     memory nears its limit the oldest are dropped first. A dropped step's rewind is a conflict
-//     naming why.
+//     copy-on-write break, all of it counted in the sandbox's cgroup. The first snapshot raises
+//     the cgroup's limit by SnapshotMemoryBytes; after each snapshot, while the sandbox uses more
+//     than the limit it was made with, the oldest snapshots are dropped, so the code keeps the
+//     memory it was promised and the snapshots live in the room above. (A step that rewrites
+//     more memory than that room while many snapshots are kept can still reach the raised
+//     limit.) A dropped step's rewind is a conflict naming why.
 //   - Persist keeps steps in memory only (an empty reference): a `runsc checkpoint` takes ~0.2–1 s
 //     and 60–300 MB, too much for every step.
 //   - Pause checkpoints the whole sandbox (`runsc checkpoint`, the container ends) into the
@@ -46,12 +49,10 @@ import (
 
 // Defaults of the kept in-sandbox snapshots.
 const (
-	defaultSnapshotKeep       = 16
-	defaultSnapshotKeepFor    = time.Hour
-	defaultSnapshotFilesBytes = 256 << 20
-	// snapshotMemoryShare: above this share of its memory limit, a sandbox drops its oldest
-	// kept snapshots (all but the newest) before it is killed for it.
-	snapshotMemoryShare = 0.75
+	defaultSnapshotKeep        = 16
+	defaultSnapshotKeepFor     = time.Hour
+	defaultSnapshotFilesBytes  = 256 << 20
+	defaultSnapshotMemoryBytes = 256 << 20
 )
 
 // manifestKind names the body of a heavy checkpoint's manifest.
@@ -127,6 +128,16 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 	if _, ok := s.tt.snaps[step]; ok {
 		return nil
 	}
+	if b.snapBase == 0 {
+		// The snapshots' memory is counted in the sandbox's cgroup: they get room of their own
+		// above the limit the session was made with.
+		if base := b.cg.memoryLimit(); base > 0 {
+			if err := b.cg.raiseMemory(base + s.rt.opts.SnapshotMemoryBytes); err != nil {
+				s.rt.log.Info("heavy: raising a sandbox's memory for its snapshots", "err", err)
+			}
+			b.snapBase = base
+		}
+	}
 	s.tt.nextSnap++
 	id := s.tt.nextSnap
 	_, err = b.request(ctx, &proto.Frame{Op: proto.OpSnapshot, Snap: id, MaxBytes: s.rt.opts.SnapshotFilesBytes})
@@ -158,15 +169,16 @@ func (s *session) retainLocked(ctx context.Context, b *box) {
 			why[st] = fmt.Sprintf("its snapshot expired after %v (heavy.snapshot_keep_for)", keepFor)
 		}
 	}
-	if limit := b.cg.memoryLimit(); limit > 0 {
-		for len(s.tt.order)-len(drop) > 1 && float64(b.cg.memoryUsage()) > snapshotMemoryShare*float64(limit) {
-			st := s.tt.order[len(drop)]
-			drop = append(drop, st)
-			why[st] = fmt.Sprintf("the sandbox's memory neared its limit (%d MiB): the oldest snapshots go first", limit>>20)
-			s.dropLocked(ctx, b, drop[len(drop)-1:], why)
+	s.dropLocked(ctx, b, drop, why)
+	// Memory: past the limit the session was made with, the oldest go (the budget above it is
+	// the next steps' room).
+	if base := b.snapBase; base > 0 {
+		for len(s.tt.order) > 1 && b.cg.memoryUsage() > base {
+			st := s.tt.order[0]
+			s.dropLocked(ctx, b, []string{st}, map[string]string{st: fmt.Sprintf(
+				"the sandbox's memory passed its limit of %d MiB with snapshots kept: the oldest go first (heavy.snapshot_memory_mb is the room above it)", base>>20)})
 		}
 	}
-	s.dropLocked(ctx, b, drop, why)
 }
 
 // dropLocked drops steps' snapshots in the sandbox and remembers why.
@@ -605,6 +617,10 @@ func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits 
 		if err != nil {
 			<-rt.slots
 			return nil, err
+		}
+		// The checkpoint holds the kept snapshots' processes: their room comes back with them.
+		if base := b.cg.memoryLimit(); base > 0 && b.cg.raiseMemory(base+rt.opts.SnapshotMemoryBytes) == nil {
+			b.snapBase = base
 		}
 		if err := b.launch(ctx, rt, "restore", []string{"--image-path", dir}, false); err != nil {
 			lastErr = err
