@@ -24,8 +24,8 @@ type session struct {
 	// pool (a miss, or limits other than the pool's): that run's timings say "cold", with the
 	// sandbox's restore or boot as their start, as a cold one-shot run's do.
 	cold atomic.Bool
-	smu    sync.Mutex // guards b, which a pause ends and a resume replaces (nil while paused)
-	tt     tt         // time travel (timetravel.go), guarded by mu
+	smu  sync.Mutex // guards b, which a pause ends and a resume replaces (nil while paused)
+	tt   tt         // time travel (timetravel.go), guarded by mu
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
