@@ -521,6 +521,8 @@ func (s *session) restoreFrom(ctx context.Context, body *checkpointBody, dir str
 	s.b = b
 	s.smu.Unlock()
 	s.tt.imgDir = dir
+	// The first result after a resume says cold, with the restore as its start.
+	s.cold.Store(true)
 	return nil
 }
 
