@@ -123,7 +123,7 @@ type govFixture struct {
 	dir     string
 }
 
-func newGovFixture(t *testing.T) *govFixture {
+func newGovFixture(t testing.TB) *govFixture {
 	t.Helper()
 	pdir := t.TempDir()
 	for name, y := range map[string]string{"srv": serverProfile, "sess": sessionProfile, "blocking": blockingProfile} {
@@ -370,4 +370,31 @@ func TestViolationsRaiseAlerts(t *testing.T) {
 			t.Errorf("alert: %+v", a)
 		}
 	}
+}
+
+// BenchmarkGovernance is what the profiles' lists and the intent add to a call: resolving the
+// call's policy (server's profile, a named intent) and deciding the tool, and opening and
+// clearing the intent for the server's traffic.
+func BenchmarkGovernance(b *testing.B) {
+	f := newGovFixture(b)
+	s, _ := f.m.Get("net")
+	ctx := WithCall(context.Background(), mcp.Meta{MetaIntent: "research"}, nil)
+	b.Run("policy+decide", func(b *testing.B) {
+		for b.Loop() {
+			pol, err := f.m.policy(ctx, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pol.decideTool(s, "special")
+		}
+	})
+	b.Run("intent-lease", func(b *testing.B) {
+		var l intentLease
+		for b.Loop() {
+			if err := f.m.acquire(ctx, &l, s, "research"); err != nil {
+				b.Fatal(err)
+			}
+			f.m.release(&l, s)
+		}
+	})
 }
