@@ -88,7 +88,11 @@ func (u *UI) sessionsPage(w http.ResponseWriter, r *http.Request, c *call) {
 
 // row describes a session for a table: its state and number of steps.
 func (u *UI) row(c *call, s sandbox.SessionInfo) sessionRow {
-	return sessionRow{SessionInfo: s, State: "live", Steps: s.Runs}
+	state := string(s.State)
+	if state == "" {
+		state = string(sandbox.SessionLive)
+	}
+	return sessionRow{SessionInfo: s, State: state, Steps: s.Steps}
 }
 
 func (u *UI) sessionPage(w http.ResponseWriter, r *http.Request, c *call) {
@@ -101,7 +105,13 @@ func (u *UI) sessionPage(w http.ResponseWriter, r *http.Request, c *call) {
 		u.fail(w, r, c, "session", err)
 		return
 	}
-	data := map[string]any{"Session": u.row(c, info)}
+	data := map[string]any{"Session": u.row(c, info), "Flash": r.URL.Query().Get("done")}
+	steps, head, err := c.view.Steps(info.ID)
+	if err != nil {
+		u.fail(w, r, c, "steps", err)
+		return
+	}
+	data["Timeline"] = layoutTimeline(info.ID, steps, head)
 	if c.id.Has(auth.ScopeAuditRead) {
 		recs, err := u.records(r.Context(), c, sandbox.AuditFilter{Session: info.ID, Limit: 200})
 		if err != nil {

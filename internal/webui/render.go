@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -112,7 +113,10 @@ var funcs = template.FuncMap{
 	"add":      func(a, b int) int { return a + b },
 	"join":     strings.Join,
 	"list":     func(s ...string) []string { return s },
+	"itoa":     itoa,
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 // ago says how long before now t was, in the largest unit that fits.
 func ago(t time.Time) string {

@@ -21,9 +21,10 @@ type Engine interface {
 }
 
 // View is what the console calls on the engine as the logged-in caller sees it (a
-// *sandbox.View): the sessions, their artifacts and the audit log. Another tenant's things are
-// not found there, so the console has no ownership rules of its own.
+// *sandbox.View): the sessions and their steps, their artifacts and the audit log. Another
+// tenant's things are not found there, so the console has no ownership rules of its own.
 type View interface {
+	Steps
 	Sessions() []sandbox.SessionInfo
 	Session(id string) (sandbox.SessionInfo, error)
 	Artifact(id string) (sandbox.Artifact, io.ReadSeekCloser, error)
@@ -87,6 +88,8 @@ type UI struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
 	verify   *verifyCache
+	// inspections keeps what steps held, read once (steps.go).
+	inspections *inspections
 }
 
 // New builds the console.
@@ -125,6 +128,8 @@ func New(opts Options) (*UI, error) {
 		pages:    p,
 		log:      opts.Logger,
 		verify:   &verifyCache{check: opts.VerifyAudit, now: opts.Now},
+
+		inspections: newInspections(),
 	}
 	u.mux = u.routes()
 	return u, nil
@@ -143,6 +148,11 @@ func (u *UI) routes() *http.ServeMux {
 	}))
 	mux.Handle("GET /ui/sessions", u.page(u.sessionsPage))
 	mux.Handle("GET /ui/sessions/{id}", u.page(u.sessionPage))
+	mux.Handle("GET /ui/sessions/{id}/steps/{step}", u.page(u.stepPage))
+	mux.Handle("POST /ui/sessions/{id}/rewind", u.change(u.rewind))
+	mux.Handle("POST /ui/sessions/{id}/fork", u.change(u.fork))
+	mux.Handle("POST /ui/sessions/{id}/pause", u.change(u.pause))
+	mux.Handle("POST /ui/sessions/{id}/resume", u.change(u.resume))
 	mux.Handle("GET /ui/artifacts/{id}", u.page(u.artifact))
 	mux.Handle("GET /ui/audit", u.page(u.auditPage))
 	mux.Handle("POST /ui/audit/verify", u.change(u.verifyNow))

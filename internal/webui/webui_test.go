@@ -46,6 +46,14 @@ func newConsole(t *testing.T, tlsOn bool) *console {
 		}
 		return res, nil
 	}
+	return newConsoleWith(t, f, tlsOn)
+}
+
+// newConsoleOf is a console over the tier rt, on plain HTTP.
+func newConsoleOf(t *testing.T, rt sandbox.Runtime) *console { return newConsoleWith(t, rt, false) }
+
+func newConsoleWith(t *testing.T, rt sandbox.Runtime, tlsOn bool) *console {
+	t.Helper()
 	store, err := artifacts.Open(t.TempDir(), artifacts.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +63,7 @@ func newConsole(t *testing.T, tlsOn bool) *console {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{f}, Artifacts: store, Logger: log})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}, Artifacts: store, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,263 @@
+package webui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// memTier is a tier whose sessions keep variables in a map and snapshot, rewind and fork by
+// copying it: enough of the time-travel contract for the console's pages, which are about the
+// code around the tier. Code is lines "name = value"; a line "plot" makes a PNG figure; the core's
+// inspection script prints the variables as that script would.
+type memTier struct{}
+
+type memSession struct {
+	mu    sync.Mutex
+	vars  map[string]string
+	snaps map[string]map[string]string
+}
+
+// Interface guards.
+var (
+	_ sandbox.Runtime     = memTier{}
+	_ sandbox.Snapshotter = (*memSession)(nil)
+)
+
+func (memTier) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Tier: "nano", Sessions: true, Contained: true, Snapshot: true, Rewind: true, Fork: true}
+}
+
+func (memTier) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	return newMemSession(nil).Run(ctx, req)
+}
+
+func (memTier) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
+	return newMemSession(nil), nil
+}
+
+func (memTier) Close() error { return nil }
+
+func newMemSession(vars map[string]string) *memSession {
+	if vars == nil {
+		vars = map[string]string{}
+	}
+	return &memSession{vars: vars, snaps: map[string]map[string]string{}}
+}
+
+func (s *memSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if strings.Contains(req.Code, "_agentbox_inspect") {
+		type v struct {
+			Name string `json:"name"`
+			Type string `json:"type"`
+			Size int64  `json:"size"`
+			Repr string `json:"repr"`
+		}
+		out := struct {
+			Variables []v   `json:"variables"`
+			Files     []any `json:"files"`
+		}{Files: []any{}}
+		for _, k := range sortedKeys(s.vars) {
+			out.Variables = append(out.Variables, v{Name: k, Type: "int", Size: 28, Repr: s.vars[k]})
+		}
+		b, _ := json.Marshal(out)
+		return &sandbox.Result{Stdout: string(b)}, nil
+	}
+	res := &sandbox.Result{}
+	for _, line := range strings.Split(req.Code, "\n") {
+		if name, val, ok := strings.Cut(line, "="); ok {
+			s.vars[strings.TrimSpace(name)] = strings.TrimSpace(val)
+		}
+		if strings.TrimSpace(line) == "plot" {
+			res.Artifacts = append(res.Artifacts, sandbox.Artifact{Name: "figure-1.png", MIME: "image/png", Content: png})
+		}
+	}
+	res.Stdout = fmt.Sprintf("vars: %d\n", len(s.vars))
+	return res, nil
+}
+
+func (s *memSession) Close() error { return nil }
+
+func (s *memSession) Snapshot(_ context.Context, step string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snaps[step] = maps.Clone(s.vars)
+	return nil
+}
+
+func (s *memSession) Persist(context.Context, string) (sandbox.SnapshotRef, error) {
+	return sandbox.SnapshotRef{}, nil // kept in memory only
+}
+
+func (s *memSession) Rewind(_ context.Context, step, _ string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, ok := s.snaps[step]
+	if !ok {
+		return sandbox.Errorf(sandbox.KindConflict, "no snapshot of %s", step)
+	}
+	s.vars = maps.Clone(snap)
+	return nil
+}
+
+func (s *memSession) Fork(_ context.Context, step, _ string, _ sandbox.SessionOptions) (sandbox.Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	snap, ok := s.snaps[step]
+	if !ok {
+		return nil, sandbox.Errorf(sandbox.KindConflict, "no snapshot of %s", step)
+	}
+	return newMemSession(maps.Clone(snap)), nil
+}
+
+func (s *memSession) Forget(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.snaps, step)
+}
+
+func sortedKeys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+var stepLink = regexp.MustCompile(`href="/ui/sessions/(sb_[0-9a-f]+)/steps/(st_[^"]+)"`)
+
+// stepsOf returns the step ids the timeline links to, in order, without repeats.
+func stepsOf(page string) []string {
+	if i := strings.Index(page, `<ol class="steps">`); i >= 0 {
+		page = page[i:]
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range stepLink.FindAllStringSubmatch(page, -1) {
+		if !seen[m[2]] {
+			seen[m[2]] = true
+			out = append(out, m[2])
+		}
+	}
+	return out
+}
+
+// TestStepPages walks a session's steps as a person does: the timeline, a step with its figure,
+// variables and the diff with its parent, a rewind (refused without the token, done with it), the
+// branch the next run opens, and a fork.
+func TestStepPages(t *testing.T) {
+	t.Parallel()
+	c := newConsoleOf(t, memTier{})
+	ctx := context.Background()
+	acmeKey, _ := c.tenantKey(t, "acme", auth.ScopeSessions, auth.ScopeAuditRead)
+	globexKey, _ := c.tenantKey(t, "globex", auth.ScopeSessions)
+	acme := c.m.As(sandbox.Caller{Tenant: "acme", Agent: "acme-agent"})
+	s, err := acme.CreateSession(ctx, sandbox.SessionOptions{Tier: "nano"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []string{"x = 1", "y = 2\nplot", "x = 3"} {
+		if _, err := acme.RunInSession(ctx, s.ID, &sandbox.RunRequest{Code: code}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps, _, err := acme.Steps(s.ID)
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("steps: %v %v", steps, err)
+	}
+	b := c.browser(t)
+	token := b.login(acmeKey)
+
+	_, page := b.get("/ui/sessions/" + s.ID)
+	if got := stepsOf(page); len(got) != 3 || got[0] != steps[0].ID || got[2] != steps[2].ID {
+		t.Fatalf("the timeline links %v, want the 3 steps in order:\n%s", got, page)
+	}
+	if strings.Contains(page, "lane-1") {
+		t.Errorf("a timeline without a branch has a second lane")
+	}
+
+	res, page := b.get("/ui/sessions/" + s.ID + "/steps/" + steps[1].ID)
+	if res.StatusCode != 200 {
+		t.Fatalf("step page: %d\n%s", res.StatusCode, page)
+	}
+	art := steps[1].Artifacts[0].ID
+	for _, want := range []string{`<img src="/ui/artifacts/` + art + `"`, `id="variables"`, `<td class="mono">y</td>`, "plot",
+		`<li class="add"><span class="sign">+</span> <span class="mono">y</span>`, "vars: 2"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("step 2's page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, `<span class="mono">x</span>`) {
+		t.Errorf("step 2's diff lists x, which step 2 did not change:\n%s", page)
+	}
+
+	// Rewind needs the token; without it nothing moves.
+	rewind := "/ui/sessions/" + s.ID + "/rewind"
+	if res, _ := b.do("POST", rewind, url.Values{"step": {steps[0].ID}}, nil); res.StatusCode != http.StatusForbidden {
+		t.Errorf("a rewind without the token: %d", res.StatusCode)
+	}
+	if info, _ := acme.Session(s.ID); info.Head != steps[2].ID {
+		t.Errorf("the refused rewind moved the head to %s", info.Head)
+	}
+	g := c.browser(t)
+	g.login(globexKey)
+	gtoken := field(t, func() string { _, p := g.get("/ui/sessions"); return p }())
+	if res, _ := g.do("POST", rewind, url.Values{"csrf": {gtoken}, "step": {steps[0].ID}}, nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant's rewind: %d", res.StatusCode)
+	}
+	if res, _ := g.get("/ui/sessions/" + s.ID + "/steps/" + steps[1].ID); res.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant's step page: %d", res.StatusCode)
+	}
+	res, _ = b.do("POST", rewind, url.Values{"csrf": {token}, "step": {steps[0].ID}}, nil)
+	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/sessions/"+s.ID+"?done=") {
+		t.Fatalf("rewind: %d to %q", res.StatusCode, loc)
+	}
+	if info, _ := acme.Session(s.ID); info.Head != steps[0].ID {
+		t.Errorf("after the rewind the head is %s, want %s", info.Head, steps[0].ID)
+	}
+	if res, _ := b.do("POST", rewind, url.Values{"csrf": {token}, "step": {"st_nope"}}, nil); res.StatusCode != http.StatusNotFound {
+		t.Errorf("a rewind to no step: %d", res.StatusCode)
+	}
+
+	// The next run opens a branch from step 1: a second lane.
+	if _, err := acme.RunInSession(ctx, s.ID, &sandbox.RunRequest{Code: "z = 9"}); err != nil {
+		t.Fatal(err)
+	}
+	_, page = b.get("/ui/sessions/" + s.ID)
+	if !strings.Contains(page, `class="lane-1 head"`) || len(stepsOf(page)) != 4 {
+		t.Errorf("the timeline after a rewind and a run has no branch:\n%s", page)
+	}
+
+	// A fork from step 2 is a new session of acme's, whose page shows.
+	res, _ = b.do("POST", "/ui/sessions/"+s.ID+"/fork", url.Values{"csrf": {token}, "step": {steps[1].ID}}, nil)
+	loc := res.Header.Get("Location")
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/sessions/sb_") || strings.HasPrefix(loc, "/ui/sessions/"+s.ID) {
+		t.Fatalf("fork: %d to %q", res.StatusCode, loc)
+	}
+	forked := strings.TrimPrefix(loc[:strings.Index(loc, "?")], "/ui/sessions/")
+	if res, page := b.get(loc); res.StatusCode != 200 || !strings.Contains(page, "forked from") {
+		t.Errorf("the forked session's page: %d", res.StatusCode)
+	}
+	if info, err := acme.Session(forked); err != nil || info.Tenant != "acme" {
+		t.Errorf("the fork: %+v %v", info, err)
+	}
+}
