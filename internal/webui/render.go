@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // assets are the console's templates, style sheet and script, built into the binary.
@@ -114,9 +116,21 @@ var funcs = template.FuncMap{
 	"join":     strings.Join,
 	"list":     func(s ...string) []string { return s },
 	"itoa":     itoa,
+	"snap":     snapLabel,
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// snapLabel words a step's snapshot state for a badge.
+func snapLabel(s sandbox.SnapshotState) string {
+	switch s {
+	case sandbox.SnapshotNone, "":
+		return "no snapshot"
+	case sandbox.SnapshotKept:
+		return "in memory"
+	}
+	return string(s)
+}
 
 // ago says how long before now t was, in the largest unit that fits.
 func ago(t time.Time) string {

@@ -102,13 +102,15 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 		}()
 	}
 	// The audit records of the step's run: the session's records from its start to the next
-	// step's (runs of a session do not overlap).
+	// step's (a session's runs do not overlap, and a run's record is written before its result
+	// is answered, so before the next run starts). The records carry no step id: the window is
+	// the link, exact for every step but the last, whose window closes 2 s after its run.
 	until := st.Started.Add(st.Took).Add(2 * time.Second)
 	if i+1 < len(steps) && steps[i+1].Started.Before(until) {
 		until = steps[i+1].Started
 	}
 	if c.id.Has(auth.ScopeAuditRead) {
-		recs, err := u.records(r.Context(), c, sandbox.AuditFilter{Session: id, Since: st.Started.Add(-time.Millisecond), Until: until, Limit: 200})
+		recs, err := u.records(r.Context(), c, sandbox.AuditFilter{Session: id, Since: st.Started, Until: until, Limit: 200})
 		if err == nil {
 			data["Records"] = recs
 		}

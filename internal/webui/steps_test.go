@@ -206,6 +206,9 @@ func TestStepPages(t *testing.T) {
 			t.Errorf("step 2's page lacks %q", want)
 		}
 	}
+	if n := strings.Count(page, `<span class="kind">run</span>`); n != 1 {
+		t.Errorf("step 2's page shows %d run records, want its own one", n)
+	}
 	if strings.Contains(page, `<span class="mono">x</span>`) {
 		t.Errorf("step 2's diff lists x, which step 2 did not change:\n%s", page)
 	}
