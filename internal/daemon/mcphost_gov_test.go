@@ -207,6 +207,25 @@ func TestHostedGovernanceGVisor(t *testing.T) {
 			t.Fatalf("after the call under the intent: %q", got)
 		}
 	})
+	t.Run("IntentThroughOwnMCP", func(t *testing.T) {
+		// The same on agentbox's own /mcp, where the server's tools are fetcher__tool.
+		cl := mcp.NewClient(&mcp.Implementation{Name: "gov-test", Version: "1"}, nil)
+		own, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url + "/mcp",
+			HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer own.Close()
+		for _, c := range []struct {
+			meta mcp.Meta
+			want string
+		}{{research, "200 hello from api.research.test/own"}, {nil, "403 "}} {
+			res, err := own.CallTool(ctx, &mcp.CallToolParams{Meta: c.meta, Name: "fetcher__fetch", Arguments: map[string]any{"url": "http://api.research.test/own"}})
+			if err != nil || res.IsError || !strings.HasPrefix(textOf(res), c.want) {
+				t.Fatalf("fetcher__fetch with _meta %v: %v %q, want %q", c.meta, err, textOf(res), c.want)
+			}
+		}
+	})
 	t.Run("ToolLists", func(t *testing.T) {
 		if got, isErr := callT(fetcher, "forbidden", nil, nil); !isErr || !strings.Contains(got, `named by the mcp.tools.deny list of egress profile mcpnet (entry "forbidden")`) {
 			t.Fatalf("a tool the profile denies: %v %q", isErr, got)

@@ -130,6 +130,7 @@ func (m *Manager) forward(ctx context.Context, name, method string, req mcp.Requ
 		if v.Action == dlp.ActionBlock || v.Action == dlp.ActionRedact {
 			reason := "blocked before reaching the server: " + strings.TrimPrefix(v.Reason, "blocked: ")
 			done("block", reason)
+			m.violationOf(ctx, name, rec.Tool, "block", reason)
 			return nil, true, sandbox.Errorf(sandbox.KindPolicyViolation, "%s", reason)
 		}
 	}
@@ -183,6 +184,18 @@ func (m *Manager) forward(ctx context.Context, name, method string, req mcp.Requ
 	rec.ResultExcerpt = excerpt(out, 512)
 	if pr := promptscan.ScanText(modelText(res)); pr.Flagged() {
 		rec.Flagged = pr.Rules()
+		// A resource's contents or a prompt's messages are what a model reads, as a tool's
+		// result is: withheld under a profile whose mcp.prompt_scan is block (lists are flagged).
+		if s, ok := m.Get(name); ok && audited {
+			if pol, err := m.policy(ctx, s); err == nil && pol.blockPrompts {
+				reason := fmt.Sprintf("blocked: the answer of hosted MCP server %s to %s was withheld: it holds what looks like instructions to the model (%s), and the egress profile's mcp.prompt_scan is block",
+					name, method, strings.Join(rec.Flagged, ", "))
+				rec.ResultExcerpt = ""
+				done("block", reason)
+				m.violation(pol, name, rec.Tool, "block", reason)
+				return nil, true, sandbox.Errorf(sandbox.KindPolicyViolation, "%s", reason)
+			}
+		}
 	}
 	done(decision, rv.Reason)
 	return res, true, nil

@@ -209,6 +209,15 @@ func (m *Manager) violation(pol callPolicy, server, tool, decision, reason strin
 	}
 }
 
+// violationOf is violation for a request whose policy was not resolved yet (a forwarded one).
+func (m *Manager) violationOf(ctx context.Context, name, what, decision, reason string) {
+	if s, ok := m.Get(name); ok && m.opts.Egress != nil {
+		if pol, err := m.policy(ctx, s); err == nil {
+			m.violation(pol, name, what, decision, reason)
+		}
+	}
+}
+
 // intentLease opens an intent for a hosted server's own traffic while calls under it run. The
 // gateway keeps one intent per sandbox and a server's traffic cannot be told apart by call, so
 // calls under different intents (or none) take turns: a call waits until the calls under another

@@ -398,3 +398,27 @@ func BenchmarkGovernance(b *testing.B) {
 		}
 	})
 }
+
+// A resource whose contents hold instructions to the model is withheld, as a tool's result is,
+// under a profile whose mcp.prompt_scan is block, and counted as a violation.
+func TestPromptScanBlocksResource(t *testing.T) {
+	f := newGovFixture(t)
+	m, err := Open(Options{Dir: t.TempDir(), Spawn: fakeSpawn(resourceServer), Egress: f.gw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, s := range []Server{{Name: "res", Image: "fake", Command: []string{"x"}}, {Name: "resblock", Image: "fake", Profile: "blocking", Command: []string{"x"}}} {
+		if err := m.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	if r, err := connect(t, m, "res").ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///notes"}); err != nil || len(r.Contents) != 1 {
+		t.Fatalf("under flag: %+v %v", r, err)
+	}
+	_, err = connect(t, m, "resblock").ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///notes"})
+	if err == nil || !strings.Contains(err.Error(), "was withheld") || strings.Contains(err.Error(), "attacker.test") {
+		t.Fatalf("under block: %v", err)
+	}
+}
