@@ -54,8 +54,9 @@ type MCPReport = Report[MCPMachine, MCPOptions, mcpCompute]
 
 // Groups of the MCP report's rows.
 const (
-	mgCall = "mcp-call"
-	mgCold = "mcp-cold"
+	mgCall  = "mcp-call"
+	mgSplit = "mcp-split"
+	mgCold  = "mcp-cold"
 )
 
 const mcpUsage = `usage: agentbox bench mcp [flags]     (as root: it runs gVisor)
@@ -183,6 +184,7 @@ func writeMCPReport(w io.Writer, r *MCPReport) {
 		tables: []table{
 			{group: mgCall, title: "Tool call on a warm server", cols: []column{colN, colMedian, colP99, colMin,
 				{"overhead p50 ms", over}, colRatio("÷ direct", func(r Row) float64 { return r.Ratio }, fmtRatio)}},
+			{group: mgSplit, title: "Where the hosted call's time goes", cols: []column{colN, colMedian, colP99, colMin}},
 			{group: mgCold, title: "Cold start of a hosted server", cols: []column{colN, colMedian, colP99, colMin}},
 		},
 	}

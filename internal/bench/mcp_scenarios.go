@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,6 +33,12 @@ const (
 	mcpRowHosted = "/mcp/servers/everything (gVisor, governed)"
 	mcpRowOwn    = "/mcp as everything__echo"
 	mcpRowCold   = "add → first tools/list"
+
+	// The split of the hosted row (group mgSplit).
+	mcpRowHTTP   = "the daemon's HTTP and MCP handling (hosted row − Manager.Call)"
+	mcpRowCall   = "Manager.Call in process (governance + the server's round trip, no HTTP)"
+	mcpRowGov    = "governance in Manager.Call (its duration − the round trip)"
+	mcpRowServer = "the server's round trip (gVisor stdio over the guest channel, and node)"
 )
 
 // mcpEverything is the entry point of server-everything in the node-mcp image.
@@ -293,8 +300,11 @@ func runMCPScenarios(ctx context.Context, o MCPOptions, rep *MCPReport, progress
 	if hostedErr != nil {
 		rep.Rows = append(rep.Rows, Row{Group: mgCall, Name: mcpRowHosted, Error: hostedErr.Error()})
 	} else {
-		rep.Rows = append(rep.Rows, mcpRow(ctx, o.N, mcpRowHosted, false, echoCall(hostedCS, "echo")))
+		row := mcpRow(ctx, o.N, mcpRowHosted, false, echoCall(hostedCS, "echo"))
+		rep.Rows = append(rep.Rows, row)
 		hostedCS.Close()
+		progress("the split: %d calls of Manager.Call in process", o.N)
+		rep.Rows = append(rep.Rows, mcpSplit(ctx, d, o.N, row)...)
 	}
 	progress("hosted through /mcp: %d calls", o.N)
 	ownCS, err := mcpConnect(ctx, d.url+"/mcp", d.key)
@@ -348,4 +358,84 @@ func mcpColdRow(ctx context.Context, d *mcpDaemon, n int) Row {
 	s := Summarize(lat, 0)
 	row.Stats = &s
 	return row
+}
+
+// mcpSplit is where the hosted row's time goes: the same calls made in process through
+// Manager.Call (no HTTP, no MCP server on the daemon's side), and, from the gateway's own records
+// of those calls, the server's round trip (over the guest channel to node in gVisor and back)
+// and what remains of Manager.Call (governance: pin and policy checks, DLP both ways, prompt
+// scanning, the audit records). The daemon's HTTP and MCP handling is the hosted row's median
+// minus Manager.Call's.
+func mcpSplit(ctx context.Context, d *mcpDaemon, n int, hosted Row) []Row {
+	callRow := Row{Group: mgSplit, Name: mcpRowCall}
+	// Only the records of the timed calls below count.
+	skip := 0
+	if recs, err := readCallRecords(d.hosted.AuditFile()); err == nil {
+		skip = len(recs)
+	}
+	i := 0
+	lat, err := sequential(ctx, n, func(ctx context.Context) (time.Duration, error) {
+		i++
+		msg := "split " + strconv.Itoa(i)
+		args, _ := json.Marshal(map[string]string{"message": msg})
+		start := time.Now()
+		res, err := d.hosted.Call(ctx, "everything", "echo", args)
+		el := time.Since(start)
+		if err != nil {
+			return 0, err
+		}
+		if res.IsError || len(res.Content) == 0 {
+			return 0, fmt.Errorf("echo in process: a tool error or no content: %+v", res.Content)
+		}
+		return el, nil
+	})
+	if err != nil {
+		callRow.Error = err.Error()
+		return []Row{callRow}
+	}
+	cs := Summarize(lat, 0)
+	callRow.Stats = &cs
+	rows := []Row{callRow}
+	recs, err := readCallRecords(d.hosted.AuditFile())
+	if err != nil || len(recs) <= skip {
+		return append(rows, Row{Group: mgSplit, Name: mcpRowServer, Error: fmt.Sprintf("the gateway's records: %v", err)})
+	}
+	recs = recs[skip:]
+	if len(recs) > n {
+		recs = recs[len(recs)-n:] // the timed ones (the warm-up calls come first)
+	}
+	var server, gov []time.Duration
+	for _, r := range recs {
+		server = append(server, msDuration(r.ServerMS))
+		gov = append(gov, msDuration(r.DurationMS-r.ServerMS))
+	}
+	ss, gs := Summarize(server, 0), Summarize(gov, 0)
+	rows = append(rows, Row{Group: mgSplit, Name: mcpRowServer, Stats: &ss}, Row{Group: mgSplit, Name: mcpRowGov, Stats: &gs})
+	if hosted.Stats != nil {
+		// A difference of medians, not a distribution: only its median is set.
+		h := Summary{N: hosted.Stats.N, Median: hosted.Stats.Median - cs.Median}
+		rows = append([]Row{{Group: mgSplit, Name: mcpRowHTTP, Stats: &h, Detail: "a difference of medians"}}, rows...)
+	}
+	return rows
+}
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// readCallRecords reads the gateway's mcp.call records of server everything's echo, in order.
+func readCallRecords(path string) ([]mcphost.Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []mcphost.Record
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var r mcphost.Record
+		if len(line) == 0 || json.Unmarshal(line, &r) != nil {
+			continue
+		}
+		if r.Kind == "mcp.call" && r.Server == "everything" && r.Tool == "echo" && r.Decision == "allow" {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }

@@ -32,27 +32,50 @@ type Record struct {
 	Findings      []string `json:"findings,omitempty"` // detector[:rule]@where
 	Flagged       []string `json:"flagged,omitempty"`  // prompt-scanner rules, "description:" or "result:" first
 	DurationMS    float64  `json:"duration_ms,omitempty"`
-	PinHash       string   `json:"pin_hash,omitempty"`
-	Changes       []string `json:"changes,omitempty"`
+	// ServerMS is the part of DurationMS the server took to answer (the round trip to its
+	// process, or to the remote server): the rest is the gateway's. In this file only (bench mcp
+	// reads it), not in the signed log.
+	ServerMS float64  `json:"server_ms,omitempty"`
+	PinHash  string   `json:"pin_hash,omitempty"`
+	Changes  []string `json:"changes,omitempty"`
 }
 
 // fileAudit appends records as JSON lines.
 type fileAudit struct {
 	mu   sync.Mutex
 	path string
+	f    *os.File // kept open between records: opening it for each was a cost of every call
 }
 
 func (a *fileAudit) write(r Record) {
 	b, _ := json.Marshal(r)
+	b = append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_ = os.MkdirAll(filepath.Dir(a.path), 0o700)
-	f, err := os.OpenFile(a.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return
+	for try := 0; try < 2; try++ {
+		if a.f == nil {
+			_ = os.MkdirAll(filepath.Dir(a.path), 0o700)
+			f, err := os.OpenFile(a.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+			if err != nil {
+				return
+			}
+			a.f = f
+		}
+		if _, err := a.f.Write(b); err == nil {
+			return
+		}
+		a.f.Close() // and open it again once
+		a.f = nil
 	}
-	_, _ = f.Write(append(b, '\n'))
-	f.Close()
+}
+
+func (a *fileAudit) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.f != nil {
+		a.f.Close()
+		a.f = nil
+	}
 }
 
 func digest(b []byte) string {

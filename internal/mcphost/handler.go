@@ -31,15 +31,49 @@ func (m *Manager) serverFor(ctx context.Context, name string) *mcp.Server {
 	if _, ok := m.Get(name); !ok {
 		return nil // 400 from the SDK
 	}
-	var tools []*mcp.Tool
-	var cs *mcp.ClientSession
 	// A server that cannot be started (or reached) still answers: no tools listed, and every
 	// call and request says why, typed, through the middleware below.
-	if h, s, err := m.hostOf(ctx, name); err == nil {
-		h.mu.Lock()
-		tools, cs = m.listed(ctx, s, h), h.session
-		h.mu.Unlock()
+	h, s, err := m.hostOf(ctx, name)
+	if err != nil {
+		return m.buildServer(name, nil, nil)
 	}
+	// The MCP server is built once per client session, pin and listing policy, and kept: adding
+	// the tools (the SDK resolves each schema) was most of the gateway's cost per call.
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	tools := m.listed(ctx, s, h)
+	key := serverKey{session: h.session, pin: h.pin.Hash, listed: listedKey(tools)}
+	if h.built != nil && h.builtKey == key {
+		return h.built
+	}
+	h.built, h.builtKey = m.buildServer(name, tools, h.session), key
+	return h.built
+}
+
+// serverKey is what the MCP server of /mcp/servers/NAME is built from.
+type serverKey struct {
+	session *mcp.ClientSession
+	pin     string
+	listed  string
+}
+
+// listedKey tells listings apart: the tools' names, each with its _meta (where a flag is).
+func listedKey(tools []*mcp.Tool) string {
+	var b strings.Builder
+	for _, t := range tools {
+		b.WriteString(t.Name)
+		if len(t.Meta) > 0 {
+			m, _ := json.Marshal(t.Meta)
+			b.Write(m)
+		}
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// buildServer is the MCP server of /mcp/servers/NAME listing tools, whose capabilities are
+// those of cs.
+func (m *Manager) buildServer(name string, tools []*mcp.Tool, cs *mcp.ClientSession) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "agentbox/" + name, Version: "1"}, &mcp.ServerOptions{Capabilities: capabilitiesOf(cs)})
 	for _, t := range tools {
 		srv.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -91,6 +91,9 @@ type host struct {
 	lastUsed  time.Time
 	imageHash string
 	lease     intentLease // the intent of the server's traffic during calls
+	// built is the MCP server /mcp/servers/NAME serves, for builtKey (handler.go).
+	built    *mcp.Server
+	builtKey serverKey
 }
 
 // Open loads the registry under opts.Dir.
@@ -253,6 +256,7 @@ func (m *Manager) Close() error {
 	for _, h := range hosts {
 		h.stop()
 	}
+	m.audit.close()
 	return nil
 }
 
@@ -549,7 +553,9 @@ func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMess
 		defer m.release(&h.lease, s)
 	}
 	var params any = args
+	sent := time.Now()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: params})
+	rec.ServerMS = float64(time.Since(sent).Microseconds()) / 1000
 	if err != nil {
 		h.mu.Lock()
 		var why error
