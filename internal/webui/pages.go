@@ -71,6 +71,8 @@ type sessionRow struct {
 	sandbox.SessionInfo
 	State string
 	Steps int
+	// Can says which time-travel abilities the session's tier has (the buttons its pages show).
+	Can sandbox.Capabilities
 }
 
 func (u *UI) sessionsPage(w http.ResponseWriter, r *http.Request, c *call) {
@@ -92,7 +94,11 @@ func (u *UI) row(c *call, s sandbox.SessionInfo) sessionRow {
 	if state == "" {
 		state = string(sandbox.SessionLive)
 	}
-	return sessionRow{SessionInfo: s, State: state, Steps: s.Steps}
+	row := sessionRow{SessionInfo: s, State: state, Steps: s.Steps}
+	if rt, ok := c.view.Runtime(s.Tier); ok {
+		row.Can = rt.Capabilities()
+	}
+	return row
 }
 
 func (u *UI) sessionPage(w http.ResponseWriter, r *http.Request, c *call) {

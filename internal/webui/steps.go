@@ -89,12 +89,15 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 	var ins sandbox.Inspection
 	var diff sandbox.StepDiff
 	var insErr, diffErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		ins, insErr = u.inspections.inspect(ctx, c.view, id, st.ID)
-	}()
-	if st.Parent != "" {
+	row := data["Session"].(sessionRow)
+	if row.Can.Snapshot {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ins, insErr = u.inspections.inspect(ctx, c.view, id, st.ID)
+		}()
+	}
+	if row.Can.Snapshot && st.Parent != "" {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -29,6 +29,8 @@ type View interface {
 	Session(id string) (sandbox.SessionInfo, error)
 	Artifact(id string) (sandbox.Artifact, io.ReadSeekCloser, error)
 	QueryAudit(ctx context.Context, f sandbox.AuditFilter) ([]json.RawMessage, error)
+	// Runtime is a tier's runtime, whose Capabilities say which buttons a session's pages offer.
+	Runtime(t sandbox.Tier) (sandbox.Runtime, bool)
 }
 
 // Interface guards.
