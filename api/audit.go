@@ -166,6 +166,8 @@ type AuditMCP struct {
 	// (mcp.read), the prompt's name (mcp.prompt) or the method (mcp.list).
 	Server string `json:"server"`
 	Tool   string `json:"tool,omitempty"`
+	// Intent is the egress intent in force during the call (the call's, or its session's).
+	Intent string `json:"intent,omitempty"`
 	// Reason says why the decision (a refusal's words, what was pinned or approved).
 	Reason        string `json:"reason,omitempty"`
 	ArgsSHA256    string `json:"args_sha256,omitempty"`

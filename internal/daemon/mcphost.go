@@ -88,7 +88,7 @@ func hostedSessions(e interface {
 func hostedRecorder(l *audit.Log, log *slog.Logger) func(context.Context, mcphost.Record) {
 	return func(ctx context.Context, r mcphost.Record) {
 		rec := audit.Record{Kind: audit.Kind(r.Kind), Decision: r.Decision, MCP: &audit.MCP{
-			Server: r.Server, Tool: r.Tool, Reason: r.Reason,
+			Server: r.Server, Tool: r.Tool, Intent: r.Intent, Reason: r.Reason,
 			ArgsSHA256: r.ArgsSHA256, ArgsExcerpt: r.ArgsExcerpt, ResultSHA256: r.ResultSHA256, ResultExcerpt: r.ResultExcerpt,
 			Findings: r.Findings, Flagged: r.Flagged, DurationMS: r.DurationMS, PinHash: r.PinHash, Changes: r.Changes,
 		}}

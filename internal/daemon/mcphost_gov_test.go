@@ -257,12 +257,19 @@ func TestHostedGovernanceGVisor(t *testing.T) {
 		}
 		found := false
 		for _, r := range recs {
-			if r.MCP != nil && r.MCP.Tool == "poisoned" && strings.Contains(strings.Join(r.MCP.Flagged, ","), "description:invisible-unicode") {
+			if r.MCP != nil && r.MCP.Tool == "poisoned" && r.MCP.Intent == "" && strings.Contains(strings.Join(r.MCP.Flagged, ","), "description:invisible-unicode") {
 				found = true
 			}
 		}
 		if !found {
 			t.Fatalf("no mcp.call record flags the description: %+v", recs)
+		}
+		underIntent := false
+		for _, r := range recs {
+			underIntent = underIntent || r.MCP != nil && r.MCP.Tool == "poisoned" && r.MCP.Intent == "research" && r.Decision == "deny"
+		}
+		if !underIntent {
+			t.Errorf("no mcp.call record of the call the intent research denied: %+v", recs)
 		}
 
 		strict := connect("strict")

@@ -639,6 +639,7 @@ class AuditMCP:
 
     server: str = ""
     tool: Optional[str] = None
+    intent: Optional[str] = None
     reason: Optional[str] = None
     args_sha256: Optional[str] = None
     args_excerpt: Optional[str] = None
