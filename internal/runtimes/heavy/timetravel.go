@@ -105,6 +105,7 @@ type tt struct {
 	ref      string          // the paused checkpoint's manifest
 	imgDir   string          // the checkpoint image the live sandbox was restored from
 	network  bool
+	last     *proto.SnapInfo // the last snapshot's, for StepCost
 }
 
 func (t *tt) init() {
@@ -140,10 +141,11 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 	}
 	s.tt.nextSnap++
 	id := s.tt.nextSnap
-	_, err = b.request(ctx, &proto.Frame{Op: proto.OpSnapshot, Snap: id, MaxBytes: s.rt.opts.SnapshotFilesBytes})
+	ans, err := b.request(ctx, &proto.Frame{Op: proto.OpSnapshot, Snap: id, MaxBytes: s.rt.opts.SnapshotFilesBytes})
 	if err != nil {
 		return err
 	}
+	s.tt.last = ans.SnapInfo
 	s.tt.snaps[step] = id
 	s.tt.order = append(s.tt.order, step)
 	s.tt.taken[step] = time.Now()
@@ -651,4 +653,25 @@ func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits 
 	}
 	<-rt.slots
 	return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: restoring the session's checkpoint: %v", lastErr)
+}
+
+// StepCost says what a heavy session's last snapshot copied of its files, how long its fork
+// took, and the memory its sandbox uses now (for `agentbox bench steps`).
+func StepCost(s sandbox.Session) (fileBytes int64, fork time.Duration, memory int64, ok bool) {
+	hs, isHeavy := s.(*session)
+	if !isHeavy {
+		return 0, 0, 0, false
+	}
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.smu.Lock()
+	b := hs.b
+	hs.smu.Unlock()
+	if b != nil {
+		memory = b.cg.memoryUsage()
+	}
+	if hs.tt.last != nil {
+		fileBytes, fork = hs.tt.last.NewBytes, hs.tt.last.Fork
+	}
+	return fileBytes, fork, memory, true
 }

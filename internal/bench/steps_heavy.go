@@ -1,0 +1,289 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
+)
+
+// The heavy tier's rows of `agentbox bench steps`: a session with pandas loaded and a 100k-row
+// DataFrame, whose every step changes a variable, a cell of the DataFrame and a file, driven
+// through the tier's time-travel abilities (sandbox.Snapshotter, sandbox.Pauser) directly, as
+// the Manager drives them, with the same session's runs without snapshots as the baseline.
+
+// HeavyStepsOptions are the settings of the heavy rows.
+type HeavyStepsOptions struct {
+	// Steps is the number of timed steps (and rewinds). Default 30.
+	Steps int `json:"steps"`
+	// Pauses is the number of pause/resume cycles (and forks). Default 5.
+	Pauses int `json:"pauses"`
+	// DataDir holds runsc and the image; the bench's state goes to DataDir/bench. Default: the
+	// daemon's default data directory.
+	DataDir string `json:"data_dir"`
+	Image   string `json:"image"`
+	// Log receives progress lines. Default os.Stderr.
+	Log io.Writer `json:"-"`
+}
+
+// HeavyStepRow is one figure of the heavy rows.
+type HeavyStepRow struct {
+	Name    string  `json:"name"`
+	Stats   Summary `json:"stats"`
+	Target  string  `json:"target,omitempty"`
+	Compare string  `json:"compare,omitempty"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// HeavyStepsResult is the heavy rows with what they were measured on.
+type HeavyStepsResult struct {
+	Rows []HeavyStepRow `json:"rows"`
+	// FileBytesPerStep and MemoryBytesPerStep: the median file content a step's snapshot copied,
+	// and the sandbox's memory growth per kept step over the same steps without snapshots.
+	FileBytesPerStep   int64 `json:"file_bytes_per_step"`
+	MemoryBytesPerStep int64 `json:"memory_bytes_per_step"`
+	// CheckpointBytes is what the first pause added to the store.
+	CheckpointBytes int64 `json:"checkpoint_bytes"`
+	// KeptSteps is how many of the steps were still kept at the end (the sandbox drops the
+	// oldest when their memory passes the session's limit).
+	KeptSteps int `json:"kept_steps"`
+}
+
+// heavyStepCode is step i: a variable, one cell of the DataFrame and a file change.
+func heavyStepCode(i int) string {
+	return fmt.Sprintf("x = %d\ndf.iat[%d, 0] = %d.0\nopen('step.txt', 'w').write('step %d')\n", i, i*997%100_000, i, i)
+}
+
+const heavyStepsSetup = "import numpy as np, pandas as pd\ndf = pd.DataFrame(np.random.default_rng(0).random((100_000, 6)), columns=list('abcdef'))\nx = 0\n"
+
+// RunHeavySteps measures the heavy tier's time travel.
+func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult, error) {
+	if o.Steps <= 0 {
+		o.Steps = 30
+	}
+	if o.Pauses <= 0 {
+		o.Pauses = 5
+	}
+	if o.DataDir == "" {
+		o.DataDir = heavyDefaults().DataDir
+	}
+	if o.Image == "" {
+		o.Image = "python-datascience"
+	}
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the heavy tier needs root (runsc): run `sudo bin/agentbox bench steps`")
+	}
+	dir := filepath.Join(o.DataDir, "bench")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	store, err := snapstore.Open(filepath.Join(dir, "snapshots"))
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(store.Dir())
+	logFile, err := os.OpenFile(filepath.Join(dir, "heavy.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	limits, err := sandbox.DefaultPolicy().Apply(sandbox.Limits{Timeout: heavyTimeout})
+	if err != nil {
+		return nil, err
+	}
+	rt, err := heavy.New(ctx, heavy.Options{
+		Layout: heavy.LayoutFor(o.DataDir), Image: o.Image, StateDir: filepath.Join(dir, "heavy"),
+		Warm: 1, Snapshots: store, SnapshotKeep: o.Steps + 1,
+		Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	progress := func(f string, a ...any) { fmt.Fprintf(o.Log, "bench steps heavy: "+f+"\n", a...) }
+	newSession := func() (sandbox.Session, error) {
+		s, err := rt.NewSession(ctx, sandbox.SessionOptions{Tier: heavy.Tier, Limits: limits})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := runOK(ctx, s, limits, heavyStepsSetup); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	res := &HeavyStepsResult{}
+	add := func(name string, lat []time.Duration, target, compare, note string) {
+		s := Summarize(lat, 0)
+		res.Rows = append(res.Rows, HeavyStepRow{Name: name, Stats: s, Target: target, Compare: compare, Note: note})
+		progress("%s: median %.2f ms, p99 %.2f ms (n=%d)", name, s.Median, s.P99, s.N)
+	}
+
+	// Baseline: the same steps in a session that keeps no snapshots.
+	base, err := newSession()
+	if err != nil {
+		return nil, err
+	}
+	var baseRuns []time.Duration
+	for i := 1; i <= o.Steps; i++ {
+		t0 := time.Now()
+		if _, err := runOK(ctx, base, limits, heavyStepCode(i)); err != nil {
+			return nil, err
+		}
+		baseRuns = append(baseRuns, time.Since(t0))
+	}
+	_, _, baseMem, _ := heavy.StepCost(base)
+	base.Close()
+
+	s, err := newSession()
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	sn := s.(sandbox.Snapshotter)
+	_, _, mem0, _ := heavy.StepCost(s)
+	var runs, snaps, forks []time.Duration
+	var fileBytes []int64
+	for i := 1; i <= o.Steps; i++ {
+		t0 := time.Now()
+		if _, err := runOK(ctx, s, limits, heavyStepCode(i)); err != nil {
+			return nil, err
+		}
+		runs = append(runs, time.Since(t0))
+		t1 := time.Now()
+		if err := sn.Snapshot(ctx, fmt.Sprint(i)); err != nil {
+			return nil, err
+		}
+		snaps = append(snaps, time.Since(t1))
+		fb, fork, _, _ := heavy.StepCost(s)
+		fileBytes = append(fileBytes, fb)
+		forks = append(forks, fork)
+	}
+	_, _, mem1, _ := heavy.StepCost(s)
+	add("baseline: a step's run, no snapshots", baseRuns, "", "", "pandas loaded, a 100k×6 DataFrame")
+	add("a step's run, snapshots on (result first)", runs, "~0 added", "", "the snapshot runs after the result")
+	add("snapshot (in memory: fork + files; a next run waits for it)", snaps, "≤ 15 ms", "DeltaBox 10.8 ms", "")
+	add("  of which the fork of the Python process", forks, "", "", "")
+	res.FileBytesPerStep = medianInt(fileBytes)
+	if o.Steps > 0 {
+		res.MemoryBytesPerStep = max(0, (mem1-mem0)-(baseMem-mem0)) / int64(o.Steps)
+	}
+
+	var rewinds, rewindFirst []time.Duration
+	r := rand.New(rand.NewSource(1))
+	// The steps still kept (the sandbox drops the oldest when their memory passes the session's
+	// limit): the newest ones.
+	kept := 0
+	for k := o.Steps; k >= 1; k-- {
+		if err := sn.Rewind(ctx, fmt.Sprint(k), ""); err != nil {
+			break
+		}
+		kept++
+	}
+	res.KeptSteps = kept
+	for i := 0; i < o.Steps; i++ {
+		k := o.Steps - r.Intn(max(kept, 1))
+		t0 := time.Now()
+		if err := sn.Rewind(ctx, fmt.Sprint(k), ""); err != nil {
+			return nil, err
+		}
+		rewinds = append(rewinds, time.Since(t0))
+		out, err := runOK(ctx, s, limits, "print(x)")
+		if err != nil {
+			return nil, err
+		}
+		rewindFirst = append(rewindFirst, time.Since(t0))
+		if strings.TrimSpace(out) != fmt.Sprint(k) {
+			return nil, fmt.Errorf("rewind to step %d printed %q", k, out)
+		}
+	}
+	add("rewind", rewinds, "≤ 30 ms", "DeltaBox 1.9 ms", "")
+	add("rewind to first result", rewindFirst, "", "", "")
+
+	var forkTimes []time.Duration
+	for i := 0; i < o.Pauses; i++ {
+		t0 := time.Now()
+		f, err := sn.Fork(ctx, fmt.Sprint(o.Steps-r.Intn(max(kept, 1))), "", sandbox.SessionOptions{Tier: heavy.Tier, Limits: limits})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := runOK(ctx, f, limits, "print(x)"); err != nil {
+			return nil, err
+		}
+		forkTimes = append(forkTimes, time.Since(t0))
+		f.Close()
+	}
+	add("fork to first result (checkpoint --leave-running + restore)", forkTimes, "", "E2B fork: seconds", "")
+
+	p := s.(sandbox.Pauser)
+	var pauses, resumes []time.Duration
+	for i := 0; i < o.Pauses; i++ {
+		t0 := time.Now()
+		ref, err := p.Pause(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pauses = append(pauses, time.Since(t0))
+		if i == 0 {
+			res.CheckpointBytes = ref.Bytes
+		}
+		t1 := time.Now()
+		if _, err := runOK(ctx, s, limits, "print(x)"); err != nil {
+			return nil, err
+		}
+		resumes = append(resumes, time.Since(t1))
+	}
+	add("pause (runsc checkpoint into the store)", pauses, "≤ 1 s", "E2B ~4 s per GiB", "")
+	add("resume to first result (runsc restore)", resumes, "≤ 400 ms", "E2B ~1 s", "")
+	return res, nil
+}
+
+// runOK runs code in s and returns its stdout, failing on an error or an exception.
+func runOK(ctx context.Context, s sandbox.Session, l sandbox.Limits, code string) (string, error) {
+	res, err := s.Run(ctx, &sandbox.RunRequest{Code: code, Limits: l})
+	if err != nil {
+		return "", err
+	}
+	if res.Error != nil {
+		return "", fmt.Errorf("%s: %s: %s", res.Error.Name, res.Error.Value, res.Stderr)
+	}
+	return res.Stdout, nil
+}
+
+func medianInt(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	c := append([]int64(nil), v...)
+	for i := range c {
+		for j := i + 1; j < len(c); j++ {
+			if c[j] < c[i] {
+				c[i], c[j] = c[j], c[i]
+			}
+		}
+	}
+	return c[len(c)/2]
+}
+
+// ReportHeavySteps writes the heavy rows as a table.
+func ReportHeavySteps(w io.Writer, r *HeavyStepsResult) {
+	fmt.Fprintf(w, "%-62s %10s %10s %5s  %-10s %s\n", "heavy (gVisor systrap)", "median ms", "p99 ms", "n", "target", "beside")
+	for _, row := range r.Rows {
+		fmt.Fprintf(w, "%-62s %10.2f %10.2f %5d  %-10s %s\n", row.Name, row.Stats.Median, row.Stats.P99, row.Stats.N, row.Target, row.Compare)
+	}
+	fmt.Fprintf(w, "bytes per step: %d of files copied (median), ~%d of sandbox memory (kept fork + copy-on-write); a pause's checkpoint: %d bytes; %d steps still kept at the end\n",
+		r.FileBytesPerStep, r.MemoryBytesPerStep, r.CheckpointBytes, r.KeptSteps)
+}
