@@ -54,12 +54,16 @@ type Config struct {
 	SnapshotKeepFor  config.Duration `json:"snapshot_keep_for"`
 	SnapshotFilesMB  int64           `json:"snapshot_files_mb"`
 	SnapshotMemoryMB int64           `json:"snapshot_memory_mb"`
+	// SnapshotKeepOnPause is how many of the newest kept snapshots survive a pause (each adds its
+	// memory to the checkpoint, and so to the pause's and resume's time). Default 0.
+	SnapshotKeepOnPause int `json:"snapshot_keep_on_pause"`
 }
 
 // ApplySnapshots sets the snapshot settings of c on opts (zero keeps a default).
 func (c Config) ApplySnapshots(opts *Options) {
 	opts.SnapshotKeep, opts.SnapshotKeepFor = c.SnapshotKeep, c.SnapshotKeepFor.D()
 	opts.SnapshotFilesBytes, opts.SnapshotMemoryBytes = c.SnapshotFilesMB<<20, c.SnapshotMemoryMB<<20
+	opts.SnapshotKeepOnPause = c.SnapshotKeepOnPause
 }
 
 // DefaultConfig is the heavy section with every default filled in.
@@ -100,7 +104,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: heavy.max_sandboxes must be at least 1")
 	case c.CPUs < 0:
 		return fmt.Errorf("config: heavy.cpus must not be negative")
-	case c.SnapshotKeep < 0 || c.SnapshotKeep > 256, c.SnapshotKeepFor < 0, c.SnapshotFilesMB < 0, c.SnapshotMemoryMB < 0:
+	case c.SnapshotKeep < 0 || c.SnapshotKeep > 256, c.SnapshotKeepFor < 0, c.SnapshotFilesMB < 0, c.SnapshotMemoryMB < 0, c.SnapshotKeepOnPause < 0:
 		return fmt.Errorf("config: heavy.snapshot_keep must be between 0 and 256, and snapshot_keep_for, snapshot_files_mb and snapshot_memory_mb must not be negative")
 	}
 	return nil

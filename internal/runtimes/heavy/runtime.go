@@ -98,6 +98,9 @@ type Options struct {
 	SnapshotKeepFor     time.Duration
 	SnapshotFilesBytes  int64
 	SnapshotMemoryBytes int64
+	// SnapshotKeepOnPause is how many of the newest kept snapshots a pause keeps (in the
+	// checkpoint); the others are dropped first. Default 0.
+	SnapshotKeepOnPause int
 	// Snapshots is the store paused sessions' checkpoints go into. Nil: sessions cannot pause.
 	Snapshots *snapstore.Store
 	Logger    *slog.Logger

@@ -35,8 +35,10 @@ import (
 //   - Pause checkpoints the whole sandbox (`runsc checkpoint`, the container ends) into the
 //     content-addressed store under the data directory: each image file a blob, a manifest naming
 //     them with what a restore needs (image, limits, which guest snapshot is which step). The
-//     parked snapshots are processes of the sandbox, so they are in the checkpoint too: steps
-//     kept before a pause can still be rewound to after the resume. Resume (or the next run, or
+//     parked snapshots are processes of the sandbox, so those kept through the pause are in the
+//     checkpoint and can still be rewound to after the resume; each adds its memory to the
+//     checkpoint, so a pause keeps only the newest SnapshotKeepOnPause (default 0: a pause then
+//     costs what the live state does, and earlier steps' rewinds are conflicts naming why). Resume (or the next run, or
 //     a file operation) restores it into a new sandbox (`runsc restore`) from hard links to the
 //     blobs; Restore does the same for a session of an earlier daemon.
 //   - Fork from step k: a temporary snapshot of the live state, a rewind to k, `runsc checkpoint
@@ -354,6 +356,15 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		return sandbox.SnapshotRef{}, err
 	}
 	start := time.Now()
+	// Each kept step's parked process adds its own memory to the checkpoint (~30 MB with pandas,
+	// more after large edits): only the newest PauseKeep go through a pause.
+	if n := len(s.tt.order) - s.rt.opts.SnapshotKeepOnPause; n > 0 {
+		why := map[string]string{}
+		for _, st := range s.tt.order[:n] {
+			why[st] = fmt.Sprintf("the session was paused, and a pause keeps the %d newest steps' snapshots (heavy.snapshot_keep_on_pause)", s.rt.opts.SnapshotKeepOnPause)
+		}
+		s.dropLocked(ctx, b, slices.Clone(s.tt.order[:n]), why)
+	}
 	end := store.Begin()
 	defer end()
 	dir, err := os.MkdirTemp(store.TmpDir(), "heavy-")

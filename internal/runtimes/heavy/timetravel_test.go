@@ -143,14 +143,15 @@ func TestRewindAndForkInHeavy(t *testing.T) {
 }
 
 // Ten pause/resume cycles lose nothing: variables, files in the work directory and /tmp, and
-// the kept steps (their parked processes are in the checkpoint). A second runtime over the same
+// the steps kept through pauses (their parked processes are in the checkpoint); by default a
+// pause keeps none, and a rewind to an earlier step is then a conflict that says so. A second runtime over the same
 // store (a restarted daemon) restores the session from its reference.
 func TestPauseResumeCycles(t *testing.T) {
 	store, err := snapstore.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := ttRuntime(t, Options{Snapshots: store})
+	rt := ttRuntime(t, Options{Snapshots: store, SnapshotKeepOnPause: 4})
 	s := ttSession(t, rt)
 	ctx := context.Background()
 	out(t, s, "n = 0\nlog = []\nopen('/tmp/t.txt', 'w').write('tmp')")
@@ -188,6 +189,19 @@ func TestPauseResumeCycles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref = r.Ref
+	// By default a pause drops the kept steps.
+	rt0 := ttRuntime(t, Options{Snapshots: store})
+	s0 := ttSession(t, rt0)
+	out(t, s0, "n = 1")
+	if err := s0.Snapshot(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s0.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s0.Rewind(ctx, "a", ""); sandbox.AsError(err).Kind != sandbox.KindConflict || !strings.Contains(err.Error(), "paused") {
+		t.Fatalf("rewind to a step a pause dropped: %v", err)
+	}
 	// A restarted daemon: a runtime of its own over the same store.
 	rt2 := ttRuntime(t, Options{Snapshots: store})
 	s2, err := rt2.Restore(ctx, ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
