@@ -38,6 +38,7 @@ type box struct {
 	egress boxEgress
 
 	startTime time.Duration
+	warmAt    time.Time // when it joined the warm pool (the pool measures it once settled)
 	python    string
 	features  []string // what the guest said it has (proto.Feature*)
 	snapBase  int64    // the memory limit before snapshots raised it (timetravel.go); 0 before

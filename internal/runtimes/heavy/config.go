@@ -24,9 +24,11 @@ type Config struct {
 	// Warm is how many sandboxes are kept booted: the pool's floor. Default 2; 0 disables the pool.
 	Warm *int `json:"warm"`
 	// PoolMemoryMB is the memory the warm pool may grow into under demand: each claim that finds
-	// it empty raises its size by one sandbox, up to this budget at ~80 MiB per idle sandbox and
-	// never beyond max_sandboxes. Default 1024 (12 sandboxes: a burst of a dozen new sessions,
-	// a small share of a 24 GiB machine); 0 keeps the pool at warm.
+	// it empty raises its size by one sandbox, up to this budget and never beyond max_sandboxes.
+	// A sandbox counts for what the pool measured its warm sandboxes to hold (their cgroups'
+	// charge, ~70 MiB with numpy and pandas preloaded; 80 MiB until the first measurement).
+	// Default 1024 (12-14 sandboxes: a burst of a dozen new sessions, a small share of a 24 GiB
+	// machine); 0 keeps the pool at warm.
 	PoolMemoryMB *int64 `json:"pool_memory_mb"`
 	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
 	// sandbox above warm. Default 1m: a pool grown by a burst is back at warm within minutes,

@@ -10,6 +10,8 @@ var (
 		"Heavy sandboxes of the warm pool by state: warm (ready), starting (being made), busy (in use or being destroyed).", []string{"state"}, nil)
 	descTarget = prometheus.NewDesc("agentbox_heavy_pool_target",
 		"How many warm heavy sandboxes the pool keeps now, and its floor and ceiling (bound: target, min, max).", []string{"bound"}, nil)
+	descPoolMemory = prometheus.NewDesc("agentbox_heavy_pool_memory_bytes",
+		"Memory of the warm pool: what its warm sandboxes hold now (warm, their cgroups' charge), what one is reckoned to cost (per_sandbox, measured), and the budget the pool grows within (budget).", []string{"what"}, nil)
 	descClaims = prometheus.NewDesc("agentbox_heavy_pool_claims_total",
 		"Heavy sandboxes handed out: warm from the pool (hit), or made for the request after a miss, restored or booted.", []string{"pool"}, nil)
 	descFills = prometheus.NewDesc("agentbox_heavy_pool_fills_total",
@@ -29,7 +31,7 @@ var _ prometheus.Collector = (*Runtime)(nil)
 
 // Describe implements prometheus.Collector.
 func (rt *Runtime) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPool, descTarget, descClaims, descFills, descRestoreFailures, descSuspensions, descTemplate, descRuns} {
+	for _, d := range []*prometheus.Desc{descPool, descTarget, descPoolMemory, descClaims, descFills, descRestoreFailures, descSuspensions, descTemplate, descRuns} {
 		ch <- d
 	}
 }
@@ -49,6 +51,9 @@ func (rt *Runtime) Collect(ch chan<- prometheus.Metric) {
 	gauge(descTarget, float64(st.Size), "target")
 	gauge(descTarget, float64(st.MinSize), "min")
 	gauge(descTarget, float64(st.MaxSize), "max")
+	gauge(descPoolMemory, float64(st.WarmBytes), "warm")
+	gauge(descPoolMemory, float64(st.SandboxBytes), "per_sandbox")
+	gauge(descPoolMemory, float64(st.BudgetBytes), "budget")
 	counter(descClaims, st.Hits, "hit")
 	counter(descClaims, st.MissRestored, "miss_restored")
 	counter(descClaims, st.MissBooted, "miss_booted")

@@ -47,6 +47,11 @@ type PoolStats struct {
 	SuspendedUntil       time.Time
 	RestoreBackoff       time.Duration
 	Suspensions          int64
+	// WarmBytes is the memory charged to the warm sandboxes' cgroups when the pool last measured
+	// them (about once a second); SandboxBytes what one warm sandbox is reckoned to cost (measured,
+	// or idleSandboxBytes before the first measurement), by which BudgetBytes
+	// (Options.PoolMemoryBytes) gives MaxSize.
+	WarmBytes, SandboxBytes, BudgetBytes int64
 	// FillFailures counts the pool's failed attempts in a row to make a warm sandbox, FillError
 	// says why the last one failed (empty after a success).
 	FillFailures int
@@ -69,6 +74,7 @@ func (rt *Runtime) PoolStats() PoolStats {
 		Hits: c.hits.Load(), MissRestored: c.missRestored.Load(), MissBooted: c.missBooted.Load(),
 		FillRestored: c.fillRestored.Load(), FillBooted: c.fillBooted.Load(), RestoreFailures: c.restoreFailures.Load(),
 		FillFailures: rt.fillFailures, FillError: rt.fillError,
+		WarmBytes: rt.warmBytes, SandboxBytes: rt.sizing.perSandbox, BudgetBytes: max(rt.sizing.budget, 0),
 		RestoreFailuresInRow: g.failures, LastRestoreError: g.lastErr, RestoreBackoff: g.backoff, Suspensions: g.suspensions,
 	}
 	s.TemplateState, s.TemplateInfo = rt.templateStateLocked(time.Now())
@@ -285,6 +291,7 @@ func (rt *Runtime) fillOne() {
 		b.kill()
 		return
 	}
+	b.warmAt = time.Now()
 	rt.warm = append(rt.warm, b)
 	rt.mu.Unlock()
 	rt.refill()
@@ -363,7 +370,7 @@ func (rt *Runtime) SetWarm(n int) {
 	n = max(n, 0)
 	rt.mu.Lock()
 	rt.opts.Warm = n
-	rt.sizing.Min, rt.sizing.Max, rt.target = n, n, n
+	rt.sizing.Min, rt.sizing.Max, rt.sizing.budget, rt.target = n, n, 0, n
 	var extra []*box
 	if len(rt.warm) > n {
 		extra = append(extra, rt.warm[n:]...)

@@ -36,8 +36,9 @@ type Options struct {
 	// nothing imported).
 	Warm int
 	// PoolMemoryBytes is the memory the pool may grow into: each claim that finds it empty
-	// raises its target by one sandbox, up to this budget at idleSandboxBytes per sandbox and at
-	// most MaxSandboxes (sizing.go). Default 1 GiB; negative keeps the pool at Warm.
+	// raises its target by one sandbox, up to this budget at what its warm sandboxes were
+	// measured to hold (idleSandboxBytes before the first measurement) and at most MaxSandboxes
+	// (sizing.go). Default 1 GiB; negative keeps the pool at Warm.
 	PoolMemoryBytes int64
 	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
 	// sandbox above Warm. Default 1m.
@@ -131,6 +132,8 @@ type Runtime struct {
 	target  int
 	sized   time.Time
 	missing int
+	// warmBytes is the memory charged to the warm sandboxes when last measured (measureWarm).
+	warmBytes int64
 	// fillFailures counts failed fills in a row; no fill starts before retryAt.
 	fillFailures int
 	fillError    string
@@ -282,7 +285,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
-	if rt.sizing.Max > rt.sizing.Min {
+	if rt.sizing.adapts() {
 		rt.wg.Add(1)
 		go rt.sizeLoop()
 	}

@@ -16,6 +16,7 @@ func TestPoolSizing(t *testing.T) {
 		floor            int
 		budget           int64
 		maxSandboxes     int
+		perSandbox       int64 // measured, if not 0
 		wantMin, wantMax int
 		target, misses   int
 		quiet            time.Duration
@@ -35,6 +36,14 @@ func TestPoolSizing(t *testing.T) {
 			target: 2, misses: 3, want: 2},
 		{name: "a pool that is off stays off", floor: 0, budget: 1 << 30, maxSandboxes: 16, wantMin: 0, wantMax: 0,
 			target: 0, misses: 3, want: 0},
+		{name: "measured smaller sandboxes: more fit the budget", floor: 2, budget: 1 << 30, maxSandboxes: 32, perSandbox: 40 << 20,
+			wantMin: 2, wantMax: 25, target: 2, misses: 30, want: 25},
+		{name: "measured larger sandboxes: fewer fit", floor: 2, budget: 1 << 30, maxSandboxes: 16, perSandbox: 200 << 20,
+			wantMin: 2, wantMax: 5, target: 4, misses: 3, want: 5},
+		{name: "a measurement that could not be read is ignored", floor: 2, budget: 1 << 30, maxSandboxes: 16, perSandbox: 1,
+			wantMin: 2, wantMax: 12, target: 2, misses: 1, want: 3},
+		{name: "measured but pinned: no budget", floor: 2, budget: -1, maxSandboxes: 16, perSandbox: 10 << 20,
+			wantMin: 2, wantMax: 2, target: 2, misses: 1, want: 2},
 		{name: "quiet but not long enough: no change", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
 			target: 8, quiet: 59 * time.Second, want: 8},
 		{name: "quiet for ShrinkAfter: one fewer", floor: 2, budget: 1 << 30, maxSandboxes: 16, wantMin: 2, wantMax: 12,
@@ -46,6 +55,9 @@ func TestPoolSizing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPoolSizing(tc.floor, tc.budget, tc.maxSandboxes, time.Minute)
+			if tc.perSandbox != 0 {
+				p.measured(tc.perSandbox)
+			}
 			if p.Min != tc.wantMin || p.Max != tc.wantMax {
 				t.Fatalf("floor %d, ceiling %d; want %d, %d", p.Min, p.Max, tc.wantMin, tc.wantMax)
 			}
@@ -81,7 +93,9 @@ func TestPoolSizingOverTime(t *testing.T) {
 // once demand is gone it shrinks back to its floor.
 func TestPoolGrowsUnderBurst(t *testing.T) {
 	const burst = 5
-	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: burst * idleSandboxBytes, PoolShrinkAfter: time.Minute})
+	// The ceiling is max_sandboxes: the budget holds more than burst sandboxes at any size the
+	// pool may measure (below 160 MiB each).
+	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: 2 * burst * idleSandboxBytes, MaxSandboxes: burst, PoolShrinkAfter: time.Minute})
 	l := limits(t, 30*time.Second)
 	if st := waitWarm(t, rt, 1); st.MinSize != 1 || st.MaxSize != burst || st.Size != 1 {
 		t.Fatalf("before the burst: %+v", st)
@@ -148,6 +162,20 @@ func TestPoolGrowsUnderBurst(t *testing.T) {
 	closeAll(ss)
 	if st2.Hits-st.Hits != burst || st2.MissRestored+st2.MissBooted != st.MissRestored+st.MissBooted {
 		t.Errorf("the second burst was not served warm: %+v", st2)
+	}
+	// The pool measured what its warm sandboxes hold, and sizes by that.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		st = rt.PoolStats()
+		if st.SandboxBytes != idleSandboxBytes && st.WarmBytes > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool did not measure its warm sandboxes: %+v", st)
+		}
+	}
+	t.Logf("%d warm sandboxes hold %d MiB; one is reckoned at %d MiB", st.Warm, st.WarmBytes>>20, st.SandboxBytes>>20)
+	if st.SandboxBytes < 16<<20 || st.SandboxBytes > 400<<20 || st.BudgetBytes != 2*burst*idleSandboxBytes {
+		t.Errorf("measured %d MiB per warm sandbox (budget %d MiB): %+v", st.SandboxBytes>>20, st.BudgetBytes>>20, st)
 	}
 	// Demand is gone: the pool gives back a sandbox per tick once ShrinkAfter is short.
 	rt.mu.Lock()
