@@ -422,3 +422,33 @@ func TestPromptScanBlocksResource(t *testing.T) {
 		t.Fatalf("under block: %v", err)
 	}
 }
+
+// Calls refused because the server's tool definitions changed since they were pinned count
+// towards the alerts too.
+func TestPinRefusalsRaiseAlerts(t *testing.T) {
+	f := newGovFixture(t)
+	ctx := context.Background()
+	if _, _, err := call(t, ctx, f.m, "net", "echo"); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := f.m.readPin("net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Tools["echo"], p.Hash = strings.Repeat("0", 64), "altered"
+	if err := writeJSON(f.m.pinFile("net"), p); err != nil {
+		t.Fatal(err)
+	}
+	f.m.mu.Lock()
+	h := f.m.hosts["net"]
+	f.m.mu.Unlock()
+	h.stop()
+	for range 3 {
+		if _, _, err := call(t, ctx, f.m, "net", "echo"); err == nil || !strings.Contains(err.Error(), "tool echo changed") {
+			t.Fatalf("a changed definition: %v", err)
+		}
+	}
+	if got := f.rec.all(); len(got) != 1 || got[0].Session != "mcp:net" || got[0].Last.Decision != "refuse" {
+		t.Fatalf("alerts: %+v", got)
+	}
+}
