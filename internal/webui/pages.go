@@ -73,6 +73,8 @@ type sessionRow struct {
 	Steps int
 	// Can says which time-travel abilities the session's tier has (the buttons its pages show).
 	Can sandbox.Capabilities
+	// ForkSession and ForkStep are where a forked session came from (ForkedFrom, "session/step").
+	ForkSession, ForkStep string
 }
 
 func (u *UI) sessionsPage(w http.ResponseWriter, r *http.Request, c *call) {
@@ -95,6 +97,7 @@ func (u *UI) row(c *call, s sandbox.SessionInfo) sessionRow {
 		state = string(sandbox.SessionLive)
 	}
 	row := sessionRow{SessionInfo: s, State: state, Steps: s.Steps}
+	row.ForkSession, row.ForkStep, _ = strings.Cut(s.ForkedFrom, "/")
 	if rt, ok := c.view.Runtime(s.Tier); ok {
 		row.Can = rt.Capabilities()
 	}
@@ -232,8 +235,14 @@ func summarize(r api.AuditRecord) (string, bool) {
 				s += ": " + l.Error
 			}
 			return s, bad
-		default:
+		case r.Kind == "session.close" || r.Kind == "session.expire":
 			return fmt.Sprintf("%s after %d runs, %s", l.Reason, l.Runs, duration(time.Duration(l.AgeMS*float64(time.Millisecond)))), bad
+		default: // rewind, fork, pause, resume: the reason names the step
+			s := l.Reason
+			if l.Error != "" {
+				s += ": " + l.Error
+			}
+			return s, bad
 		}
 	case r.Alert != nil:
 		return r.Alert.Source + ": " + r.Alert.Message, true
