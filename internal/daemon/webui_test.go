@@ -82,10 +82,15 @@ func TestWebConsole(t *testing.T) {
 	} else {
 		t.Log("no heavy tier here (runsc or its image missing): the chart is not checked")
 	}
-	timeTravel := "0"
-	if rt, ok := m.Runtime(nano.Tier); ok && rt.Capabilities().Rewind {
-		timeTravel = "1"
+	// Where a tier keeps a snapshot per step, the step pages show variables and the rewind
+	// button; the browser then checks them.
+	can := func(t sandbox.Tier) string {
+		if rt, ok := m.Runtime(t); ok && rt.Capabilities().Snapshot && rt.Capabilities().Rewind {
+			return "1"
+		}
+		return "0"
 	}
+	timeTravel, chartVars := can(nano.Tier), can(heavy.Tier)
 
 	shots := shotsDir(t)
 	t.Logf("screenshots in %s", shots)
@@ -97,7 +102,7 @@ func TestWebConsole(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(cctx, b.Node, script)
 	cmd.Env = append(b.Env(), "UI_URL="+url, "UI_KEY="+key, "UI_SESSION="+s.ID, "UI_SHOTS="+shots, "UI_PROFILE="+t.TempDir(),
-		"UI_CHART="+chart, "UI_TIMETRAVEL="+timeTravel)
+		"UI_CHART="+chart, "UI_TIMETRAVEL="+timeTravel, "UI_CHART_VARS="+chartVars)
 	out, err := cmd.CombinedOutput()
 	t.Logf("browser:\n%s", out)
 	if err != nil {

@@ -16,6 +16,7 @@ const chart = process.env.UI_CHART;       // a heavy session whose second step d
 // UI_TIMETRAVEL=1: the session's tier keeps a snapshot per step, so the step pages show variables
 // and rewind works; the test then requires them.
 const timeTravel = process.env.UI_TIMETRAVEL === "1";
+const chartVars = process.env.UI_CHART_VARS === "1"; // the same for the heavy tier
 
 function step(name) { console.log("step: " + name); }
 
@@ -100,7 +101,7 @@ async function shot(page, name) {
       const img = await page.waitForSelector(".figures img");
       const width = await img.evaluate((el) => el.complete ? el.naturalWidth : 0);
       assert.ok(width > 100, "the chart did not load: width " + width);
-      if (timeTravel) {
+      if (chartVars) {
         await page.waitForSelector("#variables");
         assert.match(await page.textContent("#variables"), /DataFrame/);
       }
@@ -110,6 +111,15 @@ async function shot(page, name) {
     if (timeTravel) {
       step("rewind to step 1, run again: a new branch");
       await page.goto(base + "/ui/sessions/" + session);
+      await Promise.all([page.waitForURL(/\/steps\/st_/), page.click("ol.steps li:nth-child(1) a.step")]);
+      // A rewind whose token was tampered with is refused, and the head stays.
+      await page.$eval("#rewind input[name=csrf]", (el) => { el.value = "forged"; });
+      page.once("dialog", (d) => d.accept());
+      res = await Promise.all([page.waitForNavigation(), page.click("#rewind button")]).then(([r]) => r);
+      assert.equal(res.status(), 403);
+      await page.goto(base + "/ui/sessions/" + session);
+      assert.equal(await page.locator("ol.steps li.head").getAttribute("data-step"),
+        await page.locator("ol.steps li:nth-child(3)").getAttribute("data-step"), "the refused rewind moved the head");
       await Promise.all([page.waitForURL(/\/steps\/st_/), page.click("ol.steps li:nth-child(1) a.step")]);
       page.once("dialog", (d) => d.accept());
       await Promise.all([page.waitForURL(new RegExp(`/ui/sessions/${session}\\?done=`)), page.click("#rewind button")]);
