@@ -280,6 +280,7 @@ func (m *Manager) Close() error {
 	// sandboxes end. With a state directory the sessions themselves do not: the next daemon
 	// resumes them.
 	m.wg.Wait()
+	m.pauseForShutdown() // shutdown.go
 	m.mu.Lock()
 	m.sessions = map[string]*session{}
 	m.mu.Unlock()
