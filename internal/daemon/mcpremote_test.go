@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/egress"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -53,7 +55,8 @@ var remoteKey = "AKIA" + "Q3EGRWXYZ7LMN4PB"
 // its tools at /mcp/servers/NAME and as NAME__tool on /mcp, a card number in the arguments
 // blocked before the server sees it, a key in its result redacted, every call an audit record
 // and the connection an egress record of session mcp:NAME. Registered under a profile that does
-// not allow its host, it is a typed policy_violation and the server is never reached.
+// not allow its host, it is a typed policy_violation and the server is never reached. Over HTTPS
+// the same, through the gateway's interception (the CONNECT refused under the other profile).
 func TestRemoteMCPServer(t *testing.T) {
 	testenv.RequireRoot(t)
 	cfg := config.Default()
@@ -76,10 +79,22 @@ func TestRemoteMCPServer(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "aws_access_key_id = " + remoteKey}}}, nil, nil
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	go (&http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reached.Add(1)
 		h.ServeHTTP(w, r)
-	})}).Serve(host.Listen(t, 80))
+	})
+	go (&http.Server{Handler: counted}).Serve(host.Listen(t, 80))
+	// HTTPS too, with a certificate of a "public" CA the gateway trusts upstream: the gateway
+	// intercepts it (CONNECT, then TLS with its own CA, which the daemon's client trusts).
+	public, err := egress.LoadOrCreateCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "upstream.pem")
+	os.WriteFile(caFile, public.CertPEM, 0o644)
+	tlsSrv := &http.Server{Handler: counted, TLSConfig: &tls.Config{GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) { return public.Leaf(h.ServerName) }}}
+	go tlsSrv.ServeTLS(host.Listen(t, 443), "", "")
+	t.Cleanup(func() { tlsSrv.Close() })
 
 	profiles := t.TempDir()
 	os.WriteFile(filepath.Join(profiles, "remote-ok.yaml"), []byte(remoteProfiles), 0o644)
@@ -87,7 +102,7 @@ func TestRemoteMCPServer(t *testing.T) {
 	stateDir := t.TempDir()
 	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.StateDir = heavy.Off, stateDir }))
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
-	cfg.Egress.Dir, cfg.Egress.ProfilesDir = t.TempDir(), profiles
+	cfg.Egress.Dir, cfg.Egress.ProfilesDir, cfg.Egress.UpstreamCAFile = t.TempDir(), profiles, caFile
 	cfg.Egress.Hosts = map[string][]string{"mcp.remote.test": {host.Addr}, "api.allowed.test": {host.Addr}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := daemon.NewManager(context.Background(), cfg, log)
@@ -127,6 +142,12 @@ func TestRemoteMCPServer(t *testing.T) {
 	if _, err := admin.AddMCPServer(ctx, api.MCPServer{Name: "blocked", URL: "http://mcp.remote.test/mcp", Profile: "remote-no"}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := admin.AddMCPServer(ctx, api.MCPServer{Name: "remote-tls", URL: "https://mcp.remote.test/mcp", Profile: "remote-ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AddMCPServer(ctx, api.MCPServer{Name: "blocked-tls", URL: "https://mcp.remote.test/mcp", Profile: "remote-no"}); err != nil {
+		t.Fatal(err)
+	}
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "remote-test", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp/servers/remote",
@@ -164,15 +185,23 @@ func TestRemoteMCPServer(t *testing.T) {
 		t.Fatalf("remote__echo on /mcp: %+v %v", res, err)
 	}
 
-	// Under a profile that does not allow its host: refused by the gateway, typed, and the
-	// server never reached.
-	before := reached.Load()
-	_, err = hosted.Tools(ctx, "blocked")
-	if err == nil || !strings.Contains(err.Error(), "egress gateway refused") {
-		t.Fatalf("a profile that does not allow the host: %v", err)
+	// Over HTTPS, through the gateway's interception.
+	res, err = hosted.Call(ctx, "remote-tls", "echo", json.RawMessage(`{"message":"over tls"}`))
+	if err != nil || res.IsError || textOf(res) != "echo: over tls" {
+		t.Fatalf("echo over https: %+v %v", res, err)
 	}
-	if se := (*sandbox.Error)(nil); !errors.As(err, &se) || se.Kind != sandbox.KindPolicyViolation {
-		t.Errorf("want a policy_violation: %#v", err)
+
+	// Under a profile that does not allow its host: refused by the gateway, typed, and the
+	// server never reached (over HTTP the request is refused, over HTTPS the CONNECT).
+	before := reached.Load()
+	for _, name := range []string{"blocked", "blocked-tls"} {
+		_, err = hosted.Tools(ctx, name)
+		if err == nil || !strings.Contains(err.Error(), "egress gateway refused") {
+			t.Fatalf("%s: a profile that does not allow the host: %v", name, err)
+		}
+		if se := (*sandbox.Error)(nil); !errors.As(err, &se) || se.Kind != sandbox.KindPolicyViolation {
+			t.Errorf("%s: want a policy_violation: %#v", name, err)
+		}
 	}
 	blocked, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp/servers/blocked",
 		HTTPClient: &http.Client{Transport: bearer{key}}, MaxRetries: -1}, nil)
@@ -226,8 +255,9 @@ func TestRemoteMCPServer(t *testing.T) {
 		kinds[k]++
 	}
 	t.Logf("audit: %v", kinds)
-	if kinds["mcp.call allow"] < 2 || kinds["mcp.call block"] != 1 || kinds["mcp.call redact"] != 1 || kinds["mcp.pin allow"] != 1 ||
-		kinds["egress allow mcp:remote remote-ok"] == 0 || kinds["egress deny mcp:blocked remote-no"] == 0 {
+	if kinds["mcp.call allow"] < 2 || kinds["mcp.call block"] != 1 || kinds["mcp.call redact"] != 1 || kinds["mcp.pin allow"] != 2 ||
+		kinds["egress allow mcp:remote remote-ok"] == 0 || kinds["egress deny mcp:blocked remote-no"] == 0 ||
+		kinds["egress allow mcp:remote-tls remote-ok"] == 0 || kinds["egress deny mcp:blocked-tls remote-no"] == 0 {
 		t.Errorf("audit records: %v", kinds)
 	}
 }
