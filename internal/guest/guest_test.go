@@ -145,3 +145,42 @@ func TestServeKeepsFreedMemory(t *testing.T) {
 		t.Errorf("after freeing a 16 MiB block the process kept %q MiB of it, want about 16 (%v)", stdout.String(), err)
 	}
 }
+
+// The code has no stdin: input() raises EOFError at once, as in a script run with stdin closed,
+// rather than waiting for the cell's timeout.
+func TestServeInputIsEOF(t *testing.T) {
+	in, out, _ := serve(t)
+	defer in.Close()
+	req := &proto.Frame{Op: proto.OpRun, ID: 1, Run: &proto.RunRequest{
+		Code:        "import sys\nprint(repr(sys.stdin.read()))\ninput('name? ')\n",
+		Timeout:     20 * time.Second,
+		StdoutBytes: 1 << 20, StderrBytes: 1 << 20, FilesBytes: 1 << 20,
+	}}
+	start := time.Now()
+	if err := proto.Write(in, req); err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	for {
+		var f proto.Frame
+		if err := proto.Read(out, &f, 0); err != nil {
+			t.Fatal(err)
+		}
+		if f.Op == proto.OpOutput {
+			if f.Stream == proto.Stdout {
+				stdout.Write(f.Data)
+			}
+			continue
+		}
+		if r := f.Result; f.Op != proto.OpResult || r == nil || r.Error == nil || r.Error.Name != "EOFError" {
+			t.Fatalf("result: %+v", f)
+		}
+		break
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("input() took %v: it waited instead of meeting EOF", took)
+	}
+	if !strings.HasPrefix(stdout.String(), "''\nname? ") {
+		t.Errorf("stdout %q", stdout.String())
+	}
+}

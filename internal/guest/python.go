@@ -41,7 +41,6 @@ type python struct {
 // pipes are the agent's ends of a Python process's pipes.
 type pipes struct {
 	req     *os.File // fd 3 of the process: requests
-	stdin   *os.File // the write end of its stdin, held open and never written: reads block
 	reports chan map[string]json.RawMessage
 	pumped  chan struct{} // closed when the pump has forwarded everything the processes wrote
 	closed  sync.Once
@@ -51,7 +50,6 @@ type pipes struct {
 func (p *pipes) close() {
 	p.closed.Do(func() {
 		p.req.Close()
-		p.stdin.Close()
 	})
 }
 
@@ -59,8 +57,10 @@ func (p *pipes) close() {
 func (a *agent) startPython() (*python, error) {
 	var files [5][2]*os.File // stdin, stdout, stderr, requests, reports: [read, write]
 	defer func() {
-		// The child has its ends; the parent keeps the others.
-		for _, f := range []*os.File{files[0][0], files[1][1], files[2][1], files[3][0], files[4][1]} {
+		// The child has its ends; the parent keeps the others but the write end of stdin, which
+		// it closes too: the code has no stdin, so input() and sys.stdin.read() meet EOF at once
+		// (EOFError), as a script run with stdin closed does, instead of waiting for the timeout.
+		for _, f := range []*os.File{files[0][0], files[0][1], files[1][1], files[2][1], files[3][0], files[4][1]} {
 			if f != nil {
 				f.Close()
 			}
@@ -87,7 +87,6 @@ func (a *agent) startPython() (*python, error) {
 	py := &python{
 		pipes: &pipes{
 			req:     files[3][1],
-			stdin:   files[0][1],
 			reports: make(chan map[string]json.RawMessage, 4),
 			pumped:  make(chan struct{}),
 		},
@@ -97,7 +96,7 @@ func (a *agent) startPython() (*python, error) {
 		return syscall.ForkExec(a.cfg.Python, []string{"python3", "-c", replSource}, attr)
 	}, py)
 	if err != nil {
-		for _, f := range []*os.File{files[0][1], files[1][0], files[2][0], files[3][1], files[4][0]} {
+		for _, f := range []*os.File{files[1][0], files[2][0], files[3][1], files[4][0]} {
 			f.Close()
 		}
 		return nil, fmt.Errorf("start %s: %w", a.cfg.Python, err)

@@ -219,6 +219,63 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             module._agentbox_show = lambda: show_figures(True)
             exec(compile(BACKEND_SOURCE, "<agentbox_inline>", "exec", dont_inherit=True), module.__dict__)
 
+    def dns_hint():
+        if environ.get("HTTPS_PROXY") or environ.get("https_proxy"):
+            return ("agentbox: this sandbox reaches the network only through the egress gateway's proxy "
+                    "(HTTPS_PROXY), which HTTP clients such as requests, urllib and pip use by themselves; "
+                    "names are resolved there, not in the sandbox")
+        return ("agentbox: this sandbox has no network; ask for it with network: true on the run or session "
+                "(SandboxConfig(network=True) in the Python SDK, {network: true} in the JS SDK): it then "
+                "reaches out through the egress gateway, where the egress profile decides what is allowed")
+
+    def patch_socket(module):
+        """Makes a failed name resolution say why the sandbox cannot resolve names and what to do,
+        instead of a bare "Temporary failure in name resolution". The errno stays the same."""
+        gaierror = module.gaierror
+
+        def explained(f):
+            def resolve(*args, **kwargs):
+                try:
+                    return f(*args, **kwargs)
+                except gaierror as e:
+                    if e.errno in (-2, -3, -4, -5) and "agentbox:" not in str(e.strerror):  # EAI_NONAME, AGAIN, FAIL, NODATA
+                        raise gaierror(e.errno, "%s (%s)" % (e.strerror, dns_hint())) from None
+                    raise
+            resolve.__name__ = resolve.__qualname__ = f.__name__
+            resolve.__doc__ = f.__doc__
+            resolve.__wrapped__ = f
+            return resolve
+
+        for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex"):
+            f = getattr(module, name, None)
+            if f is not None:
+                setattr(module, name, explained(f))
+
+    class PatchLoader:
+        """Loads a module as usual, then calls after(module). The module keeps its own loader."""
+
+        def __init__(self, inner, after):
+            self.inner = inner
+            self.after = after
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def create_module(self, spec):
+            return self.inner.create_module(spec)
+
+        def exec_module(self, module):
+            try:
+                self.inner.exec_module(module)
+            finally:
+                module.__loader__ = self.inner
+                if module.__spec__ is not None:
+                    module.__spec__.loader = self.inner
+            try:
+                self.after(module)
+            except Exc:
+                pass
+
     class MatplotlibLoader:
         """Loads matplotlib as usual, then makes agentbox_inline its backend unless the run's
         environment chose another (MPLBACKEND). The module keeps matplotlib's own loader."""
@@ -248,11 +305,17 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     backend_loader = BackendLoader()
 
     class Finder:
-        """Finds the backend module, and hooks matplotlib's import; asks nothing of any other."""
+        """Finds the backend module, and hooks the imports of matplotlib and socket; asks nothing
+        of any other."""
 
         def find_spec(self, name, path=None, target=None):
             if name == BACKEND:
                 return ModuleSpec(name, backend_loader)
+            if name == "socket":
+                spec = PathFinder.find_spec(name, path, target)
+                if spec is not None and spec.loader is not None:
+                    spec.loader = PatchLoader(spec.loader, patch_socket)
+                return spec
             if name != "matplotlib":
                 return None
             spec = PathFinder.find_spec(name, path, target)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -70,6 +71,12 @@ func (r *Runtime) Cannot(res *sandbox.Result, err error) (sandbox.Need, bool) {
 		if name == r.name && value == r.value && (r.in == "" || lastFrame(res.Error.Traceback) == r.in) {
 			return sandbox.Need{After: after, Use: r.what}, true
 		}
+	}
+	// A name lookup: the driver's stand-in for the name functions nano's _socket lacks
+	// (engine.NoNetwork), "[Errno 8] agentbox: this sandbox has no network ...", raised as it is
+	// or wrapped by an HTTP client (urllib's URLError, requests' ConnectionError).
+	if strings.Contains(value, "] "+engine.NoNetwork) {
+		return sandbox.Need{After: "gaierror: no name lookup", Use: sandbox.UseSockets}, true
 	}
 	if name == "AttributeError" {
 		// module 'os' has no attribute 'system'

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -35,6 +36,11 @@ func TestCannot(t *testing.T) {
 		{"ENOTSUP elsewhere", "OSError", "[Errno 58] Not supported", userTB, sandbox.Need{}, false},
 		{"gethostname", "AttributeError", "module 'socket' has no attribute 'gethostname'", "",
 			sandbox.Need{After: "AttributeError: module 'socket' has no attribute 'gethostname'", Use: sandbox.UseSockets}, true},
+		{"name lookup", "gaierror", "[Errno 8] " + engine.NoNetwork, "",
+			sandbox.Need{After: "gaierror: no name lookup", Use: sandbox.UseSockets}, true},
+		{"name lookup in urllib", "URLError", "<urlopen error [Errno 8] " + engine.NoNetwork + ">", "",
+			sandbox.Need{After: "gaierror: no name lookup", Use: sandbox.UseSockets}, true},
+		{"the user's own gaierror", "gaierror", "[Errno 8] no such host", "", sandbox.Need{}, false},
 		{"another exception", "ZeroDivisionError", "division by zero", "", sandbox.Need{}, false},
 	}
 	var r *Runtime // Cannot reads results only: no workers needed

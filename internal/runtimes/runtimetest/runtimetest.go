@@ -68,7 +68,7 @@ func Run(t *testing.T, newRuntime func(t *testing.T) sandbox.Runtime, opts Optio
 		{"OutputTruncated", s.outputTruncated},
 		{"TimeoutSpin", s.timeout("while True:\n    pass\n")},
 		{"TimeoutSleep", s.timeout("import time\ntime.sleep(60)\n")},
-		{"TimeoutStdin", s.timeout("import sys\nsys.stdin.read()\n")},
+		{"NoStdin", s.noStdin},
 		{"AfterTimeout", s.output},
 		{"MemoryLimit", s.memory},
 		{"NoHostFiles", s.noHostFiles},
@@ -314,6 +314,21 @@ except OSError as e:
 `, path)))
 	if strings.Contains(res.Stdout, token) || !strings.HasPrefix(res.Stdout, "refused") {
 		t.Fatalf("the sandbox read a host file: %q", res.Stdout)
+	}
+}
+
+// noStdin: the code has no stdin. input() raises EOFError and sys.stdin.read() returns "" at
+// once, as in a script run with stdin closed, instead of waiting for the deadline.
+func (s *suite) noStdin(t *testing.T) {
+	req := s.req(t, "import sys\nprint(repr(sys.stdin.read()))\ninput('name? ')\n")
+	req.Limits.Timeout = 20 * time.Second
+	start := time.Now()
+	res := s.run(t, req)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("input() took %v: it waited instead of meeting EOF", took)
+	}
+	if res.Error == nil || res.Error.Name != "EOFError" || res.Stdout != "''\nname? " {
+		t.Errorf("stdout %q, error %+v; want '' printed and EOFError", res.Stdout, res.Error)
 	}
 }
 

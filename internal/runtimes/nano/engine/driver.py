@@ -16,7 +16,7 @@ import sys
 import types
 
 
-def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEADROOM@):
+def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEADROOM@, NONET=@NONET@):
     fio = io.FileIO(0, "rb", closefd=False)
     buf = bytearray(PARK)
     loads, dumps = json.loads, json.dumps
@@ -97,6 +97,24 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
     except BaseExc:
         pass
     os.chdir(WORKDIR)
+    # The code has no stdin: input() and sys.stdin.read() meet EOF at once (EOFError), as in a
+    # script run with stdin closed. (fd 0 is the driver's hand-over pipe: a read of it by the
+    # code itself waits for the deadline.)
+    sys.stdin = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    # No network: the name functions this build's _socket lacks (so socket.getaddrinfo,
+    # create_connection, urllib...) raise socket.gaierror saying so and how to ask for it, not
+    # "module '_socket' has no attribute 'getaddrinfo'". (nano.Cannot knows the message.)
+    try:
+        import _socket
+    except ImportError:
+        _socket = None
+    if _socket is not None:
+        def no_network(*args, **kwargs):
+            raise _socket.gaierror(getattr(_socket, "EAI_NONAME", -2), NONET)
+        for name in ("getaddrinfo", "getnameinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr",
+                     "getservbyname", "getservbyport", "getprotobyname"):
+            if not hasattr(_socket, name):
+                setattr(_socket, name, no_network)
     # Warm what the first run would pay for: compile() builds the AST types on first use (~8 ms
     # in the -O0 build), the JSON codecs set up their scanners.
     exec(compile("pass", "<string>", "exec", dont_inherit=True), {"__builtins__": builtins})

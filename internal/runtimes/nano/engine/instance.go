@@ -39,7 +39,15 @@ var driverSource = "exec(compile(" + strconv.Quote(strings.NewReplacer(
 	"@HEADROOM@", strconv.Itoa(heapHeadroom),
 	"@CTL@", ctlPath,
 	"@WORKDIR@", sandbox.WorkDir,
+	"@NONET@", strconv.Quote(NoNetwork),
 ).Replace(pyerror.MustInline(driverTemplate))) + ", '<agentbox-driver>', 'exec'))"
+
+// NoNetwork is the message of the socket.gaierror a name lookup raises in nano (getaddrinfo and
+// the other name functions its _socket lacks), so that code reaching for the network learns why
+// it cannot and what to ask for. ASCII: it goes into the driver as a Python string literal.
+const NoNetwork = "agentbox: this sandbox has no network (the nano tier never has one); ask for network: true " +
+	"on the run or session (SandboxConfig(network=True) in the Python SDK, {network: true} in the JS SDK), " +
+	"which runs it in the heavy tier with a way out through the egress gateway"
 
 // heapHeadroom is how much free heap the driver leaves the allocator at start-up: runs that
 // need less do not grow the memory, so their instance can be reset (reset.go).

@@ -330,12 +330,53 @@ print(time.monotonic() - t0 >= 0.03)
 	}
 }
 
+// TestNoStdin: the code has no stdin, so input() and sys.stdin.read() meet EOF at once, as in
+// a script run with stdin closed, instead of waiting for the run's deadline.
+func TestNoStdin(t *testing.T) {
+	inst := newInstance(t)
+	start := time.Now()
+	res, err := inst.Run(context.Background(), &Request{
+		Code:   "import sys\nprint(repr(sys.stdin.read()))\ninput('name? ')",
+		Limits: sandbox.Limits{Timeout: 10 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Error == nil || res.Error.Name != "EOFError" || res.Stdout != "''\nname? " {
+		t.Errorf("%+v %+v", res, res.Error)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("input() took %v: it waited instead of meeting EOF", took)
+	}
+}
+
+// TestNoNetworkSaysSo: a name lookup, as socket.create_connection and every HTTP client make
+// one, fails with socket.gaierror saying that nano has no network and how to ask for it.
+func TestNoNetworkSaysSo(t *testing.T) {
+	inst := newInstance(t)
+	for _, code := range []string{
+		"import socket\nsocket.create_connection(('example.com', 80))",
+		"import urllib.request\nurllib.request.urlopen('http://example.com/')",
+	} {
+		res := runIn(t, inst, &Request{Code: code})
+		if res.Error == nil || !strings.Contains(res.Error.Traceback, NoNetwork) ||
+			(res.Error.Name != "gaierror" && res.Error.Name != "URLError") {
+			t.Errorf("%q: %+v", code, res.Error)
+		}
+	}
+	res := runIn(t, inst, &Request{Code: "import socket\ntry:\n    socket.getaddrinfo('example.com', 443)\nexcept socket.gaierror as e:\n    print(e)"})
+	if res.Stdout != "[Errno 8] "+NoNetwork+"\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+}
+
 func TestTimeoutWhileBlocked(t *testing.T) {
 	for _, tc := range []struct{ name, code string }{
 		{"sleep", "print('before', flush=True)\nimport time\ntime.sleep(10)\nprint('after')"},
-		{"stdin", "print('before')\nimport sys\nsys.stdin.read()\nprint('after')"},
-		{"input", "print('before')\ninput()\nprint('after')"},
-		{"select", "print('before')\nimport select, sys\nselect.select([sys.stdin], [], [])\nprint('after')"},
+		// sys.stdin is empty (TestNoStdin); fd 0 itself is the driver's hand-over pipe.
+		{"stdin", "print('before')\nimport os\nos.read(0, 1)\nprint('after')"},
+		{"stdin buffer", "print('before')\nimport sys\nsys.__stdin__.read()\nprint('after')"},
+		{"select", "print('before')\nimport select\nselect.select([0], [], [])\nprint('after')"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := newInstance(t)
@@ -388,8 +429,9 @@ func TestTimeoutInterrupts(t *testing.T) {
 		{"loop", "x += 1\nprint('before', flush=True)\nwhile True: pass"},
 		{"calls", "x += 1\nprint('before', flush=True)\ndef f(n): return n + 1\nn = 0\nwhile True: n = f(n)"},
 		{"sleep", "x += 1\nprint('before', flush=True)\nimport time\ntime.sleep(60)\nprint('after')"},
-		{"input", "x += 1\nprint('before', flush=True)\ninput()\nprint('after')"},
-		{"select", "x += 1\nprint('before', flush=True)\nimport select, sys\nselect.select([sys.stdin], [], [])\nprint('after')"},
+		// A read of fd 0 itself (sys.stdin is empty: TestNoStdin).
+		{"read fd 0", "x += 1\nprint('before', flush=True)\nimport os\nos.read(0, 1)\nprint('after')"},
+		{"select", "x += 1\nprint('before', flush=True)\nimport select\nselect.select([0], [], [])\nprint('after')"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := newInstance(t)
