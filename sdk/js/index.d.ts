@@ -367,6 +367,7 @@ export declare class Files {
   write(path: string, data: string | Uint8Array): Promise<void>;
   read(path: string): Promise<Buffer>;
   readText(path: string, encoding?: BufferEncoding): Promise<string>;
+  /** Everything under `path` (default "."): relative paths under a relative path, absolute under an absolute one. */
   list(path?: string): Promise<FileInfo[]>;
   remove(path: string): Promise<void>;
 }

@@ -5,6 +5,9 @@ import { Client } from './client.js';
 import { parseDuration, parseMemory, RUNTIMES } from './config.js';
 import { AgentboxError, NotFound } from './errors.js';
 
+/** Where the code starts in a sandbox, and what relative paths are relative to. */
+const WORKDIR = '/home/user';
+
 function inputFiles(files) {
   if (!files) return undefined;
   const list = Array.isArray(files) ? files : Object.entries(files).map(([path, content]) => ({ path, content }));
@@ -288,9 +291,19 @@ export class Files {
     return (await this.read(path)).toString(encoding);
   }
 
-  /** Every file and directory under `path`, recursively, sorted by path. */
-  list(path = '/home/user') {
-    return this.#call((sid) => this.#box.client.listFiles(sid, path));
+  /**
+   * Every file and directory under `path`, recursively, sorted by path. Paths come back as `path`
+   * is written: relative to /home/user under a relative path (the default, "."), as write and
+   * read take them; absolute under an absolute one.
+   */
+  async list(path = '.') {
+    const files = await this.#call((sid) => this.#box.client.listFiles(sid, path));
+    if (path.startsWith('/')) return files;
+    for (const f of files) {
+      if (f.path === WORKDIR) f.path = '.';
+      else if (f.path.startsWith(WORKDIR + '/')) f.path = f.path.slice(WORKDIR.length + 1);
+    }
+    return files;
   }
 
   /** Removes a file, or a directory with everything under it. */

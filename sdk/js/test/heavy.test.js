@@ -41,8 +41,11 @@ describe('against a heavy daemon', { skip }, () => {
       const res = await box.run('print(open("data/in.csv").read().splitlines()[1])');
       assert.equal(res.stdout, '1,2\n');
       assert.equal(box.runtime, 'heavy');
+      // Listed as written: relative by default and under a relative path, absolute under an absolute one.
       const list = await box.files.list();
-      assert.ok(list.some((f) => f.path.endsWith('data/in.csv') && f.size === 8 && !f.dir), JSON.stringify(list));
+      assert.ok(list.some((f) => f.path === 'data/in.csv' && f.size === 8 && !f.dir), JSON.stringify(list));
+      assert.deepEqual((await box.files.list('data')).map((f) => f.path), ['data/in.csv']);
+      assert.deepEqual((await box.files.list('/home/user/data')).map((f) => f.path), ['/home/user/data/in.csv']);
       await box.files.remove('data');
       await assert.rejects(box.files.read('data/in.csv'), NotFound);
     } finally {

@@ -35,7 +35,7 @@ from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, RUN_TIMEOUT_UNKNOWN, Cl
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, DaemonUnreachable, NotFound, from_response
 from .models import (CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
-from .sandbox import FilesArg, _ended_hint, _input_files
+from .sandbox import FilesArg, _as_written, _ended_hint, _input_files
 
 log = logging.getLogger("agentbox")
 
@@ -449,8 +449,9 @@ class AsyncFiles:
     async def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return (await self.read(path)).decode(encoding)
 
-    async def list(self, path: str = "/home/user") -> List[FileInfo]:
-        return await self._call(lambda sid: self._box.client.list_files(sid, path))
+    async def list(self, path: str = ".") -> List[FileInfo]:
+        """Every file and directory under ``path``, paths as written (see :meth:`Files.list`)."""
+        return _as_written(path, await self._call(lambda sid: self._box.client.list_files(sid, path)))
 
     async def remove(self, path: str) -> None:
         await self._call(lambda sid: self._box.client.remove_file(sid, path))

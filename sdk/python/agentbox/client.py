@@ -7,10 +7,12 @@ listing sessions, images or the daemon's health.
 from __future__ import annotations
 
 import datetime as _dt
+import http.client
 import ipaddress
 import json
 import os
 import pathlib
+import select
 import socket
 import urllib.error
 import urllib.parse
@@ -74,6 +76,58 @@ DEFAULT_TIMEOUT = 60.0
 RUN_MARGIN = 30.0
 #: The HTTP wait of a run that names no timeout: the server's default maximum (600 s) plus margin.
 RUN_TIMEOUT_UNKNOWN = 600.0 + RUN_MARGIN
+
+
+#: Bodies larger than this are sent with ``Expect: 100-continue``: the daemon refuses an oversized
+#: body by its Content-Length before reading it, and its 413 (naming max_body_bytes) reaches the
+#: caller instead of a connection reset mid-upload.
+EXPECT_CONTINUE_BYTES = 1 << 20
+#: How long to wait for the daemon's go-ahead before sending the body anyway (RFC 9110 10.1.1).
+EXPECT_WAIT = 3.0
+
+
+def _send_expecting_continue(method: str, url: str, headers: Dict[str, str], data: bytes,
+                             timeout: float) -> Tuple[int, bytes, Any]:
+    """One request whose body waits for ``100 Continue`` (plain HTTP; proxies are not used).
+
+    http.client sends no Expect by itself and reads past a 100 in getresponse(), so the go-ahead
+    is read off the socket here: a final answer (413) arrives instead of it and is read without
+    sending the body.
+    """
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
+    try:
+        target = u.path + ("?" + u.query if u.query else "")
+        conn.putrequest(method, target, skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.putheader("Content-Length", str(len(data)))
+        conn.putheader("Expect", "100-continue")
+        conn.endheaders()
+        sock = conn.sock
+        ready, _, _ = select.select([sock], [], [], EXPECT_WAIT)
+        if ready:
+            head = sock.recv(4096, socket.MSG_PEEK)
+            if head.startswith((b"HTTP/1.1 100", b"HTTP/1.0 100")):
+                # Consume the 100 answer (status line and its empty header block), then send.
+                end = head.find(b"\r\n\r\n")
+                while end < 0 and len(head) < 65536:
+                    more = sock.recv(65536, socket.MSG_PEEK)
+                    if len(more) == len(head):
+                        break
+                    head = more
+                    end = head.find(b"\r\n\r\n")
+                if end < 0:
+                    raise HTTPException("a 100 Continue answer without its end")
+                sock.recv(end + 4)
+                sock.sendall(data)
+            # else: the final answer came instead of the go-ahead; the body is not sent.
+        else:
+            sock.sendall(data)
+        resp = conn.getresponse()
+        return resp.status, resp.read(), resp.headers
+    finally:
+        conn.close()
 
 
 def default_data_dir() -> pathlib.Path:
@@ -182,6 +236,16 @@ class Client:
             headers["Content-Type"] = "application/octet-stream"
         if self.api_key:
             headers["Authorization"] = "Bearer " + self.api_key
+        if data is not None and len(data) > EXPECT_CONTINUE_BYTES and url.startswith("http://"):
+            try:
+                status, payload, hdrs = _send_expecting_continue(method, url, headers, data,
+                                                                 timeout or self.timeout)
+            except (HTTPException, OSError, socket.timeout) as e:
+                raise DaemonUnreachable(None, f"{method} {url}: {e}",
+                                        hint="is `agentbox serve` running there? AGENTBOX_URL sets the address") from e
+            if status in ok:
+                return status, payload, hdrs.get("Content-Type", "")
+            raise from_response(status, payload, hdrs.get("X-Request-Id", ""), self)
         req = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with self._opener.open(req, timeout=timeout or self.timeout) as resp:

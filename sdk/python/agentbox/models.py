@@ -20,6 +20,11 @@ if TYPE_CHECKING:  # pragma: no cover
 PathLike = Union[str, pathlib.PurePath]
 
 
+def _clip(s: str, n: int = 500) -> str:
+    """s, or its first n characters and how long it was."""
+    return s if len(s) <= n else f"{s[:n]}… ({len(s)} chars)"
+
+
 # --- requests ------------------------------------------------------------------------------
 
 
@@ -137,6 +142,10 @@ class OutputFile:
     path: str = ""
     content: bytes = b""
     size: int = 0
+
+    def __repr__(self) -> str:
+        # The content can be megabytes: the repr says how much, not what.
+        return f"OutputFile(path={self.path!r}, size={self.size})"
 
     def save(self, path: PathLike) -> pathlib.Path:
         """Write the file's content to ``path`` on this machine and return that path."""
@@ -269,6 +278,14 @@ class Result:
     timings: Timings = field(default_factory=Timings)
     #: The session step this run made (see ``Sandbox.steps()``); "" for one-shot runs.
     step: str = ""
+
+    def __repr__(self) -> str:
+        # What the run did at a glance: long output is cut, files and artifacts are named with
+        # their sizes (their content is in .files[i].content and .artifacts[i].read()).
+        err = f"{self.error.name}: {_clip(self.error.value, 200)}" if self.error else None
+        return (f"Result(exit_code={self.exit_code}, runtime={self.runtime!r}, stdout={_clip(self.stdout)!r}, "
+                f"stderr={_clip(self.stderr)!r}, error={err!r}, files={self.files!r}, artifacts={self.artifacts!r}, "
+                f"outputs={len(self.outputs)}, routing={self.routing!r}, duration={self.duration:.3f})")
 
     @property
     def results(self) -> List[Output]:

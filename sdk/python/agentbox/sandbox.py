@@ -48,6 +48,23 @@ def _ended_hint(session_id: str, idle_timeout: float = 0.0) -> str:
             "create a new Sandbox")
 
 
+#: Where the code starts in a sandbox, and what relative paths are relative to.
+WORKDIR = "/home/user"
+
+
+def _as_written(path: str, files: List[FileInfo]) -> List[FileInfo]:
+    """The daemon lists absolute paths; under a relative ``path`` they become relative to WORKDIR,
+    the way the caller writes them."""
+    if path.startswith("/"):
+        return files
+    for f in files:
+        if f.path == WORKDIR:
+            f.path = "."
+        elif f.path.startswith(WORKDIR + "/"):
+            f.path = f.path[len(WORKDIR) + 1:]
+    return files
+
+
 class _SessionHandle:
     """The session a Sandbox holds, apart from the Sandbox so that a finalizer can close it.
 
@@ -424,7 +441,7 @@ class Files:
     """The files of a Sandbox's session (``box.files``): heavy sessions only.
 
     Paths are absolute inside the sandbox or relative to /home/user, where the code starts;
-    ".." is refused. A nano session answers InvalidRequest: give nano runs their files with
+    ".." is refused. :meth:`list` answers in the style of its argument (relative by default). A nano session answers InvalidRequest: give nano runs their files with
     ``run(code, files={...})`` instead.
     """
 
@@ -450,9 +467,13 @@ class Files:
     def read_text(self, path: str, encoding: str = "utf-8") -> str:
         return self.read(path).decode(encoding)
 
-    def list(self, path: str = "/home/user") -> List[FileInfo]:
-        """Every file and directory under ``path``, recursively, sorted by path."""
-        return self._call(lambda sid: self._box.client.list_files(sid, path))
+    def list(self, path: str = ".") -> List[FileInfo]:
+        """Every file and directory under ``path``, recursively, sorted by path.
+
+        Paths come back as ``path`` is written: under a relative ``path`` (the default, ".", is
+        the work directory /home/user) they are relative to /home/user, as ``write`` and ``read``
+        take them ("data/in.csv"); under an absolute one they are absolute."""
+        return _as_written(path, self._call(lambda sid: self._box.client.list_files(sid, path)))
 
     def remove(self, path: str) -> None:
         """Remove a file, or a directory with everything under it."""

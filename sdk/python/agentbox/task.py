@@ -17,9 +17,12 @@ between markers, which the SDK reads back. So:
 - Arguments and the return value go through JSON: dicts, lists, str, numbers, bools, None.
   Tuples come back as lists. Anything else is a TypeError (locally for arguments, a TaskError
   for a return value).
-- The function must be self-contained: what it uses must be imported inside it, or be a module
-  imported at the top of its own file (those imports are carried along). Other globals, closures
-  and methods do not travel.
+- What the function refers to travels with it: the modules it uses (their imports), literal
+  constants (numbers, strings, and lists, tuples, dicts of them), and the functions and classes
+  of your own files it calls, by source, with what they refer to in turn; functions and classes
+  of installed modules as imports. Anything else (an open client, a closure's variables, a
+  global object) is refused with a TypeError when the task is made, not a NameError in the
+  sandbox.
 - ``compute`` picks the tier, since the API has no CPU knob: LOW is nano (WebAssembly, starts in
   milliseconds, standard library only), MEDIUM (the default) lets the daemon route by the
   function's imports, HIGH is heavy (gVisor, numpy/pandas/matplotlib).
@@ -39,6 +42,9 @@ import functools
 import inspect
 import json
 import logging
+import os
+import sys
+import sysconfig
 import textwrap
 import time
 import types
@@ -86,8 +92,135 @@ def _code_names(code: types.CodeType) -> set:
     return names
 
 
+def _loaded_names(tree: ast.AST) -> set:
+    """Names the source reads as plain names (not attributes), less those it binds itself."""
+    loads, binds = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            (loads if isinstance(n.ctx, ast.Load) else binds).add(n.id)
+        elif isinstance(n, ast.arg):
+            binds.add(n.arg)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            binds.update((a.asname or a.name).split(".")[0] for a in n.names)
+    return loads - binds
+
+
+def _installed(module_name: str) -> bool:
+    """Whether a module comes with Python or from installed packages (the sandbox may have it
+    too: its import is carried) rather than from the user's own files (its source is carried)."""
+    if module_name in sys.builtin_module_names:
+        return True
+    mod = sys.modules.get(module_name)
+    f = getattr(mod, "__file__", None)
+    if not f:
+        return mod is not None and module_name != "__main__"
+    f = os.path.realpath(f)
+    paths = sysconfig.get_paths()
+    roots = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return any(f.startswith(r + os.sep) for r in roots) or "site-packages" in f or "dist-packages" in f
+
+
+def _literal(v: Any) -> bool:
+    """Whether repr(v) is a Python literal that makes the same value (so it can travel as source)."""
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        try:
+            return ast.literal_eval(repr(v)) == v
+        except (ValueError, SyntaxError):
+            return False
+    if isinstance(v, (tuple, list, set, frozenset)):
+        return type(v) in (tuple, list, set) and all(_literal(x) for x in v)
+    if isinstance(v, dict):
+        return type(v) is dict and all(_literal(k) and _literal(x) for k, x in v.items())
+    return False
+
+
+class _Shipment:
+    """What a task's function needs besides itself: imports, constants and the source of the
+    helpers (functions and classes of the user's own files) it refers to, theirs too."""
+
+    def __init__(self, task_qual: str) -> None:
+        self.task_qual = task_qual
+        self.imports: List[str] = []
+        self.constants: List[str] = []
+        self.helpers: List[str] = []
+        self.seen: Dict[Tuple[str, str], Any] = {}
+
+    def lines(self) -> List[str]:
+        return self.imports + self.constants + self.helpers
+
+    def refuse(self, name: str, why: str) -> TypeError:
+        return TypeError(f"@task: {self.task_qual} uses {name!r}, {why}; a task carries modules, literal constants, "
+                         "and the functions and classes of your own files (by source): create the rest inside the "
+                         "function, or pass it as an argument")
+
+    def names(self, names: set, glb: Dict[str, Any]) -> None:
+        for n in sorted(names):
+            if n not in glb:
+                continue  # a builtin, or a name the code defines at run time
+            self.value(n, glb[n])
+
+    def value(self, n: str, v: Any) -> None:
+        key = (n, repr(type(v)))
+        if key in self.seen and self.seen[key] is v:
+            return
+        if n in {k for k, _ in self.seen}:
+            raise self.refuse(n, "a name two of the shipped functions use for different things")
+        self.seen[key] = v
+        if isinstance(v, types.ModuleType):
+            self.imports.append(f"import {v.__name__}" if v.__name__ == n else f"import {v.__name__} as {n}")
+            return
+        if isinstance(v, Task):
+            v = v.func
+        mod = getattr(v, "__module__", None) or ""
+        qual = getattr(v, "__qualname__", None)
+        if isinstance(mod, str) and isinstance(qual, str) and mod and mod != "__main__" and _installed(mod):
+            # Something an installed module offers by name (a function, a class, a builtin): the
+            # sandbox imports it, if its image has the module.
+            if "." in qual or "<" in qual or getattr(sys.modules.get(mod), qual, None) is not v:
+                raise self.refuse(n, f"a {type(v).__name__} of {mod} that cannot be imported by name")
+            self.imports.append(f"from {mod} import {qual}" + ("" if qual == n else f" as {n}"))
+            return
+        if inspect.isfunction(v) or inspect.isclass(v):
+            self.helper(n, v)
+            return
+        if _literal(v):
+            self.constants.append(f"{n} = {v!r}")
+            return
+        raise self.refuse(n, f"a global {type(v).__name__} that cannot travel to the sandbox")
+
+    def helper(self, n: str, v: Any) -> None:
+        qual = getattr(v, "__qualname__", n)
+        if "<locals>" in qual:
+            raise self.refuse(n, "a function or class defined inside another function")
+        if inspect.isfunction(v) and v.__code__.co_freevars:
+            raise self.refuse(n, "a function that uses variables of an enclosing function")
+        try:
+            src = textwrap.dedent(inspect.getsource(v))
+        except (OSError, TypeError) as e:
+            raise self.refuse(n, f"whose source cannot be read ({e})") from None
+        tree = ast.parse(src)
+        node = tree.body[0] if tree.body else None
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            raise self.refuse(n, "whose definition cannot be found in its source")
+        # A helper that is itself a task runs as a plain function in the sandbox: its @task goes.
+        if any(_is_task_decorator(d) for d in node.decorator_list):
+            src = "\n".join(src.splitlines()[node.lineno - 1:])
+            tree = ast.parse(src)
+        glb = v.__globals__ if inspect.isfunction(v) else vars(sys.modules.get(v.__module__, types.ModuleType("m")))
+        self.names(_loaded_names(tree), glb)
+        self.helpers.append(src.rstrip() + "\n" + (f"{n} = {v.__name__}\n" if n != v.__name__ else ""))
+
+
+def _is_task_decorator(d: ast.expr) -> bool:
+    f = d.func if isinstance(d, ast.Call) else d
+    return (isinstance(f, ast.Name) and f.id == "task") or (isinstance(f, ast.Attribute) and f.attr == "task")
+
+
 def _function_source(func: Callable[..., Any]) -> Tuple[str, List[str]]:
-    """The function's definition without decorators, and the imports of modules it uses."""
+    """The function's definition without decorators, and what must come before it in the
+    sandbox: the imports of the modules it uses, the literal constants, and the source of the
+    helpers of the user's own files it calls (and of theirs). Anything else it refers to is
+    refused here, at decoration time, rather than failing with a NameError in the sandbox."""
     target = inspect.unwrap(func)
     qual = getattr(target, "__qualname__", repr(target))
     if not inspect.isfunction(target):
@@ -106,12 +239,12 @@ def _function_source(func: Callable[..., Any]) -> Tuple[str, List[str]]:
     if not isinstance(node, ast.FunctionDef) or node.name != target.__name__:
         raise TypeError(f"@task: cannot find the definition of {qual} in its source")
     body = "\n".join(src.splitlines()[node.lineno - 1:])
-    imports = []
-    for n in sorted(_code_names(target.__code__)):
-        v = target.__globals__.get(n)
-        if isinstance(v, types.ModuleType):
-            imports.append(f"import {v.__name__}" if v.__name__ == n else f"import {v.__name__} as {n}")
-    return body, imports
+    ship = _Shipment(qual)
+    # The names the function reads as globals: in its code's names (globals and attributes) and
+    # read as plain names in its source (not attributes).
+    ship.seen[(target.__name__, repr(type(target)))] = target
+    ship.names(_code_names(target.__code__) & _loaded_names(ast.parse(body)), target.__globals__)
+    return body, ship.lines()
 
 
 _PROGRAM = '''{imports}
@@ -164,6 +297,7 @@ class Task:
         self.packages = list(packages or [])
         self.retry_delay = retry_delay
         self._url, self._api_key = url, api_key
+        #: The function's source, and what goes before it (imports, constants, helpers' source).
         self.source, self.imports = _function_source(func)
         functools.update_wrapper(self, func)
 

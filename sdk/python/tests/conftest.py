@@ -163,11 +163,17 @@ def heavy(daemon):
     return daemon
 
 
+#: The small daemon's max_body_bytes: oversized uploads are refused with a 413 naming it.
+SMALL_MAX_BODY = 2 << 20
+
+
 @pytest.fixture(scope="session")
 def small_daemon():
-    """A second daemon without the heavy tier and with room for two sessions: for
-    runtime_unavailable, conflict and @task's retries against a real daemon."""
-    d = _start("small", {"heavy": {"enabled": "off"}, "sessions": {"max": 2}, "nano": {"workers": 1, "warm": 0}})
+    """A second daemon without the heavy tier, with room for two sessions and bodies of at most
+    SMALL_MAX_BODY: for runtime_unavailable, conflict, oversized bodies and @task's retries
+    against a real daemon."""
+    d = _start("small", {"heavy": {"enabled": "off"}, "sessions": {"max": 2}, "nano": {"workers": 1, "warm": 0},
+                         "max_body_bytes": SMALL_MAX_BODY})
     yield d
     d.stop()
 

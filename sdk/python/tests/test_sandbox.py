@@ -161,11 +161,14 @@ def test_files(heavy):
         assert res.stdout == "hello\n"
         assert box.files.read("out.txt") == b"HELLO"
         assert box.files.read_text("/home/user/data/in.txt") == "hello"
+        # Listed as written: relative under a relative path (and by default), absolute under an absolute one.
         listed = {f.path: f for f in box.files.list("data")}
-        assert set(listed) == {"/home/user/data/in.txt", "/home/user/data/raw.bin"}
-        assert listed["/home/user/data/raw.bin"].size == 3 and not listed["/home/user/data/raw.bin"].dir
+        assert set(listed) == {"data/in.txt", "data/raw.bin"}
+        assert listed["data/raw.bin"].size == 3 and not listed["data/raw.bin"].dir
+        assert {"data", "data/in.txt", "out.txt"} <= {f.path for f in box.files.list()}
+        assert {f.path for f in box.files.list("/home/user/data")} == {"/home/user/data/in.txt", "/home/user/data/raw.bin"}
         box.files.remove("data")
-        assert not [f.path for f in box.files.list() if f.path.startswith("/home/user/data")]
+        assert not [f.path for f in box.files.list() if f.path.startswith("data")]
     # Used before any run, files start a heavy session even with runtime auto.
     with Sandbox() as box:
         box.files.write("seed.txt", "1")
