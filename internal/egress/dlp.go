@@ -87,6 +87,11 @@ func dlpConfig(cfg *DLP) dlp.Config {
 	return c
 }
 
+// DLPConfig is the DLP scanner configuration of the profile's dlp settings (actions, custom
+// detectors, sizes), for another gate that scans under the profile (the hosted MCP servers'
+// arguments).
+func (p *Profile) DLPConfig() dlp.Config { return dlpConfig(&p.DLP) }
+
 // redactConfig is the configuration of a profile's record redactor: every built-in detector and
 // the profile's custom ones, all redacting, nothing decoded past the defaults.
 func redactConfig(cfg *DLP) dlp.Config {

@@ -26,8 +26,9 @@
 //     X-Agentbox-Session; the caller's own sessions only). While the call runs it is the intent of
 //     the server's own traffic at the egress gateway (session "mcp:NAME"); calls under different
 //     intents take turns;
-//   - DLP of the arguments (internal/dlp, the default actions: a card number or a key blocks the
-//     call before the server sees it, an IBAN is redacted);
+//   - DLP of the arguments (internal/dlp) with the dlp actions of each profile of the call (the
+//     default actions without a gateway): a card number or a key blocks the call before the
+//     server sees it under the shipped profiles;
 //   - DLP of the result: everything found is redacted (an AWS key read from a file comes back as
 //     [REDACTED:secret...]);
 //   - prompt-injection scanning (internal/promptscan) of the tool descriptions when pinned and of

@@ -123,7 +123,7 @@ func (m *Manager) forward(ctx context.Context, name, method string, req mcp.Requ
 		rec.ArgsSHA256 = digest(b)
 		red, _ := m.results.RedactText("arguments", b)
 		rec.ArgsExcerpt = excerpt(red, 512)
-		v, _ := m.args.ScanContent("arguments", "application/json", b)
+		v, _, _ := m.scanArgs(m.policyOf(ctx, name), "arguments", b)
 		rec.Findings = append(rec.Findings, findings(v, "arguments")...)
 		// A URI or a prompt's argument redacted would be another request: whatever DLP would act
 		// on (block or redact) stops it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentbox-dev/agentbox/internal/dlp"
 	"github.com/agentbox-dev/agentbox/internal/egress"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -209,6 +210,17 @@ func (m *Manager) violation(pol callPolicy, server, tool, decision, reason strin
 	}
 }
 
+// policyOf is the policy of a request to server name that is not a tool call (a forwarded
+// one); the zero policy (the defaults) when it cannot be resolved, which the request then meets.
+func (m *Manager) policyOf(ctx context.Context, name string) callPolicy {
+	if s, ok := m.Get(name); ok {
+		if pol, err := m.policy(ctx, s); err == nil {
+			return pol
+		}
+	}
+	return callPolicy{}
+}
+
 // violationOf is violation for a request whose policy was not resolved yet (a forwarded one).
 func (m *Manager) violationOf(ctx context.Context, name, what, decision, reason string) {
 	if s, ok := m.Get(name); ok && m.opts.Egress != nil {
@@ -216,6 +228,70 @@ func (m *Manager) violationOf(ctx context.Context, name, what, decision, reason 
 			m.violation(pol, name, what, decision, reason)
 		}
 	}
+}
+
+// scanArgs is DLP of what a caller sends a server (a call's arguments, a resource's URI, a
+// prompt's arguments) under the dlp settings of each profile of the call in turn (the defaults
+// without a gateway): v is the strongest action an enforcing profile takes, with its reason and
+// every finding; out is what the server gets (redacted where a profile redacts); warned says what
+// a profile in warn mode would have done. A disabled profile scans nothing.
+func (m *Manager) scanArgs(pol callPolicy, where string, b []byte) (v dlp.Verdict, out []byte, warned string) {
+	v.Action, out = dlp.ActionAllow, b
+	if len(pol.profiles) == 0 {
+		v, red := m.args.ScanContent(where, "application/json", b)
+		if v.Action == dlp.ActionRedact && red != nil {
+			out = red
+		}
+		return v, out, ""
+	}
+	rank := map[dlp.Action]int{dlp.ActionLog: 1, dlp.ActionRedact: 2, dlp.ActionBlock: 3}
+	for _, p := range pol.profiles {
+		if p.Mode == egress.ModeDisabled {
+			continue
+		}
+		sc, err := m.scannerOf(p)
+		if err != nil {
+			return dlp.Verdict{Action: dlp.ActionBlock, Reason: fmt.Sprintf("blocked: the arguments could not be scanned under egress profile %s: %v", p.Name, err)}, nil, ""
+		}
+		pv, red := sc.ScanContent(where, "application/json", out)
+		v.Findings = append(v.Findings, pv.Findings...)
+		if p.Mode != egress.ModeEnforce {
+			if pv.Action == dlp.ActionBlock || pv.Action == dlp.ActionRedact {
+				warned = fmt.Sprintf("warned (egress profile %s): %s", p.Name, pv.Reason)
+			}
+			continue
+		}
+		if rank[pv.Action] > rank[v.Action] {
+			v.Action, v.Reason = pv.Action, pv.Reason
+		}
+		if pv.Action == dlp.ActionBlock {
+			return v, nil, warned
+		}
+		if pv.Action == dlp.ActionRedact && red != nil {
+			out = red
+		}
+	}
+	return v, out, warned
+}
+
+// scannerOf is the DLP scanner of a profile's settings, built once per loaded profile (a reload
+// makes new profiles, and new scanners; the cache is emptied when it grows past what reloads
+// leave behind).
+func (m *Manager) scannerOf(p *egress.Profile) (*dlp.Scanner, error) {
+	m.dlpMu.Lock()
+	defer m.dlpMu.Unlock()
+	if sc, ok := m.scanners[p]; ok {
+		return sc, nil
+	}
+	sc, err := dlp.New(p.DLPConfig())
+	if err != nil {
+		return nil, err
+	}
+	if len(m.scanners) >= 64 {
+		clear(m.scanners)
+	}
+	m.scanners[p] = sc
+	return sc, nil
 }
 
 // intentLease opens an intent for a hosted server's own traffic while calls under it run. The

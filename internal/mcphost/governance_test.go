@@ -76,6 +76,8 @@ intents:
     mcp:
       tools:
         allow: [special]
+dlp:
+  actions: {payment_card: block, email: redact}
 alerts: {threshold: 3, window: 1m, end_session: true}
 `
 	sessionProfile = `
@@ -450,5 +452,37 @@ func TestPinRefusalsRaiseAlerts(t *testing.T) {
 	}
 	if got := f.rec.all(); len(got) != 1 || got[0].Session != "mcp:net" || got[0].Last.Decision != "refuse" {
 		t.Fatalf("alerts: %+v", got)
+	}
+}
+
+// The arguments pass DLP with the actions of the call's profiles: the server's profile redacts
+// an e-mail address, which the default profile (of a server without one) only logs; a card
+// number is blocked by both before the server sees it.
+func TestArgumentsDLPByProfile(t *testing.T) {
+	f := newGovFixture(t)
+	ctx := context.Background()
+	echo := func(server, msg string) (string, bool) {
+		res, err := f.m.Call(ctx, server, "echo", json.RawMessage(`{"message":"`+msg+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text(res), res.IsError
+	}
+	// (What comes back is redacted in any case: results are, for every detector.)
+	echo("net", "mail bob@example.com")
+	echo("plain", "mail bob@example.com")
+	b, _ := os.ReadFile(filepath.Join(f.dir, "audit.jsonl"))
+	for _, want := range []string{`"server":"net","tool":"echo","decision":"redact"`, `email@arguments $.message (redact)`, `email@arguments $.message (log)`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the records lack %s:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), "bob@example.com") {
+		t.Errorf("a record holds the address:\n%s", b)
+	}
+	for _, server := range []string{"net", "plain"} {
+		if got, isErr := echo(server, "pay 4111 1111 1111 1111"); !isErr || !strings.Contains(got, "blocked before reaching the server") {
+			t.Errorf("%s: a card number: %v %q", server, isErr, got)
+		}
 	}
 }

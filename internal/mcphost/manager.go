@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox-dev/agentbox/internal/dlp"
+	"github.com/agentbox-dev/agentbox/internal/egress"
 	"github.com/agentbox-dev/agentbox/internal/promptscan"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -65,7 +66,7 @@ type Options struct {
 // Manager keeps the registered servers and their running processes.
 type Manager struct {
 	opts    Options
-	args    *dlp.Scanner // arguments: the default actions (block cards and keys)
+	args    *dlp.Scanner // arguments without a gateway: the default actions (block cards and keys)
 	results *dlp.Scanner // results and excerpts: everything redacted
 	audit   fileAudit
 
@@ -76,8 +77,11 @@ type Manager struct {
 	loaded     bool
 	refreshErr string
 	hosts      map[string]*host
-	closed     bool
-	stop       chan struct{}
+	// scanners are the DLP scanners of the profiles' dlp settings, for arguments (scanArgs).
+	dlpMu    sync.Mutex
+	scanners map[*egress.Profile]*dlp.Scanner
+	closed   bool
+	stop     chan struct{}
 }
 
 // host is a server's running process and client session.
@@ -119,7 +123,7 @@ func Open(opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, args: args, results: results, servers: map[string]Server{}, hosts: map[string]*host{}, stop: make(chan struct{})}
+	m := &Manager{opts: opts, args: args, results: results, servers: map[string]Server{}, hosts: map[string]*host{}, scanners: map[*egress.Profile]*dlp.Scanner{}, stop: make(chan struct{})}
 	m.audit.path = filepath.Join(opts.Dir, "audit.jsonl")
 	if err := m.refresh(); err != nil {
 		return nil, err
@@ -535,16 +539,15 @@ func (m *Manager) Call(ctx context.Context, name, tool string, args json.RawMess
 				tool, name, strings.Join(descFlagged, ", ")), true)
 		}
 	}
-	v, redacted := m.args.ScanContent("arguments", "application/json", args)
+	v, scanned, warned := m.scanArgs(pol, "arguments", args)
 	rec.Findings = append(rec.Findings, findings(v, "arguments")...)
-	switch v.Action {
-	case dlp.ActionBlock:
-		return refuse("block", "blocked before reaching the server: "+strings.TrimPrefix(v.Reason, "blocked: "), true)
-	case dlp.ActionRedact:
-		if redacted != nil {
-			args = redacted
-		}
+	if warned != "" {
+		rec.Reason = strings.TrimPrefix(rec.Reason+"; "+warned, "; ")
 	}
+	if v.Action == dlp.ActionBlock {
+		return refuse("block", "blocked before reaching the server: "+strings.TrimPrefix(v.Reason, "blocked: "), true)
+	}
+	args = scanned
 	if m.opts.Egress != nil && netProfile(s) != "" {
 		if err := m.acquire(ctx, &h.lease, s, pol.netIntent); err != nil {
 			done("error", err.Error())
