@@ -310,6 +310,9 @@ export declare class Client {
   listSessions(): Promise<Session[]>;
   closeSession(id: string): Promise<void>;
   runInSession(id: string, req: RunRequest): Promise<Result>;
+  /** POST /v1/run streamed (NDJSON): onEvent gets each event before the final Result. */
+  runStream(req: RunRequest, onEvent?: (ev: StreamEvent) => void): Promise<Result>;
+  runInSessionStream(id: string, req: RunRequest, onEvent?: (ev: StreamEvent) => void): Promise<Result>;
   listFiles(id: string, path?: string): Promise<FileInfo[]>;
   readFile(id: string, path: string): Promise<Buffer>;
   writeFile(id: string, path: string, data: string | Uint8Array): Promise<void>;
@@ -360,6 +363,14 @@ export interface RunOptions {
   env?: Record<string, string>;
   /** Files written before the code starts: {path: content} or InputFiles; relative paths land in /home/user. */
   files?: Record<string, string | Uint8Array> | InputFile[];
+  /** Streams the run: called with each chunk of stdout as the code prints it. */
+  onStdout?: (text: string) => void;
+  /** Streams the run: called with each chunk of stderr as the code prints it. */
+  onStderr?: (text: string) => void;
+  /** Streams the run: called with each rich value the run displays, as it does. */
+  onResult?: (output: Output) => void;
+  /** Streams the run: called with each artifact (a figure) as the run makes it. */
+  onArtifact?: (artifact: Artifact) => void;
 }
 
 /** The files of a Sandbox's session (heavy sessions only). */

@@ -7,8 +7,8 @@ import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { DaemonUnreachable, fromResponse } from './errors.js';
-import { Result } from './models.js';
+import { DaemonUnreachable, fromResponse, STATUS_OF_CODE } from './errors.js';
+import { Artifact, Result } from './models.js';
 
 export const VERSION = '0.1.0';
 
@@ -229,6 +229,84 @@ export class Client {
   /** Runs code once in a fresh sandbox (POST /v1/run). `req` is a RunRequest. */
   async run(req) {
     return new Result(await this._json('run', { body: compact(req), timeout: runWait(req.timeout) }), this);
+  }
+
+  /**
+   * Runs code once, streamed (POST /v1/run with Accept: application/x-ndjson): `onEvent` is
+   * called in order with each StreamEvent as the daemon sends it (stdout and stderr chunks as the
+   * code prints them, outputs, artifacts, dropped markers). Resolves to the final Result, or
+   * rejects with the error, as run() does.
+   */
+  async runStream(req, onEvent) {
+    return this._stream('run', undefined, req, onEvent);
+  }
+
+  /** Runs code in a session's interpreter, streamed as runStream is. */
+  async runInSessionStream(id, req, onEvent) {
+    return this._stream('runInSession', id, req, onEvent);
+  }
+
+  _stream(op, id, req, onEvent) {
+    const waitMs = runWait(req.timeout) * 1000;
+    return this._request(op, {
+      id, body: compact(req), timeout: runWait(req.timeout), accept: 'application/x-ndjson',
+      onResponse: (res, { type, requestId }, hreq) => new Promise((resolve, reject) => {
+        const where = `${ROUTES[op][0]} ${this.url}${ROUTES[op][1]}`;
+        let done = false;
+        const finish = (fn, v) => {
+          if (!done) {
+            done = true;
+            fn(v);
+          }
+        };
+        const cut = (why, cause) => finish(reject, new DaemonUnreachable(null, `${where}: ${why}`, {
+          hint: 'the daemon stopped or the connection was cut; run the code again', cause,
+        }));
+        // The wait bounds each read: a run that prints nothing for a while is still within it.
+        hreq.setTimeout(waitMs, () => hreq.destroy(new Error(`no answer within ${waitMs / 1000}s`)));
+        hreq.on('error', (err) => cut(err.message, err));
+        res.on('error', (err) => cut(err.message, err));
+        res.on('aborted', () => cut('the stream was cut'));
+        res.setEncoding('utf8');
+        let buf = '';
+        if (type.startsWith('application/json')) {
+          // A daemon that does not stream answered with the whole result.
+          res.on('data', (c) => { buf += c; });
+          res.on('end', () => finish(resolve, new Result(JSON.parse(buf), this)));
+          return;
+        }
+        const handle = (ev) => {
+          if (ev.type === 'result' && ev.result) {
+            finish(resolve, new Result(ev.result, this));
+            return;
+          }
+          if (ev.type === 'error') {
+            const code = ev.error?.code || 'internal';
+            const body = Buffer.from(JSON.stringify({ error: ev.error, result: ev.result ?? null }));
+            finish(reject, fromResponse(STATUS_OF_CODE[code] ?? 500, body, requestId, (w) => new Result(w, this)));
+            return;
+          }
+          if (ev.artifact) ev.artifact = new Artifact(ev.artifact, this);
+          if (onEvent) onEvent(ev);
+        };
+        res.on('data', (chunk) => {
+          buf += chunk;
+          for (let i; !done && (i = buf.indexOf('\n')) >= 0;) {
+            const line = buf.slice(0, i);
+            buf = buf.slice(i + 1);
+            if (!line.trim()) continue;
+            try {
+              handle(JSON.parse(line));
+            } catch (err) {
+              // A callback that throws ends the run's stream; its error is the caller's.
+              finish(reject, err);
+              hreq.destroy();
+            }
+          }
+        });
+        res.on('end', () => cut('the stream ended without a result'));
+      }),
+    });
   }
 
   /** Where the daemon would run `req`, without running it (POST /v1/route): {tier, reasons}. */

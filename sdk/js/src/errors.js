@@ -68,6 +68,12 @@ export const ERROR_CLASSES = Object.freeze({
   runtime_unavailable: RuntimeUnavailable,
 });
 
+/** The HTTP status of each API error code (a streamed run's error event carries no status). */
+export const STATUS_OF_CODE = Object.freeze({
+  invalid_request: 400, unauthorized: 401, policy_violation: 403, forbidden: 403, not_found: 404, timeout: 408,
+  conflict: 409, memory_limit: 422, output_limit: 422, internal: 500, runtime_unavailable: 503,
+});
+
 /** A code for answers that do not carry the API's error body (a proxy's page, say). */
 function codeForStatus(status) {
   if (status === 400 || status === 405 || status === 413) return 'invalid_request';

@@ -5,6 +5,24 @@ import { Client } from './client.js';
 import { parseDuration, parseMemory, RUNTIMES } from './config.js';
 import { AgentboxError, NotFound } from './errors.js';
 
+/**
+ * One handler of a streamed run's events for the run's callbacks, or null when there are none
+ * (the run is then not streamed).
+ */
+function eventHandler({ onStdout, onStderr, onResult, onArtifact }) {
+  if (!onStdout && !onStderr && !onResult && !onArtifact) return null;
+  return (ev) => {
+    if (ev.type === 'stdout') onStdout?.(ev.text ?? '');
+    else if (ev.type === 'stderr') onStderr?.(ev.text ?? '');
+    else if (ev.type === 'output' && ev.output) onResult?.(ev.output);
+    else if (ev.type === 'artifact' && ev.artifact) onArtifact?.(ev.artifact);
+    else if (ev.type === 'dropped' && ev.dropped) {
+      process.emitWarning(`agentbox: the daemon dropped ${ev.dropped.stdout_bytes} bytes of stdout and ` +
+        `${ev.dropped.stderr_bytes} of stderr this client did not read in time; the result has them`);
+    }
+  };
+}
+
 /** Where the code starts in a sandbox, and what relative paths are relative to. */
 const WORKDIR = '/home/user';
 
@@ -123,20 +141,23 @@ export class Sandbox {
     this.#checkOpen();
     const timeout = opts.timeout !== undefined ? parseDuration(opts.timeout) : this.config.timeout;
     const files = inputFiles(opts.files);
+    const onEvent = eventHandler(opts);
     if (!this.stateful) {
       const c = this.config;
       const env = { ...c.env, ...(opts.env ?? {}) };
-      return this.client.run({
+      const req = {
         code, runtime: c.runtime, timeout, memory_mb: c.memoryMb, env: Object.keys(env).length ? env : undefined,
         files, packages: c.packages.length ? c.packages : undefined, image: c.image,
         network: c.network || undefined, egress_profile: c.egressProfile,
-      });
+      };
+      return onEvent ? this.client.runStream(req, onEvent) : this.client.run(req);
     }
     await this.#ensureSession(false);
     const sid = this.#session.id;
     let res;
     try {
-      res = await this.client.runInSession(sid, { code, timeout, env: opts.env, files });
+      const req = { code, timeout, env: opts.env, files };
+      res = await (onEvent ? this.client.runInSessionStream(sid, req, onEvent) : this.client.runInSession(sid, req));
     } catch (e) {
       if (e instanceof NotFound) this.#lost(sid, e);
       else if (e instanceof AgentboxError && e.result) this.#follow(sid, e.result, e);

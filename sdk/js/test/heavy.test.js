@@ -54,7 +54,9 @@ describe('against a heavy daemon', { skip }, () => {
   });
 
   test('a figure is an artifact to download, checked against its sha256', async () => {
-    const res = await new Sandbox({ stateful: false, client }).run(CHART);
+    const streamed = [];
+    const res = await new Sandbox({ stateful: false, client }).run(CHART, { onArtifact: (a) => streamed.push(a) });
+    assert.deepEqual(streamed.map((a) => a.id), res.artifacts.map((a) => a.id));
     assert.ok(res.ok, res.stderr);
     assert.equal(res.runtime, 'heavy');
     assert.ok(res.routing.reasons.some((r) => r.includes('matplotlib')), JSON.stringify(res.routing));
@@ -71,6 +73,23 @@ describe('against a heavy daemon', { skip }, () => {
       assert.deepEqual(readFileSync(p), png);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a streamed heavy run calls back with output chunks and rich values as they come', async () => {
+    const out = [];
+    const values = [];
+    const box = new Sandbox({ runtime: 'heavy', client });
+    try {
+      const res = await box.run('import sys\nprint("one", flush=True)\nprint("two", file=sys.stderr, flush=True)\n21 * 2', {
+        onStdout: (t) => out.push(['stdout', t]), onStderr: (t) => out.push(['stderr', t]), onResult: (o) => values.push(o),
+      });
+      assert.equal(out.filter(([k]) => k === 'stdout').map(([, t]) => t).join(''), res.stdout);
+      assert.equal(out.filter(([k]) => k === 'stderr').map(([, t]) => t).join(''), 'two\n');
+      assert.deepEqual(values.map((o) => o.text), ['42']);
+      assert.deepEqual(res.outputs.map((o) => o.text), ['42']);
+    } finally {
+      await box.close();
     }
   });
 

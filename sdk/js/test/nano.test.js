@@ -182,6 +182,40 @@ describe('against a nano daemon', { skip }, () => {
     assert.equal((await box.run('print(2)')).stdout, '2\n');
   });
 
+  test('a streamed run delivers output as the code prints it', async () => {
+    // A line every 100 ms for 2 s, each with the time it was printed.
+    const code = 'import time\nfor i in range(20):\n    print(i, time.time(), flush=True)\n    time.sleep(0.1)';
+    const chunks = [];
+    const box = new Sandbox({ runtime: 'nano' });
+    try {
+      const res = await box.run(code, {
+        timeout: 30,
+        onStdout: (text) => chunks.push({ text, at: Date.now() / 1000 }),
+      });
+      const ended = Date.now() / 1000;
+      assert.equal(chunks.map((c) => c.text).join(''), res.stdout);
+      assert.equal(res.stdout.split('\n').length, 21);
+      // The first line came while the code was still running, not with the result...
+      assert.ok(ended - chunks[0].at > 1, `first chunk ${ended - chunks[0].at}s before the end`);
+      // ...and soon after it was printed (a generous bound: the machine is shared).
+      const printed = Number(chunks[0].text.split(' ')[1]);
+      assert.ok(chunks[0].at - printed < 1, `first chunk ${chunks[0].at - printed}s after its print`);
+    } finally {
+      await box.close();
+    }
+  });
+
+  test('a streamed run that times out rejects with TimeoutError and its output so far', async () => {
+    const seen = [];
+    const box = new Sandbox({ stateful: false, runtime: 'nano' });
+    await assert.rejects(box.run('import time\nprint("started", flush=True)\nwhile True: time.sleep(0.05)', {
+      timeout: 1, onStdout: (t) => seen.push(t),
+    }), (e) => e instanceof TimeoutError && e.status === 408 && /started/.test(e.result.stdout));
+    assert.equal(seen.join(''), 'started\n');
+    // A refusal before the run starts is the usual typed error, streamed or not.
+    await assert.rejects(box.run('1', { timeout: 100000, onStdout: () => {} }), InvalidRequest);
+  });
+
   test('no daemon at the URL is DaemonUnreachable', async () => {
     const c = new Client({ url: 'http://127.0.0.1:9', apiKey: 'k', timeout: 5 });
     await assert.rejects(c.health(), (e) => e instanceof DaemonUnreachable && e.code === null && /agentbox serve/.test(e.hint));
