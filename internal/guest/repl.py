@@ -424,27 +424,17 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     # Snapshots (package guest, snaps.go): {"fork": 1} forks this process; the child parks, with
     # SIGUSR1 blocked, in a process group of its own (so the live worker's interrupts and kills
     # do not reach it) and waits for SIGUSR1. The agent wakes it for a rewind after ending the
-    # live worker: it forks again, its copy parks in its place (so the step stays available), and
-    # it goes on as the live worker on the same pipes, reporting {"woke": pid, "parked": copy}.
+    # live worker: it goes on as the live worker on the same pipes, reporting {"woke": pid}, and
+    # the agent then asks it for a fork that parks in its place (so the step stays available).
     o_fork, o_setpgid = os.fork, os.setpgid
     sigmask, sigwait = signal.pthread_sigmask, signal.sigwait
     SIG_BLOCK, SIG_UNBLOCK, WAKE = signal.SIG_BLOCK, signal.SIG_UNBLOCK, {signal.SIGUSR1}
 
     def park():
-        # In the parked child; returns, in the woken process, the pid of the copy parked in its
-        # place.
-        while True:
-            o_setpgid(0, 0)
-            sigwait(WAKE)
-            copy = o_fork()
-            if copy:
-                # Both sides set the group, so it is set before either goes on.
-                try:
-                    o_setpgid(copy, copy)
-                except OSErr:
-                    pass
-                sigmask(SIG_UNBLOCK, WAKE)
-                return copy
+        # In the parked child; returns when it is woken.
+        o_setpgid(0, 0)
+        sigwait(WAKE)
+        sigmask(SIG_UNBLOCK, WAKE)
 
     report({"ready": sys.version.split()[0]})
     runs = 0
@@ -470,9 +460,9 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                     sigmask(SIG_UNBLOCK, WAKE)
                     report({"forked": child})
                     continue
-                copy = park()
+                park()
                 pid0 = o_getpid()
-                report({"woke": pid0, "parked": copy})
+                report({"woke": pid0})
                 continue
             runs += 1
             environ.clear()

@@ -30,7 +30,8 @@ import (
 //     own with SIGUSR1 blocked, on the same pipes as the live process, and never reads or writes
 //     them while parked. A rewind ends the live process (its group), waits until it is reaped
 //     (its parked children are then the agent's orphans), and sends SIGUSR1 to the snapshot's
-//     process: it forks a copy that parks in its place, and goes on as the live process. gVisor
+//     process: it goes on as the live process, and behind the rewind's answer the agent has it
+//     fork a copy that parks in its place (a run sent right after waits for that). gVisor
 //     shares the parked memory copy-on-write, copying 2 MiB at a time on a write, so the daemon
 //     caps and expires what is kept (package heavy).
 //   - Files: the work directory (not /tmp) is copied into SnapDir/N/files, a root-only tree. A
@@ -122,7 +123,15 @@ func (a *agent) dispatchSnaps(f *proto.Frame) {
 			_ = a.send(&proto.Frame{Op: proto.OpSnapshot, ID: id, Snap: snapID, SnapInfo: info})
 		})
 	case proto.OpRewind:
-		a.enqueue(func() { _ = a.answer(id, a.rewind(snapID)) })
+		a.enqueue(func() {
+			err := a.rewind(snapID)
+			_ = a.answer(id, err)
+			if err == nil {
+				// Behind the answer, as a snapshot is behind a run's result: a run sent right
+				// after waits for it in this queue.
+				a.repark(snapID)
+			}
+		})
 	case proto.OpDropSnaps:
 		a.enqueue(func() {
 			for _, s := range drops {
@@ -415,7 +424,7 @@ func (a *agent) rewind(id uint64) error {
 		}
 		return &proto.Error{Kind: sandbox.KindNotFound, Message: fmt.Sprintf("snapshot %d is not kept: %s", id, why)}
 	}
-	if !s.proc.alive() {
+	if s.proc == nil || !s.proc.alive() {
 		a.dropSnap(id, "its process ended")
 		return &proto.Error{Kind: sandbox.KindNotFound, Message: fmt.Sprintf("snapshot %d is not kept: its process ended", id)}
 	}
@@ -430,20 +439,45 @@ func (a *agent) rewind(id uint64) error {
 		a.dropSnap(id, "its process could not be woken")
 		return a.rewindFailed(id, err)
 	}
-	rep, err := waitReport(s.proc, "woke")
-	if err != nil {
+	if _, err := waitReport(s.proc, "woke"); err != nil {
 		a.dropSnap(id, "its process did not wake")
 		return a.rewindFailed(id, err)
 	}
-	var copyPid int
-	_ = json.Unmarshal(rep["parked"], &copyPid)
-	parked := &python{pid: copyPid, version: s.proc.version, pipes: s.proc.pipes, exited: make(chan struct{})}
-	a.reaper.watch(copyPid, parked)
 	a.mu.Lock()
 	a.py = s.proc
-	s.proc = parked
+	s.proc = nil // until repark
 	a.mu.Unlock()
 	return nil
+}
+
+// repark forks the live process, just woken from snapshot id, to park a copy in its place.
+func (a *agent) repark(id uint64) {
+	a.mu.Lock()
+	s := a.snaps[id]
+	py := a.py
+	a.mu.Unlock()
+	if s == nil || py == nil {
+		return
+	}
+	err := py.send(map[string]any{"fork": 1})
+	var rep map[string]json.RawMessage
+	if err == nil {
+		rep, err = waitReport(py, "forked")
+	}
+	var pid int
+	if err == nil {
+		_ = json.Unmarshal(rep["forked"], &pid)
+	}
+	if pid <= 0 {
+		log.Printf("snapshot %d could not be parked again after its rewind: %v", id, err)
+		a.dropSnap(id, "it could not be kept after a rewind to it")
+		return
+	}
+	proc := &python{pid: pid, version: py.version, pipes: py.pipes, exited: make(chan struct{})}
+	a.reaper.watch(pid, proc)
+	a.mu.Lock()
+	s.proc = proc
+	a.mu.Unlock()
 }
 
 // rewindFailed starts a fresh Python process after a rewind that ended the live one and could
@@ -635,7 +669,9 @@ func (a *agent) dropSnap(id uint64, why string) {
 	if s == nil {
 		return
 	}
-	_ = syscall.Kill(s.proc.pid, syscall.SIGKILL)
+	if s.proc != nil {
+		_ = syscall.Kill(s.proc.pid, syscall.SIGKILL)
+	}
 	_ = os.RemoveAll(filepath.Dir(s.dir))
 }
 
