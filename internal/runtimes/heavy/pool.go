@@ -141,11 +141,10 @@ func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limi
 				continue
 			}
 			rt.active[b] = true
-			left := len(rt.warm)
 			rt.mu.Unlock()
 			b.cg.setBackground(false)
 			rt.pc.hits.Add(1)
-			rt.refillAfter(b, left)
+			rt.refillAfter()
 			return b, true, nil
 		}
 		rt.missedLocked(time.Now())
@@ -214,37 +213,58 @@ func (rt *Runtime) release(b *box, destroy bool) {
 	go func() {
 		defer rt.wg.Done()
 		if destroy {
+			rt.afterFirstAnswers(refillWait)
 			b.kill()
 		}
 		<-rt.slots
 	}()
 }
 
-// refillWait bounds how long the refill after a claim waits for the claimed sandbox's first
-// answer (refillAfter): long enough for a one-shot `print` or a session's first cell, short
-// enough that a session that does not run at once does not hold the pool back.
-const refillWait = 250 * time.Millisecond
-
-// refillAfter refills the pool after b was claimed from it, left warm sandboxes remaining. The
-// refill waits for b's first answer (or refillWait) so that a restore does not compete with
-// that run for the CPU; with no warm sandbox left it starts at once, since the next claim would
-// miss.
-func (rt *Runtime) refillAfter(b *box, left int) {
-	if left == 0 {
-		rt.refill()
-		return
-	}
-	rt.wg.Add(1)
-	go func() {
-		defer rt.wg.Done()
-		t := time.NewTimer(refillWait)
-		defer t.Stop()
+// afterFirstAnswers waits until every sandbox handed out has answered its first run, or d
+// passed: background work (a refill, tearing a used sandbox down) then does not compete for the
+// CPU with the first cells of a burst of claims.
+func (rt *Runtime) afterFirstAnswers(d time.Duration) {
+	rt.mu.Lock()
+	var waits []chan struct{}
+	for b := range rt.active {
 		select {
 		case <-b.answered:
+		default:
+			waits = append(waits, b.answered)
+		}
+	}
+	rt.mu.Unlock()
+	if len(waits) == 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, w := range waits {
+		select {
+		case <-w:
 		case <-t.C:
+			return
 		case <-rt.ctx.Done():
 			return
 		}
+	}
+}
+
+// refillWait bounds how long background work waits for the first answers of the sandboxes just
+// handed out (afterFirstAnswers): long enough for a one-shot `print` or a session's first cell,
+// short enough that a session that does not run at once does not hold the pool back.
+const refillWait = 250 * time.Millisecond
+
+// refillAfter refills the pool after a sandbox was claimed from it. The refill waits until the sandboxes
+// handed out have answered their first run (at most refillWait), so that restores do not compete
+// with those runs for the CPU; with a burst of claims that is every claim's first cell. Even an
+// empty pool waits: a claim that finds it empty restores its own sandbox, and the refill only
+// makes the ones after it.
+func (rt *Runtime) refillAfter() {
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		rt.afterFirstAnswers(refillWait)
 		rt.refill()
 	}()
 }
