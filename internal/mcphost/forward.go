@@ -296,7 +296,7 @@ func protocolError(err error) error {
 	var se *sandbox.Error
 	var we *jsonrpc.Error
 	if !errors.As(err, &se) && errors.As(err, &we) {
-		return err
+		return we // as the server said it, without the client's wrapping
 	}
 	_, body := apiwire.ErrorResponse(err)
 	data, _ := json.Marshal(body)
