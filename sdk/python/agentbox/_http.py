@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Dict, List, Optional, Tuple
+from typing import Awaitable, Callable, Dict, List, Optional, Tuple
 
 #: How long a request with ``Expect: 100-continue`` waits for the go-ahead before it sends the
 #: body anyway (a server that ignores Expect; RFC 9110 section 10.1.1).
@@ -110,13 +110,17 @@ class Pool:
                 pass
 
     async def request(self, method: str, target: str, headers: Dict[str, str], body: Optional[bytes],
-                      *, expect_continue: bool = False) -> Response:
+                      *, expect_continue: bool = False,
+                      on_data: Optional[Callable[[bytes], Awaitable[None]]] = None) -> Response:
         """Send one request and read the whole answer.
 
         A connection the server closed while it was idle in the pool (its keep-alive timeout) is
         noticed when the request finds no answer at all on it; the request is then sent once more
         on a new connection. Any other failure is raised (OSError, asyncio.IncompleteReadError,
         ProtocolError).
+
+        With ``on_data``, a successful (2xx) answer that is not JSON is handed to it piece by piece
+        as it arrives (a stream), and the Response's body is empty.
         """
         if self._closed:
             raise ProtocolError("the client is closed")
@@ -134,7 +138,7 @@ class Pool:
                     c = await self._connect()
                 keep = False
                 try:
-                    resp, keep = await self._exchange(c, method, target, headers, body, expect_continue)
+                    resp, keep = await self._exchange(c, method, target, headers, body, expect_continue, on_data)
                 except _StaleConnection:
                     self._discard(c)
                     if attempt == 0:
@@ -153,7 +157,8 @@ class Pool:
         raise AssertionError("unreachable")
 
     async def _exchange(self, c: _Conn, method: str, target: str, headers: Dict[str, str], body: Optional[bytes],
-                        expect_continue: bool) -> Tuple[Response, bool]:
+                        expect_continue: bool,
+                        on_data: Optional[Callable[[bytes], Awaitable[None]]] = None) -> Tuple[Response, bool]:
         lines = [f"{method} {target} HTTP/1.1", f"Host: {self._host_header()}"]
         h = dict(headers)
         if body is not None or method in ("POST", "PUT", "PATCH"):
@@ -205,7 +210,12 @@ class Pool:
                 continue
             if 100 <= status < 200:
                 continue  # another informational answer: the final one follows
-            data = await self._read_body(c, method, status, hdrs)
+            if on_data is not None and 200 <= status < 300 and \
+                    not hdrs.get("content-type", "").startswith("application/json"):
+                await self._read_body(c, method, status, hdrs, on_data)
+                data = b""
+            else:
+                data = await self._read_body(c, method, status, hdrs)
             keep = sent_body and hdrs.get("connection", "").lower() != "close"
             return Response(status, hdrs, data), keep
 
@@ -241,11 +251,20 @@ class Pool:
             hdrs[name] = f"{hdrs[name]}, {value}" if name in hdrs else value
         return status, hdrs
 
-    async def _read_body(self, c: _Conn, method: str, status: int, hdrs: Dict[str, str]) -> bytes:
+    async def _read_body(self, c: _Conn, method: str, status: int, hdrs: Dict[str, str],
+                         on_data: Optional[Callable[[bytes], Awaitable[None]]] = None) -> bytes:
+        """The body; with on_data, each piece goes to it as it arrives and b"" is returned."""
+        out = bytearray()
+
+        async def put(piece: bytes) -> None:
+            if on_data is not None:
+                await on_data(piece)
+            else:
+                out.extend(piece)
+
         if method == "HEAD" or status in (204, 304):
             return b""
         if "chunked" in hdrs.get("transfer-encoding", "").lower():
-            out = bytearray()
             while True:
                 size_line = await c.reader.readline()
                 if not size_line:
@@ -255,14 +274,25 @@ class Pool:
                     while (await c.reader.readline()) not in (b"\r\n", b"\n", b""):
                         pass  # trailers
                     return bytes(out)
-                out += await c.reader.readexactly(size)
+                await put(await c.reader.readexactly(size))
                 await c.reader.readexactly(2)
         n = hdrs.get("content-length")
         if n is not None:
-            return await c.reader.readexactly(int(n))
+            left = int(n)
+            while left > 0:
+                piece = await c.reader.read(min(left, 1 << 16))
+                if not piece:
+                    raise asyncio.IncompleteReadError(bytes(out), left)
+                left -= len(piece)
+                await put(piece)
+            return bytes(out)
         # Neither: the body runs to the end of the connection, which cannot be reused.
         hdrs["connection"] = "close"
-        return await c.reader.read()
+        while True:
+            piece = await c.reader.read(1 << 16)
+            if not piece:
+                return bytes(out)
+            await put(piece)
 
 
 class _NoAnswer(Exception):

@@ -24,6 +24,7 @@ used (the daemon is normally on this machine or a private network).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import urllib.parse
@@ -34,12 +35,21 @@ from ._version import __version__
 from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, RUN_TIMEOUT_UNKNOWN, Client, api_key_from_env, url_from_env
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, DaemonUnreachable, NotFound, from_response
-from .models import (CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, Result, Routing, RunRequest, Session, SessionList, SetIntentRequest)
+from .models import (Artifact, CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, Output,
+                     Result, Routing, RunRequest, Session, SessionList, SetIntentRequest, StreamEvent)
 from .sandbox import FilesArg, _as_written, _ended_hint, _input_files
 
 log = logging.getLogger("agentbox")
 
 T = TypeVar("T")
+
+#: A stream event handler: a function or a coroutine function of a StreamEvent.
+EventHandler = Callable[[StreamEvent], Any]
+
+#: The HTTP status of each API error code (a streamed run's error event carries no status).
+_STATUS_OF_CODE = {"invalid_request": 400, "unauthorized": 401, "policy_violation": 403, "forbidden": 403,
+                   "not_found": 404, "timeout": 408, "conflict": 409, "memory_limit": 422, "output_limit": 422,
+                   "internal": 500, "runtime_unavailable": 503}
 
 #: Connections an AsyncClient keeps to its daemon at most.
 DEFAULT_MAX_CONNECTIONS = 32
@@ -102,7 +112,8 @@ class AsyncClient:
 
     async def _request(self, op: str, *, id: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
                        raw: Optional[bytes] = None, timeout: Optional[float] = None,
-                       ok: Tuple[int, ...] = (200,)) -> Tuple[int, bytes, str]:
+                       ok: Tuple[int, ...] = (200,), accept: str = "application/json",
+                       on_data: Optional[Callable[[bytes], Awaitable[None]]] = None) -> Tuple[int, bytes, str]:
         method, path = ROUTES[op]
         if "{id}" in path:
             if not id:
@@ -111,7 +122,7 @@ class AsyncClient:
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
-        headers = {"User-Agent": f"agentbox-python/{__version__} (asyncio)", "Accept": "application/json"}
+        headers = {"User-Agent": f"agentbox-python/{__version__} (asyncio)", "Accept": accept}
         data = None
         if body is not None:
             data = json.dumps(_codec.encode(body)).encode("utf-8")
@@ -125,7 +136,7 @@ class AsyncClient:
         where = f"{method} {self.url}{path}"
         try:
             resp = await asyncio.wait_for(
-                self._pool.request(method, target, headers, data,
+                self._pool.request(method, target, headers, data, on_data=on_data,
                                    expect_continue=data is not None and len(data) > EXPECT_CONTINUE_BYTES), wait)
         except asyncio.TimeoutError:
             raise DaemonUnreachable(None, f"{where}: no answer within {wait:g}s",
@@ -155,6 +166,62 @@ class AsyncClient:
         """Run code once in a fresh sandbox (``POST /v1/run``)."""
         res = await self._json("run", Result, body=req, timeout=self._run_wait(req.timeout))
         return res._abind(self)
+
+    async def run_stream(self, req: RunRequest, on_event: Optional[EventHandler] = None) -> Result:
+        """Run code once, streamed (``POST /v1/run`` with ``Accept: application/x-ndjson``):
+        ``on_event`` (a function or a coroutine function) is called in order with each
+        :class:`~agentbox.models.StreamEvent` as the daemon sends it. Returns the final result, or
+        raises the error, as :meth:`run` does."""
+        return await self._stream("run", req, on_event)
+
+    async def run_in_session_stream(self, id: str, req: RunRequest,
+                                    on_event: Optional[EventHandler] = None) -> Result:
+        """Run code in a session's interpreter, streamed as :meth:`run_stream` is."""
+        return await self._stream("runInSession", req, on_event, id=id)
+
+    async def _stream(self, op: str, req: RunRequest, on_event: Optional[EventHandler], id: str = "") -> Result:
+        buf = bytearray()
+        end: Dict[str, Any] = {}
+
+        async def lines(piece: bytes) -> None:
+            buf.extend(piece)
+            while not end:
+                i = buf.find(b"\n")
+                if i < 0:
+                    return
+                line = bytes(buf[:i])
+                del buf[:i + 1]
+                if not line.strip():
+                    continue
+                ev = _codec.decode(StreamEvent, json.loads(line.decode("utf-8")))
+                if ev.type in ("result", "error"):
+                    end["event"] = ev
+                    return
+                if ev.artifact is not None:
+                    ev.artifact._aclient = self
+                if on_event is not None:
+                    r = on_event(ev)
+                    if inspect.isawaitable(r):
+                        await r
+
+        _, payload, ctype = await self._request(op, id=id, body=req, timeout=self._run_wait(req.timeout),
+                                                accept="application/x-ndjson", on_data=lines)
+        if ctype.startswith("application/json"):
+            # A daemon that does not stream answered with the whole result.
+            return _codec.decode(Result, json.loads(payload.decode("utf-8")))._abind(self)
+        ev = end.get("event")
+        if ev is None:
+            raise DaemonUnreachable(None, f"{ROUTES[op][0]} {self.url}{ROUTES[op][1]}: the stream ended without a result",
+                                    hint="the daemon stopped or the connection was cut; run the code again")
+        if ev.type == "result" and ev.result is not None:
+            return ev.result._abind(self)
+        code = ev.error.code if ev.error else "internal"
+        body = json.dumps({"error": _codec.encode(ev.error),
+                           "result": _codec.encode(ev.result) if ev.result else None}).encode("utf-8")
+        err = from_response(_STATUS_OF_CODE.get(code, 500), body)
+        if err.result is not None:
+            err.result._abind(self)
+        raise err
 
     async def route(self, req: RunRequest) -> Routing:
         """Ask where the daemon would run ``req``, without running it (``POST /v1/route``)."""
@@ -217,6 +284,31 @@ class AsyncClient:
 
     async def health(self) -> Health:
         return await self._json("health", Health, ok=(200, 503))
+
+
+def _event_handler(on_stdout: Optional[Callable[[str], Any]], on_stderr: Optional[Callable[[str], Any]],
+                   on_result: Optional[Callable[[Output], Any]],
+                   on_artifact: Optional[Callable[[Artifact], Any]]) -> Optional[EventHandler]:
+    """One handler of stream events for the run's callbacks, or None when there are none (the run
+    is then not streamed). A callback may return an awaitable; it is awaited."""
+    if on_stdout is None and on_stderr is None and on_result is None and on_artifact is None:
+        return None
+
+    def handle(ev: StreamEvent) -> Any:
+        if ev.type == "stdout" and on_stdout is not None:
+            return on_stdout(ev.text)
+        if ev.type == "stderr" and on_stderr is not None:
+            return on_stderr(ev.text)
+        if ev.type == "output" and ev.output is not None and on_result is not None:
+            return on_result(ev.output)
+        if ev.type == "artifact" and ev.artifact is not None and on_artifact is not None:
+            return on_artifact(ev.artifact)
+        if ev.type == "dropped" and ev.dropped is not None:
+            log.warning("agentbox: the daemon dropped %d bytes of stdout and %d of stderr this client did not read "
+                        "in time; the result has them", ev.dropped.stdout_bytes, ev.dropped.stderr_bytes)
+        return None
+
+    return handle
 
 
 class AsyncSandbox:
@@ -291,22 +383,37 @@ class AsyncSandbox:
             raise ValueError("agentbox: this AsyncSandbox is closed")
 
     async def run(self, code: str, *, timeout: Union[None, float, str] = None, env: Optional[Dict[str, str]] = None,
-                  files: FilesArg = None) -> Result:
-        """Run ``code`` and return its Result (see :meth:`Sandbox.run`)."""
+                  files: FilesArg = None, on_stdout: Optional[Callable[[str], Any]] = None,
+                  on_stderr: Optional[Callable[[str], Any]] = None, on_result: Optional[Callable[[Output], Any]] = None,
+                  on_artifact: Optional[Callable[[Artifact], Any]] = None) -> Result:
+        """Run ``code`` and return its Result (see :meth:`Sandbox.run`).
+
+        With any of ``on_stdout``, ``on_stderr`` (each chunk of output as the code prints it),
+        ``on_result`` (each rich value as it is displayed) or ``on_artifact`` (each figure), the
+        run is streamed and they are called as it goes; each may be a function or a coroutine
+        function (awaited before the next event is read).
+        """
         self._check_open()
         t = parse_duration(timeout) if timeout is not None else self.config.timeout_seconds
+        on_event = _event_handler(on_stdout, on_stderr, on_result, on_artifact)
         if not self.stateful:
             cfg = self.config
             merged = {**cfg.env, **(env or {})}
-            return await self.client.run(RunRequest(
+            req = RunRequest(
                 code=code, runtime=cfg.runtime, timeout=t, memory_mb=cfg.memory_mb, env=merged or None,
                 files=_input_files(files), packages=cfg.packages or None, image=cfg.image,
-                network=cfg.network or None, egress_profile=cfg.egress_profile))
+                network=cfg.network or None, egress_profile=cfg.egress_profile)
+            if on_event is not None:
+                return await self.client.run_stream(req, on_event)
+            return await self.client.run(req)
         await self._ensure_session()
         sid = self._session.id  # type: ignore[union-attr]
         try:
-            res = await self.client.run_in_session(sid, RunRequest(code=code, timeout=t, env=env or None,
-                                                                    files=_input_files(files)))
+            req = RunRequest(code=code, timeout=t, env=env or None, files=_input_files(files))
+            if on_event is not None:
+                res = await self.client.run_in_session_stream(sid, req, on_event)
+            else:
+                res = await self.client.run_in_session(sid, req)
         except NotFound as e:
             self._lost_session(sid, e)
             raise

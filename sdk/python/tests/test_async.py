@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from support import result_body
@@ -112,8 +113,11 @@ def test_async_files_and_artifacts(heavy, tmp_path):
             await box.files.write("data/in.csv", "a,b\n1,2\n")
             assert await box.files.read_text("data/in.csv") == "a,b\n1,2\n"
             assert any(f.path.endswith("data/in.csv") for f in await box.files.list())
-            res = await box.run("import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.show()")
+            streamed, values = [], []
+            res = await box.run("import matplotlib.pyplot as plt\nplt.plot([1, 4, 9])\nplt.show()\n21 * 2",
+                                on_artifact=streamed.append, on_result=values.append)
             assert res.ok and len(res.artifacts) == 1, res
+            assert [a.id for a in streamed] == [res.artifacts[0].id] and [v.text for v in values] == ["42"]
             png = await res.artifacts[0].aread()
             assert png[1:4] == b"PNG"
             p = await res.artifacts[0].asave(tmp_path)
@@ -139,3 +143,33 @@ def test_keep_alive_and_a_server_that_closes(stub):
     arun(main())
     assert len(stub.requests) == 10
     assert stub.requests[0]["headers"]["Authorization"] == "Bearer k"
+
+
+def test_async_streamed_run_calls_back_as_the_code_prints(daemon):
+    """A line every 100 ms for 2 s: the first chunk arrives while the cell runs and soon after its
+    print (bounds that catch buffering without timing the machine); async callbacks are awaited."""
+    code = "import time\nfor i in range(20):\n    print(i, time.time(), flush=True)\n    time.sleep(0.1)"
+
+    async def main():
+        chunks = []
+
+        async def on_stdout(text):
+            chunks.append((text, time.time()))
+
+        async with AsyncSandbox(SandboxConfig(runtime="nano")) as box:
+            res = await box.run(code, timeout=30, on_stdout=on_stdout)
+            ended = time.time()
+            assert "".join(t for t, _ in chunks) == res.stdout and res.stdout.count("\n") == 20
+            first, at = chunks[0]
+            assert ended - at > 1, f"first chunk {ended - at:.2f}s before the end"
+            assert at - float(first.split()[1]) < 1, f"first chunk {at - float(first.split()[1]):.2f}s after its print"
+            # A streamed run that hits its timeout raises TimeoutError with the output so far.
+            seen = []
+            with pytest.raises(agentbox.TimeoutError) as ei:
+                await box.run('import time\nprint("started", flush=True)\nwhile True: time.sleep(0.05)',
+                              timeout=1, on_stdout=seen.append)
+            assert seen == ["started\n"] and "started" in ei.value.result.stdout
+            # The session lives on after the stream.
+            assert (await box.run("print(1)")).stdout == "1\n"
+
+    arun(main())
