@@ -23,6 +23,15 @@ func (c *Client) Run(ctx context.Context, req api.RunRequest) (*api.Result, erro
 	return &res, nil
 }
 
+// Route says which tier would run req and why, without running it (POST /v1/route).
+func (c *Client) Route(ctx context.Context, req api.RunRequest) (*api.Routing, error) {
+	var r api.Routing
+	if err := c.do(ctx, http.MethodPost, "/v1/route", req, &r, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // CreateSession starts a stateful session (POST /v1/sessions). Close it with CloseSession when
 // done; the daemon also closes it after its idle timeout.
 func (c *Client) CreateSession(ctx context.Context, req api.CreateSessionRequest) (*api.Session, error) {

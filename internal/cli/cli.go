@@ -34,6 +34,8 @@ Commands:
   audit         check the audit log's signatures and hashes, or read it (audit verify, audit query)
   keys          tenants' API keys: create, list, revoke, rotate
   mcp           serve agentbox's tools to an MCP client over stdio (the daemon serves /mcp)
+  route FILE    say which tier the daemon would run a file on, and why, without running it
+  sessions      the daemon's sessions: list, create, run ID FILE, close ID
   version       print the version
 
 Quick start:
@@ -83,6 +85,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return keysCmd(ctx, rest, stdout, stderr)
 	case "mcp":
 		return mcpCmd(ctx, rest, stdin, stdout, stderr)
+	case "route":
+		return routeCmd(ctx, rest, stdin, stdout, stderr)
+	case "sessions":
+		return sessionsCmd(ctx, rest, stdin, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "agentbox %s\n", VersionString())
 		return exitOK
