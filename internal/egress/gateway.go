@@ -110,6 +110,7 @@ type Gateway struct {
 	monitor  *monitor
 	sessions *sessions  // subdomain budgets and volume, per session
 	days     tenantDays // bytes sent per tenant today (Options.TenantBudget)
+	stats    stats      // counters for GET /metrics (metrics.go)
 
 	mu         sync.Mutex
 	intents    map[string]intentState
@@ -746,6 +747,7 @@ func (g *Gateway) record(ev Event) {
 		ev.Time = time.Now().UTC()
 	}
 	g.log.Debug("egress", "session", ev.Session, "method", ev.Method, "url", ev.URL, "decision", ev.Decision, "status", ev.Status, "reason", ev.Reason)
+	g.stats.request(ev)
 	if g.opts.Recorder != nil {
 		g.opts.Recorder.Egress(ev)
 	}

@@ -86,6 +86,7 @@ func (m *monitor) count(sb Sandbox, p *Profile, ev Event, source string, endable
 	}
 	al := Alert{Time: now.UTC(), Session: sb.Session, Profile: p.Name, Violations: n, Window: window.String(), Last: ev, Source: source}
 	al.Ended = endable && a.EndSession && p.Mode == ModeEnforce && m.g.opts.EndSession != nil
+	m.g.stats.alert(al)
 	m.g.log.Warn(source+" alert: repeated violations", "session", sb.Session, "profile", p.Name, "violations", n, "window", window, "ending_session", al.Ended, "last", ev.Reason)
 	if m.g.opts.Recorder != nil {
 		m.g.opts.Recorder.Alert(al)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // Options configure the API. Zero values take the documented defaults.
@@ -117,6 +118,14 @@ func New(opts Options) (*API, error) {
 		if c, ok := rt.(prometheus.Collector); ok {
 			if err := s.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
 				return nil, fmt.Errorf("httpapi: metrics of runtime %s: %w", t, err)
+			}
+		}
+	}
+	// The egress gateway likewise, when the engine has one that exposes metrics.
+	if e, ok := s.m.(interface{ Egress() sandbox.Intents }); ok {
+		if c, ok := e.Egress().(prometheus.Collector); ok && c != nil {
+			if err := s.reg.Register(c); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+				return nil, fmt.Errorf("httpapi: metrics of the egress gateway: %w", err)
 			}
 		}
 	}
