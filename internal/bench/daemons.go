@@ -36,8 +36,11 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*daemon
 	dc := daemonConfig{Config: config.Default(), Nano: nano.DefaultConfig(), Heavy: heavy.DefaultConfig()}
 	dc.DataDir = dataDir
 	dc.Listen = "127.0.0.1:0"
-	// Its own audit log: a daemon of the user's may hold the data directory's.
+	// Its own audit log: a daemon of the user's may hold the data directory's. Its own sessions
+	// directory too, emptied: a bench's sessions are not the user's to resume.
 	dc.Audit.Dir = filepath.Join(dataDir, "bench", "audit")
+	dc.Sessions.Dir = filepath.Join(dataDir, "bench", "sessions", logName)
+	_ = os.RemoveAll(dc.Sessions.Dir)
 	edit(&dc)
 	cfg, err := dc.resolve()
 	if err != nil {

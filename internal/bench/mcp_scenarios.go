@@ -182,6 +182,7 @@ func startMCPDaemon(ctx context.Context, dataDir string) (*mcpDaemon, string, er
 		return nil, "", err
 	}
 	cfg.ArtifactsDir, cfg.Audit.Dir = filepath.Join(base, "artifacts"), filepath.Join(base, "audit")
+	cfg.Sessions.Dir = filepath.Join(base, "sessions")
 	logPath := filepath.Join(dataDir, "bench", "mcp.log")
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return nil, "", err

@@ -36,6 +36,8 @@ Commands:
   mcp           serve agentbox's tools to an MCP client over stdio (the daemon serves /mcp)
   route FILE    say which tier the daemon would run a file on, and why, without running it
   sessions      the daemon's sessions: list, create, run ID FILE, close ID
+  steps         list a session's steps (steps SESSION); time travel: rewind SESSION STEP,
+                fork SESSION STEP, inspect SESSION STEP, pause SESSION, resume SESSION
   version       print the version
 
 Quick start:
@@ -89,6 +91,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return routeCmd(ctx, rest, stdin, stdout, stderr)
 	case "sessions":
 		return sessionsCmd(ctx, rest, stdin, stdout, stderr)
+	case "steps", "rewind", "fork", "pause", "resume", "inspect":
+		return stepsCmd(ctx, cmd, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "agentbox %s\n", VersionString())
 		return exitOK

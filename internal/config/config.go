@@ -105,8 +105,42 @@ type LimitsConfig struct {
 type SessionsConfig struct {
 	// Max open sessions per daemon. Default 32.
 	Max int `json:"max"`
-	// IdleTimeout closes a session unused for this long. Default 10m.
+	// IdleTimeout closes a session unused for this long (or pauses it, with PauseIdle). Default
+	// 10m.
 	IdleTimeout Duration `json:"idle_timeout"`
+	// Ephemeral keeps sessions in memory only: they end with the daemon. By default a session's
+	// record and its steps' snapshots are kept in Dir, and a restarted daemon, kill -9 included,
+	// resumes each session on its next use.
+	Ephemeral bool `json:"ephemeral"`
+	// Dir holds the sessions' records (Dir/records) and the content-addressed store of their
+	// snapshots (Dir/snapshots). One daemon at a time uses it (a lock); another finds it locked
+	// and keeps its sessions in memory. Default DATA_DIR/sessions.
+	Dir string `json:"dir"`
+	// PauseIdle pauses a session idle for IdleTimeout instead of closing it, on tiers that can
+	// pause (its state on disk, its sandbox freed); MaxLifetime then closes any session that old.
+	// Default false, 24h.
+	PauseIdle   bool     `json:"pause_idle"`
+	MaxLifetime Duration `json:"max_lifetime"`
+	// Snapshots bounds the per-step snapshots kept: per session (count and MiB), per daemon (MiB)
+	// and by age. A step whose snapshot was dropped cannot be rewound to or forked (the error says
+	// why). Defaults 64, 512 MiB, 4096 MiB, 168h.
+	Snapshots SnapshotRetention `json:"snapshots"`
+}
+
+// SnapshotRetention bounds the per-step snapshots a daemon keeps. Zero fields take the defaults.
+type SnapshotRetention struct {
+	PerSession   int      `json:"per_session"`
+	MBPerSession int64    `json:"mb_per_session"`
+	MBTotal      int64    `json:"mb_total"`
+	MaxAge       Duration `json:"max_age"`
+}
+
+// SessionsPath is the directory of sessions that outlive the daemon (Sessions.Dir).
+func (c Config) SessionsPath() string {
+	if c.Sessions.Dir != "" {
+		return c.Sessions.Dir
+	}
+	return filepath.Join(c.DataDir, "sessions")
 }
 
 // Duration is a time.Duration written as "30s" in JSON.
@@ -208,6 +242,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: need 0 < default_files_bytes <= max_files_bytes")
 	case l.MaxCodeBytes <= 0 || l.MaxFiles < 0 || l.MaxFileBytes <= 0:
 		return fmt.Errorf("config: max_code_bytes and max_file_bytes must be positive, max_files not negative")
+	case c.Sessions.Snapshots.PerSession < 0 || c.Sessions.Snapshots.MBPerSession < 0 || c.Sessions.Snapshots.MBTotal < 0 ||
+		c.Sessions.Snapshots.MaxAge < 0 || c.Sessions.MaxLifetime < 0:
+		return fmt.Errorf("config: sessions.snapshots and sessions.max_lifetime must not be negative")
 	case c.Sessions.Max < 0 || c.Sessions.IdleTimeout <= 0:
 		return fmt.Errorf("config: sessions.max must not be negative and sessions.idle_timeout must be positive")
 	case c.ArtifactsTTL <= 0:

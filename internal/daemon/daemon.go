@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
 	"github.com/agentbox-dev/agentbox/internal/config"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
 )
 
 // The tiers this build has, in the Manager's order of preference: the fastest to start first.
@@ -42,6 +44,9 @@ type wiring struct {
 	// gw is the egress gateway; nil when it is off.
 	gw  *gateway
 	log *slog.Logger
+	// snaps is the content-addressed store of sessions' snapshots, shared by the tiers; nil when
+	// sessions are ephemeral (sessions.ephemeral).
+	snaps *snapstore.Store
 }
 
 // NewManager builds every runtime this node can run and a Manager over them, behind the audit
@@ -88,6 +93,18 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		return nil, err
 	}
 	w := wiring{cfg: cfg, policy: cfg.Policy(), gw: gw, log: log}
+	sessionsLock, err := lockSessions(cfg, log)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	if sessionsLock != nil {
+		if w.snaps, err = snapstore.Open(filepath.Join(cfg.SessionsPath(), "snapshots")); err != nil {
+			sessionsLock.Close()
+			closeAll()
+			return nil, err
+		}
+	}
 	for _, s := range specs {
 		rt, err := s.start(ctx, w)
 		if err != nil {
@@ -126,20 +143,29 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),
 		Artifacts:   store,
 		Logger:      log,
+		PauseIdle:   cfg.Sessions.PauseIdle,
+		MaxLifetime: cfg.Sessions.MaxLifetime.D(),
+		Retention: sandbox.Retention{StepsPerSession: cfg.Sessions.Snapshots.PerSession,
+			BytesPerSession: cfg.Sessions.Snapshots.MBPerSession << 20, BytesTotal: cfg.Sessions.Snapshots.MBTotal << 20,
+			MaxAge: cfg.Sessions.Snapshots.MaxAge.D()},
+	}
+	if w.snaps != nil {
+		mopts.StateDir, mopts.Snapshots = filepath.Join(cfg.SessionsPath(), "records"), w.snaps
+		mopts.Closers = append(mopts.Closers, sessionsLock) // after the Manager wrote its last records
 	}
 	if rt != nil {
 		mopts.Router = rt
 	}
 	if gw != nil {
 		mopts.Egress = gw
-		mopts.Closers = []io.Closer{gw}
+		mopts.Closers = append([]io.Closer{gw}, mopts.Closers...)
 	}
 	core, err := sandbox.NewManager(mopts)
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
-	sink = trackRestarts(auditLog, sink, log) // restart.go: records what a daemon that died left
+	sink = trackRestarts(auditLog, sink, log, core.Sessions()) // restart.go: records what a daemon that died left
 	m := sandbox.WithAudit(core, sink)
 	closeSession := func(id, reason string) {
 		log.Warn("ending a session after egress violations", "session", id, "reason", reason)
@@ -176,6 +202,7 @@ func startNano(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 		DefaultMemoryBytes: w.policy.Defaults.MemoryBytes,
 		MaxMemoryBytes:     w.policy.Max.MemoryBytes,
 		Logger:             w.log,
+		Snapshots:          w.snaps,
 	})
 }
 

@@ -59,6 +59,7 @@ func startWith(t *testing.T, edit func(*config.Config)) (*client.Client, string)
 	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
+	cfg.Sessions.Dir = t.TempDir() // sessions that outlive the daemon: this test's own
 	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}

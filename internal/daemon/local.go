@@ -14,6 +14,7 @@ import (
 // (runtime heavy, packages) or its code may need it (mayNeedHeavy). The engine's own router still
 // makes the real decision.
 func ForOneRun(cfg config.Config, code string, runtime sandbox.Tier, packages []string) (config.Config, error) {
+	cfg.Sessions.Ephemeral = true // one run: no sessions to keep, and a daemon may hold the directory
 	err := nano.Configure(&cfg, func(n *nano.Config) {
 		warm := 0
 		n.Workers, n.Warm = 1, &warm

@@ -60,6 +60,7 @@ var remoteKey = "AKIA" + "Q3EGRWXYZ7LMN4PB"
 func TestRemoteMCPServer(t *testing.T) {
 	testenv.RequireRoot(t)
 	cfg := config.Default()
+	cfg.Sessions.Dir = t.TempDir() // sessions that outlive the daemon: this test's own
 	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}

@@ -64,16 +64,25 @@ var (
 // trackRestarts records what a daemon that did not shut down cleanly left (see above) and returns
 // the sink that keeps this daemon's sessions for the next start: sink itself when the audit log is
 // off. It is called once the Manager is built, when nothing can fail the start any more.
-func trackRestarts(l *audit.Log, sink sandbox.AuditSink, log *slog.Logger) sandbox.AuditSink {
+//
+// found are the sessions the Manager found in its state directory (sessions that outlive the
+// daemon, state.go): they are not lost, and stay this daemon's.
+func trackRestarts(l *audit.Log, sink sandbox.AuditSink, log *slog.Logger, found []sandbox.SessionInfo) sandbox.AuditSink {
 	if l == nil {
 		return sink
 	}
 	t := &restartTracker{l: l, log: log, path: filepath.Join(l.Dir(), RunningFile), sessions: map[string]audit.LostSession{},
 		state: runningState{PID: os.Getpid(), Started: time.Now().UTC()}}
+	kept := map[string]bool{}
+	for _, s := range found {
+		kept[s.ID] = true
+		t.sessions[s.ID] = audit.LostSession{ID: s.ID, Tier: string(s.Tier), Tenant: s.Tenant, Agent: s.Agent, Created: s.CreatedAt}
+	}
 	if prev, err := readRunning(t.path); err != nil {
 		log.Warn("the previous daemon's state is unreadable; its sessions are not recorded as lost", "file", t.path, "err", err)
 		t.recordRestart(runningState{})
 	} else if prev != nil {
+		prev.Sessions = slices.DeleteFunc(prev.Sessions, func(s audit.LostSession) bool { return kept[s.ID] })
 		t.recordRestart(*prev)
 	}
 	t.mu.Lock()

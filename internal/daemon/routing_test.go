@@ -126,6 +126,7 @@ func TestDaemonMakesMissingModuleList(t *testing.T) {
 		testenv.Skip(t, err.Error())
 	}
 	cfg := config.Default()
+	cfg.Sessions.Dir = t.TempDir() // sessions that outlive the daemon: this test's own
 	cfg.DataDir = t.TempDir()
 	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled = heavy.Off }))
 	cfg.ArtifactsDir = t.TempDir()

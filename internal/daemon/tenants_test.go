@@ -41,6 +41,7 @@ func tenantDaemonOf(t *testing.T, tenants config.Tenants, withHeavy bool) (strin
 	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
+	cfg.Sessions.Dir = t.TempDir() // sessions that outlive the daemon: this test's own
 	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}

@@ -113,8 +113,16 @@ func (m *Manager) loadSessions() error {
 			m.log.Warn("a saved session cannot be read; skipped", "file", name, "err", err)
 			continue
 		}
-		if _, ok := m.tier(v.Info.Tier); !ok {
+		t, ok := m.tier(v.Info.Tier)
+		if !ok {
 			m.log.Warn("a saved session's tier is not run here; skipped", "session", v.Info.ID, "runtime", v.Info.Tier)
+			continue
+		}
+		if _, restorer := t.rt.(Restorer); !restorer || v.Head != "" && v.Ref == "" {
+			// Its state was not durable (the tier keeps none, or the daemon stopped before): the
+			// session is lost, as an ephemeral one would be.
+			m.log.Warn("a saved session's state was not durable; it is lost", "session", v.Info.ID, "runtime", v.Info.Tier)
+			_ = os.Remove(filepath.Join(m.stateDir, name))
 			continue
 		}
 		s := &session{opts: v.Opts, requested: v.Requested, auto: v.Auto, info: v.Info, impl: asleep{}}

@@ -19,6 +19,7 @@ func (r *Runtime) Capabilities() sandbox.Capabilities {
 		Sessions:  true,
 		Max:       r.MaxLimits(),
 		Contained: true,
+		Snapshot:  true, Rewind: true, Fork: true, Pause: true,
 	}
 }
 

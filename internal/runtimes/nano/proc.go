@@ -278,6 +278,21 @@ func (p *proc) hibernate(ctx context.Context) ([]byte, error) {
 	return resp.Snapshot, err
 }
 
+// snapshot asks a session worker for its session's snapshot; the session stays in the worker.
+func (p *proc) snapshot(ctx context.Context) ([]byte, error) {
+	resp, err := p.call(ctx, wire.OpSnapshot)
+	if err == nil && resp.Snapshot == nil {
+		err = sandbox.Errorf(sandbox.KindInternal, "nano worker sent no snapshot")
+	}
+	return resp.Snapshot, err
+}
+
+// restore makes a session worker's interpreter the state of a snapshot, at once.
+func (p *proc) restore(ctx context.Context, blob []byte) error {
+	_, err := p.callWith(ctx, &wire.Request{Op: wire.OpRestore, Restore: blob})
+	return err
+}
+
 // reset asks a session worker to drop its session and hold a pristine interpreter again.
 func (p *proc) reset(ctx context.Context) error {
 	_, err := p.call(ctx, wire.OpReset)
@@ -286,8 +301,15 @@ func (p *proc) reset(ctx context.Context) error {
 
 // call sends a request without code (hibernate, reset) and waits up to 10 s for its answer.
 func (p *proc) call(ctx context.Context, op wire.Op) (wire.Response, error) {
+	return p.callWith(ctx, &wire.Request{Op: op})
+}
+
+// callWith sends req (its ID set here) and waits up to 10 s for its answer.
+func (p *proc) callWith(ctx context.Context, req *wire.Request) (wire.Response, error) {
 	p.nextID++
-	if err := wire.Write(p.in, &wire.Request{Op: op, ID: p.nextID}); err != nil {
+	req.ID = p.nextID
+	op := req.Op
+	if err := wire.Write(p.in, req); err != nil {
 		p.kill()
 		return wire.Response{}, p.deadErr(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
 )
 
 // Options configure the nano runtime. Zero values take the documented defaults.
@@ -46,6 +47,10 @@ type Options struct {
 	MaxMemoryBytes int64
 	Logger         *slog.Logger
 
+	// Snapshots is the store sessions' per-step snapshots are made durable in (timetravel.go).
+	// Nil: steps are kept in memory only, and sessions do not survive a restart.
+	Snapshots *snapstore.Store
+
 	// launch starts a worker process; tests may replace it. Default: the jailed worker.
 	launch launcher
 }
@@ -77,10 +82,13 @@ type Runtime struct {
 
 // Interface guards.
 var (
-	_ sandbox.Runtime   = (*Runtime)(nil)
-	_ sandbox.Health    = (*Runtime)(nil)
-	_ sandbox.Explainer = (*Runtime)(nil)
-	_ sandbox.Session   = (*session)(nil)
+	_ sandbox.Runtime     = (*Runtime)(nil)
+	_ sandbox.Health      = (*Runtime)(nil)
+	_ sandbox.Explainer   = (*Runtime)(nil)
+	_ sandbox.Session     = (*session)(nil)
+	_ sandbox.Snapshotter = (*session)(nil)
+	_ sandbox.Pauser      = (*session)(nil)
+	_ sandbox.Restorer    = (*Runtime)(nil)
 )
 
 // New starts the one-shot workers and waits until they are ready.

@@ -59,6 +59,9 @@ type session struct {
 	stuck  bool        // its state could not be taken out the last time: not tried again until it runs
 	closed bool
 
+	// Time travel (timetravel.go), guarded by mu.
+	tt travel
+
 	lastUsed time.Time // guarded by r.mu, while in r.held
 }
 
@@ -74,6 +77,9 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	s.r.unhold(s)
 	var restore []byte
 	if s.p == nil {
+		if err := s.unpause(); err != nil {
+			return nil, err
+		}
 		p, warm, err := s.r.sessionWorker(ctx)
 		if err != nil {
 			return nil, err
@@ -84,6 +90,17 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		}
 		s.p, restore = p, s.snap
 	}
+	if !s.p.alive() && s.tt.cur != nil {
+		// The worker was lost since the last step (killed at a deadline): the session comes back
+		// at its last step's state.
+		s.p.kill()
+		p, _, err := s.r.sessionWorker(ctx)
+		if err != nil {
+			s.p = nil
+			return nil, err
+		}
+		s.p, restore = p, s.tt.cur
+	}
 	if !s.p.alive() {
 		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's interpreter has ended (an earlier run ignored the interrupt at its deadline and was killed, the code exited the interpreter, or the worker died); its state is gone").
 			WithHint("close this session and create a new one")
@@ -92,9 +109,21 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	res, err := s.p.run(ctx, req, s.r.opts.Grace, restore)
 	s.runs++
 	s.stuck = false
-	if restore != nil {
+	if restore == nil && !s.p.alive() && s.tt.cur != nil {
+		// The worker was lost in this run (killed at the deadline): the session comes back at its
+		// last step's state, its next run restores it.
+		s.p.kill()
+		s.p = nil
+		s.snap = s.tt.cur
+		s.r.hib.hibernated(len(s.snap))
+		if e := sandbox.AsError(err); e != nil {
+			e.Message += "; the session is back at its state before this run"
+		}
+	} else if restore != nil {
 		if s.p.alive() {
-			s.r.hib.restored(len(s.snap))
+			if s.snap != nil {
+				s.r.hib.restored(len(s.snap))
+			}
 			s.snap = nil
 		} else {
 			// The worker was lost in this run (killed at the deadline, or the restore failed):

@@ -30,6 +30,7 @@ export class Daemon {
       listen: '127.0.0.1:0',
       artifacts_dir: join(this.dir, 'artifacts'),
       audit: { dir: join(this.dir, 'audit') },
+      sessions: { ...(config.sessions ?? {}), dir: join(this.dir, 'sessions') },
       keys_file: join(this.dir, 'keys.json'),
       heavy: { ...(config.heavy ?? {}) },
     };

@@ -62,7 +62,8 @@ class Daemon:
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix=f"agentbox-sdk-{name}-"))
         self.keys_file = self.dir / "keys.json"
         self.config = dict(config, listen="127.0.0.1:0", artifacts_dir=str(self.dir / "artifacts"),
-                           audit={"dir": str(self.dir / "audit")}, keys_file=str(self.keys_file))
+                           audit={"dir": str(self.dir / "audit")}, keys_file=str(self.keys_file),
+                           sessions=dict(config.get("sessions", {}), dir=str(self.dir / "sessions")))
         self.config.setdefault("heavy", {})
         if self.config["heavy"].get("enabled") != "off":
             self.config["heavy"] = dict(self.config["heavy"], state_dir=str(self.dir / "heavy"))

@@ -6,6 +6,7 @@
 # length + JSON), then parks again. Everything it needs is bound to locals first, so user code
 # that rebinds sys, os or json affects only itself.
 import builtins
+import functools
 import gc
 import io
 import json
@@ -19,6 +20,11 @@ import types
 def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEADROOM@, NONET=@NONET@):
     fio = io.FileIO(0, "rb", closefd=False)
     buf = bytearray(PARK)
+    # The park goes through a partial: the interpreter's specializer (PEP 659) rewrites a call of
+    # a method such as fio.readinto after a few runs into a direct call with a shallower C stack,
+    # and a park at another depth than the first cannot be snapshotted, reset or restored (see
+    # reset.go). A call of a partial object is never specialized, so every park is at one depth.
+    park = functools.partial(fio.readinto, buf)
     loads, dumps = json.loads, json.dumps
     o_open, o_write, o_close, o_exit, O_WRONLY = os.open, os.write, os.close, os._exit, os.O_WRONLY
     environ = os.environ
@@ -126,7 +132,7 @@ def _agentbox_serve(PARK=@PARK@, CTL="@CTL@", WORKDIR="@WORKDIR@", HEADROOM=@HEA
     gc.collect()
     gc.freeze()
     while True:
-        n = fio.readinto(buf)  # parked here between runs
+        n = park()  # parked here between runs
         if not n:
             o_exit(0)
         size = int.from_bytes(buf[:4], "little")

@@ -163,7 +163,7 @@ func (i *Instance) parkedCleanly() string {
 	case i.tainted.Load():
 		return "the code closed a standard stream or the root directory, or renumbered a descriptor"
 	case i.parkIovs != i.snap.iovs:
-		return "it is not parked in the driver's read"
+		return fmt.Sprintf("it is not parked in the driver's read (%d, not %d)", i.parkIovs, i.snap.iovs)
 	case i.stdin.hasPending():
 		return "input was left unread"
 	case !i.fs.sameOpenFiles(i.open0):
@@ -203,4 +203,34 @@ func (m *memFS) restoreFiles(files []snapFile) error {
 		n.perm, n.atim, n.mtim, n.ctim = f.Perm&fs.ModePerm, f.Atim, f.Mtim, f.Ctim
 	}
 	return nil
+}
+
+// SnapshotParts is a Snapshot blob taken apart, for a store that keeps its pages, files and
+// clock apart (the daemon's per-step snapshots: pages shared between steps are stored once).
+type (
+	SnapshotParts = snapshot
+	SnapshotFile  = snapFile
+	SnapshotClock = snapClock
+)
+
+// SnapshotPage is the size of a page of SnapshotParts.Data.
+const SnapshotPage = snapPage
+
+// DecodeSnapshot takes a Snapshot blob apart.
+func DecodeSnapshot(blob []byte) (*SnapshotParts, error) {
+	var s snapshot
+	if err := gob.NewDecoder(bytes.NewReader(blob)).Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: decode: %v", ErrNoSnapshot, err)
+	}
+	return &s, nil
+}
+
+// EncodeSnapshot puts a blob for Restore back together.
+func EncodeSnapshot(s *SnapshotParts) ([]byte, error) {
+	var out bytes.Buffer
+	out.Grow(len(s.Data) + 64<<10)
+	if err := gob.NewEncoder(&out).Encode(s); err != nil {
+		return nil, fmt.Errorf("engine: encode snapshot: %w", err)
+	}
+	return out.Bytes(), nil
 }

@@ -49,6 +49,13 @@ const (
 	// OpReset (daemon → worker) makes a session worker drop its session and hold a pristine
 	// interpreter again, for another session (OpResult, or Error).
 	OpReset Op = "reset"
+	// OpSnapshot (daemon → worker) asks a session worker for a snapshot of its session's parked
+	// interpreter, as OpHibernate does, but the interpreter stays the session's: a step's
+	// snapshot (OpResult with Snapshot, or Error).
+	OpSnapshot Op = "snapshot"
+	// OpRestore (daemon → worker) makes a session worker's interpreter the state in Restore
+	// (a snapshot from OpSnapshot or OpHibernate) at once, whatever it held: a rewind in place.
+	OpRestore Op = "restore"
 )
 
 // Request is a frame from the daemon.
@@ -60,8 +67,8 @@ type Request struct {
 	Env           map[string]string    `json:"env,omitempty"`
 	Limits        sandbox.Limits       `json:"limits"`
 	Deterministic *sandbox.Determinism `json:"deterministic,omitempty"`
-	// Restore (OpRun, session workers) is a snapshot from OpHibernate to make the worker's
-	// pristine interpreter before the code runs.
+	// Restore (OpRun, OpRestore; session workers) is a snapshot from OpHibernate or OpSnapshot
+	// to make the worker's pristine interpreter from, before the code runs.
 	Restore []byte `json:"restore,omitempty"`
 	// Stream (OpRun) asks for the run's output as OpChunk frames while it runs.
 	Stream bool `json:"stream,omitempty"`

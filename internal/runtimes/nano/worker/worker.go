@@ -205,6 +205,20 @@ func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
 		w.hibernate(ctx, resp)
 		return resp
 	}
+	if req.Op == wire.OpSnapshot && w.session != nil {
+		inst, _, err := w.session.get(ctx)
+		if err == nil {
+			resp.Snapshot, err = inst.Snapshot()
+		}
+		if err != nil {
+			resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("no snapshot of the session: %v", err)}
+		}
+		return resp
+	}
+	if req.Op == wire.OpRestore && w.session != nil {
+		w.restore(ctx, req.Restore, resp)
+		return resp
+	}
 	if req.Op == wire.OpReset && w.session != nil {
 		if inst, _, err := w.session.get(ctx); err == nil {
 			w.makePristine(ctx, inst)
@@ -375,6 +389,27 @@ func (w *worker) hibernate(ctx context.Context, resp *wire.Response) {
 		return
 	}
 	w.makePristine(ctx, inst)
+}
+
+// restore answers OpRestore: the session's interpreter is made pristine (reset, or a new one)
+// and then the snapshot.
+func (w *worker) restore(ctx context.Context, blob []byte, resp *wire.Response) {
+	inst, _, err := w.session.get(ctx)
+	if err == nil && !inst.Pristine() {
+		w.makePristine(ctx, inst)
+		inst, _, err = w.session.get(ctx)
+	}
+	if err == nil {
+		if err = inst.Restore(blob); err != nil {
+			// Half restored, perhaps: this interpreter serves nobody any more.
+			inst.Close()
+			w.checkStopped(inst)
+			w.session = newSessionSlot(ctx, w)
+		}
+	}
+	if err != nil {
+		resp.Error = &wire.Error{Kind: sandbox.KindInternal, Message: fmt.Sprintf("the snapshot could not be restored: %v", err)}
+	}
 }
 
 // makePristine resets the session's interpreter for another session, or replaces it with a new

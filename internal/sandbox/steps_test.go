@@ -1,0 +1,262 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// counterTier is a tier whose sessions hold one integer: "add N" adds to it and prints it. It
+// takes snapshots, rewinds, forks, pauses and restores, keeping "durable" snapshots in a map that
+// outlives its Manager (as the store outlives a daemon).
+type counterTier struct {
+	mu      sync.Mutex
+	durable map[string]int
+}
+
+type counterSession struct {
+	t     *counterTier
+	mu    sync.Mutex
+	n     int
+	snaps map[string]int
+}
+
+// Interface guards.
+var (
+	_ sandbox.Runtime     = (*counterTier)(nil)
+	_ sandbox.Restorer    = (*counterTier)(nil)
+	_ sandbox.Snapshotter = (*counterSession)(nil)
+	_ sandbox.Pauser      = (*counterSession)(nil)
+)
+
+func (c *counterTier) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Tier: "counter", Sessions: true, Snapshot: true, Rewind: true, Fork: true, Pause: true}
+}
+func (c *counterTier) Run(context.Context, *sandbox.RunRequest) (*sandbox.Result, error) {
+	return &sandbox.Result{}, nil
+}
+func (c *counterTier) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
+	return &counterSession{t: c, snaps: map[string]int{}}, nil
+}
+func (c *counterTier) Close() error { return nil }
+func (c *counterTier) Restore(_ context.Context, ref string, _ sandbox.SessionOptions) (sandbox.Session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.durable[ref]
+	if !ok {
+		return nil, fmt.Errorf("no snapshot %s", ref)
+	}
+	return &counterSession{t: c, n: n, snaps: map[string]int{}}, nil
+}
+
+func (s *counterSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, _ := strconv.Atoi(strings.TrimPrefix(req.Code, "add "))
+	s.n += d
+	return &sandbox.Result{Stdout: fmt.Sprintf("%d\n", s.n)}, nil
+}
+func (s *counterSession) Close() error { return nil }
+func (s *counterSession) Snapshot(_ context.Context, step string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.snaps[step] = s.n
+	return nil
+}
+func (s *counterSession) Persist(_ context.Context, step string) (sandbox.SnapshotRef, error) {
+	s.mu.Lock()
+	n := s.snaps[step]
+	s.mu.Unlock()
+	ref := "ref-" + step
+	s.t.mu.Lock()
+	s.t.durable[ref] = n
+	s.t.mu.Unlock()
+	return sandbox.SnapshotRef{Ref: ref, Bytes: 100}, nil
+}
+func (s *counterSession) Rewind(_ context.Context, step, ref string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.snaps[step]
+	if !ok {
+		s.t.mu.Lock()
+		n, ok = s.t.durable[ref]
+		s.t.mu.Unlock()
+	}
+	if !ok {
+		return errors.New("no such snapshot")
+	}
+	s.n = n
+	return nil
+}
+func (s *counterSession) Fork(ctx context.Context, step, ref string, opts sandbox.SessionOptions) (sandbox.Session, error) {
+	f := &counterSession{t: s.t, snaps: map[string]int{}}
+	s.mu.Lock()
+	f.n = s.snaps[step]
+	s.mu.Unlock()
+	return f, nil
+}
+func (s *counterSession) Forget(step string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.snaps, step)
+}
+func (s *counterSession) Pause(context.Context) (sandbox.SnapshotRef, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref := fmt.Sprintf("pause-%p", s)
+	s.t.mu.Lock()
+	s.t.durable[ref] = s.n
+	s.t.mu.Unlock()
+	return sandbox.SnapshotRef{Ref: ref}, nil
+}
+func (s *counterSession) Resume(context.Context) error { return nil }
+
+func counterManager(t *testing.T, tier *counterTier, dir string, r sandbox.Retention) *sandbox.Manager {
+	t.Helper()
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}, StateDir: dir, Retention: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func addRun(t *testing.T, v *sandbox.View, id string, d int) *sandbox.Result {
+	t.Helper()
+	res, err := v.RunInSession(context.Background(), id, &sandbox.RunRequest{Code: fmt.Sprintf("add %d", d)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// waitDurable waits until the session's steps are all durable or dropped.
+func waitDurable(t *testing.T, v *sandbox.View, id string) []sandbox.Step {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		steps, _, err := v.Steps(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for _, st := range steps {
+			if st.Snapshot.State == sandbox.SnapshotKept || st.Snapshot.State == sandbox.SnapshotPending {
+				done = false
+			}
+		}
+		if done {
+			return steps
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("steps not durable: %+v", steps)
+		}
+	}
+}
+
+// Steps form a tree: a rewind then a run makes a branch; a fork goes on alone; retention drops
+// old snapshots with an error that says so; and a new Manager on the same directory finds the
+// session and resumes it at its head.
+func TestStepsRewindForkRetentionRestart(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}}
+	dir := t.TempDir()
+	m := counterManager(t, tier, dir, sandbox.Retention{StepsPerSession: 3})
+	v := m.As(sandbox.Caller{Tenant: "acme"})
+	info, err := v.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	var steps []string
+	for _, d := range []int{1, 10, 100, 1000} {
+		steps = append(steps, addRun(t, v, id, d).Step)
+	}
+	list := waitDurable(t, v, id)
+	if list[0].Snapshot.State != sandbox.SnapshotDropped || !strings.Contains(list[0].Snapshot.Reason, "3 snapshots per session") {
+		t.Fatalf("the oldest of 4 steps with 3 kept: %+v", list[0].Snapshot)
+	}
+	_, err = v.Rewind(context.Background(), id, steps[0])
+	if e := sandbox.AsError(err); e == nil || e.Kind != sandbox.KindConflict || !strings.Contains(e.Message, "was dropped") {
+		t.Fatalf("rewind to a dropped step: %v", err)
+	}
+	if _, err := v.Rewind(context.Background(), id, "st_nope"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Fatalf("rewind to an unknown step: %v", err)
+	}
+	if _, err := v.Rewind(context.Background(), id, steps[1]); err != nil {
+		t.Fatal(err)
+	}
+	res := addRun(t, v, id, 5)
+	if res.Stdout != "16\n" {
+		t.Fatalf("after rewinding to 11 and adding 5: %q", res.Stdout)
+	}
+	st, err := v.Step(id, res.Step)
+	if err != nil || st.Parent != steps[1] {
+		t.Fatalf("the branch's step: %+v %v", st, err)
+	}
+	fork, err := v.Fork(context.Background(), id, steps[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := addRun(t, v, fork.ID, 1).Stdout; got != "112\n" {
+		t.Fatalf("fork from 111: %q", got)
+	}
+	if got := addRun(t, v, id, 1).Stdout; got != "17\n" {
+		t.Fatalf("the original after the fork: %q", got)
+	}
+	if _, err := v.Pause(context.Background(), fork.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitDurable(t, v, id)
+	m.Close()
+
+	m2 := counterManager(t, tier, dir, sandbox.Retention{})
+	v2 := m2.As(sandbox.Caller{Tenant: "acme"})
+	if got := addRun(t, v2, id, 1).Stdout; got != "18\n" {
+		t.Fatalf("the session after a restart: %q", got)
+	}
+	fi, err := v2.Session(fork.ID)
+	if err != nil || fi.State != sandbox.SessionPaused {
+		t.Fatalf("the paused fork after a restart: %+v %v", fi, err)
+	}
+	if got := addRun(t, v2, fork.ID, 1).Stdout; got != "113\n" {
+		t.Fatalf("the paused fork after a restart: %q", got)
+	}
+}
+
+// Another tenant's steps are not found, and it can neither rewind, fork, pause, resume nor
+// inspect them.
+func TestStepsTenancy(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}}
+	m := counterManager(t, tier, "", sandbox.Retention{})
+	acme, other := m.As(sandbox.Caller{Tenant: "acme"}), m.As(sandbox.Caller{Tenant: "other"})
+	info, err := acme.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := addRun(t, acme, info.ID, 1).Step
+	waitDurable(t, acme, info.ID)
+	ctx := context.Background()
+	for name, call := range map[string]func() error{
+		"steps":   func() error { _, _, err := other.Steps(info.ID); return err },
+		"step":    func() error { _, err := other.Step(info.ID, step); return err },
+		"rewind":  func() error { _, err := other.Rewind(ctx, info.ID, step); return err },
+		"fork":    func() error { _, err := other.Fork(ctx, info.ID, step); return err },
+		"pause":   func() error { _, err := other.Pause(ctx, info.ID); return err },
+		"resume":  func() error { _, err := other.Resume(ctx, info.ID); return err },
+		"inspect": func() error { _, err := other.InspectStep(ctx, info.ID, step); return err },
+		"diff":    func() error { _, err := other.DiffSteps(ctx, info.ID, step, step); return err },
+	} {
+		if err := call(); sandbox.KindOf(err) != sandbox.KindNotFound {
+			t.Errorf("%s of another tenant's session: %v, want not_found", name, err)
+		}
+	}
+	if steps, _, err := acme.Steps(info.ID); err != nil || len(steps) != 1 {
+		t.Fatalf("the owner's steps: %v %v", steps, err)
+	}
+}
