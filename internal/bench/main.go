@@ -17,6 +17,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, out io.Wri
 	"heavy":  mainHeavy,
 	"egress": mainEgress,
 	"mcp":    mainMCP,
+	"steps":  mainSteps,
 }
 
 // Main runs `agentbox bench SUBCOMMAND [flags]`, writing the report to out and progress to stderr.

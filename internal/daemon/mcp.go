@@ -131,6 +131,36 @@ func (d daemonBackend) Audit(ctx context.Context, q mcpserver.AuditFilter) ([]ap
 	return recs, d.wire(ctx, err)
 }
 
+func (d daemonBackend) Steps(ctx context.Context, id string) (*api.StepList, error) {
+	l, err := d.c.Steps(ctx, id)
+	return l, d.wire(ctx, err)
+}
+
+func (d daemonBackend) Rewind(ctx context.Context, id, step string) (*api.Session, error) {
+	s, err := d.c.Rewind(ctx, id, step)
+	return s, d.wire(ctx, err)
+}
+
+func (d daemonBackend) Fork(ctx context.Context, id, step string) (*api.Session, error) {
+	s, err := d.c.Fork(ctx, id, step)
+	return s, d.wire(ctx, err)
+}
+
+func (d daemonBackend) Pause(ctx context.Context, id string) (*api.Session, error) {
+	s, err := d.c.Pause(ctx, id)
+	return s, d.wire(ctx, err)
+}
+
+func (d daemonBackend) Resume(ctx context.Context, id string) (*api.Session, error) {
+	s, err := d.c.Resume(ctx, id)
+	return s, d.wire(ctx, err)
+}
+
+func (d daemonBackend) InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error) {
+	in, err := d.c.InspectStep(ctx, id, step)
+	return in, d.wire(ctx, err)
+}
+
 // wire turns the client's errors into the tools': the daemon's answer as it was, or a daemon that
 // did not answer.
 func (d daemonBackend) wire(ctx context.Context, err error) error {

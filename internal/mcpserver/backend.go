@@ -31,6 +31,13 @@ type Backend interface {
 	SetIntent(ctx context.Context, id, name string, ttl float64) (*api.Intent, error)
 	ClearIntent(ctx context.Context, id string) error
 	Audit(ctx context.Context, q AuditFilter) ([]api.AuditRecord, error)
+	// Time travel: a session's steps, rewind, fork, pause, resume, and what a step held.
+	Steps(ctx context.Context, id string) (*api.StepList, error)
+	Rewind(ctx context.Context, id, step string) (*api.Session, error)
+	Fork(ctx context.Context, id, step string) (*api.Session, error)
+	Pause(ctx context.Context, id string) (*api.Session, error)
+	Resume(ctx context.Context, id string) (*api.Session, error)
+	InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error)
 }
 
 // AuditFilter selects audit records, as GET /v1/audit's query parameters do. Zero fields match

@@ -31,6 +31,13 @@ type Core interface {
 	SetIntent(id, name string, ttl time.Duration) (sandbox.IntentInfo, error)
 	ClearIntent(id string) error
 	QueryAudit(ctx context.Context, f sandbox.AuditFilter) ([]json.RawMessage, error)
+	Steps(id string) ([]sandbox.Step, string, error)
+	Session(id string) (sandbox.SessionInfo, error)
+	Rewind(ctx context.Context, id, step string) (sandbox.Step, error)
+	Fork(ctx context.Context, id, step string) (sandbox.SessionInfo, error)
+	Pause(ctx context.Context, id string) (sandbox.SessionInfo, error)
+	Resume(ctx context.Context, id string) (sandbox.SessionInfo, error)
+	InspectStep(ctx context.Context, id, step string) (sandbox.Inspection, error)
 }
 
 // Interface guards.
@@ -180,4 +187,66 @@ func sessionError(id string, err error) error {
 	}
 	return sandbox.Errorf(sandbox.KindNotFound, "no open session %q", id).
 		WithHint("it was closed, expired after its idle timeout, or never created; session_list lists the open ones")
+}
+
+func (l local) Steps(_ context.Context, id string) (*api.StepList, error) {
+	steps, head, err := l.c.Steps(id)
+	if err != nil {
+		return nil, stepError(id, err)
+	}
+	out := apiwire.StepsToAPI(steps, head)
+	return &out, nil
+}
+
+func (l local) Rewind(ctx context.Context, id, step string) (*api.Session, error) {
+	if _, err := l.c.Rewind(ctx, id, step); err != nil {
+		return nil, stepError(id, err)
+	}
+	info, err := l.c.Session(id)
+	if err != nil {
+		return nil, sessionError(id, err)
+	}
+	s := apiwire.SessionToAPI(info)
+	return &s, nil
+}
+
+func (l local) Fork(ctx context.Context, id, step string) (*api.Session, error) {
+	return sessionAnswer(l.c.Fork(ctx, id, step))(id)
+}
+
+func (l local) Pause(ctx context.Context, id string) (*api.Session, error) {
+	return sessionAnswer(l.c.Pause(ctx, id))(id)
+}
+
+func (l local) Resume(ctx context.Context, id string) (*api.Session, error) {
+	return sessionAnswer(l.c.Resume(ctx, id))(id)
+}
+
+func (l local) InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error) {
+	in, err := l.c.InspectStep(ctx, id, step)
+	if err != nil {
+		return nil, stepError(id, err)
+	}
+	out := apiwire.InspectionToAPI(in)
+	return &out, nil
+}
+
+func sessionAnswer(info sandbox.SessionInfo, err error) func(id string) (*api.Session, error) {
+	return func(id string) (*api.Session, error) {
+		if err != nil {
+			return nil, stepError(id, err)
+		}
+		s := apiwire.SessionToAPI(info)
+		return &s, nil
+	}
+}
+
+// stepError is sessionError for the time-travel tools: an error with a message of its own (a
+// step not found, a dropped snapshot) keeps it.
+func stepError(id string, err error) error {
+	var e *sandbox.Error
+	if errors.As(err, &e) && e.Message != "" {
+		return err
+	}
+	return sessionError(id, err)
 }

@@ -92,6 +92,73 @@ func addTools(srv *mcp.Server, s *server) error {
 			})
 		},
 		func() error {
+			return add(srv, s, tool[SessionRef, api.StepList]{
+				name: "session_steps", title: "List a session's steps", op: "listSteps", scopes: scopeSessions,
+				lead: "Lists a session's steps: each session_run is one, with its code, output and whether its state is kept. Steps form a tree (parent); head is the step the session is at. Go back with session_rewind, branch off with session_fork.",
+				ann:  mcp.ToolAnnotations{ReadOnlyHint: true},
+				call: func(ctx context.Context, b Backend, in SessionRef) (api.StepList, []mcp.Content, error) {
+					l, err := b.Steps(ctx, in.SessionID)
+					if err != nil {
+						return api.StepList{}, nil, err
+					}
+					return *l, nil, nil
+				},
+			})
+		},
+		func() error {
+			return add(srv, s, tool[StepRef, api.Session]{
+				name: "session_rewind", title: "Rewind a session to a step", op: "rewindSession", scopes: scopeSessions,
+				lead: "Makes a session's variables and files those of one of its steps (session_steps); the next session_run goes on from there, as a new branch.",
+				ann:  mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+				call: func(ctx context.Context, b Backend, in StepRef) (api.Session, []mcp.Content, error) {
+					return sessionOf(b.Rewind(ctx, in.SessionID, in.Step))
+				},
+			})
+		},
+		func() error {
+			return add(srv, s, tool[StepRef, api.Session]{
+				name: "session_fork", title: "Fork a session at a step", op: "forkSession", scopes: scopeSessions,
+				lead: "Starts a new session from one of a session's steps: it has that step's variables and files, and it and the original go on independently. Close it with session_close.",
+				ann:  mcp.ToolAnnotations{DestructiveHint: ptr(false)},
+				call: func(ctx context.Context, b Backend, in StepRef) (api.Session, []mcp.Content, error) {
+					return sessionOf(b.Fork(ctx, in.SessionID, in.Step))
+				},
+			})
+		},
+		func() error {
+			return add(srv, s, tool[SessionRef, api.Session]{
+				name: "session_pause", title: "Pause a session", op: "pauseSession", scopes: scopeSessions,
+				lead: "Writes a session's state to disk and frees its sandbox; its next session_run (or session_resume) brings it back with its variables and files.",
+				ann:  mcp.ToolAnnotations{DestructiveHint: ptr(false)},
+				call: func(ctx context.Context, b Backend, in SessionRef) (api.Session, []mcp.Content, error) {
+					return sessionOf(b.Pause(ctx, in.SessionID))
+				},
+			})
+		},
+		func() error {
+			return add(srv, s, tool[SessionRef, api.Session]{
+				name: "session_resume", title: "Resume a paused session", op: "resumeSession", scopes: scopeSessions,
+				ann: mcp.ToolAnnotations{DestructiveHint: ptr(false)},
+				call: func(ctx context.Context, b Backend, in SessionRef) (api.Session, []mcp.Content, error) {
+					return sessionOf(b.Resume(ctx, in.SessionID))
+				},
+			})
+		},
+		func() error {
+			return add(srv, s, tool[StepRef, api.StepInspection]{
+				name: "step_inspect", title: "Inspect a step's variables and files", op: "inspectStep", scopes: scopeSessions,
+				lead: "Describes the variables (type, size, a short repr; DataFrames as shape, dtypes and first rows) and files a session's step held, read in a throwaway copy: the session is not touched.",
+				ann:  mcp.ToolAnnotations{ReadOnlyHint: true},
+				call: func(ctx context.Context, b Backend, in StepRef) (api.StepInspection, []mcp.Content, error) {
+					r, err := b.InspectStep(ctx, in.SessionID, in.Step)
+					if err != nil {
+						return api.StepInspection{}, nil, err
+					}
+					return *r, nil, nil
+				},
+			})
+		},
+		func() error {
 			return add(srv, s, tool[FileWriteInput, FileWritten]{
 				name: "file_write", title: "Write a file into a session", op: "writeFile", scopes: scopeFiles,
 				lead: "Give the content as text, or as base64 in content for bytes that are not text.",
@@ -226,4 +293,12 @@ func absPath(p string) string {
 		return path.Clean(p)
 	}
 	return path.Join(sandbox.WorkDir, p)
+}
+
+// sessionOf answers a tool whose operation returns a session.
+func sessionOf(s *api.Session, err error) (api.Session, []mcp.Content, error) {
+	if err != nil {
+		return api.Session{}, nil, err
+	}
+	return *s, nil, nil
 }

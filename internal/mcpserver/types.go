@@ -15,6 +15,12 @@ type SessionRef struct {
 	SessionID string `json:"session_id" param:"id"`
 }
 
+// StepRef names a step of a session (session_rewind, session_fork, step_inspect).
+type StepRef struct {
+	SessionID string `json:"session_id" param:"id"`
+	Step      string `json:"step" jsonschema:"a step's id, as session_steps lists them (each run of a session is a step)"`
+}
+
 // SessionRunInput is a run in a session: its id and the API's run request.
 type SessionRunInput struct {
 	SessionID string `json:"session_id" param:"id"`
