@@ -96,7 +96,7 @@ func mainSteps(ctx context.Context, args []string, out io.Writer) error {
 	d := stepsDefaults()
 	fs := newFlagSet("steps", stepsUsage, out)
 	fs.IntVar(&o.N, "n", d.N, "timed operations per scenario")
-	fs.StringVar(&o.Tier, "tier", d.Tier, "the tier to measure")
+	fs.StringVar(&o.Tier, "tier", d.Tier, "the tier to measure: nano, or heavy (its own rows, steps_heavy.go)")
 	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "data `DIR` with the runtimes' artifacts")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -104,6 +104,14 @@ func mainSteps(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.N < 2 {
 		return errors.New("bench steps: -n must be at least 2")
+	}
+	if o.Tier == "heavy" {
+		// The heavy rows (steps_heavy.go): pandas loaded, a DataFrame changed each step.
+		res, err := RunHeavySteps(ctx, HeavyStepsOptions{Steps: o.N, DataDir: o.DataDir, Log: os.Stderr})
+		if err != nil {
+			return err
+		}
+		return emit(ctx, out, "steps", o.JSON, res, ReportHeavySteps, 0)
 	}
 	res, err := RunSteps(ctx, o)
 	if err != nil {
