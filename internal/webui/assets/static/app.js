@@ -3,6 +3,13 @@
 "use strict";
 
 document.addEventListener("DOMContentLoaded", () => {
+  // A page reached after a change says what was done once (?done=...); a reload should not.
+  const url = new URL(location.href);
+  if (url.searchParams.has("done")) {
+    url.searchParams.delete("done");
+    history.replaceState(null, "", url.pathname + url.search + url.hash);
+  }
+
   // Sessions page: refresh the table every 5 s while the box is ticked (remembered per tab).
   const box = document.getElementById("autorefresh");
   if (box) {
