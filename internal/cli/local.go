@@ -13,6 +13,8 @@ import (
 // runner is what `agentbox run` needs of a daemon: the Go client and the local engine both are.
 type runner interface {
 	Run(ctx context.Context, req api.RunRequest) (*api.Result, error)
+	// RunStream runs as Run does and calls on with each chunk and event as it comes.
+	RunStream(ctx context.Context, req api.RunRequest, on func(api.StreamEvent)) (*api.Result, error)
 }
 
 // Interface guards.
@@ -27,7 +29,18 @@ var (
 type localRunner struct{ m *sandbox.Audited }
 
 func (l localRunner) Run(ctx context.Context, in api.RunRequest) (*api.Result, error) {
+	return l.RunStream(ctx, in, nil)
+}
+
+// RunStream hands the chunks straight to on, from the runtime's goroutine: the terminal is the
+// only client, so there is nothing to queue for.
+func (l localRunner) RunStream(ctx context.Context, in api.RunRequest, on func(api.StreamEvent)) (*api.Result, error) {
 	req, err := apiwire.RunRequestFromAPI(in)
+	if on != nil {
+		req.Output = sandbox.SinkFunc(func(s sandbox.Stream, p []byte) {
+			on(api.StreamEvent{Type: string(s), Text: string(p)})
+		})
+	}
 	if err == nil {
 		var res *sandbox.Result
 		if res, err = l.m.Run(ctx, &req); err == nil {

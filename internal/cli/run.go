@@ -99,8 +99,28 @@ func RunCode(ctx context.Context, opts RunOptions) int {
 		return code
 	}
 	defer closeRunner()
-	res, err := r.Run(ctx, req)
-	return report(ctx, opts, res, err)
+	if opts.JSON {
+		res, err := r.Run(ctx, req)
+		return report(ctx, opts, res, err, false)
+	}
+	// The code's output goes to the terminal as it prints it; the result then adds only what
+	// was not streamed (its notes on truncation, the exit code).
+	streamed := false
+	res, err := r.RunStream(ctx, req, func(ev api.StreamEvent) {
+		switch ev.Type {
+		case api.EventStdout:
+			streamed = true
+			io.WriteString(opts.Stdout, ev.Text)
+		case api.EventStderr:
+			streamed = true
+			io.WriteString(opts.Stderr, ev.Text)
+		case api.EventDropped:
+			streamed = true
+			fmt.Fprintf(opts.Stderr, "\nagentbox: %d bytes of stdout and %d of stderr were not shown: this terminal read too slowly (--json prints the whole result)\n",
+				ev.Dropped.StdoutBytes, ev.Dropped.StderrBytes)
+		}
+	})
+	return report(ctx, opts, res, err, streamed)
 }
 
 func buildRequest(opts RunOptions) (api.RunRequest, error) {
@@ -198,15 +218,16 @@ func discoverKey(opts RunOptions) string {
 	return client.APIKeyFromEnv()
 }
 
-// report prints a run's outcome and returns the exit code.
-func report(ctx context.Context, opts RunOptions, res *api.Result, err error) int {
+// report prints a run's outcome and returns the exit code. streamed says the code's output was
+// already printed as it came.
+func report(ctx context.Context, opts RunOptions, res *api.Result, err error, streamed bool) int {
 	var ce *client.Error
 	switch {
 	case err == nil:
 		if opts.JSON {
 			printJSON(opts.Stdout, res)
 		} else {
-			printOutput(opts, res)
+			printOutput(opts, res, streamed)
 		}
 		if res.ExitCode < 0 || res.ExitCode > 255 {
 			return exitFailure
@@ -219,7 +240,7 @@ func report(ctx context.Context, opts RunOptions, res *api.Result, err error) in
 				Result: ce.Result,
 			})
 		} else if ce.Result != nil {
-			printOutput(opts, ce.Result)
+			printOutput(opts, ce.Result, streamed)
 		}
 		fmt.Fprintln(opts.Stderr, ce.Error())
 		if code, ok := runExitCodes[ce.Code]; ok {
@@ -234,9 +255,11 @@ func report(ctx context.Context, opts RunOptions, res *api.Result, err error) in
 	return exitFailure
 }
 
-func printOutput(opts RunOptions, res *api.Result) {
-	io.WriteString(opts.Stdout, res.Stdout)
-	io.WriteString(opts.Stderr, res.Stderr)
+func printOutput(opts RunOptions, res *api.Result, streamed bool) {
+	if !streamed {
+		io.WriteString(opts.Stdout, res.Stdout)
+		io.WriteString(opts.Stderr, res.Stderr)
+	}
 	if res.StdoutTruncated {
 		fmt.Fprintln(opts.Stderr, "agentbox: stdout went over its limit; the rest was dropped")
 	}
@@ -283,7 +306,7 @@ Examples:
 	fs.Var(&memory, "memory", "memory limit in `MiB` (512) or with a unit (2G) (default: the server's, 256)")
 	fs.Var(&packages, "package", "a Python package the code needs, e.g. pandas (picks a heavy image that has it); repeatable or comma-separated")
 	fs.Var(&files, "file", "upload a file before the code starts: `LOCAL[:REMOTE]`; REMOTE is relative to /home/user (default: LOCAL's base name); repeatable")
-	fs.BoolVar(&opts.JSON, "json", false, "print the whole result as JSON (stdout, stderr, exit_code, error, files, timings, ...)")
+	fs.BoolVar(&opts.JSON, "json", false, "print the whole result as JSON at the end (stdout, stderr, exit_code, error, files, timings, ...) instead of streaming the output as the code prints it")
 	fs.StringVar(&opts.URL, "url", "", "daemon `URL` (default $AGENTBOX_URL or http://127.0.0.1:8420)")
 	fs.BoolVar(&opts.Local, "local", false, "do not look for a daemon; run with a local engine")
 	fs.StringVar(&opts.DataDir, "data-dir", "", "data `DIR` of the local engine and of the API key file (default $AGENTBOX_DATA_DIR or ~/.cache/agentbox)")

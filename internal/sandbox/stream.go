@@ -72,6 +72,9 @@ type streamer struct {
 	delivered [2]int
 	prefix    [2][]byte
 	skip      [2]int
+	// done: the run has returned; a late chunk (a reader goroutine of a sandbox that was
+	// killed) is dropped.
+	done bool
 }
 
 // newStreamer wraps out for a run with limits; nil when there is no sink.
@@ -93,6 +96,9 @@ func streamIndex(s Stream) int {
 func (s *streamer) Write(stream Stream, p []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
 	i := streamIndex(stream)
 	if s.limit[i] > 0 {
 		room := s.limit[i] - s.sent[i]
@@ -168,13 +174,14 @@ func (s *streamer) note(text string) {
 }
 
 // flush delivers a held partial character at the end of the run (it stays invalid UTF-8; a
-// client's decoder replaces it).
+// client's decoder replaces it) and takes no more chunks.
 func (s *streamer) flush() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.done = true
 	for i, st := range []Stream{StreamStdout, StreamStderr} {
 		if h := s.held[i]; len(h) > 0 {
 			s.held[i] = nil
