@@ -18,17 +18,17 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from http.client import HTTPException
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import _codec
 from ._version import __version__
 from .config import parse_duration
-from .errors import DaemonUnreachable, from_response
+from .errors import STATUS_OF_CODE, DaemonUnreachable, from_response
 from .mcp import HostedMCP, MCPSession, MCPTool, MCPToolResult
 from .models import (AuditList, AuditRecord, CreatedKey, CreateKeyRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Key, KeyList, MCPServer, MCPServerList, ReloadResult, Result,
                      Routing, RunRequest, Session, SessionList, SetIntentRequest, Step, StepDiff, StepInspection,
-                     StepList, StepRequest)
+                     StepList, StepRequest, StreamEvent)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -275,6 +275,71 @@ class Client:
         """Run code once in a fresh sandbox (``POST /v1/run``)."""
         res = self._json("run", Result, body=req, timeout=self._run_wait(req.timeout))
         return res._bind(self)
+
+    def run_stream(self, req: RunRequest, on_event: Optional[Callable[[StreamEvent], None]] = None) -> Result:
+        """Run code once, streamed (``POST /v1/run`` with ``Accept: application/x-ndjson``).
+
+        ``on_event`` is called, in this thread and in order, with each
+        :class:`~agentbox.models.StreamEvent` as the daemon sends it: stdout and stderr chunks as
+        the code prints them, outputs, artifacts, dropped markers. Returns the final result, or
+        raises the error, as :meth:`run` does.
+        """
+        return self._stream("run", req, on_event)
+
+    def run_in_session_stream(self, id: str, req: RunRequest,
+                              on_event: Optional[Callable[[StreamEvent], None]] = None) -> Result:
+        """Run code in a session's interpreter, streamed as :meth:`run_stream` is."""
+        return self._stream("runInSession", req, on_event, id=id)
+
+    def _stream(self, op: str, req: RunRequest, on_event: Optional[Callable[[StreamEvent], None]],
+                id: str = "") -> Result:
+        method, path = ROUTES[op]
+        if "{id}" in path:
+            path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        url = self.url + path
+        headers = {"User-Agent": f"agentbox-python/{__version__}", "Accept": "application/x-ndjson",
+                   "Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        data = json.dumps(_codec.encode(req)).encode("utf-8")
+        hreq = urllib.request.Request(url, data=data, headers=headers, method=method)
+        failed: Optional[Exception] = None
+        try:
+            # The timeout bounds each read: a run that prints nothing for a while is still within it.
+            with self._opener.open(hreq, timeout=self._run_wait(req.timeout)) as resp:
+                rid = resp.headers.get("X-Request-Id", "")
+                if resp.headers.get("Content-Type", "").startswith("application/json"):
+                    # A daemon that does not stream answered with the whole result.
+                    return _codec.decode(Result, json.loads(resp.read().decode("utf-8")))._bind(self)
+                for line in resp:
+                    if not line.strip():
+                        continue
+                    ev = _codec.decode(StreamEvent, json.loads(line.decode("utf-8")))
+                    if ev.type == "result" and ev.result is not None:
+                        return ev.result._bind(self)
+                    if ev.type == "error":
+                        code = ev.error.code if ev.error else "internal"
+                        body = json.dumps({"error": _codec.encode(ev.error),
+                                           "result": _codec.encode(ev.result) if ev.result else None}).encode("utf-8")
+                        # Raised outside the try: agentbox.TimeoutError is an OSError too.
+                        failed = from_response(STATUS_OF_CODE.get(code, 500), body, rid, self)
+                        break
+                    if ev.artifact is not None:
+                        ev.artifact._client = self
+                    if on_event is not None:
+                        on_event(ev)
+        except urllib.error.HTTPError as e:
+            status, payload, rid = e.code, e.read(), e.headers.get("X-Request-Id", "")
+            e.close()
+            raise from_response(status, payload, rid, self) from None
+        except (urllib.error.URLError, HTTPException, OSError, socket.timeout) as e:
+            reason = getattr(e, "reason", e)
+            raise DaemonUnreachable(None, f"{method} {url}: {reason}",
+                                    hint="is `agentbox serve` running there? AGENTBOX_URL sets the address") from e
+        if failed is not None:
+            raise failed
+        raise DaemonUnreachable(None, f"{method} {url}: the stream ended without a result",
+                                hint="the daemon stopped or the connection was cut; run the code again")
 
     def route(self, req: RunRequest) -> Routing:
         """Ask where the daemon would run ``req``, without running it (``POST /v1/route``).

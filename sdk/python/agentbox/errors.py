@@ -161,6 +161,14 @@ def _code_for_status(status: int) -> str:
             409: "conflict", 502: "runtime_unavailable", 503: "runtime_unavailable"}.get(status, "internal")
 
 
+#: The HTTP status of each error code (api/errors.go), for errors that arrive inside a stream.
+STATUS_OF_CODE: Dict[str, int] = {
+    "invalid_request": 400, "unauthorized": 401, "policy_violation": 403, "forbidden": 403, "not_found": 404,
+    "timeout": 408, "conflict": 409, "memory_limit": 422, "output_limit": 422, "internal": 500,
+    "runtime_unavailable": 503,
+}
+
+
 def from_response(status: int, body: bytes, request_id: str = "", client=None) -> AgentboxError:
     """Turn a failed HTTP answer into the exception of its error code."""
     try:

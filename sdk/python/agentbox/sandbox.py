@@ -11,8 +11,8 @@ from .client import Client
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, NotFound
 from .mcp import HostedMCP
-from .models import (CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
-                     StepDiff, StepInspection)
+from .models import (Artifact, CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
+                     Output, StepDiff, StepInspection, StreamEvent)
 
 log = logging.getLogger("agentbox")
 
@@ -214,7 +214,9 @@ class Sandbox:
     # --- runs ----------------------------------------------------------------------------
 
     def run(self, code: str, *, timeout: Union[None, float, str] = None, env: Optional[Dict[str, str]] = None,
-            files: FilesArg = None) -> Result:
+            files: FilesArg = None, on_stdout: Optional[Callable[[str], None]] = None,
+            on_stderr: Optional[Callable[[str], None]] = None, on_result: Optional[Callable[[Output], None]] = None,
+            on_artifact: Optional[Callable[[Artifact], None]] = None) -> Result:
         """Run ``code`` and return its :class:`~agentbox.models.Result`.
 
         An exception in the code is in ``result.error`` (``result.raise_for_error()`` raises
@@ -227,21 +229,34 @@ class Sandbox:
             env: Environment variables for this run, over the config's.
             files: Files to write before the code starts: {path: bytes or str} or InputFiles.
                 Relative paths land in /home/user, where the code starts.
+            on_stdout, on_stderr: Called with each chunk of the code's output as it prints it
+                (whole lines as a rule), in this thread, while the run goes on. Giving any
+                ``on_`` callback streams the run; the result still has all of the output.
+            on_result: Called with each rich value the run displayed (an
+                :class:`~agentbox.models.Output`, e.g. a DataFrame with text and HTML).
+            on_artifact: Called with each artifact (a figure) the run made.
         """
         self._check_open()
+        on_event = _event_handler(on_stdout, on_stderr, on_result, on_artifact)
         t = parse_duration(timeout) if timeout is not None else self.config.timeout_seconds
         if not self.stateful:
             cfg = self.config
             merged = {**cfg.env, **(env or {})}
-            return self.client.run(RunRequest(
+            one = RunRequest(
                 code=code, runtime=cfg.runtime, timeout=t, memory_mb=cfg.memory_mb, env=merged or None,
                 files=_input_files(files), packages=cfg.packages or None, image=cfg.image,
-                network=cfg.network or None, egress_profile=cfg.egress_profile))
+                network=cfg.network or None, egress_profile=cfg.egress_profile)
+            if on_event is not None:
+                return self.client.run_stream(one, on_event)
+            return self.client.run(one)
         self._ensure_session()
         sid = self._handle.session.id  # type: ignore[union-attr]
         try:
-            res = self.client.run_in_session(sid, RunRequest(code=code, timeout=t, env=env or None,
-                                                              files=_input_files(files)))
+            req = RunRequest(code=code, timeout=t, env=env or None, files=_input_files(files))
+            if on_event is not None:
+                res = self.client.run_in_session_stream(sid, req, on_event)
+            else:
+                res = self.client.run_in_session(sid, req)
         except NotFound as e:
             self._lost_session(sid, e)
             raise
@@ -478,3 +493,27 @@ class Files:
     def remove(self, path: str) -> None:
         """Remove a file, or a directory with everything under it."""
         self._call(lambda sid: self._box.client.remove_file(sid, path))
+
+
+def _event_handler(on_stdout: Optional[Callable[[str], None]], on_stderr: Optional[Callable[[str], None]],
+                   on_result: Optional[Callable[[Output], None]],
+                   on_artifact: Optional[Callable[[Artifact], None]]) -> Optional[Callable[[StreamEvent], None]]:
+    """One handler of stream events for the run's callbacks, or None when there are none (the run
+    is then not streamed)."""
+    if on_stdout is None and on_stderr is None and on_result is None and on_artifact is None:
+        return None
+
+    def handle(ev: StreamEvent) -> None:
+        if ev.type == "stdout" and on_stdout is not None:
+            on_stdout(ev.text)
+        elif ev.type == "stderr" and on_stderr is not None:
+            on_stderr(ev.text)
+        elif ev.type == "output" and ev.output is not None and on_result is not None:
+            on_result(ev.output)
+        elif ev.type == "artifact" and ev.artifact is not None and on_artifact is not None:
+            on_artifact(ev.artifact)
+        elif ev.type == "dropped" and ev.dropped is not None:
+            log.warning("agentbox: the daemon dropped %d bytes of stdout and %d of stderr this client did not read "
+                        "in time; the result has them", ev.dropped.stdout_bytes, ev.dropped.stderr_bytes)
+
+    return handle
