@@ -18,6 +18,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, out io.Wri
 	"egress": mainEgress,
 	"mcp":    mainMCP,
 	"steps":  mainSteps,
+	"stream": mainStream,
 }
 
 // Main runs `agentbox bench SUBCOMMAND [flags]`, writing the report to out and progress to stderr.
