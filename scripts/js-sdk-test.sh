@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the JavaScript SDK's tests (sdk/js/test) with Node's own test runner, against daemons the
-# tests start from bin/agentbox. The SDK has no dependencies, so nothing is installed from npm
-# for it: the tests run with the host's Node (Debian's nodejs, 18 or later), and again with the
+# tests start from bin/agentbox. The SDK has no dependencies; from npm comes only the pinned
+# TypeScript compiler that checks its types (scripts/js-sdk-tools). The tests run with the host's Node (Debian's nodejs, 18 or later), and again with the
 # pinned Node 22 of scripts/mcp-tools.sh when that is there, so both ends of the supported range
 # are tried. One test file at a time: each starts its own daemon. Extra arguments name test files.
 set -euo pipefail
@@ -18,6 +18,20 @@ else
 	echo "agentbox: the pinned Node 22 (scripts/mcp-tools.sh) is not there; the JS SDK is tested with $(node --version) only" >&2
 fi
 status=0
+# The types: tsc (pinned in scripts/js-sdk-tools, installed into .cache/js-sdk-tools, cached by
+# the lock's hash) compiles sdk/js/test/types.ts, a program using the SDK, against index.d.ts.
+tools=${AGENTBOX_JS_SDK_TOOLS:-.cache/js-sdk-tools}
+stamp=$(cat scripts/js-sdk-tools/package.json scripts/js-sdk-tools/package-lock.json | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$tools/.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$tools/node_modules/.bin/tsc" ]; then
+	scripts/host-deps.sh npm
+	mkdir -p "$tools"
+	rm -f "$tools/.stamp"
+	cp scripts/js-sdk-tools/package.json scripts/js-sdk-tools/package-lock.json "$tools/"
+	(cd "$tools" && npm ci --no-audit --no-fund --loglevel=error) && echo "$stamp" >"$tools/.stamp"
+fi
+echo "agentbox: tsc --strict sdk/js/test/types.ts (index.d.ts)"
+"$tools/node_modules/.bin/tsc" --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext \
+	--typeRoots "$PWD/$tools/node_modules/@types" --types node sdk/js/test/types.ts || status=1
 for n in "${nodes[@]}"; do
 	v=$("$n" --version)
 	if [ "$(echo "$v" | sed 's/^v\([0-9]*\).*/\1/')" -lt 18 ]; then
