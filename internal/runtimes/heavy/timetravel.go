@@ -666,12 +666,12 @@ func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits 
 	return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: restoring the session's checkpoint: %v", lastErr)
 }
 
-// StepCost says what a heavy session's last snapshot copied of its files, how long its fork
-// took, and the memory its sandbox uses now (for `agentbox bench steps`).
-func StepCost(s sandbox.Session) (fileBytes int64, fork time.Duration, memory int64, ok bool) {
+// StepCost says what a heavy session's last snapshot took (its fork, its files) and the memory
+// its sandbox uses now (for `agentbox bench steps`).
+func StepCost(s sandbox.Session) (last proto.SnapInfo, memory int64, ok bool) {
 	hs, isHeavy := s.(*session)
 	if !isHeavy {
-		return 0, 0, 0, false
+		return last, 0, false
 	}
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -682,7 +682,7 @@ func StepCost(s sandbox.Session) (fileBytes int64, fork time.Duration, memory in
 		memory = b.cg.memoryUsage()
 	}
 	if hs.tt.last != nil {
-		fileBytes, fork = hs.tt.last.NewBytes, hs.tt.last.Fork
+		last = *hs.tt.last
 	}
-	return fileBytes, fork, memory, true
+	return last, memory, true
 }
