@@ -326,6 +326,9 @@ func (rt *Runtime) takeState(ctx context.Context) error {
 			WithHint("stop it, or give this one another data directory")
 	}
 	rt.lock = f
+	// Checkpoint images restored sandboxes of a previous daemon ran from (timetravel.go): the
+	// store keeps the durable ones.
+	_ = os.RemoveAll(filepath.Join(rt.layout.Dir, "checkpoints"))
 	n := rt.cleanLeftovers(ctx)
 	if n > 0 {
 		rt.log.Warn("heavy: removed sandboxes a previous daemon left", "count", n, "dir", rt.layout.Dir)

@@ -320,6 +320,9 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 	ns := &session{rt: s.rt, limits: opts.Limits}
 	ns.tt.init()
 	body.Snaps, body.Order, body.Taken = nil, nil, nil
+	if opts.ID != "" {
+		body.Session = opts.ID // its egress is its own
+	}
 	if err := ns.restoreFrom(ctx, body, dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -562,6 +565,9 @@ func (rt *Runtime) Restore(ctx context.Context, ref string, opts sandbox.Session
 	}
 	s := &session{rt: rt, limits: body.Limits}
 	s.tt.init()
+	if opts.ID != "" {
+		body.Session = opts.ID
+	}
 	s.tt.paused, s.tt.ref = &body, ref
 	// Restored lazily: the first run (or Resume) pays for it, as after a pause.
 	return s, nil
