@@ -146,6 +146,7 @@ func consoleDaemon(t *testing.T, withHeavy bool) (string, *sandbox.Audited) {
 		testenv.Skip(t, err.Error())
 	}
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
+	cfg.Sessions.Dir = t.TempDir() // sessions that outlive the daemon: this test's own
 	stateDir, warm := t.TempDir(), 1
 	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) {
 		h.StateDir = stateDir

@@ -91,6 +91,9 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name str
 
 // errorPage answers with a page that says what went wrong.
 func (u *UI) errorPage(w http.ResponseWriter, r *http.Request, c *call, status int, title, message string) {
+	if message != "" {
+		message = strings.ToUpper(message[:1]) + message[1:]
+	}
 	u.render(w, r, status, "error", c, map[string]any{"Status": status, "Title": title, "Message": message})
 }
 

@@ -91,9 +91,9 @@ async function shot(page, name) {
     assert.match(await page.textContent("#stdout"), /285/);
     if (timeTravel) {
       await page.waitForSelector("#variables");
-      const vars = await page.textContent("#variables");
-      assert.match(vars, /\by\b/);
-      assert.match(vars, /\[0, 1, 4, 9/);
+      const names = await page.$$eval("#variables tbody tr td:first-child", (els) => els.map((e) => e.textContent.trim()));
+      assert.deepEqual(names, ["x", "y"]);
+      assert.match(await page.textContent("#variables"), /\[0, 1, 4, 9/);
       assert.match(await page.textContent("#diff"), /\+\s*y/);
     } else {
       console.log("note: this tier keeps no snapshots here; variables, rewind and the branch are not checked");
@@ -142,6 +142,31 @@ async function shot(page, name) {
       await page.waitForSelector("ol.steps li.lane-1.head");
       assert.equal(await page.locator("ol.steps li").count(), rewindRows + 1);
       await shot(page, "06-branch");
+
+      step("fork a session from step 2");
+      await Promise.all([page.waitForURL(/\/steps\/st_/), page.click("ol.steps li:nth-child(2) a.step")]);
+      await Promise.all([page.waitForURL(/\/ui\/sessions\/sb_[0-9a-f]+(\?done=.*)?$/), page.click("#fork button")]);
+      const forked = page.url().match(/\/ui\/sessions\/(sb_[0-9a-f]+)/)[1];
+      assert.notEqual(forked, rewind);
+      assert.match(await page.textContent(".flash"), /forked from/);
+      assert.match(await page.textContent("dl.facts"), new RegExp(`Forked from\\s*${rewind}/st_`));
+      res = await page.request.post(base + "/v1/sessions/" + forked + "/run", {
+        headers: { Authorization: "Bearer " + key }, data: { code: rewindCode, timeout: 60 } });
+      assert.equal(res.status(), 200);
+      await shot(page, "07-fork");
+
+      if (await page.locator("form[action$='/pause'] button").count()) {
+        step("pause and resume");
+        await page.goto(base + "/ui/sessions/" + rewind);
+        await Promise.all([page.waitForURL(new RegExp(`/ui/sessions/${rewind}(\\?done=.*)?$`)), page.click("form[action$='/pause'] button")]);
+        assert.match(await page.textContent(".pagehead .state"), /paused/);
+        await page.goto(base + "/ui/sessions");
+        assert.match(await page.textContent(`tr:has(a[href="/ui/sessions/${rewind}"]) .state`), /paused/);
+        await shot(page, "08-paused");
+        await page.goto(base + "/ui/sessions/" + rewind);
+        await Promise.all([page.waitForURL(new RegExp(`/ui/sessions/${rewind}(\\?done=.*)?$`)), page.click("form[action$='/resume'] button")]);
+        assert.match(await page.textContent(".pagehead .state"), /live/);
+      }
     } else {
       console.log("note: no tier here keeps snapshots: the rewind is not checked");
     }
@@ -152,7 +177,7 @@ async function shot(page, name) {
     assert.match(await page.textContent("#verification"), /Verified/);
     await Promise.all([page.waitForURL(/\/ui\/audit$/), page.click("#verification button")]);
     await page.waitForSelector("#verification.ok");
-    await shot(page, "07-audit");
+    await shot(page, "09-audit");
 
     step("a change with a bad CSRF token is refused, and changes nothing");
     await page.goto(base + "/ui/sessions");
@@ -160,7 +185,7 @@ async function shot(page, name) {
     res = await Promise.all([page.waitForNavigation(), page.click("form[action='/ui/logout'] button")]).then(([r]) => r);
     assert.equal(res.status(), 403);
     assert.match(await page.textContent("main"), /CSRF token/);
-    await shot(page, "08-refused-csrf");
+    await shot(page, "10-refused-csrf");
     res = await page.goto(base + "/ui/sessions");
     assert.equal(res.status(), 200, "the refused logout logged the person out");
     assert.match(page.url(), /\/ui\/sessions$/);
