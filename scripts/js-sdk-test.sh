@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the JavaScript SDK's tests (sdk/js/test) with Node's own test runner, against daemons the
 # tests start from bin/agentbox. The SDK has no dependencies; from npm comes only the pinned
-# TypeScript compiler that checks its types (scripts/js-sdk-tools). The tests run with the host's Node (Debian's nodejs, 18 or later), and again with the
-# pinned Node 22 of scripts/mcp-tools.sh when that is there, so both ends of the supported range
-# are tried. One test file at a time: each starts its own daemon. Extra arguments name test files.
+# TypeScript compiler that checks its types (scripts/js-sdk-tools). The tests run with the host's
+# Node (Debian's nodejs, 18 or later), and again with the pinned Node 22 of scripts/mcp-tools.sh
+# when that is there, so both ends of the supported range are tried. One test file at a time:
+# each starts its own daemon. Extra arguments name test files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/host-deps.sh nodejs
