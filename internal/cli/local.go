@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"io"
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
@@ -15,6 +16,8 @@ type runner interface {
 	Run(ctx context.Context, req api.RunRequest) (*api.Result, error)
 	// RunStream runs as Run does and calls on with each chunk and event as it comes.
 	RunStream(ctx context.Context, req api.RunRequest, on func(api.StreamEvent)) (*api.Result, error)
+	// Artifact downloads an artifact of a run (a figure): its bytes and media type.
+	Artifact(ctx context.Context, id string) ([]byte, string, error)
 }
 
 // Interface guards.
@@ -27,6 +30,17 @@ var (
 // and the errors are those of the daemon path. Errors become *client.Error, like the client's.
 // Unlike the daemon, it shows internal errors in full: the user is the operator here.
 type localRunner struct{ m *sandbox.Audited }
+
+// Artifact reads an artifact from the local engine's store.
+func (l localRunner) Artifact(_ context.Context, id string) ([]byte, string, error) {
+	a, rc, err := l.m.Artifact(id)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	return b, a.MIME, err
+}
 
 func (l localRunner) Run(ctx context.Context, in api.RunRequest) (*api.Result, error) {
 	return l.RunStream(ctx, in, nil)

@@ -33,6 +33,9 @@ type RunOptions struct {
 	Files []FileSpec
 	// JSON prints the whole result (or error body) as JSON instead of the code's output.
 	JSON bool
+	// Figures is a directory to save the run's figures (artifacts) in. Empty: they are not
+	// saved, and the run says so.
+	Figures string
 	// URL is the daemon's URL. Empty means AGENTBOX_URL, else http://127.0.0.1:8420; only then
 	// may the run fall back to a local engine when no daemon answers. A URL given here or in
 	// AGENTBOX_URL that does not answer is an error: the user asked for that daemon.
@@ -101,7 +104,7 @@ func RunCode(ctx context.Context, opts RunOptions) int {
 	defer closeRunner()
 	if opts.JSON {
 		res, err := r.Run(ctx, req)
-		return report(ctx, opts, res, err, false)
+		return figures(ctx, opts, r, res, err, report(ctx, opts, res, err, false))
 	}
 	// The code's output goes to the terminal as it prints it; the result then adds only what
 	// was not streamed (its notes on truncation, the exit code).
@@ -120,7 +123,7 @@ func RunCode(ctx context.Context, opts RunOptions) int {
 				ev.Dropped.StdoutBytes, ev.Dropped.StderrBytes)
 		}
 	})
-	return report(ctx, opts, res, err, streamed)
+	return figures(ctx, opts, r, res, err, report(ctx, opts, res, err, streamed))
 }
 
 func buildRequest(opts RunOptions) (api.RunRequest, error) {
@@ -300,13 +303,15 @@ Examples:
   echo 'print(1+1)' | agentbox run -
   agentbox run --timeout 5 --memory 512 --file data.csv script.py
   agentbox run --json --runtime nano script.py
-  agentbox run --package pandas analysis.py`, stderr)
+  agentbox run --package pandas analysis.py
+  agentbox run --figures charts/ plot.py`, stderr)
 	fs.StringVar(&opts.Runtime, "runtime", "", "runtime: auto (the router picks by the code's imports), nano or heavy (default auto)")
 	fs.Var(&timeout, "timeout", "wall-clock limit in `seconds` (30, 2.5) or a duration (1m30s) (default: the server's, 30s)")
 	fs.Var(&memory, "memory", "memory limit in `MiB` (512) or with a unit (2G) (default: the server's, 256)")
 	fs.Var(&packages, "package", "a Python package the code needs, e.g. pandas (picks a heavy image that has it); repeatable or comma-separated")
 	fs.Var(&files, "file", "upload a file before the code starts: `LOCAL[:REMOTE]`; REMOTE is relative to /home/user (default: LOCAL's base name); repeatable")
 	fs.BoolVar(&opts.JSON, "json", false, "print the whole result as JSON at the end (stdout, stderr, exit_code, error, files, timings, ...) instead of streaming the output as the code prints it")
+	fs.StringVar(&opts.Figures, "figures", "", "save the figures the code makes (matplotlib's plt.show()) as files in `DIR`")
 	fs.StringVar(&opts.URL, "url", "", "daemon `URL` (default $AGENTBOX_URL or http://127.0.0.1:8420)")
 	fs.BoolVar(&opts.Local, "local", false, "do not look for a daemon; run with a local engine")
 	fs.StringVar(&opts.DataDir, "data-dir", "", "data `DIR` of the local engine and of the API key file (default $AGENTBOX_DATA_DIR or ~/.cache/agentbox)")
