@@ -54,6 +54,9 @@ type HeavyStepsResult struct {
 	MemoryBytesPerStep int64 `json:"memory_bytes_per_step"`
 	// CheckpointBytes is what the first pause added to the store.
 	CheckpointBytes int64 `json:"checkpoint_bytes"`
+	// Host and Load (/proc/loadavg before and after) say what the figures were measured on.
+	Host Host      `json:"host"`
+	Load [2]string `json:"load_before_after"`
 	// KeptSteps is how many of the steps were still kept at the end (the sandbox drops the
 	// oldest when their memory passes the session's limit).
 	KeptSteps int `json:"kept_steps"`
@@ -125,7 +128,9 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 		}
 		return s, nil
 	}
-	res := &HeavyStepsResult{}
+	res := &HeavyStepsResult{Host: thisHost()}
+	res.Load[0] = loadAvg()
+	defer func() { res.Load[1] = loadAvg() }()
 	add := func(name string, lat []time.Duration, target, compare, note string) {
 		s := Summarize(lat, 0)
 		res.Rows = append(res.Rows, HeavyStepRow{Name: name, Stats: s, Target: target, Compare: compare, Note: note})
@@ -282,6 +287,7 @@ func medianInt(v []int64) int64 {
 
 // ReportHeavySteps writes the heavy rows as a table.
 func ReportHeavySteps(w io.Writer, r *HeavyStepsResult) {
+	fmt.Fprintf(w, "heavy time travel: %d CPUs, kernel %s; load %s before, %s after\n\n", r.Host.CPUs, r.Host.Kernel, r.Load[0], r.Load[1])
 	fmt.Fprintf(w, "%-62s %10s %10s %5s  %-10s %s\n", "heavy (gVisor systrap)", "median ms", "p99 ms", "n", "target", "beside")
 	for _, row := range r.Rows {
 		fmt.Fprintf(w, "%-62s %10.2f %10.2f %5d  %-10s %s\n", row.Name, row.Stats.Median, row.Stats.P99, row.Stats.N, row.Target, row.Compare)
