@@ -283,6 +283,7 @@ func startHeavy(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 	}
 	opts.PoolMemoryBytes, opts.PoolShrinkAfter, opts.Preload = hc.PoolMemoryBytes(), hc.PoolShrinkAfter.D(), hc.PreloadModules()
 	hc.ApplySnapshots(&opts)
+	opts.Snapshots = w.snaps // a paused heavy session's checkpoint goes into the shared store
 	if w.gw != nil {
 		opts.Egress = w.gw
 	}
