@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/audit"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -175,9 +176,15 @@ func TestStepPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, code := range []string{"x = 1", "y = 2\nplot", "x = 3"} {
+	for i, code := range []string{"x = 1", "y = 2\nplot", "x = 3"} {
 		if _, err := acme.RunInSession(ctx, s.ID, &sandbox.RunRequest{Code: code}); err != nil {
 			t.Fatal(err)
+		}
+		if i == 1 { // a request step 2 made through the egress gateway, recorded as it would be
+			if err := c.log.Append(ctx, audit.Record{Kind: audit.KindEgress, Session: s.ID, Tenant: "acme", Decision: "deny",
+				Egress: &audit.Egress{Method: "GET", URL: "https://exfil.example/", Decision: "denied", Reason: "not on the allowlist"}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	steps, _, err := acme.Steps(s.ID)
@@ -206,8 +213,11 @@ func TestStepPages(t *testing.T) {
 			t.Errorf("step 2's page lacks %q", want)
 		}
 	}
-	if n := strings.Count(page, `<span class="kind">run</span>`); n != 1 {
-		t.Errorf("step 2's page shows %d run records, want its own one", n)
+	if n := strings.Count(page, `<span class="kind">run</span>`); n != 1 || !strings.Contains(page, "GET https://exfil.example/ → denied") {
+		t.Errorf("step 2's page shows %d run records (want its own one), or not its egress record", n)
+	}
+	if _, page := b.get("/ui/sessions/" + s.ID + "/steps/" + steps[2].ID); strings.Contains(page, "exfil.example") {
+		t.Errorf("step 3's page shows step 2's egress record")
 	}
 	if strings.Contains(page, `<span class="mono">x</span>`) {
 		t.Errorf("step 2's diff lists x, which step 2 did not change:\n%s", page)

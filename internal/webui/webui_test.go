@@ -29,6 +29,7 @@ const adminKey = "ui-test-admin-key-0123456789"
 type console struct {
 	srv   *httptest.Server
 	m     *sandbox.Audited
+	log   *audit.Log
 	keys  string
 	check func() webui.AuditCheck
 }
@@ -74,7 +75,7 @@ func newConsoleWith(t *testing.T, rt sandbox.Runtime, tlsOn bool) *console {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &console{m: a, keys: keysFile, check: func() webui.AuditCheck {
+	c := &console{m: a, log: al, keys: keysFile, check: func() webui.AuditCheck {
 		return webui.AuditCheck{OK: true, Records: 3, Summary: "3 records, 1 checkpoints; ok", LastSigned: time.Now()}
 	}}
 	ui, err := webui.New(webui.Options{Engine: a, Keys: keys, Logger: log, Version: "test",
