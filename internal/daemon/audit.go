@@ -33,10 +33,13 @@ func openAudit(cfg config.Config, log *slog.Logger) (*audit.Log, error) {
 	return l, nil
 }
 
-// auditRecorder writes the egress gateway's decisions and alerts to the audit log.
+// auditRecorder writes the egress gateway's decisions and alerts to the audit log, each with
+// the tenant of the session that made the request, so that a tenant's key reads its sessions'
+// records (GET /v1/audit, the web console) as it reads their runs'.
 type auditRecorder struct {
-	l   *audit.Log
-	log *slog.Logger
+	l        *audit.Log
+	log      *slog.Logger
+	tenantOf func(session string) string
 }
 
 // Interface guards.
@@ -46,16 +49,20 @@ var (
 )
 
 // egressRecorder is the audit log as the gateway's recorder, or the daemon's log when the audit
-// log is off.
-func egressRecorder(l *audit.Log, log *slog.Logger) egress.Recorder {
+// log is off. tenantOf names a session's tenant ("" for the daemon's own, or unknown); nil knows
+// none.
+func egressRecorder(l *audit.Log, log *slog.Logger, tenantOf func(session string) string) egress.Recorder {
 	if l == nil {
 		return logRecorder{log}
 	}
-	return auditRecorder{l: l, log: log}
+	if tenantOf == nil {
+		tenantOf = func(string) string { return "" }
+	}
+	return auditRecorder{l: l, log: log, tenantOf: tenantOf}
 }
 
 func (r auditRecorder) Egress(e egress.Event) {
-	rec := audit.Record{Kind: audit.KindEgress, Session: e.Session, Decision: egressDecision(e.Decision), Egress: &audit.Egress{
+	rec := audit.Record{Kind: audit.KindEgress, Session: e.Session, Tenant: r.tenantOf(e.Session), Decision: egressDecision(e.Decision), Egress: &audit.Egress{
 		Method: e.Method, URL: e.URL, Addr: e.Addr, Status: e.Status, Decision: e.Decision,
 		Profile: e.Profile, Mode: string(e.Mode), Intent: e.Intent,
 		Rules: e.Rules, Detectors: e.Detectors, Reason: e.Reason, Headers: e.Headers,
@@ -76,7 +83,7 @@ func (r auditRecorder) Alert(a egress.Alert) {
 	if a.Ended {
 		msg += "; the session is ended"
 	}
-	rec := audit.Record{Kind: audit.KindAlert, Session: a.Session, Alert: &audit.Alert{
+	rec := audit.Record{Kind: audit.KindAlert, Session: a.Session, Tenant: r.tenantOf(a.Session), Alert: &audit.Alert{
 		Source: source, Message: msg, Profile: a.Profile, Violations: a.Violations, Window: a.Window, Ended: a.Ended,
 	}}
 	if err := r.l.Append(context.Background(), rec); err != nil {

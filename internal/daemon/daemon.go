@@ -87,7 +87,7 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		}
 	}
 	end, tb := &endSession{}, &tenantBudget{tenants: cfg.Tenants}
-	gw, err = newGateway(cfg, egressRecorder(auditLog, log), egress.NewDLPInspector(), end, tb, log)
+	gw, err = newGateway(cfg, egressRecorder(auditLog, log, tb.tenant), egress.NewDLPInspector(), end, tb, log)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -70,6 +70,16 @@ type tenantBudget struct {
 	tenants config.Tenants
 }
 
+// tenant names a session's tenant once the Manager is wired ("" before, for the daemon's own
+// sessions, and for a session it does not know).
+func (b *tenantBudget) tenant(session string) string {
+	if f := b.of.Load(); f != nil {
+		t, _ := (*f)(session)
+		return t
+	}
+	return ""
+}
+
 func (b *tenantBudget) budget(session string) (string, int64) {
 	f := b.of.Load()
 	if f == nil {

@@ -21,7 +21,12 @@ func TestEgressRecorder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := egressRecorder(l, slog.New(slog.DiscardHandler))
+	rec := egressRecorder(l, slog.New(slog.DiscardHandler), func(session string) string {
+		if session == "sb_1" {
+			return "acme"
+		}
+		return ""
+	})
 	ev := egress.Event{Session: "sb_1", Profile: "default", Mode: egress.ModeEnforce, Method: "POST",
 		URL: "https://evil.test/upload", Addr: "203.0.113.9:443", Status: 403, Decision: "denied",
 		Rules: []string{"default deny"}, Reason: "evil.test is not allowed",
@@ -44,6 +49,9 @@ func TestEgressRecorder(t *testing.T) {
 	json.Unmarshal(recs[0], &denied)
 	json.Unmarshal(recs[1], &redacted)
 	json.Unmarshal(recs[2], &alert)
+	if denied.Tenant != "acme" || redacted.Tenant != "acme" || alert.Tenant != "acme" {
+		t.Errorf("the records do not name the session's tenant: %q %q %q", denied.Tenant, redacted.Tenant, alert.Tenant)
+	}
 	if e := denied.Egress; denied.Kind != audit.KindEgress || denied.Decision != "deny" || denied.Session != "sb_1" ||
 		e.Decision != "denied" || e.Status != 403 || e.Addr != "203.0.113.9:443" || e.Profile != "default" || e.Mode != "enforce" ||
 		e.Rules[0] != "default deny" || e.Reason == "" || e.DurationMS != 1.5 || e.Headers["Authorization"] != "Bearer [REDACTED]" {
