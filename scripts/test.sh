@@ -4,8 +4,9 @@
 # that would skip because root, a runtime or an artifact is missing fails instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# chromium: the web console's browser tests drive it with playwright-core (scripts/ui-tools.sh).
-scripts/host-deps.sh npm ca-certificates gcc libc6-dev chromium
+# chromium: the web console's browser tests drive it with playwright-core (scripts/ui-tools.sh);
+# fonts-dejavu-core: text in its screenshots (chromium only recommends fonts).
+scripts/host-deps.sh npm ca-certificates gcc libc6-dev chromium fonts-dejavu-core
 scripts/build.sh
 bin/agentbox setup
 # The hosted MCP servers' tests run the node-mcp image (Node 22 and the reference MCP servers from

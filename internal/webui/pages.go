@@ -120,6 +120,11 @@ func (u *UI) sessionPage(w http.ResponseWriter, r *http.Request, c *call) {
 		u.fail(w, r, c, "steps", err)
 		return
 	}
+	// A page draws the latest maxTimeline steps; the tree above them is cut (their parents
+	// show as roots), and the page says how many were left out.
+	if n := len(steps) - maxTimeline; n > 0 {
+		steps, data["Hidden"] = steps[n:], n
+	}
 	data["Timeline"] = layoutTimeline(info.ID, steps, head)
 	if c.id.Has(auth.ScopeAuditRead) {
 		recs, err := u.records(r.Context(), c, sandbox.AuditFilter{Session: info.ID, Limit: 200})
@@ -268,6 +273,9 @@ func summarize(r api.AuditRecord) (string, bool) {
 	}
 	return "", bad
 }
+
+// maxTimeline bounds the steps a session's page draws.
+const maxTimeline = 500
 
 // The audit page's filters and their bounds.
 const (

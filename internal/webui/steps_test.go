@@ -274,3 +274,28 @@ func TestStepPages(t *testing.T) {
 		t.Errorf("the fork: %+v %v", info, err)
 	}
 }
+
+// TestLongTimeline: a session with more steps than a page draws shows the latest and says how
+// many it left out.
+func TestLongTimeline(t *testing.T) {
+	t.Parallel()
+	c := newConsoleOf(t, memTier{})
+	ctx := context.Background()
+	v := c.m.As(sandbox.Caller{Admin: true})
+	s, err := v.CreateSession(ctx, sandbox.SessionOptions{Tier: "nano"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 505 {
+		if _, err := v.RunInSession(ctx, s.ID, &sandbox.RunRequest{Code: fmt.Sprintf("x = %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := c.browser(t)
+	b.login(adminKey)
+	res, page := b.get("/ui/sessions/" + s.ID)
+	if res.StatusCode != 200 || len(stepsOf(page)) != 500 || !strings.Contains(page, "The 5 oldest steps are not drawn") ||
+		!strings.Contains(page, "#505") || strings.Contains(page, `<span class="seq">#5</span>`) {
+		t.Errorf("a 505-step session's page: %d, %d steps drawn", res.StatusCode, len(stepsOf(page)))
+	}
+}
