@@ -412,6 +412,7 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 	}
 	s := &session{rt: rt, b: b, limits: opts.Limits}
 	s.cold.Store(!warm)
+	s.tt.secrets = secretsOf(opts.Env) // scrubbed from its checkpoints (timetravel.go)
 	return s, nil
 }
 

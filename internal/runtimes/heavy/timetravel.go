@@ -1,10 +1,12 @@
 package heavy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"io"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -45,9 +47,13 @@ import (
 //     --leave-running`, a rewind back to the temporary snapshot; the new session is a restore of
 //     that checkpoint, in which the parent's snapshots are dropped. The original's variables and
 //     files are as they were; its Python process is a woken copy of itself.
-//   - Secrets: the guest clears the run's environment before the cell's report, so neither a
-//     fork nor a checkpoint holds the session's env in os.environ; the daemon's session env is
-//     laid over each run anew and is never in the manifest.
+//   - Secrets: the guest clears the run's environment before the cell's report, so no snapshot
+//     holds the session's env in os.environ; the Manager lays it over each run anew. Copies
+//     remain in freed memory, pipe buffers and frames (a test found 8 in a checkpoint), so every
+//     checkpoint written to disk (pause, fork) is scrubbed: each session env value of 8 bytes or
+//     more is overwritten with zeros in the image before it is stored (a value the code kept in a
+//     variable comes back blank: read it from os.environ, set again for each run). Never in the
+//     manifest.
 
 // Defaults of the kept in-sandbox snapshots.
 const (
@@ -108,6 +114,7 @@ type tt struct {
 	imgDir   string          // the checkpoint image the live sandbox was restored from
 	network  bool
 	last     *proto.SnapInfo // the last snapshot's, for StepCost
+	secrets  [][]byte        // the session's env values, scrubbed from its checkpoints
 }
 
 func (t *tt) init() {
@@ -305,6 +312,9 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 	if err == nil {
 		err = s.rt.checkpoint(ctx, b, dir, true)
 	}
+	if err == nil {
+		_, err = scrub(dir, s.tt.secrets)
+	}
 	berr := back()
 	body := s.bodyLocked(b)
 	s.mu.Unlock()
@@ -319,6 +329,7 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 	}
 	ns := &session{rt: s.rt, limits: opts.Limits}
 	ns.tt.init()
+	ns.tt.secrets = secretsOf(opts.Env)
 	body.Snaps, body.Order, body.Taken = nil, nil, nil
 	if opts.ID != "" {
 		body.Session = opts.ID // its egress is its own
@@ -378,6 +389,9 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	if err := s.rt.checkpoint(ctx, b, dir, false); err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
+	if _, err := scrub(dir, s.tt.secrets); err != nil {
+		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindInternal, "heavy: scrubbing the session's env from its checkpoint: %v", err)
+	}
 	body := s.bodyLocked(b)
 	// The container ended with its checkpoint: the sandbox's slot and cgroup go.
 	s.smu.Lock()
@@ -395,6 +409,95 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	body.TookPause = time.Since(start).String()
 	s.tt.paused, s.tt.ref = body, ref
 	return sandbox.SnapshotRef{Ref: ref, Bytes: added}, nil
+}
+
+// minSecret is the shortest session env value a checkpoint is scrubbed of: shorter values match
+// too much of a process's memory by chance.
+const minSecret = 8
+
+// secretsOf are the values of a session's environment a checkpoint must not keep.
+func secretsOf(env map[string]string) [][]byte {
+	var out [][]byte
+	for _, v := range env {
+		if len(v) >= minSecret {
+			out = append(out, []byte(v))
+		}
+	}
+	return out
+}
+
+// scrub overwrites every occurrence of the secrets in the files of a checkpoint image with zero
+// bytes, in place (the image is uncompressed: its memory pages and state are raw bytes). The
+// session's env is set again for every run, and the guest clears it after each cell, so what is
+// left are copies in freed memory, pipe buffers and frames, and values the code kept in variables
+// (which come back blank). It returns how many it overwrote.
+func scrub(dir string, secrets [][]byte) (int, error) {
+	if len(secrets) == 0 {
+		return 0, nil
+	}
+	longest := 0
+	for _, s := range secrets {
+		longest = max(longest, len(s))
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		c, err := scrubFile(filepath.Join(dir, e.Name()), secrets, longest)
+		n += c
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func scrubFile(path string, secrets [][]byte, longest int) (int, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	const chunk = 8 << 20
+	buf := make([]byte, chunk+longest)
+	zeros := make([]byte, longest)
+	var off int64 // file offset of buf[0]
+	keep := 0     // bytes carried over from the previous chunk
+	n := 0
+	for {
+		r, rerr := io.ReadFull(f, buf[keep:])
+		end := keep + r
+		for _, s := range secrets {
+			for i := 0; ; {
+				j := bytes.Index(buf[i:end], s)
+				if j < 0 {
+					break
+				}
+				at := i + j
+				if _, err := f.WriteAt(zeros[:len(s)], off+int64(at)); err != nil {
+					return n, err
+				}
+				copy(buf[at:at+len(s)], zeros)
+				n++
+				i = at + len(s)
+			}
+		}
+		if rerr != nil { // EOF or short read: done
+			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+				return n, nil
+			}
+			return n, rerr
+		}
+		// Carry the tail that could begin a secret.
+		keep = min(longest-1, end)
+		copy(buf, buf[end-keep:end])
+		off += int64(end - keep)
+	}
 }
 
 // putCheckpoint stores the files of a checkpoint image as blobs and a manifest naming them.
@@ -565,6 +668,7 @@ func (rt *Runtime) Restore(ctx context.Context, ref string, opts sandbox.Session
 	}
 	s := &session{rt: rt, limits: body.Limits}
 	s.tt.init()
+	s.tt.secrets = secretsOf(opts.Env)
 	if opts.ID != "" {
 		body.Session = opts.ID
 	}
