@@ -62,8 +62,9 @@ const (
 const mcpUsage = `usage: agentbox bench mcp [flags]     (as root: it runs gVisor)
 
 What the gateway of the hosted MCP servers adds to a tool call: the p50 and p99 of a call of
-server-everything's echo tool on a warm server, four ways in the same run, one after the other,
-each with one MCP client (the official Go SDK) that initialized once, HTTP on a kept-alive
+server-everything's echo tool on a warm server, four ways in the same run, interleaved (each
+round calls every way once, so a load that changes during the run weighs on all alike), each
+with one MCP client (the official Go SDK) that initialized once, HTTP on a kept-alive
 connection:
   - directly over stdio: the same package (the node-mcp image's files) run on the host by Node,
     no sandbox, no governance, no HTTP: the baseline, since stdio is what the gateway speaks to
@@ -77,7 +78,10 @@ connection:
   - through agentbox's own /mcp as everything__echo, the same path behind the namespacing.
 The overhead column is the median minus the stdio baseline's: the daemon's HTTP, the gateway and
 the sandbox's stdio transport together, not the gateway alone (a hosted server is not reachable
-without its sandbox). Then the cold start of a hosted server (-cold times): registering a new server and its
+without its sandbox). The split table says where the hosted call's time goes: Manager.Call in
+process (measured in the same rounds), the daemon's HTTP and MCP handling (the hosted median
+minus Manager.Call's), and, from the gateway's records, the server's round trip over the guest
+channel and governance (DLP both ways, prompt scanning, pin and policy checks, audit). Then the cold start of a hosted server (-cold times): registering a new server and its
 first tools/list, which starts its sandbox and pins its tools.
 
 Needs root, the heavy runtime and nano's artifacts (agentbox setup), the node-mcp image (agentbox
@@ -177,7 +181,7 @@ func writeMCPReport(w io.Writer, r *MCPReport) {
 		name: "mcp",
 		host: r.Machine.Host,
 		header: []string{
-			fmt.Sprintf("server-everything's echo tool, %d timed calls per scenario after %d untimed, one client, one after the other; direct on %s; node-mcp image %.12s; load average %s",
+			fmt.Sprintf("server-everything's echo tool, %d timed calls per scenario after %d untimed, one client each, the scenarios interleaved call by call; direct on %s; node-mcp image %.12s; load average %s",
 				r.Settings.N, warmup, orDash(r.Machine.Node), r.Machine.Image, orDash(r.Machine.Load)),
 			"overhead and ÷ = against the direct call over stdio, the transport the gateway itself speaks to a hosted server: what remains is the daemon's HTTP, the gateway's governance and the gVisor sandbox's stdio over the guest channel together",
 		},

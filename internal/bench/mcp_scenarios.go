@@ -279,42 +279,88 @@ func runMCPScenarios(ctx context.Context, o MCPOptions, rep *MCPReport, progress
 		progress("hosted server-everything started and listed in %v", time.Since(t0).Round(time.Millisecond))
 	}
 
-	// The rows, one after the other: direct (stdio, then HTTP) first, then hosted, then /mcp.
-	progress("direct over stdio: %d calls", o.N)
+	// The rows are measured interleaved: each round calls every path once, in turn, so that a
+	// machine whose load changes during the run weighs on every row alike (a row measured after
+	// another could meet another load altogether).
+	type path struct {
+		name string
+		base bool
+		c    call
+		err  error
+		lat  []time.Duration
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "agentbox-bench", Version: "1"}, nil)
 	stdioCS, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(node, filepath.Join(img.Rootfs(), mcpEverything), "stdio")}, nil)
-	if err != nil {
-		rep.Rows = append(rep.Rows, Row{Group: mgCall, Name: mcpRowStdio, Base: true, Error: err.Error()})
-	} else {
-		rep.Rows = append(rep.Rows, mcpRow(ctx, o.N, mcpRowStdio, true, echoCall(stdioCS, "echo")))
-		stdioCS.Close()
+	paths := []*path{{name: mcpRowStdio, base: true, err: err}}
+	if err == nil {
+		defer stdioCS.Close()
+		paths[0].c = echoCall(stdioCS, "echo")
 	}
-	progress("direct over streamable HTTP: %d calls", o.N)
 	directCS, err := mcpConnect(ctx, directURL, "")
-	if err != nil {
-		rep.Rows = append(rep.Rows, Row{Group: mgCall, Name: mcpRowDirect, Error: err.Error()})
-	} else {
-		rep.Rows = append(rep.Rows, mcpRow(ctx, o.N, mcpRowDirect, false, echoCall(directCS, "echo")))
-		directCS.Close()
+	paths = append(paths, &path{name: mcpRowDirect, err: err})
+	if err == nil {
+		defer directCS.Close()
+		paths[1].c = echoCall(directCS, "echo")
 	}
-	progress("hosted through /mcp/servers/everything: %d calls", o.N)
-	if hostedErr != nil {
-		rep.Rows = append(rep.Rows, Row{Group: mgCall, Name: mcpRowHosted, Error: hostedErr.Error()})
-	} else {
-		row := mcpRow(ctx, o.N, mcpRowHosted, false, echoCall(hostedCS, "echo"))
-		rep.Rows = append(rep.Rows, row)
-		hostedCS.Close()
-		progress("the split: %d calls of Manager.Call in process", o.N)
-		rep.Rows = append(rep.Rows, mcpSplit(ctx, d, o.N, row)...)
+	paths = append(paths, &path{name: mcpRowHosted, err: hostedErr})
+	if hostedErr == nil {
+		defer hostedCS.Close()
+		paths[2].c = echoCall(hostedCS, "echo")
 	}
-	progress("hosted through /mcp: %d calls", o.N)
 	ownCS, err := mcpConnect(ctx, d.url+"/mcp", d.key)
-	if err != nil {
-		rep.Rows = append(rep.Rows, Row{Group: mgCall, Name: mcpRowOwn, Error: err.Error()})
-	} else {
-		rep.Rows = append(rep.Rows, mcpRow(ctx, o.N, mcpRowOwn, false, echoCall(ownCS, "everything__echo")))
-		ownCS.Close()
+	paths = append(paths, &path{name: mcpRowOwn, err: err})
+	if err == nil {
+		defer ownCS.Close()
+		paths[3].c = echoCall(ownCS, "everything__echo")
 	}
+	inProc := &path{name: mcpRowCall, err: hostedErr}
+	if hostedErr == nil {
+		inProc.c = managerCall(d)
+	}
+	paths = append(paths, inProc)
+	skip := 0
+	progress("%d rounds of one call of each path, interleaved (after %d untimed)", o.N, warmup)
+	for round := -warmup; round < o.N && ctx.Err() == nil; round++ {
+		if round == 0 { // the gateway's records of the timed calls come after these
+			if recs, err := readCallRecords(d.hosted.AuditFile()); err == nil {
+				skip = len(recs)
+			}
+		}
+		for _, p := range paths {
+			if p.err != nil {
+				continue
+			}
+			el, err := p.c(ctx)
+			if err != nil {
+				p.err = err
+				continue
+			}
+			if round >= 0 {
+				p.lat = append(p.lat, el)
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rows := map[string]Row{}
+	for _, p := range paths {
+		row := Row{Group: mgCall, Name: p.name, Base: p.base}
+		if p == inProc {
+			row.Group = mgSplit
+		}
+		if p.err != nil {
+			row.Error = p.err.Error()
+		} else {
+			st := Summarize(p.lat, 0)
+			row.Stats = &st
+		}
+		rows[p.name] = row
+	}
+	for _, name := range []string{mcpRowStdio, mcpRowDirect, mcpRowHosted, mcpRowOwn} {
+		rep.Rows = append(rep.Rows, rows[name])
+	}
+	rep.Rows = append(rep.Rows, mcpSplit(d, skip, rows[mcpRowHosted], rows[mcpRowCall])...)
 
 	if o.Cold > 0 {
 		progress("cold starts: %d", o.Cold)
@@ -361,24 +407,13 @@ func mcpColdRow(ctx context.Context, d *mcpDaemon, n int) Row {
 	return row
 }
 
-// mcpSplit is where the hosted row's time goes: the same calls made in process through
-// Manager.Call (no HTTP, no MCP server on the daemon's side), and, from the gateway's own records
-// of those calls, the server's round trip (over the guest channel to node in gVisor and back)
-// and what remains of Manager.Call (governance: pin and policy checks, DLP both ways, prompt
-// scanning, the audit records). The daemon's HTTP and MCP handling is the hosted row's median
-// minus Manager.Call's.
-func mcpSplit(ctx context.Context, d *mcpDaemon, n int, hosted Row) []Row {
-	callRow := Row{Group: mgSplit, Name: mcpRowCall}
-	// Only the records of the timed calls below count.
-	skip := 0
-	if recs, err := readCallRecords(d.hosted.AuditFile()); err == nil {
-		skip = len(recs)
-	}
+// managerCall is a timed call of server-everything's echo through Manager.Call in process: the
+// gateway without the daemon's HTTP and MCP handling.
+func managerCall(d *mcpDaemon) call {
 	i := 0
-	lat, err := sequential(ctx, n, func(ctx context.Context) (time.Duration, error) {
+	return func(ctx context.Context) (time.Duration, error) {
 		i++
-		msg := "split " + strconv.Itoa(i)
-		args, _ := json.Marshal(map[string]string{"message": msg})
+		args, _ := json.Marshal(map[string]string{"message": "split " + strconv.Itoa(i)})
 		start := time.Now()
 		res, err := d.hosted.Call(ctx, "everything", "echo", args)
 		el := time.Since(start)
@@ -389,35 +424,37 @@ func mcpSplit(ctx context.Context, d *mcpDaemon, n int, hosted Row) []Row {
 			return 0, fmt.Errorf("echo in process: a tool error or no content: %+v", res.Content)
 		}
 		return el, nil
-	})
-	if err != nil {
-		callRow.Error = err.Error()
-		return []Row{callRow}
 	}
-	cs := Summarize(lat, 0)
-	callRow.Stats = &cs
-	rows := []Row{callRow}
+}
+
+// mcpSplit is where the hosted row's time goes. Manager.Call in process (callRow, measured with
+// the others) is the gateway without the daemon's HTTP and MCP handling, which is the hosted
+// row's median minus Manager.Call's. The gateway's own records of the timed calls (every call of
+// echo that went through Manager.Call: by /mcp/servers/everything, by /mcp and in process; the
+// records after the first skip) hold the server's round trip (over the guest channel to node in
+// gVisor and back) and Manager.Call's duration, whose difference is governance: pin and policy
+// checks, DLP both ways, prompt scanning, the audit records.
+func mcpSplit(d *mcpDaemon, skip int, hosted, callRow Row) []Row {
+	var rows []Row
+	if hosted.Stats != nil && callRow.Stats != nil {
+		// A difference of medians, not a distribution: only its median is set.
+		h := Summary{N: hosted.Stats.N, Median: hosted.Stats.Median - callRow.Stats.Median}
+		rows = append(rows, Row{Group: mgSplit, Name: mcpRowHTTP, Stats: &h, Detail: "a difference of medians"})
+	}
+	rows = append(rows, callRow)
 	recs, err := readCallRecords(d.hosted.AuditFile())
 	if err != nil || len(recs) <= skip {
 		return append(rows, Row{Group: mgSplit, Name: mcpRowServer, Error: fmt.Sprintf("the gateway's records: %v", err)})
 	}
 	recs = recs[skip:]
-	if len(recs) > n {
-		recs = recs[len(recs)-n:] // the timed ones (the warm-up calls come first)
-	}
 	var server, gov []time.Duration
 	for _, r := range recs {
 		server = append(server, msDuration(r.ServerMS))
 		gov = append(gov, msDuration(r.DurationMS-r.ServerMS))
 	}
 	ss, gs := Summarize(server, 0), Summarize(gov, 0)
-	rows = append(rows, Row{Group: mgSplit, Name: mcpRowServer, Stats: &ss}, Row{Group: mgSplit, Name: mcpRowGov, Stats: &gs})
-	if hosted.Stats != nil {
-		// A difference of medians, not a distribution: only its median is set.
-		h := Summary{N: hosted.Stats.N, Median: hosted.Stats.Median - cs.Median}
-		rows = append([]Row{{Group: mgSplit, Name: mcpRowHTTP, Stats: &h, Detail: "a difference of medians"}}, rows...)
-	}
-	return rows
+	detail := "from the gateway's records of every governed call of echo in the run (hosted, /mcp and in process)"
+	return append(rows, Row{Group: mgSplit, Name: mcpRowServer, Stats: &ss, Detail: detail}, Row{Group: mgSplit, Name: mcpRowGov, Stats: &gs, Detail: detail})
 }
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
