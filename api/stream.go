@@ -30,6 +30,9 @@ const (
 	EventDropped  = "dropped"
 	EventResult   = "result"
 	EventError    = "error"
+	// EventExit ends a streamed command (POST /v1/sessions/{id}/commands): Command is how it
+	// ended, with its whole (capped) output.
+	EventExit = "exit"
 )
 
 // StreamEvent is one event of a streamed run. Type says which other fields are set.
@@ -50,6 +53,8 @@ type StreamEvent struct {
 	Result *Result `json:"result,omitempty"`
 	// Error says why the run failed (error); the code's own exceptions are in Result.Error.
 	Error *ErrorDetail `json:"error,omitempty"`
+	// Command is a streamed command's end (exit).
+	Command *Command `json:"command,omitempty"`
 }
 
 // StreamDropped counts the stream bytes a slow client missed.

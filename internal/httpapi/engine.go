@@ -27,6 +27,12 @@ type Engine interface {
 	Sessions() []sandbox.SessionInfo
 	CloseSession(id string) error
 
+	// Commands in a session (/v1/sessions/{id}/commands...).
+	RunCommand(ctx context.Context, id string, c sandbox.Command, out sandbox.OutputSink) (sandbox.CommandInfo, error)
+	Commands(id string) ([]sandbox.CommandInfo, error)
+	CommandStatus(id, cid string) (sandbox.CommandInfo, error)
+	KillCommand(id, cid string) (sandbox.CommandInfo, error)
+
 	// Time travel (/v1/sessions/{id}/steps..., rewind, fork, pause, resume).
 	Steps(id string) ([]sandbox.Step, string, error)
 	Step(id, step string) (sandbox.Step, error)

@@ -38,6 +38,8 @@ const (
 	AuditSessionClose  AuditKind = "session.close"
 	AuditSessionExpire AuditKind = "session.expire"
 	AuditRun           AuditKind = "run"
+	// AuditCommand: a command in a session (commands.go); its Run holds the command line's hash.
+	AuditCommand AuditKind = "command"
 	// Time travel (steps.go): a session went back to a step, was forked from one, paused or
 	// resumed. The record's Lifecycle.Reason names the step.
 	AuditSessionRewind AuditKind = "session.rewind"

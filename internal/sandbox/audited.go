@@ -76,6 +76,35 @@ func (a *Audited) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	return res, err
 }
 
+// RunCommand runs a command in a session and records it as a run whose code is the command
+// line (its hash, never the line itself), kind "command".
+func (a *Audited) RunCommand(ctx context.Context, id string, c Command, out OutputSink) (CommandInfo, error) {
+	start := time.Now()
+	info, _ := a.Session(id)
+	ci, err := a.Manager.RunCommand(ctx, id, c, out)
+	if a.sink != nil {
+		line := c.Shell
+		if line == "" {
+			line = strings.Join(c.Argv, "\x00")
+		}
+		limits := info.Limits
+		if c.Timeout != 0 {
+			limits.Timeout = c.Timeout
+		}
+		var res *Result
+		if err == nil {
+			res = &Result{ExitCode: ci.ExitCode, Runtime: info.Tier}
+			if c.Background {
+				res.ExitCode = 0 // started; its end is in GET .../commands/{cid}
+			}
+		}
+		cl := CallerOf(ctx)
+		a.emit(ctx, AuditEvent{Kind: AuditCommand, Session: id, Tenant: cl.Tenant, Agent: cl.Agent, Decision: decisionOf(err),
+			Run: runAudit(&RunRequest{Code: line, Tier: info.Tier, Network: info.Network, EgressProfile: info.EgressProfile}, limits, res, err, time.Since(start))})
+	}
+	return ci, err
+}
+
 // CreateSession starts a session and records it, refusals included.
 func (a *Audited) CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error) {
 	info, err := a.Manager.CreateSession(ctx, opts)

@@ -37,6 +37,8 @@ type session struct {
 
 	// tl is the session's steps (steps.go); guarded by Manager.mu.
 	tl timeline
+	// cmds are the session's commands (commands.go), oldest first; guarded by Manager.mu.
+	cmds []*command
 
 	// Guarded by Manager.mu.
 	info   SessionInfo

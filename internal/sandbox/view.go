@@ -22,6 +22,7 @@ type View struct {
 type engine interface {
 	Run(ctx context.Context, req *RunRequest) (*Result, error)
 	RunInSession(ctx context.Context, id string, req *RunRequest) (*Result, error)
+	RunCommand(ctx context.Context, id string, c Command, out OutputSink) (CommandInfo, error)
 	CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error)
 	CloseSession(id string) error
 	SetIntent(id, name string, ttl time.Duration) (IntentInfo, error)
@@ -83,6 +84,38 @@ func (v *View) RunInSession(ctx context.Context, id string, req *RunRequest) (*R
 		return nil, err
 	}
 	return v.e.RunInSession(v.ctx(ctx), id, req)
+}
+
+// RunCommand runs a command in one of the caller's sessions.
+func (v *View) RunCommand(ctx context.Context, id string, c Command, out OutputSink) (CommandInfo, error) {
+	if err := v.session(id); err != nil {
+		return CommandInfo{}, err
+	}
+	return v.e.RunCommand(v.ctx(ctx), id, c, out)
+}
+
+// CommandStatus describes a command of one of the caller's sessions.
+func (v *View) CommandStatus(id, cid string) (CommandInfo, error) {
+	if err := v.session(id); err != nil {
+		return CommandInfo{}, err
+	}
+	return v.m.CommandStatus(id, cid)
+}
+
+// Commands lists the commands of one of the caller's sessions.
+func (v *View) Commands(id string) ([]CommandInfo, error) {
+	if err := v.session(id); err != nil {
+		return nil, err
+	}
+	return v.m.Commands(id)
+}
+
+// KillCommand kills a command of one of the caller's sessions.
+func (v *View) KillCommand(id, cid string) (CommandInfo, error) {
+	if err := v.session(id); err != nil {
+		return CommandInfo{}, err
+	}
+	return v.m.KillCommand(id, cid)
 }
 
 // Session describes one of the caller's sessions.

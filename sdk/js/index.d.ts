@@ -249,6 +249,39 @@ export interface ErrorResponse {
   result?: Result;
 }
 
+/** A command to run in a heavy session (POST /v1/sessions/{id}/commands): argv or cmd. */
+export interface CommandRequest {
+  argv?: string[];
+  cmd?: string;
+  cwd?: string;
+  env?: Record<string, string>;
+  stdin?: string;
+  timeout?: number;
+  background?: boolean;
+}
+
+/** A command of a session: running or how it ended, with its output so far. */
+export interface Command {
+  id: string;
+  session: string;
+  argv: string[];
+  cwd: string;
+  status: "running" | "exited" | "killed" | "timeout" | "failed";
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  stdout_truncated: boolean;
+  stderr_truncated: boolean;
+  started_at: string;
+  ended_at?: string;
+  duration_ms: number;
+  error?: string;
+}
+
+export interface CommandList {
+  commands: Command[];
+}
+
 /** Bytes of stream chunks the daemon dropped because the client read too slowly (the result has them). */
 export interface StreamDropped {
   stdout_bytes: number;
@@ -261,13 +294,14 @@ export interface StreamDropped {
  * whole result) or error (error and the partial result).
  */
 export interface StreamEvent {
-  type: "stdout" | "stderr" | "output" | "artifact" | "dropped" | "result" | "error";
+  type: "stdout" | "stderr" | "output" | "artifact" | "dropped" | "result" | "error" | "exit";
   text?: string;
   output?: Output;
   artifact?: Artifact;
   dropped?: StreamDropped;
   result?: Result;
   error?: ErrorDetail;
+  command?: Command;
 }
 
 // --- the client ------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from .mcp import HostedMCP, MCPSession, MCPTool, MCPToolResult
 from .models import (AuditList, AuditRecord, CreatedKey, CreateKeyRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Key, KeyList, MCPServer, MCPServerList, ReloadResult, Result,
                      Routing, RunRequest, Session, SessionList, SetIntentRequest, Step, StepDiff, StepInspection,
-                     StepList, StepRequest, StreamEvent)
+                     StepList, StepRequest, StreamEvent, Command, CommandList, CommandRequest)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -43,6 +43,10 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "getSession": ("GET", "/v1/sessions/{id}"),
     "closeSession": ("DELETE", "/v1/sessions/{id}"),
     "runInSession": ("POST", "/v1/sessions/{id}/run"),
+    "runCommand": ("POST", "/v1/sessions/{id}/commands"),
+    "listCommands": ("GET", "/v1/sessions/{id}/commands"),
+    "getCommand": ("GET", "/v1/sessions/{id}/commands/{cid}"),
+    "killCommand": ("DELETE", "/v1/sessions/{id}/commands/{cid}"),
     "listSteps": ("GET", "/v1/sessions/{id}/steps"),
     "getStep": ("GET", "/v1/sessions/{id}/steps/{step}"),
     "inspectStep": ("GET", "/v1/sessions/{id}/steps/{step}/inspect"),
@@ -219,6 +223,10 @@ class Client:
             if not id:
                 raise ValueError(f"agentbox: {op} needs an id")
             path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        if "{cid}" in path:
+            if not step:
+                raise ValueError(f"agentbox: {op} needs a command id")
+            path = path.replace("{cid}", urllib.parse.quote(step, safe=""))
         if "{step}" in path:
             if not step:
                 raise ValueError(f"agentbox: {op} needs a step")
@@ -291,8 +299,8 @@ class Client:
         """Run code in a session's interpreter, streamed as :meth:`run_stream` is."""
         return self._stream("runInSession", req, on_event, id=id)
 
-    def _stream(self, op: str, req: RunRequest, on_event: Optional[Callable[[StreamEvent], None]],
-                id: str = "") -> Result:
+    def _stream(self, op: str, req: Any, on_event: Optional[Callable[[StreamEvent], None]],
+                id: str = "") -> Any:
         method, path = ROUTES[op]
         if "{id}" in path:
             path = path.replace("{id}", urllib.parse.quote(id, safe=""))
@@ -310,13 +318,18 @@ class Client:
                 rid = resp.headers.get("X-Request-Id", "")
                 if resp.headers.get("Content-Type", "").startswith("application/json"):
                     # A daemon that does not stream answered with the whole result.
-                    return _codec.decode(Result, json.loads(resp.read().decode("utf-8")))._bind(self)
+                    doc = json.loads(resp.read().decode("utf-8"))
+                    if op == "runCommand":
+                        return _codec.decode(Command, doc)
+                    return _codec.decode(Result, doc)._bind(self)
                 for line in resp:
                     if not line.strip():
                         continue
                     ev = _codec.decode(StreamEvent, json.loads(line.decode("utf-8")))
                     if ev.type == "result" and ev.result is not None:
                         return ev.result._bind(self)
+                    if ev.type == "exit" and ev.command is not None:
+                        return ev.command
                     if ev.type == "error":
                         code = ev.error.code if ev.error else "internal"
                         body = json.dumps({"error": _codec.encode(ev.error),
@@ -340,6 +353,35 @@ class Client:
             raise failed
         raise DaemonUnreachable(None, f"{method} {url}: the stream ended without a result",
                                 hint="the daemon stopped or the connection was cut; run the code again")
+
+    # --- commands in sessions --------------------------------------------------------------
+
+    def run_command(self, id: str, req: CommandRequest,
+                    on_event: Optional[Callable[[StreamEvent], None]] = None) -> Command:
+        """Run a command in heavy session ``id`` (``POST /v1/sessions/{id}/commands``).
+
+        In the foreground it returns the ended :class:`~agentbox.models.Command`; with
+        ``on_event`` its stdout and stderr stream to it as they come. With ``req.background`` it
+        returns at once, the command running.
+        """
+        wait = self._run_wait(req.timeout)
+        if on_event is not None and not req.background:
+            return self._stream("runCommand", req, on_event, id=id)
+        ok = (202,) if req.background else (200,)
+        _, payload, _ = self._request("runCommand", id=id, body=req, ok=ok, timeout=wait)
+        return _codec.decode(Command, json.loads(payload.decode("utf-8")))
+
+    def commands(self, id: str) -> List[Command]:
+        """The commands session ``id`` keeps, oldest first, with their output so far."""
+        return self._json("listCommands", CommandList, id=id).commands
+
+    def command(self, id: str, cid: str) -> Command:
+        """Command ``cid`` of session ``id``: its status and output so far."""
+        return self._json("getCommand", Command, id=id, step=cid)
+
+    def kill_command(self, id: str, cid: str) -> Command:
+        """Kill command ``cid`` of session ``id``; returns it as it ended."""
+        return self._json("killCommand", Command, id=id, step=cid)
 
     def route(self, req: RunRequest) -> Routing:
         """Ask where the daemon would run ``req``, without running it (``POST /v1/route``).

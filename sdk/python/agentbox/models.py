@@ -431,6 +431,50 @@ class ErrorResponse:
     result: Optional[Result] = None
 
 
+# --- commands in sessions ------------------------------------------------------------------
+
+
+@dataclass
+class CommandRequest:
+    """Body of ``POST /v1/sessions/{id}/commands``: ``argv`` or ``cmd`` (a shell line)."""
+
+    argv: Optional[List[str]] = None
+    cmd: Optional[str] = None
+    cwd: Optional[str] = None
+    env: Optional[Dict[str, str]] = None
+    stdin: Optional[str] = None
+    timeout: Optional[float] = None
+    background: Optional[bool] = None
+
+
+@dataclass
+class Command:
+    """A command of a heavy session: running, or how it ended, with its output so far.
+
+    ``status`` is running, exited, killed, timeout or failed; ``exit_code`` is -1 after a signal.
+    """
+
+    id: str = ""
+    session: str = ""
+    argv: List[str] = field(default_factory=list)
+    cwd: str = ""
+    status: str = ""
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    started_at: Optional[_dt.datetime] = None
+    ended_at: Optional[_dt.datetime] = None
+    duration_ms: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class CommandList:
+    commands: List[Command] = field(default_factory=list)
+
+
 # --- streamed runs -------------------------------------------------------------------------
 
 
@@ -459,6 +503,8 @@ class StreamEvent:
     dropped: Optional[StreamDropped] = None
     result: Optional[Result] = None
     error: Optional[ErrorDetail] = None
+    #: The end of a streamed command (type "exit").
+    command: Optional[Command] = None
 
 
 # --- tenant keys (admin) -------------------------------------------------------------------
@@ -838,7 +884,7 @@ class StepDiff:
 SCHEMAS = {
     cls.__name__: cls
     for cls in (
-        InputFile, Deterministic, RunRequest, StreamEvent, StreamDropped, CreateSessionRequest, PyError, Routing, OutputFile,
+        InputFile, Deterministic, RunRequest, StreamEvent, StreamDropped, CommandRequest, Command, CommandList, CreateSessionRequest, PyError, Routing, OutputFile,
         Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
         ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,

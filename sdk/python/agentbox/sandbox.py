@@ -11,7 +11,7 @@ from .client import Client
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, NotFound
 from .mcp import HostedMCP
-from .models import (Artifact, CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
+from .models import (Artifact, Command, CommandRequest, CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
                      Output, StepDiff, StepInspection, StreamEvent)
 
 log = logging.getLogger("agentbox")
@@ -137,6 +137,7 @@ class Sandbox:
         self.client = client if client is not None else Client(url, api_key)
         self.stateful = stateful
         self.files = Files(self)
+        self.commands = Commands(self)
         self._lock = threading.Lock()
         self._handle = _SessionHandle(self.client)
         self._routing: Optional[Routing] = None
@@ -450,6 +451,56 @@ class Sandbox:
             self._handle.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+class Commands:
+    """Shell commands in the Sandbox's session (``box.commands``): a heavy session, which the
+    first command starts when the Sandbox has none yet (as files do).
+
+    They run beside the session's interpreter: the same files, user, environment and way out.
+    A nano session has no processes and answers :class:`~agentbox.InvalidRequest`.
+    """
+
+    def __init__(self, box: Sandbox) -> None:
+        self._box = box
+
+    def _call(self, call: Callable[[str], T]) -> T:
+        box = self._box
+        if not box.stateful:
+            raise ValueError("agentbox: commands need a session; this Sandbox is stateful=False")
+        return box._session_call(call, for_files=True)
+
+    def run(self, cmd: Union[str, List[str]], *, cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+            timeout: Union[None, float, str] = None, stdin: Optional[str] = None, background: bool = False,
+            on_stdout: Optional[Callable[[str], None]] = None,
+            on_stderr: Optional[Callable[[str], None]] = None) -> Command:
+        """Run ``cmd`` (a shell line, or a list: a program and its arguments).
+
+        Returns the :class:`~agentbox.models.Command` once it has ended (``exit_code``,
+        ``stdout``, ``stderr``, ``status``); with ``background=True`` at once, running: read it
+        with :meth:`get`, stop it with :meth:`kill`. ``on_stdout``/``on_stderr`` get a foreground
+        command's output as it comes. A non-zero exit is not an exception.
+        """
+        req = CommandRequest(cwd=cwd, env=env or None, stdin=stdin, background=background or None,
+                             timeout=parse_duration(timeout) if timeout is not None else None)
+        if isinstance(cmd, str):
+            req.cmd = cmd
+        else:
+            req.argv = list(cmd)
+        on_event = _event_handler(on_stdout, on_stderr, None, None)
+        return self._call(lambda sid: self._box.client.run_command(sid, req, on_event))
+
+    def get(self, id: str) -> Command:
+        """A command's status and output so far (also while it runs)."""
+        return self._call(lambda sid: self._box.client.command(sid, id))
+
+    def list(self) -> List[Command]:
+        """The session's commands, oldest first."""
+        return self._call(lambda sid: self._box.client.commands(sid))
+
+    def kill(self, id: str) -> Command:
+        """Kill a command; returns it as it ended."""
+        return self._call(lambda sid: self._box.client.kill_command(sid, id))
 
 
 class Files:
