@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
-	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // contentSecurityPolicy lets a page load only the console's own script, style sheet and images:
@@ -174,6 +173,3 @@ func (u *UI) refuse(w http.ResponseWriter, r *http.Request, c *call, status int,
 func allows(c *call, what string, scopes ...auth.Scope) error {
 	return c.id.Allows(what, scopes...)
 }
-
-// isKind reports whether err is a core error of kind k.
-func isKind(err error, k sandbox.Kind) bool { return sandbox.KindOf(err) == k }
