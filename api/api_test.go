@@ -87,6 +87,9 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"InspectedFile":        api.InspectedFile{},
 		"StepInspection":       api.StepInspection{},
 		"StepDiff":             api.StepDiff{},
+		"Volume":               api.Volume{},
+		"VolumeList":           api.VolumeList{},
+		"CreateVolumeRequest":  api.CreateVolumeRequest{},
 	}
 	for name := range s.Components.Schemas {
 		if _, ok := types[name]; !ok {

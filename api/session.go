@@ -22,6 +22,10 @@ type CreateSessionRequest struct {
 	// Network and EgressProfile are as in RunRequest, for the session's whole life.
 	Network       bool   `json:"network,omitempty"`
 	EgressProfile string `json:"egress_profile,omitempty"`
+	// Volumes mounts the tenant's volumes (POST /v1/volumes) by name at absolute paths for the
+	// session's life: {"data": "/mnt/data"}, or "/mnt/data:ro" read-only. Heavy sessions only.
+	// One session mounts a volume read-write at a time, or any number read-only.
+	Volumes map[string]string `json:"volumes,omitempty"`
 }
 
 // Session describes an open session.

@@ -52,7 +52,7 @@ fi
 # The binary, replaced by a rename so that a running daemon's file is never overwritten in place.
 bin=${AGENTBOX_BIN:-}
 if [ -z "$bin" ]; then
-	scripts/host-deps.sh npm ca-certificates gcc libc6-dev
+	scripts/host-deps.sh npm ca-certificates gcc libc6-dev e2fsprogs
 	scripts/build.sh
 	bin=bin/agentbox
 fi

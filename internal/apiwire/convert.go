@@ -77,6 +77,7 @@ func SessionOptionsFromAPI(in api.CreateSessionRequest) (sandbox.SessionOptions,
 		Image:         in.Image,
 		Network:       in.Network,
 		EgressProfile: in.EgressProfile,
+		Volumes:       in.Volumes,
 	}, nil
 }
 
@@ -273,4 +274,9 @@ func SessionRunRequestFromAPI(in api.RunRequest) (sandbox.RunRequest, error) {
 		}
 	}
 	return RunRequestFromAPI(in)
+}
+
+// VolumeToAPI turns the core's volume into the wire's.
+func VolumeToAPI(v sandbox.VolumeInfo) api.Volume {
+	return api.Volume{Name: v.Name, QuotaBytes: v.QuotaBytes, CreatedAt: v.CreatedAt, MountedRW: v.MountedRW, MountedRO: v.MountedRO}
 }

@@ -39,6 +39,8 @@ type Config struct {
 	ArtifactsTTL Duration `json:"artifacts_ttl"`
 	// ArtifactsDir is where artifacts are kept. Default DATA_DIR/artifacts.
 	ArtifactsDir string `json:"artifacts_dir"`
+	// VolumesDir is where named volumes live (an ext4 image each). Default DATA_DIR/volumes.
+	VolumesDir string `json:"volumes_dir,omitempty"`
 
 	// Audit is the audit log.
 	Audit AuditConfig `json:"audit"`
@@ -305,6 +307,14 @@ func (c Config) ArtifactsPath() string {
 		return c.ArtifactsDir
 	}
 	return filepath.Join(c.DataDir, "artifacts")
+}
+
+// VolumesPath is where named volumes live (package volumes): volumes_dir, or DATA_DIR/volumes.
+func (c Config) VolumesPath() string {
+	if c.VolumesDir != "" {
+		return c.VolumesDir
+	}
+	return filepath.Join(c.DataDir, "volumes")
 }
 
 // KeysPath is the tenant key file (`agentbox keys`): keys_file, or DATA_DIR/keys.json.

@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 	"github.com/agentbox-dev/agentbox/internal/snapstore"
+	"github.com/agentbox-dev/agentbox/internal/volumes"
 )
 
 // The tiers this build has, in the Manager's order of preference: the fastest to start first.
@@ -129,6 +130,11 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		closeAll()
 		return nil, err
 	}
+	vols, err := volumes.Open(cfg.VolumesPath(), volumes.Options{})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
 	var sink sandbox.AuditSink // stays a nil interface when the log is off
 	if auditLog != nil {
 		sink = auditLog
@@ -142,6 +148,8 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		MaxSessions: cfg.Sessions.Max,
 		SessionIdle: cfg.Sessions.IdleTimeout.D(),
 		Artifacts:   store,
+		Volumes:     vols,
+		Closers:     []io.Closer{vols},
 		Logger:      log,
 		PauseIdle:   cfg.Sessions.PauseIdle,
 		MaxLifetime: cfg.Sessions.MaxLifetime.D(),

@@ -64,6 +64,12 @@ func (s *API) routeTable() []route {
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}/intent", scopes: intent, h: s.handleGetIntent},
 		{method: http.MethodPut, pattern: "/v1/sessions/{id}/intent", scopes: intent, h: s.handleSetIntent},
 		{method: http.MethodDelete, pattern: "/v1/sessions/{id}/intent", scopes: intent, h: s.handleClearIntent},
+		{method: http.MethodGet, pattern: "/v1/volumes", scopes: files, h: s.handleListVolumes},
+		{method: http.MethodPost, pattern: "/v1/volumes", scopes: files, h: s.handleCreateVolume},
+		{method: http.MethodGet, pattern: "/v1/volumes/{name}", scopes: files, h: s.handleGetVolume},
+		{method: http.MethodDelete, pattern: "/v1/volumes/{name}", scopes: files, h: s.handleDeleteVolume},
+		{method: http.MethodGet, pattern: "/v1/volumes/{name}/files/{path...}", scopes: files, h: s.handleReadVolumeFile},
+		{method: http.MethodPut, pattern: "/v1/volumes/{name}/files/{path...}", scopes: files, h: s.handleWriteVolumeFile},
 		{method: http.MethodGet, pattern: "/v1/artifacts/{id}", scopes: runOrSessions, h: s.handleGetArtifact},
 		{method: http.MethodGet, pattern: "/v1/images", scopes: runOrSessions, h: s.handleListImages},
 		{method: http.MethodPost, pattern: "/v1/egress/reload", scopes: policy, h: s.handleReloadEgress},
@@ -86,7 +92,8 @@ func (s *API) routeTable() []route {
 func (s *API) Routes() []string {
 	var out []string
 	for _, r := range s.routes {
-		out = append(out, r.method+" "+r.pattern)
+		// "{path...}" (net/http's rest-of-path wildcard) is "{path}" in api/openapi.yaml.
+		out = append(out, r.method+" "+strings.ReplaceAll(r.pattern, "...}", "}"))
 	}
 	slices.Sort(out)
 	return out

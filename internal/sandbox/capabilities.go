@@ -35,6 +35,8 @@ type Capabilities struct {
 	// every step, go back to one, start a second session from one, stop a session and resume it
 	// later.
 	Snapshot, Rewind, Fork, Pause bool
+	// Volumes: its sessions mount volumes (SessionOptions.Mounts).
+	Volumes bool
 }
 
 // Use is something code does beyond computing that a tier may not give it.

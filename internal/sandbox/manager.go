@@ -35,6 +35,8 @@ type ManagerOptions struct {
 	SessionIdle time.Duration
 	// Artifacts keeps what runs produce besides output. Nil: artifacts are dropped from results.
 	Artifacts ArtifactStore
+	// Volumes keeps the tenants' volumes. Nil: volumes are refused.
+	Volumes VolumeStore
 	// Egress keeps sessions' intents. Nil: intents are refused.
 	Egress Intents
 	// Closers are closed after the runtimes when the Manager closes (the egress gateway).
@@ -65,6 +67,7 @@ type Manager struct {
 	maxSessions int
 	idle        time.Duration
 	artifacts   ArtifactStore
+	volumes     VolumeStore
 	egress      Intents
 	closers     []io.Closer
 	log         *slog.Logger
@@ -155,6 +158,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		maxSessions: opts.MaxSessions,
 		idle:        opts.SessionIdle,
 		artifacts:   opts.Artifacts,
+		volumes:     opts.Volumes,
 		egress:      opts.Egress,
 		closers:     opts.Closers,
 		log:         opts.Logger,
@@ -265,13 +269,14 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	type ending struct {
-		impl Session
-		info SessionInfo
+		impl           Session
+		info           SessionInfo
+		releaseVolumes func()
 	}
 	var ends []ending
 	for _, s := range m.sessions {
 		if s.impl != nil {
-			ends = append(ends, ending{s.impl, s.info})
+			ends = append(ends, ending{s.impl, s.info, s.releaseVolumes})
 		}
 	}
 	m.mu.Unlock()
@@ -286,6 +291,9 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	for _, e := range ends {
 		_ = e.impl.Close()
+		if e.releaseVolumes != nil {
+			e.releaseVolumes()
+		}
 		if m.stateDir == "" {
 			m.ended(SessionEnd{Info: e.info, Reason: "daemon shutdown"})
 		}

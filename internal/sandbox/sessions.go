@@ -35,6 +35,10 @@ type session struct {
 	// replay is what a move replays. Guarded by run; kept while the session can still move.
 	replay replayLog
 
+	// releaseVolumes gives back the leases of the session's volumes (volumes.go) once its
+	// sandbox is gone; never nil.
+	releaseVolumes func()
+
 	// tl is the session's steps (steps.go); guarded by Manager.mu.
 	tl timeline
 	// cmds are the session's commands (commands.go), oldest first; guarded by Manager.mu.
@@ -78,7 +82,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 			if _, err := m.checkTenant(caller, t.caps.Tier, "", false, "", Limits{}); err != nil {
 				continue
 			}
-			if t.caps.Sessions && t.caps.misfit(opts.Packages, opts.Image, opts.Network, limits) == "" {
+			if t.caps.Sessions && (len(opts.Volumes) == 0 || t.caps.Volumes) && t.caps.misfit(opts.Packages, opts.Image, opts.Network, limits) == "" {
 				opts.Tier = t.caps.Tier
 				break
 			}
@@ -95,18 +99,25 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, Errorf(KindInvalidRequest, "the %s runtime has no sessions", opts.Tier).
 			WithHint("use runtime %s", m.instead(func(c Capabilities) bool { return c.Sessions }))
 	}
+	releaseVolumes, err := m.attachVolumes(caller.Tenant, &opts)
+	if err != nil {
+		return SessionInfo{}, err
+	}
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
+		releaseVolumes()
 		return SessionInfo{}, Errorf(KindRuntimeUnavailable, "the daemon is shutting down")
 	}
 	if len(m.sessions) >= m.maxSessions {
 		m.mu.Unlock()
+		releaseVolumes()
 		return SessionInfo{}, Errorf(KindConflict, "%d sessions are open, the daemon's maximum", m.maxSessions).
 			WithHint("close sessions you no longer need, or raise the maximum in the daemon's configuration")
 	}
 	if err := m.checkSessionQuota(caller, limits.MemoryBytes); err != nil {
 		m.mu.Unlock()
+		releaseVolumes()
 		return SessionInfo{}, err
 	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
@@ -115,7 +126,10 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		Network: opts.Network, EgressProfile: opts.EgressProfile, Tenant: caller.Tenant, Agent: caller.Agent}}
 	opts.ID = id
 	s.opts, s.requested = opts, requested
-	s.auto = requested == TierAuto && len(m.tiers) > 1
+	s.releaseVolumes = releaseVolumes
+	// A session with volumes stays where it mounted them: a move would replay into a sandbox
+	// without the volume's lease.
+	s.auto = requested == TierAuto && len(m.tiers) > 1 && len(opts.Volumes) == 0
 	s.active = true
 	s.tl.state = SessionLive
 	m.sessions[id] = s
@@ -126,6 +140,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	defer m.mu.Unlock()
 	if err != nil {
 		delete(m.sessions, id)
+		releaseVolumes()
 		return SessionInfo{}, err
 	}
 	s.impl = impl
@@ -312,6 +327,9 @@ func (m *Manager) closeSession(id string) error {
 		m.egress.Forget(id)
 	}
 	err := impl.Close()
+	if s.releaseVolumes != nil {
+		s.releaseVolumes()
+	}
 	m.forgetSession(id)
 	m.collect()
 	return err

@@ -166,8 +166,12 @@ func (m *Manager) wake(ctx context.Context, s *session) error {
 	id := s.info.ID
 	m.mu.Unlock()
 	t, _ := m.tier(s.info.Tier)
+	// A session with volumes takes their leases again: the daemon that held them is gone.
+	release, err := m.attachVolumes(s.info.Tenant, &opts)
+	if err != nil {
+		return err
+	}
 	var impl Session
-	var err error
 	r, ok := t.rt.(Restorer)
 	switch {
 	case ref == "" && head == "":
@@ -186,6 +190,7 @@ func (m *Manager) wake(ctx context.Context, s *session) error {
 		}
 	}
 	if err != nil {
+		release()
 		if errors.Is(err, fs.ErrNotExist) {
 			err = Errorf(KindConflict, "session %s's snapshot is gone from the data directory", id)
 		}
@@ -193,6 +198,7 @@ func (m *Manager) wake(ctx context.Context, s *session) error {
 	}
 	m.mu.Lock()
 	s.impl, s.tl.asleep = impl, false
+	s.releaseVolumes = release
 	m.mu.Unlock()
 	return nil
 }

@@ -159,6 +159,12 @@ type SessionOptions struct {
 	// Network and EgressProfile are as in RunRequest, for the session's whole life.
 	Network       bool   `json:"network,omitempty"`
 	EgressProfile string `json:"egress_profile,omitempty"`
+	// Volumes mounts the tenant's volumes by name at absolute paths ("/mnt/data", or
+	// "/mnt/data:ro" read-only) for the session's life (volumes.go).
+	Volumes map[string]string `json:"volumes,omitempty"`
+	// Mounts are Volumes as the tier binds them, with their host directories; the Manager sets
+	// them after taking the volumes' leases.
+	Mounts []Mount `json:"-"`
 	// ID is the session's ID; the Manager sets it.
 	ID string `json:"id,omitempty"`
 }

@@ -58,6 +58,8 @@ export interface CreateSessionRequest {
   image?: string;
   network?: boolean;
   egress_profile?: string;
+  /** Volumes to mount by name at absolute paths ("/mnt/data", or "/mnt/data:ro"); heavy only. */
+  volumes?: Record<string, string>;
 }
 
 /** Body of PUT /v1/sessions/{id}/intent. */

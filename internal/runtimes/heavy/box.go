@@ -93,9 +93,9 @@ func newID() string {
 
 // startBox boots a sandbox of img (`runsc run`) and waits for the guest's hello. A background
 // sandbox (made by the pool ahead of time) runs at the least CPU weight until it is claimed.
-func (rt *Runtime) startBox(ctx context.Context, img rootfs.Image, limits sandbox.Limits, background bool) (*box, error) {
+func (rt *Runtime) startBox(ctx context.Context, img rootfs.Image, limits sandbox.Limits, background bool, mounts ...sandbox.Mount) (*box, error) {
 	start := time.Now()
-	b, err := rt.newBox(img, limits, background)
+	b, err := rt.newBox(img, limits, background, mounts...)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (rt *Runtime) startBox(ctx context.Context, img rootfs.Image, limits sandbo
 }
 
 // newBox makes a sandbox's cgroup and bundle, ready to launch.
-func (rt *Runtime) newBox(img rootfs.Image, limits sandbox.Limits, background bool) (*box, error) {
+func (rt *Runtime) newBox(img rootfs.Image, limits sandbox.Limits, background bool, mounts ...sandbox.Mount) (*box, error) {
 	id := newID()
 	b := &box{
 		id:       id,
@@ -122,6 +122,7 @@ func (rt *Runtime) newBox(img rootfs.Image, limits sandbox.Limits, background bo
 		answered: make(chan struct{}),
 	}
 	spec := rt.boxSpec(img, limits)
+	spec.volumes = mounts
 	var err error
 	if b.cg, err = newCgroups(rt.cgroupParent, id, spec.memoryBytes, pidsLimit(spec.nproc), spec.cpuQuota); err != nil {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: %v", err)

@@ -25,5 +25,7 @@ func (rt *Runtime) Capabilities() sandbox.Capabilities {
 		Rewind:   true,
 		Fork:     true,
 		Pause:    rt.opts.Snapshots != nil,
+		// Volumes (volumes.go): bound into the session's sandbox from their host mounts.
+		Volumes: true,
 	}
 }

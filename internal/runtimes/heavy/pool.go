@@ -114,7 +114,9 @@ func (rt *Runtime) restoreTemplate() *template {
 // acquire takes a slot and a sandbox of img for limits: a warm one if img is the default image and
 // the limits are the defaults, else a new one (restored from the template if they are and there
 // is one, else booted).
-func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limits) (*box, bool, error) {
+// Mounts (a session's volumes) make the sandbox its own: it is booted for the request, never taken
+// from the pool or restored from the template, which were made without them.
+func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limits, mounts ...sandbox.Mount) (*box, bool, error) {
 	wait := time.NewTimer(rt.opts.QueueTimeout)
 	defer wait.Stop()
 	select {
@@ -131,7 +133,7 @@ func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limi
 		<-rt.slots
 		return nil, false, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the heavy runtime is shut down")
 	}
-	poolable := img.Dir == rt.img.Dir && rt.poolable(l)
+	poolable := img.Dir == rt.img.Dir && rt.poolable(l) && len(mounts) == 0
 	if poolable && rt.target > 0 {
 		for len(rt.warm) > 0 {
 			b := rt.warm[0]
@@ -165,7 +167,7 @@ func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limi
 		}
 	}
 	if b == nil {
-		if b, err = rt.startBox(ctx, img, rt.boxLimits(l), false); err != nil {
+		if b, err = rt.startBox(ctx, img, rt.boxLimits(l), false, mounts...); err != nil {
 			<-rt.slots
 			return nil, false, err
 		}

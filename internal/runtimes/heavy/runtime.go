@@ -400,7 +400,7 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 			return nil, err
 		}
 	}
-	b, warm, err := rt.acquire(ctx, img, opts.Limits)
+	b, warm, err := rt.acquire(ctx, img, opts.Limits, opts.Mounts...)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +410,7 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 			return nil, err
 		}
 	}
-	s := &session{rt: rt, b: b, limits: opts.Limits}
+	s := &session{rt: rt, b: b, limits: opts.Limits, volumes: opts.Mounts}
 	s.cold.Store(!warm)
 	s.tt.secrets = secretsOf(opts.Env) // scrubbed from its checkpoints (timetravel.go)
 	return s, nil

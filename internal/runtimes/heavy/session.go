@@ -17,6 +17,8 @@ type session struct {
 	rt     *Runtime
 	b      *box
 	limits sandbox.Limits
+	// volumes are bound into b (volumes.go); a session with volumes neither pauses nor forks.
+	volumes []sandbox.Mount
 
 	mu     sync.Mutex // serialises runs and the time-travel operations
 	closed atomic.Bool
@@ -82,6 +84,11 @@ func (s *session) Close() error {
 	s.b = nil
 	s.smu.Unlock()
 	if b != nil {
+		if len(s.volumes) > 0 {
+			// The volumes' leases end when Close returns: the sandbox must be gone by then, or its
+			// gofer would still hold a file system the next session mounts.
+			b.kill()
+		}
 		s.rt.release(b, true)
 	}
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/agentbox-dev/agentbox/internal/rootfs"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // The OCI runtime spec, only the parts a heavy sandbox uses (runtime-spec v1.0).
@@ -97,6 +98,8 @@ type boxSpec struct {
 	nproc       int   // RLIMIT_NPROC of the sandbox's processes
 	cpuQuota    int64 // microseconds per 100ms period; 0: none
 	cgroupsPath string
+	// volumes are bound into the sandbox (volumes.go).
+	volumes []sandbox.Mount
 	// erofs is the image's root as an EROFS file (rootfs.Image.Erofs), or "": the root is then
 	// the image's directory, served by a gofer process.
 	erofs string
@@ -135,6 +138,7 @@ func (b boxSpec) spec() ociSpec {
 			CgroupsPath: b.cgroupsPath,
 		},
 	}
+	s.Mounts = append(s.Mounts, volumeMounts(b.volumes)...)
 	if b.cpuQuota > 0 {
 		s.Linux.Resources.CPU = &ociCPU{Quota: b.cpuQuota, Period: 100000}
 	}

@@ -280,6 +280,9 @@ func (s *session) Forget(step string) {
 // Fork starts a new session from step's state, restored from a checkpoint of the sandbox taken
 // while it was at that step.
 func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.SessionOptions) (sandbox.Session, error) {
+	if len(s.volumes) > 0 {
+		return nil, errVolumes("fork")
+	}
 	s.mu.Lock()
 	s.tt.init()
 	b, err := s.liveLocked(ctx)
@@ -350,6 +353,9 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 
 // Pause checkpoints the sandbox into the store and ends it.
 func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
+	if len(s.volumes) > 0 {
+		return sandbox.SnapshotRef{}, errVolumes("pause")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tt.init()

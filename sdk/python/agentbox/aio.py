@@ -484,7 +484,7 @@ class AsyncSandbox:
         self._session = await self.client.create_session(CreateSessionRequest(
             runtime=runtime, timeout=cfg.timeout_seconds, memory_mb=cfg.memory_mb, env=cfg.env or None,
             packages=cfg.packages or None, image=cfg.image, network=cfg.network or None,
-            egress_profile=cfg.egress_profile))
+            egress_profile=cfg.egress_profile, volumes=cfg.volumes or None))
         log.debug("agentbox: session %s on %s", self._session.id, self._session.runtime)
 
     async def set_intent(self, name: str, ttl: Union[None, float, str] = None) -> Intent:

@@ -28,7 +28,8 @@ from .mcp import HostedMCP, MCPSession, MCPTool, MCPToolResult
 from .models import (AuditList, AuditRecord, CreatedKey, CreateKeyRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Key, KeyList, MCPServer, MCPServerList, ReloadResult, Result,
                      Routing, RunRequest, Session, SessionList, SetIntentRequest, Step, StepDiff, StepInspection,
-                     StepList, StepRequest, StreamEvent, Command, CommandList, CommandRequest)
+                     StepList, StepRequest, StreamEvent, Command, CommandList, CommandRequest,
+                     CreateVolumeRequest, Volume, VolumeList)
 
 #: Where ``agentbox serve`` listens unless told otherwise.
 DEFAULT_URL = "http://127.0.0.1:8420"
@@ -65,6 +66,12 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "reloadEgressPolicy": ("POST", "/v1/egress/reload"),
     "getArtifact": ("GET", "/v1/artifacts/{id}"),
     "listImages": ("GET", "/v1/images"),
+    "listVolumes": ("GET", "/v1/volumes"),
+    "createVolume": ("POST", "/v1/volumes"),
+    "getVolume": ("GET", "/v1/volumes/{name}"),
+    "deleteVolume": ("DELETE", "/v1/volumes/{name}"),
+    "readVolumeFile": ("GET", "/v1/volumes/{name}/files/{path}"),
+    "writeVolumeFile": ("PUT", "/v1/volumes/{name}/files/{path}"),
     "queryAudit": ("GET", "/v1/audit"),
     "listKeys": ("GET", "/v1/keys"),
     "createKey": ("POST", "/v1/keys"),
@@ -217,7 +224,8 @@ class Client:
 
     def _request(self, op: str, *, id: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
                  raw: Optional[bytes] = None, timeout: Optional[float] = None,
-                 ok: Tuple[int, ...] = (200,), step: str = "") -> Tuple[int, bytes, str]:
+                 ok: Tuple[int, ...] = (200,), step: str = "", name: str = "",
+                 fpath: str = "") -> Tuple[int, bytes, str]:
         method, path = ROUTES[op]
         if "{id}" in path:
             if not id:
@@ -231,6 +239,14 @@ class Client:
             if not step:
                 raise ValueError(f"agentbox: {op} needs a step")
             path = path.replace("{step}", urllib.parse.quote(step, safe=""))
+        if "{name}" in path:
+            if not name:
+                raise ValueError(f"agentbox: {op} needs a name")
+            path = path.replace("{name}", urllib.parse.quote(name, safe=""))
+        if "{path}" in path:
+            if not fpath.strip("/"):
+                raise ValueError(f"agentbox: {op} needs a file path")
+            path = path.replace("{path}", urllib.parse.quote(fpath.lstrip("/"), safe="/"))
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -494,6 +510,34 @@ class Client:
         return self._json("reloadEgressPolicy", ReloadResult).profiles
 
     # --- operations ----------------------------------------------------------------------
+
+    # --- volumes ---------------------------------------------------------------------------
+
+    def volumes(self) -> List[Volume]:
+        """The caller's tenant's volumes, by name."""
+        return self._json("listVolumes", VolumeList).volumes
+
+    def create_volume(self, name: str, quota_bytes: Optional[int] = None) -> Volume:
+        """Make a named volume of ``quota_bytes`` (default the server's, 256 MiB). Mount it in a
+        heavy session with ``SandboxConfig(volumes={name: "/mnt/data"})``."""
+        return self._json("createVolume", Volume, body=CreateVolumeRequest(name=name, quota_bytes=quota_bytes), ok=(201,))
+
+    def get_volume(self, name: str) -> Volume:
+        return self._json("getVolume", Volume, name=name)
+
+    def delete_volume(self, name: str) -> None:
+        """Remove a volume and its files (Conflict while a session mounts it)."""
+        self._request("deleteVolume", name=name, ok=(204,))
+
+    def read_volume_file(self, name: str, path: str) -> bytes:
+        """A file of a volume, without a session."""
+        _, payload, _ = self._request("readVolumeFile", name=name, fpath=path)
+        return payload
+
+    def write_volume_file(self, name: str, path: str, data: bytes) -> None:
+        """Write a file into a volume no session mounts. Past the quota: LimitExceeded, and the
+        file stays as it was."""
+        self._request("writeVolumeFile", name=name, fpath=path, raw=bytes(data), ok=(204,))
 
     def images(self) -> List[Image]:
         """The heavy tier's images, the default first, with the packages each offers."""

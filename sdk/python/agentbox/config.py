@@ -89,6 +89,9 @@ class SandboxConfig:
             DLP; a refused one gets HTTP 403 with the reason in its body.
         egress_profile: The egress profile (default "default"; also "strict", "api-only" or the
             operator's own).
+        volumes: Named volumes (Client.create_volume) to mount, by name, at absolute paths:
+            ``{"data": "/mnt/data"}``, or ``"/mnt/data:ro"`` read-only. They mean runtime heavy
+            and a session; their files outlive it.
     """
 
     runtime: str = "auto"
@@ -99,6 +102,7 @@ class SandboxConfig:
     image: Optional[str] = None
     network: bool = False
     egress_profile: Optional[str] = None
+    volumes: Dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
@@ -107,6 +111,7 @@ class SandboxConfig:
             self.packages = [self.packages]
         self.packages = list(self.packages or [])
         self.env = dict(self.env or {})
+        self.volumes = dict(self.volumes or {})
         # Fail on a bad size or duration here, not at the first run.
         parse_duration(self.timeout)
         parse_memory(self.memory)
@@ -121,5 +126,5 @@ class SandboxConfig:
 
     @property
     def wants_image(self) -> bool:
-        """Whether packages, an image or network are asked for (which means the heavy tier)."""
-        return bool(self.packages) or bool(self.image) or self.network
+        """Whether packages, an image, network or volumes are asked for (which mean the heavy tier)."""
+        return bool(self.packages) or bool(self.image) or self.network or bool(self.volumes)

@@ -84,6 +84,8 @@ class CreateSessionRequest:
     image: Optional[str] = None
     network: Optional[bool] = None
     egress_profile: Optional[str] = None
+    #: Volumes to mount by name at absolute paths: {"data": "/mnt/data"} ("/mnt/data:ro" read-only).
+    volumes: Optional[Dict[str, str]] = None
 
 
 @dataclass
@@ -401,6 +403,32 @@ class Image:
 @dataclass
 class ImageList:
     images: List[Image] = field(default_factory=list)
+
+
+@dataclass
+class CreateVolumeRequest:
+    """Body of ``POST /v1/volumes``."""
+
+    name: str = ""
+    #: The most the volume holds, in bytes (at least 1 MiB); None means the server's default.
+    quota_bytes: Optional[int] = None
+
+
+@dataclass
+class Volume:
+    """A named volume of the caller's tenant: kept beyond sessions and daemon restarts."""
+
+    name: str = ""
+    quota_bytes: int = 0
+    created_at: Optional[_dt.datetime] = None
+    #: Sessions mounting it now, read-write (0 or 1) and read-only.
+    mounted_rw: int = 0
+    mounted_ro: int = 0
+
+
+@dataclass
+class VolumeList:
+    volumes: List[Volume] = field(default_factory=list)
 
 
 @dataclass
@@ -892,5 +920,6 @@ SCHEMAS = {
         MCPServer, MCPServerList, MCPPin,
         Key, KeyList, CreateKeyRequest, CreatedKey,
         Step, StepSnapshot, StepList, StepRequest, Variable, InspectedFile, StepInspection, StepDiff,
+        Volume, VolumeList, CreateVolumeRequest,
     )
 }

@@ -242,6 +242,8 @@ class Sandbox:
         t = parse_duration(timeout) if timeout is not None else self.config.timeout_seconds
         if not self.stateful:
             cfg = self.config
+            if cfg.volumes:
+                raise ValueError("agentbox: volumes are mounted into a session; this Sandbox is stateful=False")
             merged = {**cfg.env, **(env or {})}
             one = RunRequest(
                 code=code, runtime=cfg.runtime, timeout=t, memory_mb=cfg.memory_mb, env=merged or None,
@@ -330,7 +332,7 @@ class Sandbox:
             self._handle.session = self.client.create_session(CreateSessionRequest(
                 runtime=runtime, timeout=cfg.timeout_seconds, memory_mb=cfg.memory_mb, env=cfg.env or None,
                 packages=cfg.packages or None, image=cfg.image, network=cfg.network or None,
-                egress_profile=cfg.egress_profile))
+                egress_profile=cfg.egress_profile, volumes=cfg.volumes or None))
             self._handle.owned = True
             log.debug("agentbox: session %s on %s", self._handle.session.id, self._handle.session.runtime)
             return True
