@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/config"
@@ -231,6 +232,7 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 
 	steps, err := waitSteps(ctx, m, id)
 	var took, durable []time.Duration
+	kept := slices.DeleteFunc(slices.Clone(steps), func(s sandbox.Step) bool { return s.Snapshot.State != sandbox.SnapshotDurable })
 	var bytes []float64
 	for _, st := range steps[1:] { // the setup step holds the interpreter's first state
 		took = append(took, st.Snapshot.Took)
@@ -243,13 +245,22 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 		res.BytesMedian, res.BytesP99 = Median(bytes), Percentile(bytes, 99)
 	}
 
-	// Rewind to an earlier step, then the first run there.
-	var rw, rwRun []time.Duration
+	// Rewind one step back (the step before the last run, as a person debugging a turn does),
+	// then the first run there; and rewinds further back, whose snapshots the worker no longer
+	// holds (from the daemon's memory or the store).
+	var rw, rwRun, rwFar []time.Duration
 	err = nil
 	for k := 0; k < o.N && err == nil; k++ {
-		target := steps[len(steps)-2-k%(len(steps)-2)].ID
+		var head string
+		if _, head, err = m.Steps(id); err != nil {
+			break
+		}
+		var st sandbox.Step
+		if st, err = m.Step(id, head); err != nil {
+			break
+		}
 		start := time.Now()
-		if _, err = m.Rewind(ctx, id, target); err != nil {
+		if _, err = m.Rewind(ctx, id, st.Parent); err != nil {
 			break
 		}
 		rw = append(rw, time.Since(start))
@@ -257,8 +268,17 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 		err = stepRun(ctx, m, id, tier.Step)
 		rwRun = append(rwRun, time.Since(start))
 	}
-	row("rewind", rw, err)
+	row("rewind one step back", rw, err)
 	row("first run after a rewind", rwRun, err)
+	err = nil
+	for k := 0; k < o.N && err == nil && len(kept) > 12; k++ {
+		start := time.Now()
+		if _, err = m.Rewind(ctx, id, kept[len(kept)-10-k%(len(kept)-11)].ID); err != nil {
+			break
+		}
+		rwFar = append(rwFar, time.Since(start))
+	}
+	row("rewind 10+ steps back (not held by the worker)", rwFar, err)
 
 	// Fork, its first run, and closing it.
 	var fk, fkRun []time.Duration
@@ -266,7 +286,7 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 	for k := 0; k < o.N && err == nil; k++ {
 		start := time.Now()
 		var f sandbox.SessionInfo
-		if f, err = m.Fork(ctx, id, steps[1+k%(len(steps)-1)].ID); err != nil {
+		if f, err = m.Fork(ctx, id, kept[1+k%(len(kept)-1)].ID); err != nil {
 			break
 		}
 		fk = append(fk, time.Since(start))
@@ -327,7 +347,7 @@ func waitSteps(ctx context.Context, m *sandbox.Manager, id string) ([]sandbox.St
 			return s.Snapshot.State == sandbox.SnapshotKept || s.Snapshot.State == sandbox.SnapshotPending
 		}) {
 			for _, s := range steps {
-				if s.Snapshot.State != sandbox.SnapshotDurable {
+				if s.Snapshot.State != sandbox.SnapshotDurable && !strings.HasPrefix(s.Snapshot.Reason, "retention") {
 					return steps, fmt.Errorf("step %s: snapshot %s: %s", s.ID, s.Snapshot.State, s.Snapshot.Reason)
 				}
 			}

@@ -226,8 +226,9 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		tier := s.info.Tier
 		s.tl.state = SessionLive
 		m.mu.Unlock()
-		st := m.recordStep(s, req.Code, tier, started, res, err)
-		if sn, ok := s.impl.(Snapshotter); ok {
+		sn, ok := s.impl.(Snapshotter)
+		st := m.recordStep(s, req.Code, tier, started, res, err, ok)
+		if ok {
 			handedOver = true
 			m.wg.Add(1)
 			go func() {

@@ -45,7 +45,7 @@ func (tl *timeline) step(id string) *Step {
 }
 
 // recordStep adds a step for a run that returned res and err, and makes it the head.
-func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Time, res *Result, err error) *Step {
+func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Time, res *Result, err error, snapshot bool) *Step {
 	if res == nil {
 		if e := AsError(err); e != nil {
 			res = e.Result
@@ -57,6 +57,9 @@ func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Ti
 	st := &Step{ID: "st_" + strconv.Itoa(len(tl.steps)+1) + "_" + newID()[3:11], Parent: tl.head, Session: s.info.ID,
 		Seq: len(tl.steps) + 1, Tier: tier, Code: code, Started: started.UTC(), Took: time.Since(started),
 		ErrorKind: KindOf(err), Snapshot: StepSnapshot{State: SnapshotNone}}
+	if snapshot {
+		st.Snapshot.State = SnapshotPending
+	}
 	if res != nil {
 		var t1, t2 bool
 		st.Stdout, t1 = clipOut(res.Stdout)

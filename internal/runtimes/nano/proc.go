@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/logtail"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -278,18 +279,23 @@ func (p *proc) hibernate(ctx context.Context) ([]byte, error) {
 	return resp.Snapshot, err
 }
 
-// snapshot asks a session worker for its session's snapshot; the session stays in the worker.
-func (p *proc) snapshot(ctx context.Context) ([]byte, error) {
-	resp, err := p.call(ctx, wire.OpSnapshot)
+// snapshot asks a session worker for its session's snapshot, kept there as step; the session
+// stays in the worker. With base, the answer is a delta from the snapshot it sent last.
+func (p *proc) snapshot(ctx context.Context, step string, base bool) (*engine.SnapshotDelta, error) {
+	resp, err := p.callWith(ctx, &wire.Request{Op: wire.OpSnapshot, Step: step, Base: base})
 	if err == nil && resp.Snapshot == nil {
 		err = sandbox.Errorf(sandbox.KindInternal, "nano worker sent no snapshot")
 	}
-	return resp.Snapshot, err
+	if err != nil {
+		return nil, err
+	}
+	return engine.DecodeDelta(resp.Snapshot)
 }
 
-// restore makes a session worker's interpreter the state of a snapshot, at once.
-func (p *proc) restore(ctx context.Context, blob []byte) error {
-	_, err := p.callWith(ctx, &wire.Request{Op: wire.OpRestore, Restore: blob})
+// restore makes a session worker's interpreter the state of a snapshot blob, or (blob nil) of
+// a step the worker kept, at once.
+func (p *proc) restore(ctx context.Context, step string, blob []byte) error {
+	_, err := p.callWith(ctx, &wire.Request{Op: wire.OpRestore, Step: step, Restore: blob})
 	return err
 }
 

@@ -99,11 +99,14 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 			s.p = nil
 			return nil, err
 		}
-		s.p, restore = p, s.tt.cur
+		s.p, restore = p, s.tt.curBlob()
 	}
 	if !s.p.alive() {
 		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's interpreter has ended (an earlier run ignored the interrupt at its deadline and was killed, the code exited the interpreter, or the worker died); its state is gone").
 			WithHint("close this session and create a new one")
+	}
+	if restore != nil {
+		s.tt.base = nil // the worker's interpreter is made from elsewhere: its next snapshot is whole
 	}
 	start := time.Now()
 	res, err := s.p.run(ctx, req, s.r.opts.Grace, restore)
@@ -114,7 +117,7 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		// last step's state, its next run restores it.
 		s.p.kill()
 		s.p = nil
-		s.snap = s.tt.cur
+		s.snap = s.tt.curBlob()
 		s.r.hib.hibernated(len(s.snap))
 		if e := sandbox.AsError(err); e != nil {
 			e.Message += "; the session is back at its state before this run"
@@ -181,6 +184,7 @@ func (s *session) takeOut(ctx context.Context, wait bool) *proc {
 	}
 	s.r.unhold(s)
 	s.snap = blob
+	s.tt.base = nil
 	s.r.hib.hibernated(len(blob))
 	p := s.p
 	s.p = nil

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,11 +43,11 @@ const keepInMemory = 2
 
 // travel is a session's time-travel state, guarded by session.mu.
 type travel struct {
-	// cur is the session's state at its last step or rewind, a snapshot blob: the session
-	// comes back to it when its worker is lost.
-	cur []byte
-	// blobs are recent steps' snapshots, order their steps oldest first.
-	blobs map[string][]byte
+	// cur is the session's state at its last step or rewind: the session comes back to it when
+	// its worker is lost.
+	cur *engine.SnapshotParts
+	// parts are recent steps' snapshots, order their steps oldest first.
+	parts map[string]*engine.SnapshotParts
 	order []string
 	// refs are steps' durable references.
 	refs map[string]string
@@ -55,6 +56,9 @@ type travel struct {
 	pages map[[32]byte]pageLoc
 	// paused is the durable reference of a paused session's state, loaded at its next run.
 	paused string
+	// base is the snapshot the session's worker sent last, the base of its next delta; nil when
+	// the worker's interpreter was restored from elsewhere since (or the worker changed).
+	base *engine.SnapshotParts
 }
 
 type pageLoc struct {
@@ -77,44 +81,67 @@ type manifestFile struct {
 	Blob string `json:"blob,omitempty"`
 }
 
-func (t *travel) remember(step string, blob []byte) {
-	if t.blobs == nil {
-		t.blobs = map[string][]byte{}
+func (t *travel) remember(step string, parts *engine.SnapshotParts) {
+	if t.parts == nil {
+		t.parts = map[string]*engine.SnapshotParts{}
 	}
-	t.blobs[step] = blob
-	t.order = append(t.order, step)
-	t.cur = blob
+	t.parts[step] = parts
+	// Most recently used last: a step rewound to stays in memory.
+	t.order = append(slices.DeleteFunc(t.order, func(s string) bool { return s == step }), step)
+	t.cur = parts
 	// Drop the oldest in-memory snapshots that are durable.
 	for len(t.order) > keepInMemory {
 		old := t.order[0]
 		if t.refs[old] == "" {
 			break
 		}
-		delete(t.blobs, old)
+		delete(t.parts, old)
 		t.order = t.order[1:]
 	}
 }
 
-// Snapshot takes the session's state after its last run into memory.
+// curBlob is the session's current state as a blob for a restore; nil when it has none.
+func (t *travel) curBlob() []byte {
+	if t.cur == nil {
+		return nil
+	}
+	b, err := engine.EncodeSnapshot(t.cur)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Snapshot takes the session's state after its last run into memory: a delta from the worker,
+// from the snapshot it sent last, applied here.
 func (s *session) Snapshot(ctx context.Context, step string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var blob []byte
+	var parts *engine.SnapshotParts
 	switch {
 	case s.closed:
 		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
 	case s.p != nil && s.p.alive():
-		b, err := s.p.snapshot(ctx)
+		d, err := s.p.snapshot(ctx, step, s.tt.base != nil)
+		if err == nil {
+			parts, err = d.Apply(s.tt.base)
+		}
+		if err != nil {
+			s.tt.base = nil
+			return err
+		}
+		s.tt.base = parts
+	case s.snap != nil:
+		// Hibernated (its worker lost in the run): the state is the one before.
+		p, err := engine.DecodeSnapshot(s.snap)
 		if err != nil {
 			return err
 		}
-		blob = b
-	case s.snap != nil:
-		blob = s.snap // hibernated (its worker lost in the run): the state is the one before
+		parts = p
 	default:
 		return sandbox.Errorf(sandbox.KindConflict, "the session holds no interpreter to take a snapshot of")
 	}
-	s.tt.remember(step, blob)
+	s.tt.remember(step, parts)
 	return nil
 }
 
@@ -125,13 +152,13 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 		return sandbox.SnapshotRef{}, nil
 	}
 	s.mu.Lock()
-	blob := s.tt.blobs[step]
+	parts := s.tt.parts[step]
 	pages := s.tt.pages
 	s.mu.Unlock()
-	if blob == nil {
+	if parts == nil {
 		return sandbox.SnapshotRef{}, fmt.Errorf("step %s has no snapshot in memory", step)
 	}
-	ref, table, err := s.r.persist(blob, pages)
+	ref, table, err := s.r.persist(parts, pages)
 	if err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
@@ -145,13 +172,9 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 	return ref, nil
 }
 
-// persist writes a snapshot blob to the store, reusing the pages of prev.
-func (r *Runtime) persist(blob []byte, prev map[[32]byte]pageLoc) (sandbox.SnapshotRef, map[[32]byte]pageLoc, error) {
+// persist writes a snapshot to the store, reusing the pages of prev.
+func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc) (sandbox.SnapshotRef, map[[32]byte]pageLoc, error) {
 	st := r.opts.Snapshots
-	parts, err := engine.DecodeSnapshot(blob)
-	if err != nil {
-		return sandbox.SnapshotRef{}, nil, err
-	}
 	end := st.Begin()
 	defer end()
 	var added int64
@@ -235,8 +258,8 @@ func (r *Runtime) persist(blob []byte, prev map[[32]byte]pageLoc) (sandbox.Snaps
 	return sandbox.SnapshotRef{Ref: ref, Bytes: added + n}, table, nil
 }
 
-// load reads a durable snapshot back into a blob for engine.Restore, and its page table.
-func (r *Runtime) load(ref string) ([]byte, map[[32]byte]pageLoc, error) {
+// load reads a durable snapshot back, and its page table.
+func (r *Runtime) load(ref string) (*engine.SnapshotParts, map[[32]byte]pageLoc, error) {
 	st := r.opts.Snapshots
 	if st == nil {
 		return nil, nil, sandbox.Errorf(sandbox.KindConflict, "this daemon keeps no durable snapshots")
@@ -283,14 +306,13 @@ func (r *Runtime) load(ref string) ([]byte, map[[32]byte]pageLoc, error) {
 		}
 		parts.Files = append(parts.Files, sf)
 	}
-	blob, err := engine.EncodeSnapshot(parts)
-	return blob, table, err
+	return parts, table, nil
 }
 
-// stepBlob returns a step's snapshot from memory, or from the store by ref. Called with s.mu.
-func (s *session) stepBlob(step, ref string) ([]byte, map[[32]byte]pageLoc, error) {
-	if b := s.tt.blobs[step]; b != nil {
-		return b, s.tt.pages, nil
+// stepParts returns a step's snapshot from memory, or from the store by ref. Called with s.mu.
+func (s *session) stepParts(step, ref string) (*engine.SnapshotParts, map[[32]byte]pageLoc, error) {
+	if p := s.tt.parts[step]; p != nil {
+		return p, s.tt.pages, nil
 	}
 	if ref == "" {
 		ref = s.tt.refs[step]
@@ -301,28 +323,43 @@ func (s *session) stepBlob(step, ref string) ([]byte, map[[32]byte]pageLoc, erro
 	return s.r.load(ref)
 }
 
-// Rewind makes the session's state step's.
+// Rewind makes the session's state step's: in its worker at once (from the snapshots the worker
+// kept, or sent there), or at its next run when it holds none.
 func (s *session) Rewind(ctx context.Context, step, ref string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
 	}
-	blob, pages, err := s.stepBlob(step, ref)
+	parts, pages, err := s.stepParts(step, ref)
 	if err != nil {
 		return err
 	}
 	if s.tt.pages == nil {
 		s.tt.pages = pages
 	}
-	s.tt.cur, s.tt.paused = blob, ""
+	s.tt.remember(step, parts)
+	s.tt.paused = ""
 	if s.p != nil && s.p.alive() {
-		if err := s.p.restore(ctx, blob); err == nil {
+		err := s.p.restore(ctx, step, nil) // the worker's own copy of the step
+		if sandbox.KindOf(err) == sandbox.KindNotFound {
+			var blob []byte
+			if blob, err = engine.EncodeSnapshot(parts); err == nil {
+				err = s.p.restore(ctx, step, blob)
+			}
+		}
+		if err == nil {
+			s.tt.base = parts
 			return nil
 		}
 		// The worker could not take it: the session restores at its next run, in another.
 		s.p.kill()
 		s.p = nil
+	}
+	s.tt.base = nil
+	blob, err := engine.EncodeSnapshot(parts)
+	if err != nil {
+		return err
 	}
 	if s.snap != nil {
 		s.r.hib.restored(len(s.snap))
@@ -335,23 +372,27 @@ func (s *session) Rewind(ctx context.Context, step, ref string) error {
 // Fork starts a new session, hibernated at step's state.
 func (s *session) Fork(ctx context.Context, step, ref string, opts sandbox.SessionOptions) (sandbox.Session, error) {
 	s.mu.Lock()
-	blob, pages, err := s.stepBlob(step, ref)
+	parts, pages, err := s.stepParts(step, ref)
 	s.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	return s.r.hibernatedSession(blob, pages)
+	return s.r.hibernatedSession(parts, pages)
 }
 
-// hibernatedSession is a new session whose first run restores blob.
-func (r *Runtime) hibernatedSession(blob []byte, pages map[[32]byte]pageLoc) (*session, error) {
+// hibernatedSession is a new session whose first run restores parts.
+func (r *Runtime) hibernatedSession(parts *engine.SnapshotParts, pages map[[32]byte]pageLoc) (*session, error) {
+	blob, err := engine.EncodeSnapshot(parts)
+	if err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano runtime is shut down")
 	}
 	n := &session{r: r, snap: blob, runs: 1, warm: true}
-	n.tt.cur, n.tt.pages = blob, pages
+	n.tt.cur, n.tt.pages = parts, pages
 	r.hib.hibernated(len(blob))
 	return n, nil
 }
@@ -360,7 +401,7 @@ func (r *Runtime) hibernatedSession(blob []byte, pages map[[32]byte]pageLoc) (*s
 func (s *session) Forget(step string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.tt.blobs, step)
+	delete(s.tt.parts, step)
 	delete(s.tt.refs, step)
 	for i, id := range s.tt.order {
 		if id == step {
@@ -384,13 +425,23 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	if s.tt.paused != "" {
 		return sandbox.SnapshotRef{Ref: s.tt.paused}, nil
 	}
-	blob := s.snap
+	var parts *engine.SnapshotParts
+	if s.snap != nil {
+		p, err := engine.DecodeSnapshot(s.snap)
+		if err != nil {
+			return sandbox.SnapshotRef{}, err
+		}
+		parts = p
+	}
 	if s.p != nil && s.p.alive() {
 		b, err := s.p.hibernate(ctx)
+		if err == nil {
+			parts, err = engine.DecodeSnapshot(b)
+		}
 		if err != nil {
 			return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict, "the session cannot pause: %v", err)
 		}
-		blob = b
+		s.tt.base = nil
 		if s.idle != nil {
 			s.idle.Stop()
 		}
@@ -410,17 +461,21 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		s.p.kill()
 		s.p = nil
 	}
-	if blob == nil {
-		blob = s.tt.cur
+	if parts == nil {
+		parts = s.tt.cur
 	}
-	if blob == nil {
+	if parts == nil {
 		// Never ran: nothing to keep; its next run starts it afresh.
 		return sandbox.SnapshotRef{}, nil
 	}
-	ref, pages, err := s.r.persist(blob, s.tt.pages)
+	ref, pages, err := s.r.persist(parts, s.tt.pages)
 	if err != nil {
-		s.snap = blob // not paused, but hibernated: nothing is lost
-		s.r.hib.hibernated(len(blob))
+		if s.snap == nil {
+			if b, eerr := engine.EncodeSnapshot(parts); eerr == nil {
+				s.snap = b // not paused, but hibernated: nothing is lost
+				s.r.hib.hibernated(len(b))
+			}
+		}
 		return sandbox.SnapshotRef{}, err
 	}
 	if s.snap != nil {
@@ -428,7 +483,7 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	}
 	s.snap = nil
 	s.tt.paused, s.tt.pages = ref.Ref, pages
-	s.tt.cur, s.tt.blobs, s.tt.order = nil, nil, nil
+	s.tt.cur, s.tt.parts, s.tt.order, s.tt.base = nil, nil, nil, nil
 	return ref, nil
 }
 
@@ -446,10 +501,11 @@ func (s *session) Resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.restore(ctx, s.snap); err != nil {
+	if err := p.restore(ctx, "", s.snap); err != nil {
 		p.kill()
 		return err
 	}
+	s.tt.base = nil
 	s.r.hib.restored(len(s.snap))
 	s.p, s.snap = p, nil
 	s.r.hold(s)
@@ -464,11 +520,15 @@ func (s *session) unpause() error {
 	if s.tt.paused == "" {
 		return nil
 	}
-	blob, pages, err := s.r.load(s.tt.paused)
+	parts, pages, err := s.r.load(s.tt.paused)
 	if err != nil {
 		return err
 	}
-	s.snap, s.tt.cur, s.tt.pages, s.tt.paused = blob, blob, pages, ""
+	blob, err := engine.EncodeSnapshot(parts)
+	if err != nil {
+		return err
+	}
+	s.snap, s.tt.cur, s.tt.pages, s.tt.paused = blob, parts, pages, ""
 	s.r.hib.hibernated(len(blob))
 	return nil
 }
@@ -476,11 +536,11 @@ func (s *session) unpause() error {
 // Restore makes a session from a durable snapshot reference, hibernated: its next run restores
 // it into a worker.
 func (r *Runtime) Restore(ctx context.Context, ref string, opts sandbox.SessionOptions) (sandbox.Session, error) {
-	blob, pages, err := r.load(ref)
+	parts, pages, err := r.load(ref)
 	if err != nil {
 		return nil, err
 	}
-	return r.hibernatedSession(blob, pages)
+	return r.hibernatedSession(parts, pages)
 }
 
 var pagePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

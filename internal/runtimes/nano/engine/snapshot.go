@@ -67,6 +67,15 @@ var ErrNoSnapshot = errors.New("engine: no snapshot")
 // Snapshot returns the state of a parked instance that finished its runs, as an opaque blob for
 // Restore. The instance is unchanged.
 func (i *Instance) Snapshot() ([]byte, error) {
+	s, err := i.SnapshotParts()
+	if err != nil {
+		return nil, err
+	}
+	return EncodeSnapshot(s)
+}
+
+// SnapshotParts is Snapshot before encoding.
+func (i *Instance) SnapshotParts() (*SnapshotParts, error) {
 	if why := i.parkedCleanly(); why != "" {
 		return nil, fmt.Errorf("%w: %s", ErrNoSnapshot, why)
 	}
@@ -94,12 +103,7 @@ func (i *Instance) Snapshot() ([]byte, error) {
 	s.Files = i.fs.snapshotFiles()
 	c := i.clock.save()
 	s.Clock = snapClock{Fixed: c.fixed, Step: c.step, Wall: c.wall, Mono: i.clock.now(clockMonotonic), RNG: c.rng}
-	var out bytes.Buffer
-	out.Grow(len(s.Data) + 64<<10)
-	if err := gob.NewEncoder(&out).Encode(&s); err != nil {
-		return nil, fmt.Errorf("engine: encode snapshot: %w", err)
-	}
-	return out.Bytes(), nil
+	return &s, nil
 }
 
 // Pristine reports whether the instance is as NewInstance or Reset returned it, never run since:
@@ -109,10 +113,15 @@ func (i *Instance) Pristine() bool { return i.pristineNow && i.Alive() }
 // Restore makes a pristine instance the session a Snapshot blob was taken from. On an error the
 // instance may be half restored and must be closed.
 func (i *Instance) Restore(blob []byte) error {
-	var s snapshot
-	if err := gob.NewDecoder(bytes.NewReader(blob)).Decode(&s); err != nil {
-		return fmt.Errorf("%w: decode: %v", ErrNoSnapshot, err)
+	s, err := DecodeSnapshot(blob)
+	if err != nil {
+		return err
 	}
+	return i.RestoreParts(s)
+}
+
+// RestoreParts is Restore of a decoded snapshot. s is not kept.
+func (i *Instance) RestoreParts(s *SnapshotParts) error {
 	switch {
 	case !i.Pristine() || i.snap == nil:
 		return fmt.Errorf("%w: the instance is not pristine", ErrNoSnapshot)
@@ -178,7 +187,7 @@ func (m *memFS) snapshotFiles() []snapFile {
 	defer m.mu.Unlock()
 	var out []snapFile
 	m.walkWritable(func(p string, n *node) {
-		out = append(out, snapFile{Path: p, Dir: n.kind == kindDir, Perm: n.perm, Data: n.data, Atim: n.atim, Mtim: n.mtim, Ctim: n.ctim})
+		out = append(out, snapFile{Path: p, Dir: n.kind == kindDir, Perm: n.perm, Data: bytes.Clone(n.data), Atim: n.atim, Mtim: n.mtim, Ctim: n.ctim})
 	})
 	sort.Slice(out, func(a, b int) bool { return out[a].Path < out[b].Path })
 	return out
@@ -233,4 +242,160 @@ func EncodeSnapshot(s *SnapshotParts) ([]byte, error) {
 		return nil, fmt.Errorf("engine: encode snapshot: %w", err)
 	}
 	return out.Bytes(), nil
+}
+
+// SnapshotDelta is a snapshot as the pages that changed since an earlier one (its base) plus the
+// list of every page that differs from pristine: what a session worker sends for a step, so that
+// a step that changed little costs little on the way to the daemon. Files and the clock are whole.
+type SnapshotDelta struct {
+	Build [32]byte
+	Size  int
+	// Relative: the pages not in Changed are the base's pages at the same offsets. Without it
+	// every page is in Changed.
+	Relative bool
+	// Offsets are every page of the snapshot; Changed are indexes into Offsets of the pages whose
+	// data is in Data, in order.
+	Offsets []uint32
+	Changed []uint32
+	Data    []byte
+	Files   []snapFile
+	Clock   snapClock
+}
+
+// Diff is cur as a delta from base (nil: from nothing).
+func Diff(base, cur *SnapshotParts) *SnapshotDelta {
+	d := &SnapshotDelta{Build: cur.Build, Size: cur.Size, Relative: base != nil, Offsets: cur.Offsets, Files: cur.Files, Clock: cur.Clock}
+	j := 0
+	for k, off := range cur.Offsets {
+		page := cur.Data[k*snapPage : (k+1)*snapPage]
+		if base != nil {
+			for j < len(base.Offsets) && base.Offsets[j] < off {
+				j++
+			}
+			if j < len(base.Offsets) && base.Offsets[j] == off && bytes.Equal(base.Data[j*snapPage:(j+1)*snapPage], page) {
+				continue
+			}
+		}
+		d.Changed = append(d.Changed, uint32(k))
+		d.Data = append(d.Data, page...)
+	}
+	return d
+}
+
+// Apply makes the snapshot a delta describes from its base (ignored when it is not relative).
+func (d *SnapshotDelta) Apply(base *SnapshotParts) (*SnapshotParts, error) {
+	if d.Relative && base == nil {
+		return nil, fmt.Errorf("%w: a delta without its base", ErrNoSnapshot)
+	}
+	if len(d.Data) != len(d.Changed)*snapPage {
+		return nil, fmt.Errorf("%w: a malformed delta", ErrNoSnapshot)
+	}
+	s := &snapshot{Build: d.Build, Size: d.Size, Offsets: d.Offsets, Files: d.Files, Clock: d.Clock,
+		Data: make([]byte, len(d.Offsets)*snapPage)}
+	c, j := 0, 0
+	for k, off := range d.Offsets {
+		dst := s.Data[k*snapPage : (k+1)*snapPage]
+		if c < len(d.Changed) && int(d.Changed[c]) == k {
+			copy(dst, d.Data[c*snapPage:(c+1)*snapPage])
+			c++
+			continue
+		}
+		if !d.Relative {
+			return nil, fmt.Errorf("%w: a malformed delta", ErrNoSnapshot)
+		}
+		for j < len(base.Offsets) && base.Offsets[j] < off {
+			j++
+		}
+		if j == len(base.Offsets) || base.Offsets[j] != off {
+			return nil, fmt.Errorf("%w: the delta's base lacks the page at %d", ErrNoSnapshot, off)
+		}
+		copy(dst, base.Data[j*snapPage:(j+1)*snapPage])
+	}
+	if c != len(d.Changed) {
+		return nil, fmt.Errorf("%w: a malformed delta", ErrNoSnapshot)
+	}
+	return s, nil
+}
+
+// EncodeDelta and DecodeDelta carry a delta over the worker's pipe.
+func EncodeDelta(d *SnapshotDelta) ([]byte, error) {
+	var out bytes.Buffer
+	out.Grow(len(d.Data) + 16<<10)
+	if err := gob.NewEncoder(&out).Encode(d); err != nil {
+		return nil, fmt.Errorf("engine: encode snapshot delta: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+func DecodeDelta(b []byte) (*SnapshotDelta, error) {
+	var d SnapshotDelta
+	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&d); err != nil {
+		return nil, fmt.Errorf("%w: decode delta: %v", ErrNoSnapshot, err)
+	}
+	return &d, nil
+}
+
+// RewindTo makes a parked instance that ran since it was pristine the state s in place: only the
+// pages that differ from s are written (a rewind changes little of a session's memory, and pages
+// a reset would hand back to the system cost a fault each to touch again). It refuses, and leaves
+// the instance as it was, when its memory is not s's size or it is not parked cleanly; the caller
+// then resets it and restores.
+func (i *Instance) RewindTo(s *SnapshotParts) error {
+	mem := i.mod.Memory()
+	switch {
+	case i.snap == nil || s.Build != i.snap.sum:
+		return fmt.Errorf("%w: taken from another CPython build or driver", ErrNoSnapshot)
+	case int(mem.Size()) != s.Size:
+		return fmt.Errorf("%w: the memory is %d bytes, the snapshot's %d", ErrNoSnapshot, mem.Size(), s.Size)
+	case len(s.Data) != len(s.Offsets)*snapPage:
+		return fmt.Errorf("%w: malformed (%d pages)", ErrNoSnapshot, len(s.Offsets))
+	}
+	if why := i.parkedCleanly(); why != "" {
+		return fmt.Errorf("%w: %s", ErrNoSnapshot, why)
+	}
+	buf, ok := mem.Read(0, mem.Size())
+	if !ok {
+		return fmt.Errorf("%w: the memory could not be read", ErrNoSnapshot)
+	}
+	pristine := i.snap.mem
+	var zero [snapPage]byte
+	k := 0
+	for off := 0; off < len(buf); off += snapPage {
+		want := zero[:]
+		switch {
+		case k < len(s.Offsets) && int(s.Offsets[k]) == off:
+			want = s.Data[k*snapPage : (k+1)*snapPage]
+			k++
+		case off < len(pristine):
+			want = pristine[off : off+snapPage]
+		}
+		if page := buf[off : off+snapPage]; !bytes.Equal(page, want) {
+			copy(page, want)
+		}
+	}
+	if k != len(s.Offsets) {
+		return fmt.Errorf("%w: a page at %d is outside the memory", ErrNoSnapshot, s.Offsets[k])
+	}
+	i.fs.mu.Lock()
+	i.fs.clear()
+	i.fs.mu.Unlock()
+	if err := i.layout(); err != nil {
+		i.dead = true
+		return err
+	}
+	if err := i.fs.restoreFiles(s.Files); err != nil {
+		i.dead = true
+		return fmt.Errorf("%w: %v", ErrNoSnapshot, err)
+	}
+	i.clock.restore(clockState{fixed: s.Clock.Fixed, step: s.Clock.Step, wall: s.Clock.Wall,
+		mono: s.Clock.Mono, monoBase: s.Clock.Mono, realBase: time.Now(), rng: s.Clock.RNG})
+	i.memLimit.Store(i.e.reserve)
+	i.noSpace.Store(false)
+	i.stdout.reset(64<<10, nil)
+	i.stderr.reset(64<<10, nil)
+	i.reportMu.Lock()
+	i.report, i.reportBuf = nil, nil
+	i.reportMu.Unlock()
+	i.pristineNow = false
+	return nil
 }

@@ -51,10 +51,11 @@ const (
 	OpReset Op = "reset"
 	// OpSnapshot (daemon → worker) asks a session worker for a snapshot of its session's parked
 	// interpreter, as OpHibernate does, but the interpreter stays the session's: a step's
-	// snapshot (OpResult with Snapshot, or Error).
+	// snapshot, as an engine.SnapshotDelta (OpResult with Snapshot, or Error).
 	OpSnapshot Op = "snapshot"
 	// OpRestore (daemon → worker) makes a session worker's interpreter the state in Restore
-	// (a snapshot from OpSnapshot or OpHibernate) at once, whatever it held: a rewind in place.
+	// (a snapshot blob), or the step's it kept, at once, whatever it held: a rewind in place.
+	// A step it no longer keeps, without Restore, is a not_found Error.
 	OpRestore Op = "restore"
 )
 
@@ -70,6 +71,12 @@ type Request struct {
 	// Restore (OpRun, OpRestore; session workers) is a snapshot from OpHibernate or OpSnapshot
 	// to make the worker's pristine interpreter from, before the code runs.
 	Restore []byte `json:"restore,omitempty"`
+	// Step (OpSnapshot, OpRestore) names a step's snapshot: the session worker keeps its last
+	// few, so OpRestore of one it kept needs no Restore.
+	Step string `json:"step,omitempty"`
+	// Base (OpSnapshot): the daemon holds the snapshot the worker sent last for this session, so
+	// the answer may be a delta from it (engine.SnapshotDelta).
+	Base bool `json:"base,omitempty"`
 	// Stream (OpRun) asks for the run's output as OpChunk frames while it runs.
 	Stream bool `json:"stream,omitempty"`
 }

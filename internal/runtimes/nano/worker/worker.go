@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -152,6 +153,12 @@ type worker struct {
 	out   io.Writer
 
 	retireReason string
+	// The session's step snapshots (OpSnapshot, OpRestore): the one sent last, the base of the
+	// next delta, and the last few by step, for rewinds in place. Dropped whenever the worker's
+	// interpreter is given to another session or restored from elsewhere.
+	snapLast  *engine.SnapshotParts
+	snapSteps map[string]*engine.SnapshotParts
+	snapOrder []string
 	// recycle is the one-shot interpreter of the request being answered, when it parked again
 	// cleanly: it is reset (or discarded) after the response is sent.
 	recycle *engine.Instance
@@ -201,22 +208,19 @@ func (w *worker) sendResponse(r *wire.Response) error {
 // handle serves one request.
 func (w *worker) handle(ctx context.Context, req *wire.Request) *wire.Response {
 	resp := &wire.Response{Op: wire.OpResult, ID: req.ID}
-	if req.Op == wire.OpHibernate && w.session != nil {
-		w.hibernate(ctx, resp)
-		return resp
-	}
 	if req.Op == wire.OpSnapshot && w.session != nil {
-		inst, _, err := w.session.get(ctx)
-		if err == nil {
-			resp.Snapshot, err = inst.Snapshot()
-		}
-		if err != nil {
-			resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("no snapshot of the session: %v", err)}
-		}
+		w.snapshot(ctx, req, resp)
 		return resp
 	}
 	if req.Op == wire.OpRestore && w.session != nil {
-		w.restore(ctx, req.Restore, resp)
+		w.restore(ctx, req, resp)
+		return resp
+	}
+	if (req.Op == wire.OpReset || req.Op == wire.OpHibernate || req.Op == wire.OpRun && req.Restore != nil) && w.session != nil {
+		w.forgetSteps()
+	}
+	if req.Op == wire.OpHibernate && w.session != nil {
+		w.hibernate(ctx, resp)
 		return resp
 	}
 	if req.Op == wire.OpReset && w.session != nil {
@@ -391,16 +395,86 @@ func (w *worker) hibernate(ctx context.Context, resp *wire.Response) {
 	w.makePristine(ctx, inst)
 }
 
-// restore answers OpRestore: the session's interpreter is made pristine (reset, or a new one)
-// and then the snapshot.
-func (w *worker) restore(ctx context.Context, blob []byte, resp *wire.Response) {
+// keepSteps is how many step snapshots a session worker keeps for rewinds in place.
+const keepSteps = 4
+
+// snapshot answers OpSnapshot: the session's state as a delta from the snapshot sent last (when
+// the daemon has it), kept under the step's name.
+func (w *worker) snapshot(ctx context.Context, req *wire.Request, resp *wire.Response) {
 	inst, _, err := w.session.get(ctx)
-	if err == nil && !inst.Pristine() {
-		w.makePristine(ctx, inst)
-		inst, _, err = w.session.get(ctx)
+	var parts *engine.SnapshotParts
+	if err == nil {
+		parts, err = inst.SnapshotParts()
 	}
 	if err == nil {
-		if err = inst.Restore(blob); err != nil {
+		base := w.snapLast
+		if !req.Base {
+			base = nil
+		}
+		resp.Snapshot, err = engine.EncodeDelta(engine.Diff(base, parts))
+	}
+	if err != nil {
+		resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("no snapshot of the session: %v", err)}
+		return
+	}
+	w.snapLast = parts
+	w.keepStep(req.Step, parts)
+}
+
+func (w *worker) keepStep(step string, parts *engine.SnapshotParts) {
+	if step == "" {
+		return
+	}
+	if w.snapSteps == nil {
+		w.snapSteps = map[string]*engine.SnapshotParts{}
+	}
+	// Most recently used last: a step rewound to stays, as the next rewind often goes there again.
+	w.snapOrder = append(slices.DeleteFunc(w.snapOrder, func(s string) bool { return s == step }), step)
+	w.snapSteps[step] = parts
+	for len(w.snapOrder) > keepSteps {
+		delete(w.snapSteps, w.snapOrder[0])
+		w.snapOrder = w.snapOrder[1:]
+	}
+}
+
+// forgetSteps drops the session's step snapshots: the interpreter goes to another session, or
+// is restored from a snapshot the worker did not take.
+func (w *worker) forgetSteps() {
+	w.snapLast, w.snapSteps, w.snapOrder = nil, nil, nil
+}
+
+// restore answers OpRestore: the session's interpreter is made pristine (reset, or a new one)
+// and then the snapshot: the step's kept one, or the one sent.
+func (w *worker) restore(ctx context.Context, req *wire.Request, resp *wire.Response) {
+	var parts *engine.SnapshotParts
+	var err error
+	if req.Restore != nil {
+		parts, err = engine.DecodeSnapshot(req.Restore)
+	} else if parts = w.snapSteps[req.Step]; parts == nil {
+		resp.Error = &wire.Error{Kind: sandbox.KindNotFound, Message: fmt.Sprintf("the worker no longer keeps step %s", req.Step)}
+		return
+	}
+	var inst *engine.Instance
+	if err == nil {
+		inst, _, err = w.session.get(ctx)
+	}
+	if err == nil && !inst.Pristine() {
+		// In place when it can (the pages that differ only), else reset and restore.
+		if inst.RewindTo(parts) == nil {
+			w.snapLast = parts
+			w.keepStep(req.Step, parts)
+			return
+		}
+		if !inst.Alive() {
+			err = fmt.Errorf("the interpreter ended")
+		} else {
+			w.makePristine(ctx, inst)
+			inst, _, err = w.session.get(ctx)
+		}
+	}
+	if err == nil {
+		w.snapLast = nil
+		if err = inst.RestoreParts(parts); err != nil {
 			// Half restored, perhaps: this interpreter serves nobody any more.
 			inst.Close()
 			w.checkStopped(inst)
@@ -408,8 +482,13 @@ func (w *worker) restore(ctx context.Context, blob []byte, resp *wire.Response) 
 		}
 	}
 	if err != nil {
+		w.forgetSteps()
 		resp.Error = &wire.Error{Kind: sandbox.KindInternal, Message: fmt.Sprintf("the snapshot could not be restored: %v", err)}
+		return
 	}
+	// The interpreter now holds parts: the base of the next delta, as the daemon knows.
+	w.snapLast = parts
+	w.keepStep(req.Step, parts)
 }
 
 // makePristine resets the session's interpreter for another session, or replaces it with a new
