@@ -356,6 +356,11 @@ export declare class Client {
   setIntent(id: string, name: string, ttl?: number): Promise<Intent>;
   clearIntent(id: string): Promise<void>;
   getIntent(id: string): Promise<Intent>;
+  runCommand(id: string, req: CommandRequest): Promise<Command>;
+  runCommandStream(id: string, req: CommandRequest, onEvent?: (ev: StreamEvent) => void): Promise<Command>;
+  listCommands(id: string): Promise<Command[]>;
+  getCommand(id: string, cid: string): Promise<Command>;
+  killCommand(id: string, cid: string): Promise<Command>;
   images(): Promise<Image[]>;
   health(): Promise<Health>;
   /** Closes the client's idle connections. */
@@ -419,6 +424,32 @@ export declare class Files {
   remove(path: string): Promise<void>;
 }
 
+export interface CommandOptions {
+  /** Where it runs: absolute or relative to /home/user (the default). */
+  cwd?: string;
+  /** Laid over the session's environment. */
+  env?: Record<string, string>;
+  /** Text written to its stdin, which is then closed. */
+  stdin?: string;
+  /** Default the session's run timeout; at it the command is killed. */
+  timeout?: Duration;
+  /** Resolve at once with the running command; get, list and kill reach it. */
+  background?: boolean;
+  /** Streams its stdout as it writes it (foreground commands). */
+  onStdout?: (text: string) => void;
+  /** Streams its stderr as it writes it (foreground commands). */
+  onStderr?: (text: string) => void;
+}
+
+/** Shell commands in a Sandbox's session (heavy sessions only). */
+export declare class Commands {
+  /** A string is a line for /bin/sh -c; an array a program and its arguments. */
+  run(cmd: string | string[], opts?: CommandOptions): Promise<Command>;
+  list(): Promise<Command[]>;
+  get(id: string): Promise<Command>;
+  kill(id: string): Promise<Command>;
+}
+
 /** A place to run untrusted Python: a session by default. */
 export declare class Sandbox {
   constructor(opts?: SandboxOptions);
@@ -427,6 +458,7 @@ export declare class Sandbox {
   readonly client: Client;
   readonly stateful: boolean;
   readonly files: Files;
+  readonly commands: Commands;
   get session(): Session | null;
   get sessionId(): string | null;
   get runtime(): string | null;

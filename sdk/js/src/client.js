@@ -34,6 +34,10 @@ export const ROUTES = Object.freeze({
   getIntent: ['GET', '/v1/sessions/{id}/intent'],
   setIntent: ['PUT', '/v1/sessions/{id}/intent'],
   clearIntent: ['DELETE', '/v1/sessions/{id}/intent'],
+  runCommand: ['POST', '/v1/sessions/{id}/commands'],
+  listCommands: ['GET', '/v1/sessions/{id}/commands'],
+  getCommand: ['GET', '/v1/sessions/{id}/commands/{cid}'],
+  killCommand: ['DELETE', '/v1/sessions/{id}/commands/{cid}'],
   getArtifact: ['GET', '/v1/artifacts/{id}'],
   listImages: ['GET', '/v1/images'],
   health: ['GET', '/v1/health'],
@@ -128,12 +132,16 @@ export class Client {
 
   // --- transport ----------------------------------------------------------------------
 
-  _url(op, id, query) {
+  _url(op, id, query, cid) {
     const [method, tmpl] = ROUTES[op];
     let path = tmpl;
     if (path.includes('{id}')) {
       if (!id) throw new TypeError(`agentbox: ${op} needs an id`);
       path = path.replace('{id}', encodeURIComponent(id));
+    }
+    if (path.includes('{cid}')) {
+      if (!cid) throw new TypeError(`agentbox: ${op} needs a command id`);
+      path = path.replace('{cid}', encodeURIComponent(cid));
     }
     const u = new URL(this._base.pathname.replace(/\/$/, '') + path, this._base);
     for (const [k, v] of Object.entries(query || {})) u.searchParams.set(k, v);
@@ -145,8 +153,8 @@ export class Client {
    * the error class of the API's code otherwise, or DaemonUnreachable.
    * With `onResponse`, a successful answer is handed over unread (for streams).
    */
-  _request(op, { id, query, body, raw, timeout, ok = [200], accept = 'application/json', onResponse } = {}) {
-    const { method, url } = this._url(op, id, query);
+  _request(op, { id, cid, query, body, raw, timeout, ok = [200], accept = 'application/json', onResponse } = {}) {
+    const { method, url } = this._url(op, id, query, cid);
     const headers = { 'User-Agent': `agentbox-js/${VERSION}`, Accept: accept };
     let payload = null;
     if (body !== undefined) {
@@ -246,7 +254,7 @@ export class Client {
     return this._stream('runInSession', id, req, onEvent);
   }
 
-  _stream(op, id, req, onEvent) {
+  _stream(op, id, req, onEvent, { final = 'result', make = (ev) => new Result(ev.result, this) } = {}) {
     const waitMs = runWait(req.timeout) * 1000;
     return this._request(op, {
       id, body: compact(req), timeout: runWait(req.timeout), accept: 'application/x-ndjson',
@@ -272,12 +280,12 @@ export class Client {
         if (type.startsWith('application/json')) {
           // A daemon that does not stream answered with the whole result.
           res.on('data', (c) => { buf += c; });
-          res.on('end', () => finish(resolve, new Result(JSON.parse(buf), this)));
+          res.on('end', () => finish(resolve, final === 'result' ? new Result(JSON.parse(buf), this) : JSON.parse(buf)));
           return;
         }
         const handle = (ev) => {
-          if (ev.type === 'result' && ev.result) {
-            finish(resolve, new Result(ev.result, this));
+          if (ev.type === final && ev[final === 'exit' ? 'command' : 'result']) {
+            finish(resolve, make(ev));
             return;
           }
           if (ev.type === 'error') {
@@ -307,6 +315,38 @@ export class Client {
         res.on('end', () => cut('the stream ended without a result'));
       }),
     });
+  }
+
+  // --- commands (heavy sessions) --------------------------------------------------------
+
+  /**
+   * Runs a shell command in a heavy session (POST /v1/sessions/{id}/commands): `req` is a
+   * CommandRequest (argv or cmd). In the foreground it resolves to the Command once it ended;
+   * with `background` at once, to the running Command.
+   */
+  async runCommand(id, req) {
+    const wait = req.background ? this.timeout : runWait(req.timeout);
+    return this._json('runCommand', { id, body: compact(req), ok: [200, 202], timeout: wait });
+  }
+
+  /** runCommand streamed: onEvent gets its stdout and stderr chunks; resolves to the ended Command. */
+  async runCommandStream(id, req, onEvent) {
+    return this._stream('runCommand', id, req, onEvent, { final: 'exit', make: (ev) => ev.command });
+  }
+
+  /** The commands a session keeps, oldest first, with their output so far. */
+  async listCommands(id) {
+    return (await this._json('listCommands', { id })).commands;
+  }
+
+  /** A command's status and output so far (readable while it runs). */
+  async getCommand(id, cid) {
+    return this._json('getCommand', { id, cid });
+  }
+
+  /** Kills a command (its process group); resolves to the command as it ended. */
+  async killCommand(id, cid) {
+    return this._json('killCommand', { id, cid });
   }
 
   /** Where the daemon would run `req`, without running it (POST /v1/route): {tier, reasons}. */

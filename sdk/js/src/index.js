@@ -13,7 +13,7 @@
 export {
   Client, ROUTES, DEFAULT_URL, VERSION, apiKeyFromEnv, urlFromEnv, defaultDataDir, EXPECT_CONTINUE_BYTES,
 } from './client.js';
-export { Sandbox, Files, run } from './sandbox.js';
+export { Sandbox, Files, Commands, run } from './sandbox.js';
 export { Result, Artifact, OutputFile } from './models.js';
 export { parseDuration, parseMemory } from './config.js';
 export {

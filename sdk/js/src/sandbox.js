@@ -91,6 +91,7 @@ export class Sandbox {
     this.client = opts.client ?? new Client({ url: opts.url, apiKey: opts.apiKey });
     this.stateful = opts.stateful ?? true;
     this.files = new Files(this);
+    this.commands = new Commands(this);
   }
 
   /**
@@ -330,6 +331,65 @@ export class Files {
   /** Removes a file, or a directory with everything under it. */
   remove(path) {
     return this.#call((sid) => this.#box.client.removeFile(sid, path));
+  }
+}
+
+/**
+ * The shell commands of a Sandbox's session (box.commands): heavy sessions only, beside the
+ * interpreter, with its files, environment and way out. Used before any run, they start a
+ * heavy session (as files do).
+ */
+export class Commands {
+  #box;
+
+  constructor(box) {
+    this.#box = box;
+  }
+
+  #call(fn) {
+    const box = this.#box;
+    if (!box.stateful) return Promise.reject(new Error('agentbox: commands need a session; this Sandbox is stateful: false'));
+    return box._sessionCall(fn, true);
+  }
+
+  /**
+   * Runs `cmd`: a string is a line for /bin/sh -c, an array a program and its arguments.
+   * Resolves to the Command once it ended (its status, exit_code, stdout, stderr), or at once
+   * with `background: true` (then get, list and kill reach it). onStdout and onStderr stream its
+   * output as it writes it.
+   */
+  run(cmd, opts = {}) {
+    const req = {
+      ...(Array.isArray(cmd) ? { argv: cmd } : { cmd }),
+      cwd: opts.cwd, env: opts.env, stdin: opts.stdin,
+      timeout: opts.timeout !== undefined ? parseDuration(opts.timeout) : undefined,
+      background: opts.background || undefined,
+    };
+    const { onStdout, onStderr } = opts;
+    const client = this.#box.client;
+    if ((onStdout || onStderr) && !opts.background) {
+      const onEvent = (ev) => {
+        if (ev.type === 'stdout') onStdout?.(ev.text ?? '');
+        else if (ev.type === 'stderr') onStderr?.(ev.text ?? '');
+      };
+      return this.#call((sid) => client.runCommandStream(sid, req, onEvent));
+    }
+    return this.#call((sid) => client.runCommand(sid, req));
+  }
+
+  /** The commands the session keeps, oldest first. */
+  list() {
+    return this.#call((sid) => this.#box.client.listCommands(sid));
+  }
+
+  /** A command's status and output so far. */
+  get(id) {
+    return this.#call((sid) => this.#box.client.getCommand(sid, id));
+  }
+
+  /** Kills a command; resolves to it as it ended. */
+  kill(id) {
+    return this.#call((sid) => this.#box.client.killCommand(sid, id));
   }
 }
 

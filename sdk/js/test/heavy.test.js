@@ -107,6 +107,51 @@ describe('against a heavy daemon', { skip }, () => {
     }
   });
 
+  test('commands: a shell line, argv, streamed output, a background command read while it runs and killed', async () => {
+    const box = new Sandbox({ client }); // commands start a heavy session, as files do
+    try {
+      await box.files.write('data/a.txt', 'hello');
+      const ls = await box.commands.run('ls data && echo err >&2');
+      assert.equal(box.runtime, 'heavy');
+      assert.equal(ls.status, 'exited');
+      assert.equal(ls.exit_code, 0);
+      assert.equal(ls.stdout, 'a.txt\n');
+      assert.equal(ls.stderr, 'err\n');
+      const cat = await box.commands.run(['cat', 'a.txt'], { cwd: 'data' });
+      assert.equal(cat.stdout, 'hello');
+      const fail = await box.commands.run('exit 3');
+      assert.equal(fail.exit_code, 3);
+      const chunks = [];
+      const streamed = await box.commands.run('for i in 1 2 3; do echo $i; sleep 0.1; done', { onStdout: (t) => chunks.push(t) });
+      assert.equal(chunks.join(''), '1\n2\n3\n');
+      assert.equal(streamed.stdout, '1\n2\n3\n');
+      const bg = await box.commands.run('echo started; sleep 60', { background: true });
+      assert.equal(bg.status, 'running');
+      let seen = bg;
+      for (let i = 0; i < 100 && !seen.stdout.includes('started'); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        seen = await box.commands.get(bg.id);
+      }
+      assert.equal(seen.stdout, 'started\n');
+      assert.equal(seen.status, 'running');
+      const killed = await box.commands.kill(bg.id);
+      assert.equal(killed.status, 'killed');
+      assert.ok((await box.commands.list()).some((c) => c.id === bg.id));
+    } finally {
+      await box.close();
+    }
+  });
+
+  test('a nano session refuses commands with a typed error that says why', async () => {
+    const box = new Sandbox({ runtime: 'nano', client });
+    try {
+      await box.run('x = 1');
+      await assert.rejects(box.commands.run('ls'), (e) => e instanceof InvalidRequest && /heavy/.test(e.message + e.hint));
+    } finally {
+      await box.close();
+    }
+  });
+
   test('an oversized upload is refused naming the limit, not a connection reset', async () => {
     const box = new Sandbox({ runtime: 'heavy', client });
     try {

@@ -30,6 +30,10 @@ export async function useTheSDK(): Promise<number> {
   await box.files.write('data/in.csv', 'a,b\n');
   const text: string = await box.files.readText('data/in.csv');
   const listed: string[] = (await box.files.list('data')).map((f) => f.path);
+  const ls = await box.commands.run('ls -la', { cwd: 'data', timeout: '10s', onStdout: (t: string) => console.log(t) });
+  const bg = await box.commands.run(['sleep', '60'], { background: true });
+  const status: string = (await box.commands.get(bg.id)).status + (await box.commands.kill(bg.id)).status + ls.stdout;
+  console.log(status, (await box.commands.list()).length);
   const sid: string | null = box.detach();
   if (sid) {
     const again = await Sandbox.connect(sid);
