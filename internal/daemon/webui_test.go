@@ -60,7 +60,7 @@ func TestWebConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, code := range []string{"x = 1", "y = [i * i for i in range(10)]\nprint(sum(y))", "x += 1\nprint(x)"} {
+	for _, code := range []string{"x = 1", "y = [i * i for i in range(10)]\nprint(sum(y))\n_ = open('squares.txt', 'w').write(str(y))", "x += 1\nprint(x)"} {
 		if _, err := c.RunInSession(ctx, s.ID, api.RunRequest{Code: code}); err != nil {
 			t.Fatal(err)
 		}

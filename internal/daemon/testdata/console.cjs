@@ -95,6 +95,8 @@ async function shot(page, name) {
       assert.deepEqual(names, ["x", "y"]);
       assert.match(await page.textContent("#variables"), /\[0, 1, 4, 9/);
       assert.match(await page.textContent("#diff"), /\+\s*y/);
+      assert.match(await page.textContent("#files"), /squares\.txt/);
+      assert.match(await page.textContent("#diff"), /\+\s*file\s*\S*squares\.txt/);
     } else {
       console.log("note: this tier keeps no snapshots here; variables, rewind and the branch are not checked");
     }
