@@ -36,6 +36,7 @@ Commands:
   mcp           serve agentbox's tools to an MCP client over stdio (the daemon serves /mcp)
   route FILE    say which tier the daemon would run a file on, and why, without running it
   sessions      the daemon's sessions: list, create, run ID FILE, close ID
+  volumes       named volumes for heavy sessions: list, create NAME, rm NAME, put, get
   exec          run a shell command in a heavy session: exec SESSION -- ls -la
   steps         list a session's steps (steps SESSION); time travel: rewind SESSION STEP,
                 fork SESSION STEP, inspect SESSION STEP, pause SESSION, resume SESSION
@@ -94,6 +95,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return sessionsCmd(ctx, rest, stdin, stdout, stderr)
 	case "exec":
 		return execCmd(ctx, rest, stdin, stdout, stderr)
+	case "volumes":
+		return volumesCmd(ctx, rest, stdin, stdout, stderr)
 	case "steps", "rewind", "fork", "pause", "resume", "inspect":
 		return stepsCmd(ctx, cmd, rest, stdout, stderr)
 	case "version", "--version":

@@ -143,6 +143,7 @@ func ago(now, t time.Time) string {
 func sessionsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	const synopsis = `Usage: agentbox sessions list
        agentbox sessions create [--runtime R] [--package P] [--timeout S] [--memory M] [--network]
+                                [--volume NAME=/PATH[:ro]]
        agentbox sessions run ID FILE|-
        agentbox sessions close ID...
 
@@ -179,6 +180,8 @@ Examples:
 		fs.StringVar(&opts.Create.Image, "image", "", "a heavy image by name")
 		fs.BoolVar(&opts.Create.Network, "network", false, "a way out through the egress gateway (heavy only)")
 		fs.StringVar(&opts.Create.EgressProfile, "egress-profile", "", "the egress profile (default: the daemon's)")
+		opts.Create.Volumes = map[string]string{}
+		fs.Var(volumeFlag(opts.Create.Volumes), "volume", "mount a volume (agentbox volumes): `NAME=/PATH`, or NAME=/PATH:ro read-only; repeatable (heavy)")
 	case "run":
 		fs.Var(&timeout, "timeout", "this run's wall-clock limit in `seconds` or a duration (default: the session's)")
 	case "list", "close":
@@ -194,6 +197,9 @@ Examples:
 		return flagExit(err)
 	}
 	opts.Create.Timeout, opts.Create.MemoryMB, opts.Create.Packages = float64(timeout), int64(memory), packages
+	if len(opts.Create.Volumes) == 0 {
+		opts.Create.Volumes = nil
+	}
 	opts.Run.Timeout = float64(timeout)
 	want := map[string]string{"list": "no arguments", "create": "no arguments", "run": "an id and a file (or -)"}
 	switch {
