@@ -31,12 +31,15 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
-// remoteProfiles: one profile allows the remote server's host, the other does not.
+// remoteProfiles: one profile allows the remote server's host (and blocks card numbers, whose
+// action a call's arguments take from the server's profile), the other does not.
 const remoteProfiles = `
 name: remote-ok
 mode: enforce
 allow:
   - domain: mcp.remote.test
+dlp:
+  actions: {payment_card: block}
 `
 
 const remoteDenyProfile = `
