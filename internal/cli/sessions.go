@@ -112,9 +112,25 @@ func SessionsRun(ctx context.Context, opts SessionsOptions, id string) int {
 		fmt.Fprintf(opts.Stderr, "agentbox sessions: %v\n", err)
 		return exitUsage
 	}
-	res, err := c.RunInSession(ctx, id, opts.Run)
+	var res *api.Result
+	streamed := false
+	if opts.JSON {
+		res, err = c.RunInSession(ctx, id, opts.Run)
+	} else {
+		// The code's output goes to the terminal as it prints it, as with agentbox run.
+		res, err = c.RunInSessionStream(ctx, id, opts.Run, func(ev api.StreamEvent) {
+			switch ev.Type {
+			case api.EventStdout:
+				streamed = true
+				io.WriteString(opts.Stdout, ev.Text)
+			case api.EventStderr:
+				streamed = true
+				io.WriteString(opts.Stderr, ev.Text)
+			}
+		})
+	}
 	if err != nil {
-		if r := errResult(err); r != nil && !opts.JSON {
+		if r := errResult(err); r != nil && !opts.JSON && !streamed {
 			io.WriteString(opts.Stdout, r.Stdout)
 			io.WriteString(opts.Stderr, r.Stderr)
 		}
@@ -122,7 +138,7 @@ func SessionsRun(ctx context.Context, opts SessionsOptions, id string) int {
 	}
 	if opts.JSON {
 		printJSON(opts.Stdout, res)
-	} else {
+	} else if !streamed {
 		io.WriteString(opts.Stdout, res.Stdout)
 		io.WriteString(opts.Stderr, res.Stderr)
 	}
