@@ -260,3 +260,44 @@ func TestStepsTenancy(t *testing.T) {
 		t.Fatalf("the owner's steps: %v %v", steps, err)
 	}
 }
+
+// With PauseIdle an idle session is paused, not ended, and its next run resumes it; MaxLifetime
+// still ends a session that old.
+func TestIdleSessionsPause(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}, SessionIdle: 50 * time.Millisecond,
+		PauseIdle: true, MaxLifetime: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	v := m.As(sandbox.Caller{})
+	info, err := v.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRun(t, v, info.ID, 5)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		s, err := v.Session(info.ID)
+		if err != nil {
+			t.Fatalf("the idle session was ended: %v", err)
+		}
+		if s.State == sandbox.SessionPaused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session was not paused")
+		}
+	}
+	if got := addRun(t, v, info.ID, 1).Stdout; got != "6\n" {
+		t.Fatalf("after the pause: %q", got)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := v.Session(info.ID); sandbox.KindOf(err) == sandbox.KindNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a session past its maximum lifetime was not ended")
+		}
+	}
+}
