@@ -34,13 +34,13 @@ from .models import (Artifact, FileInfo, Health, Image, InputFile, Intent, Outpu
                      Session, Step, StepDiff, StepInspection, Timings, Variable)
 from .mcp import HostedMCP, MCPError, MCPTool, MCPToolResult
 from .sandbox import Files, Sandbox
-from .aio import AsyncClient, AsyncFiles, AsyncSandbox
+from .aio import AsyncClient, AsyncCommands, AsyncFiles, AsyncSandbox
 from .task import Task, TaskError, task
 
 __all__ = [
     "__version__",
     "DEFAULT_URL", "Client",
-    "Sandbox", "SandboxConfig", "Files", "AsyncSandbox", "AsyncClient", "AsyncFiles", "parse_duration", "parse_memory",
+    "Sandbox", "SandboxConfig", "Files", "AsyncSandbox", "AsyncClient", "AsyncFiles", "AsyncCommands", "parse_duration", "parse_memory",
     "Result", "PyError", "Routing", "Artifact", "Output", "OutputFile", "Timings", "InputFile", "FileInfo",
     "Session", "Image", "Health", "Intent", "Step", "StepInspection", "StepDiff", "Variable",
     "task", "Task", "TaskError",

@@ -35,8 +35,8 @@ from ._version import __version__
 from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, RUN_TIMEOUT_UNKNOWN, Client, api_key_from_env, url_from_env
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, DaemonUnreachable, NotFound, from_response
-from .models import (Artifact, CreateSessionRequest, FileInfo, FileList, Health, Image, ImageList, Intent, Output,
-                     Result, Routing, RunRequest, Session, SessionList, SetIntentRequest, StreamEvent)
+from .models import (Artifact, Command, CommandList, CommandRequest, CreateSessionRequest, FileInfo, FileList,
+                     Health, Image, ImageList, Intent, Output, Result, Routing, RunRequest, Session, SessionList, SetIntentRequest, StreamEvent)
 from .sandbox import FilesArg, _as_written, _ended_hint, _input_files
 
 log = logging.getLogger("agentbox")
@@ -110,7 +110,7 @@ class AsyncClient:
 
     # --- transport -----------------------------------------------------------------------
 
-    async def _request(self, op: str, *, id: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
+    async def _request(self, op: str, *, id: str = "", cid: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
                        raw: Optional[bytes] = None, timeout: Optional[float] = None,
                        ok: Tuple[int, ...] = (200,), accept: str = "application/json",
                        on_data: Optional[Callable[[bytes], Awaitable[None]]] = None) -> Tuple[int, bytes, str]:
@@ -119,6 +119,10 @@ class AsyncClient:
             if not id:
                 raise ValueError(f"agentbox: {op} needs an id")
             path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        if "{cid}" in path:
+            if not cid:
+                raise ValueError(f"agentbox: {op} needs a command id")
+            path = path.replace("{cid}", urllib.parse.quote(cid, safe=""))
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
@@ -179,7 +183,9 @@ class AsyncClient:
         """Run code in a session's interpreter, streamed as :meth:`run_stream` is."""
         return await self._stream("runInSession", req, on_event, id=id)
 
-    async def _stream(self, op: str, req: RunRequest, on_event: Optional[EventHandler], id: str = "") -> Result:
+    async def _stream(self, op: str, req: Any, on_event: Optional[EventHandler], id: str = "") -> Any:
+        """A streamed run (or command): the events go to on_event; the last one, result (exit for
+        a command) or error, ends it."""
         buf = bytearray()
         end: Dict[str, Any] = {}
 
@@ -194,7 +200,7 @@ class AsyncClient:
                 if not line.strip():
                     continue
                 ev = _codec.decode(StreamEvent, json.loads(line.decode("utf-8")))
-                if ev.type in ("result", "error"):
+                if ev.type in ("result", "error", "exit"):
                     end["event"] = ev
                     return
                 if ev.artifact is not None:
@@ -208,13 +214,18 @@ class AsyncClient:
                                                 accept="application/x-ndjson", on_data=lines)
         if ctype.startswith("application/json"):
             # A daemon that does not stream answered with the whole result.
-            return _codec.decode(Result, json.loads(payload.decode("utf-8")))._abind(self)
+            doc = json.loads(payload.decode("utf-8"))
+            if op == "runCommand":
+                return _codec.decode(Command, doc)
+            return _codec.decode(Result, doc)._abind(self)
         ev = end.get("event")
         if ev is None:
             raise DaemonUnreachable(None, f"{ROUTES[op][0]} {self.url}{ROUTES[op][1]}: the stream ended without a result",
                                     hint="the daemon stopped or the connection was cut; run the code again")
         if ev.type == "result" and ev.result is not None:
             return ev.result._abind(self)
+        if ev.type == "exit" and ev.command is not None:
+            return ev.command
         code = ev.error.code if ev.error else "internal"
         body = json.dumps({"error": _codec.encode(ev.error),
                            "result": _codec.encode(ev.result) if ev.result else None}).encode("utf-8")
@@ -222,6 +233,30 @@ class AsyncClient:
         if err.result is not None:
             err.result._abind(self)
         raise err
+
+    # --- commands in sessions (heavy) ------------------------------------------------------
+
+    async def run_command(self, id: str, req: CommandRequest, on_event: Optional[EventHandler] = None) -> Command:
+        """Run a command in heavy session ``id`` (``POST /v1/sessions/{id}/commands``): the ended
+        Command, its stdout and stderr streamed to ``on_event`` when given; with
+        ``req.background``, at once, running."""
+        if on_event is not None and not req.background:
+            return await self._stream("runCommand", req, on_event, id=id)
+        ok = (202,) if req.background else (200,)
+        wait = self.timeout if req.background else self._run_wait(req.timeout)
+        return await self._json("runCommand", Command, id=id, body=req, ok=ok, timeout=wait)
+
+    async def commands(self, id: str) -> List[Command]:
+        """The commands session ``id`` keeps, oldest first, with their output so far."""
+        return (await self._json("listCommands", CommandList, id=id)).commands
+
+    async def command(self, id: str, cid: str) -> Command:
+        """Command ``cid`` of session ``id``: its status and output so far."""
+        return await self._json("getCommand", Command, id=id, cid=cid)
+
+    async def kill_command(self, id: str, cid: str) -> Command:
+        """Kill command ``cid`` of session ``id``; returns it as it ended."""
+        return await self._json("killCommand", Command, id=id, cid=cid)
 
     async def route(self, req: RunRequest) -> Routing:
         """Ask where the daemon would run ``req``, without running it (``POST /v1/route``)."""
@@ -332,6 +367,7 @@ class AsyncSandbox:
         self.client = client if client is not None else AsyncClient(url, api_key)
         self.stateful = stateful
         self.files = AsyncFiles(self)
+        self.commands = AsyncCommands(self)
         self._session: Optional[Session] = None
         self._creating: Optional[asyncio.Future] = None
         self._routing: Optional[Routing] = None
@@ -564,4 +600,40 @@ class AsyncFiles:
         await self._call(lambda sid: self._box.client.remove_file(sid, path))
 
 
-__all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "DEFAULT_MAX_CONNECTIONS"]
+class AsyncCommands:
+    """Shell commands in an AsyncSandbox's session (``box.commands``), as :class:`~agentbox.Commands`:
+    a heavy session, which the first command starts when there is none yet."""
+
+    def __init__(self, box: AsyncSandbox) -> None:
+        self._box = box
+
+    async def _call(self, call: Callable[[str], Awaitable[T]]) -> T:
+        if not self._box.stateful:
+            raise ValueError("agentbox: commands need a session; this AsyncSandbox is stateful=False")
+        return await self._box._session_call(call, for_files=True)
+
+    async def run(self, cmd: Union[str, List[str]], *, cwd: Optional[str] = None, env: Optional[Dict[str, str]] = None,
+                  timeout: Union[None, float, str] = None, stdin: Optional[str] = None, background: bool = False,
+                  on_stdout: Optional[Callable[[str], Any]] = None,
+                  on_stderr: Optional[Callable[[str], Any]] = None) -> Command:
+        """Run ``cmd`` (a shell line, or a list: a program and its arguments); see :meth:`Commands.run`."""
+        req = CommandRequest(cwd=cwd, env=env or None, stdin=stdin, background=background or None,
+                             timeout=parse_duration(timeout) if timeout is not None else None)
+        if isinstance(cmd, str):
+            req.cmd = cmd
+        else:
+            req.argv = list(cmd)
+        on_event = _event_handler(on_stdout, on_stderr, None, None)
+        return await self._call(lambda sid: self._box.client.run_command(sid, req, on_event))
+
+    async def get(self, id: str) -> Command:
+        return await self._call(lambda sid: self._box.client.command(sid, id))
+
+    async def list(self) -> List[Command]:
+        return await self._call(lambda sid: self._box.client.commands(sid))
+
+    async def kill(self, id: str) -> Command:
+        return await self._call(lambda sid: self._box.client.kill_command(sid, id))
+
+
+__all__ = ["AsyncClient", "AsyncSandbox", "AsyncFiles", "AsyncCommands", "DEFAULT_MAX_CONNECTIONS"]

@@ -173,3 +173,40 @@ def test_async_streamed_run_calls_back_as_the_code_prints(daemon):
             assert (await box.run("print(1)")).stdout == "1\n"
 
     arun(main())
+
+
+def test_async_commands(heavy):
+    """Commands on asyncio: a shell line, argv with a cwd, streamed output, a background command
+    read while it runs and killed; a nano session refuses them with InvalidRequest."""
+
+    async def main():
+        async with AsyncSandbox() as box:  # the first command starts a heavy session
+            await box.files.write("data/a.txt", "hello")
+            ls = await box.commands.run("ls data && echo err >&2")
+            assert (box.runtime, ls.status, ls.exit_code, ls.stdout, ls.stderr) == ("heavy", "exited", 0, "a.txt\n", "err\n")
+            assert (await box.commands.run(["cat", "a.txt"], cwd="data")).stdout == "hello"
+            assert (await box.commands.run("exit 3")).exit_code == 3
+            chunks = []
+
+            async def on_stdout(text):
+                chunks.append(text)
+
+            done = await box.commands.run("for i in 1 2 3; do echo $i; sleep 0.1; done", on_stdout=on_stdout)
+            assert "".join(chunks) == done.stdout == "1\n2\n3\n"
+            bg = await box.commands.run("echo started; sleep 60", background=True)
+            assert bg.status == "running"
+            seen = bg
+            for _ in range(100):
+                if "started" in seen.stdout:
+                    break
+                await asyncio.sleep(0.1)
+                seen = await box.commands.get(bg.id)
+            assert (seen.stdout, seen.status) == ("started\n", "running")
+            assert (await box.commands.kill(bg.id)).status == "killed"
+            assert any(c.id == bg.id for c in await box.commands.list())
+        async with AsyncSandbox(SandboxConfig(runtime="nano")) as nano:
+            await nano.run("x = 1")
+            with pytest.raises(agentbox.InvalidRequest):
+                await nano.commands.run("ls")
+
+    arun(main())
