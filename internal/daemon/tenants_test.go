@@ -45,7 +45,7 @@ func tenantDaemonOf(t *testing.T, tenants config.Tenants, withHeavy bool) (strin
 	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
 		testenv.Skip(t, err.Error())
 	}
-	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
+	cfg.ArtifactsDir, cfg.Audit.Dir, cfg.VolumesDir = t.TempDir(), t.TempDir(), t.TempDir()
 	cfg.Tenants = tenants
 	if withHeavy {
 		l := heavy.LayoutFor(cfg.DataDir)

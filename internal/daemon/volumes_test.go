@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
@@ -197,4 +198,42 @@ func TestDaemonHeavyVolumes(t *testing.T) {
 	}
 	_, err = c.ReadVolumeFile(ctx, "data", "sub/a.txt")
 	wantVolCode(t, "after delete", err, "not_found")
+}
+
+// Volumes over HTTP are their tenant's: another tenant meets acme's volume as if it did not
+// exist, whatever it asks, and its own volume of the same name is another one.
+func TestVolumesAreTenants(t *testing.T) {
+	testenv.RequireTool(t, "mkfs.ext4")
+	url, keys := tenantDaemon(t)
+	a, _ := tenantClient(t, url, keys, "acme", auth.ScopeFiles, auth.ScopeSessions)
+	b, _ := tenantClient(t, url, keys, "beta", auth.ScopeFiles, auth.ScopeSessions)
+	ctx := context.Background()
+	if _, err := a.CreateVolume(ctx, "data", 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WriteVolumeFile(ctx, "data", "secret.txt", []byte("acme-only")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Volume(ctx, "data")
+	wantCode(t, "beta gets acme's volume", err, api.CodeNotFound)
+	_, err = b.ReadVolumeFile(ctx, "data", "secret.txt")
+	wantCode(t, "beta reads acme's volume", err, api.CodeNotFound)
+	wantCode(t, "beta writes acme's volume", b.WriteVolumeFile(ctx, "data", "x.txt", []byte("x")), api.CodeNotFound)
+	wantCode(t, "beta removes acme's volume", b.DeleteVolume(ctx, "data"), api.CodeNotFound)
+	_, err = b.CreateSession(ctx, api.CreateSessionRequest{Runtime: "nano", Volumes: map[string]string{"data": "/mnt/data"}})
+	wantCode(t, "beta mounts a volume on nano", err, api.CodeInvalidRequest)
+	if l, err := b.Volumes(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("beta lists %+v %v", l, err)
+	}
+	if _, err := b.CreateVolume(ctx, "data", 2<<20); err != nil {
+		t.Fatalf("beta's own data: %v", err)
+	}
+	_, err = b.ReadVolumeFile(ctx, "data", "secret.txt")
+	wantCode(t, "beta's own volume has no acme file", err, api.CodeNotFound)
+	if got, err := a.ReadVolumeFile(ctx, "data", "secret.txt"); err != nil || string(got) != "acme-only" {
+		t.Fatalf("acme reads %q %v", got, err)
+	}
+	runOnly, _ := tenantClient(t, url, keys, "acme", auth.ScopeRun)
+	_, err = runOnly.Volumes(ctx)
+	wantCode(t, "a key without the files scope", err, api.CodeForbidden)
 }

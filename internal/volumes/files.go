@@ -81,6 +81,8 @@ func (s *Store) ReadFile(tenant, name, p string) ([]byte, error) {
 		return err
 	})
 	switch {
+	case escapes(err):
+		return nil, errEscapes(name, rel)
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, sandbox.Errorf(sandbox.KindNotFound, "volume %q has no file %q", name, rel)
 	case errors.Is(err, syscall.EISDIR):
@@ -129,6 +131,9 @@ func (s *Store) WriteFile(tenant, name, p string, content []byte) error {
 		_ = root.Lchown(tmp, s.opts.UID, s.opts.GID)
 		return root.Rename(tmp, rel)
 	})
+	if escapes(err) {
+		return errEscapes(name, rel)
+	}
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return sandbox.Errorf(sandbox.KindOutputLimit, "volume %q is full: writing %d bytes to %q would go over its quota of %d bytes; the file was not changed", name, len(content), rel, quota).
 			WithHint("remove files from the volume, or make a larger volume and copy into it")
@@ -137,4 +142,15 @@ func (s *Store) WriteFile(tenant, name, p string, content []byte) error {
 		return sandbox.Errorf(sandbox.KindInvalidRequest, "%q in volume %q: %v", rel, name, err)
 	}
 	return err
+}
+
+// escapes reports os.Root's refusal of a path that leads out of the volume (a symbolic link made
+// inside a sandbox); the standard library does not export that error.
+func escapes(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+func errEscapes(name, rel string) error {
+	return sandbox.Errorf(sandbox.KindInvalidRequest, "%q in volume %q leads out of the volume (a symbolic link)", rel, name).
+		WithHint("the files API follows links only inside the volume; read the file from a session, or remove the link")
 }

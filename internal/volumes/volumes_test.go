@@ -155,3 +155,35 @@ func TestLeases(t *testing.T) {
 		t.Fatalf("after delete: %v", err)
 	}
 }
+
+// A symbolic link made inside a sandbox never leads the files API out of the volume.
+func TestSymlinkStaysInside(t *testing.T) {
+	s := open(t, t.TempDir())
+	if _, err := s.Create("", "v", 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	mnt, rel, err := s.Attach("", "v", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("host"), 0o600)
+	if err := os.Symlink(secret, filepath.Join(mnt, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(mnt, "root")); err != nil {
+		t.Fatal(err)
+	}
+	rel()
+	for _, p := range []string{"out", "root/etc/passwd"} {
+		if b, err := s.ReadFile("", "v", p); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
+			t.Errorf("read %s through a link: %q %v", p, b, err)
+		}
+		if err := s.WriteFile("", "v", p, []byte("x")); err == nil && p != "out" {
+			t.Errorf("wrote %s through a link", p)
+		}
+	}
+	if b, _ := os.ReadFile(secret); string(b) != "host" {
+		t.Errorf("the host file changed: %q", b)
+	}
+}
