@@ -36,7 +36,8 @@ from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, RUN_TIMEOUT_UNKNOWN, Cl
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, DaemonUnreachable, NotFound, from_response
 from .models import (Artifact, Command, CommandList, CommandRequest, CreateSessionRequest, FileInfo, FileList,
-                     Health, Image, ImageList, Intent, Output, Result, Routing, RunRequest, Session, SessionList, SetIntentRequest, StreamEvent)
+                     Health, Image, ImageList, Intent, Output, Result, Routing, RunRequest, Session, SessionList,
+                     SetIntentRequest, Step, StepDiff, StepInspection, StepList, StepRequest, StreamEvent)
 from .sandbox import FilesArg, _as_written, _ended_hint, _input_files
 
 log = logging.getLogger("agentbox")
@@ -110,7 +111,8 @@ class AsyncClient:
 
     # --- transport -----------------------------------------------------------------------
 
-    async def _request(self, op: str, *, id: str = "", cid: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
+    async def _request(self, op: str, *, id: str = "", cid: str = "", step: str = "",
+                       query: Optional[Dict[str, str]] = None, body: Any = None,
                        raw: Optional[bytes] = None, timeout: Optional[float] = None,
                        ok: Tuple[int, ...] = (200,), accept: str = "application/json",
                        on_data: Optional[Callable[[bytes], Awaitable[None]]] = None) -> Tuple[int, bytes, str]:
@@ -119,6 +121,10 @@ class AsyncClient:
             if not id:
                 raise ValueError(f"agentbox: {op} needs an id")
             path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        if "{step}" in path:
+            if not step:
+                raise ValueError(f"agentbox: {op} needs a step")
+            path = path.replace("{step}", urllib.parse.quote(step, safe=""))
         if "{cid}" in path:
             if not cid:
                 raise ValueError(f"agentbox: {op} needs a command id")
@@ -233,6 +239,37 @@ class AsyncClient:
         if err.result is not None:
             err.result._abind(self)
         raise err
+
+    # --- time travel (steps) ---------------------------------------------------------------
+
+    async def steps(self, id: str) -> StepList:
+        """A session's steps, in the order they ran, and its head."""
+        return await self._json("listSteps", StepList, id=id)
+
+    async def step(self, id: str, step: str) -> Step:
+        return await self._json("getStep", Step, id=id, step=step)
+
+    async def inspect_step(self, id: str, step: str) -> StepInspection:
+        """The variables and files a step held, read in a throwaway copy of it."""
+        return await self._json("inspectStep", StepInspection, id=id, step=step, timeout=max(self.timeout, 60.0))
+
+    async def diff_steps(self, id: str, step: str, base: Optional[str] = None) -> StepDiff:
+        """What changed from ``base`` (default the step's parent) to ``step``."""
+        return await self._json("diffSteps", StepDiff, id=id, step=step, query={"base": base} if base else None,
+                                timeout=max(self.timeout, 60.0))
+
+    async def rewind(self, id: str, step: str) -> Session:
+        return await self._json("rewindSession", Session, id=id, body=StepRequest(step=step))
+
+    async def fork(self, id: str, step: str) -> Session:
+        return await self._json("forkSession", Session, id=id, body=StepRequest(step=step), ok=(201,),
+                                timeout=max(self.timeout, 120.0))
+
+    async def pause(self, id: str) -> Session:
+        return await self._json("pauseSession", Session, id=id, timeout=max(self.timeout, 120.0))
+
+    async def resume(self, id: str) -> Session:
+        return await self._json("resumeSession", Session, id=id, timeout=max(self.timeout, 120.0))
 
     # --- commands in sessions (heavy) ------------------------------------------------------
 
@@ -522,6 +559,51 @@ class AsyncSandbox:
             packages=cfg.packages or None, image=cfg.image, network=cfg.network or None,
             egress_profile=cfg.egress_profile, volumes=cfg.volumes or None))
         log.debug("agentbox: session %s on %s", self._session.id, self._session.runtime)
+
+    # --- time travel ---------------------------------------------------------------------
+
+    async def steps(self) -> List[Step]:
+        """The session's steps (each run is one), in the order they ran (see :meth:`Sandbox.steps`)."""
+        return await self._session_call(lambda sid: self._steps(sid))
+
+    async def _steps(self, sid: str) -> List[Step]:
+        return (await self.client.steps(sid)).steps
+
+    async def rewind(self, step: Union[str, Step]) -> Session:
+        """Make the session's variables and files those of ``step``; the next run goes on from there."""
+        st = step.id if isinstance(step, Step) else step
+        return await self._session_call(lambda sid: self.client.rewind(sid, st))
+
+    async def fork(self, step: Union[str, Step]) -> "AsyncSandbox":
+        """A new AsyncSandbox, on this one's client, whose session starts from ``step`` (its own)."""
+        st = step.id if isinstance(step, Step) else step
+        s = await self._session_call(lambda sid: self.client.fork(sid, st))
+        box = AsyncSandbox(self.config, client=self.client)
+        box._session = s
+        return box
+
+    async def pause(self) -> Session:
+        """Write the session's state to disk and free its sandbox; the next run brings it back."""
+        return await self._session_call(self.client.pause)
+
+    async def resume(self) -> Session:
+        """Bring a paused session back ahead of its next run."""
+        return await self._session_call(self.client.resume)
+
+    async def inspect(self, step: Union[None, str, Step] = None) -> StepInspection:
+        """The variables and files of ``step`` (default the current one), read in a throwaway copy."""
+        async def call(sid: str) -> StepInspection:
+            st = step.id if isinstance(step, Step) else step
+            if not st:
+                st = (await self.client.steps(sid)).head
+            return await self.client.inspect_step(sid, st)
+        return await self._session_call(call)
+
+    async def diff(self, step: Union[str, Step], base: Union[None, str, Step] = None) -> StepDiff:
+        """What changed in variables and files from ``base`` (default the step's parent) to ``step``."""
+        st = step.id if isinstance(step, Step) else step
+        b = base.id if isinstance(base, Step) else base
+        return await self._session_call(lambda sid: self.client.diff_steps(sid, st, b))
 
     async def set_intent(self, name: str, ttl: Union[None, float, str] = None) -> Intent:
         t = parse_duration(ttl)

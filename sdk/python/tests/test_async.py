@@ -210,3 +210,38 @@ def test_async_commands(heavy):
                 await nano.commands.run("ls")
 
     arun(main())
+
+
+def test_async_time_travel(daemon):
+    """Steps, rewind, fork, inspect, diff, pause and resume on asyncio, as the sync Sandbox has them."""
+
+    async def main():
+        async with AsyncSandbox(SandboxConfig(runtime="nano")) as box:
+            await box.run("x = 1")
+            s2 = (await box.run("x = 2")).step
+            await box.run("x = 3\ndel_me = 'later'")
+            deadline = time.monotonic() + 30
+            while True:
+                steps = await box.steps()
+                if all(s.snapshot.state == "durable" for s in steps):
+                    break
+                assert time.monotonic() < deadline, [s.snapshot for s in steps]
+                await asyncio.sleep(0.02)
+            assert [s.seq for s in steps] == [1, 2, 3] and steps[1].id == s2
+            assert (await box.rewind(s2)).head == s2
+            assert (await box.run("print(x)")).stdout == "2\n"
+            other = await box.fork(steps[2])
+            async with other:
+                assert other.session_id != box.session_id
+                assert (await other.run("print(x, del_me)")).stdout == "3 later\n"
+            names = {v.name: v for v in (await box.inspect(steps[2])).variables}
+            assert names["x"].repr == "3"
+            diff = await box.diff(steps[2])
+            assert diff.base == s2 and [v.name for v in diff.added] == ["del_me"]
+            assert (await box.pause()).state == "paused"
+            assert (await box.resume()).state == "live"
+            assert (await box.run("print(x)")).stdout == "2\n"
+            with pytest.raises(agentbox.NotFound):
+                await box.rewind("st_nope")
+
+    arun(main())
