@@ -63,6 +63,7 @@ class Daemon:
         self.keys_file = self.dir / "keys.json"
         self.config = dict(config, listen="127.0.0.1:0", artifacts_dir=str(self.dir / "artifacts"),
                            audit={"dir": str(self.dir / "audit")}, keys_file=str(self.keys_file),
+                           volumes_dir=str(self.dir / "volumes"),
                            sessions=dict(config.get("sessions", {}), dir=str(self.dir / "sessions")))
         self.config.setdefault("heavy", {})
         if self.config["heavy"].get("enabled") != "off":
