@@ -9,8 +9,9 @@ package api
 //   - application/x-ndjson: each event is one line of StreamEvent JSON.
 //
 // The events of a run, in order: stdout and stderr chunks as the code writes them (any number,
-// interleaved as written; a chunk holds whole UTF-8 characters); the rich outputs and artifacts
-// of the run; then exactly one "result" (the whole Result, as the JSON answer would have been,
+// interleaved as written; a chunk holds whole UTF-8 characters) and artifacts as the code makes
+// them (heavy: a figure when it is shown; each artifact once); the rich outputs of the run and
+// the artifacts not yet sent; then exactly one "result" (the whole Result, as the JSON answer would have been,
 // with every byte of stdout and stderr within the caps) or one "error" (the error and the partial
 // result, as an error body would have been). A "dropped" event says that the client did not read
 // fast enough and the daemon dropped chunks rather than buffer them without bound: the result

@@ -163,7 +163,7 @@ func ResultToAPI(r *sandbox.Result) *api.Result {
 		out.Files = append(out.Files, api.OutputFile{Path: f.Path, Content: f.Content, Size: int64(len(f.Content))})
 	}
 	for _, a := range r.Artifacts {
-		out.Artifacts = append(out.Artifacts, api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256})
+		out.Artifacts = append(out.Artifacts, ArtifactToAPI(a))
 	}
 	for _, o := range r.Outputs {
 		out.Outputs = append(out.Outputs, api.Output{Text: o.Text, HTML: o.HTML, JSON: o.JSON})
@@ -279,4 +279,9 @@ func SessionRunRequestFromAPI(in api.RunRequest) (sandbox.RunRequest, error) {
 // VolumeToAPI turns the core's volume into the wire's.
 func VolumeToAPI(v sandbox.VolumeInfo) api.Volume {
 	return api.Volume{Name: v.Name, QuotaBytes: v.QuotaBytes, CreatedAt: v.CreatedAt, MountedRW: v.MountedRW, MountedRO: v.MountedRO}
+}
+
+// ArtifactToAPI is an artifact's description as the API shows it.
+func ArtifactToAPI(a sandbox.Artifact) api.Artifact {
+	return api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256}
 }

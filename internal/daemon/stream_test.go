@@ -152,6 +152,30 @@ func TestStreamHeavy(t *testing.T) {
 		first, total, out, res := firstChunk(t, c, api.RunRequest{Code: ticker, Timeout: 30}, s.ID)
 		checkStreamed(t, first, total, out, res, "heavy")
 	})
+	t.Run("ArtifactAsItAppears", func(t *testing.T) {
+		// A figure shown in the middle of a run arrives as an artifact event before the code's
+		// later output, stored once: the result lists the same artifact.
+		code := "import time\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.show()\n" +
+			"time.sleep(1)\nprint('after the figure', flush=True)\n"
+		var order []string
+		var art *api.Artifact
+		res, err := c.RunStream(context.Background(), api.RunRequest{Code: code, Runtime: "heavy", Timeout: 60}, func(ev api.StreamEvent) {
+			order = append(order, ev.Type)
+			if ev.Type == api.EventArtifact {
+				art = ev.Artifact
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if art == nil || len(res.Artifacts) != 1 || res.Artifacts[0].ID != art.ID || art.MIME != "image/png" || !slices.Equal(order, []string{"artifact", "stdout"}) {
+			t.Fatalf("events %v, streamed %+v, result's %+v", order, art, res.Artifacts)
+		}
+		b, _, err := c.Artifact(context.Background(), art.ID)
+		if err != nil || len(b) != int(art.Size) {
+			t.Fatalf("artifact %s: %d bytes, %v", art.ID, len(b), err)
+		}
+	})
 	t.Run("FallbackDoesNotRepeat", func(t *testing.T) {
 		// Auto routes this to nano (the import is hidden from the router); nano prints the first
 		// line, meets pandas and the run is retried in heavy, which prints it again: the stream

@@ -153,6 +153,8 @@ func (a *agent) doRun(r *activeRun) {
 				var art proto.Artifact
 				if err := json.Unmarshal(raw, &art); err != nil || !res.AddArtifact(art) {
 					log.Printf("dropped an artifact report of run %d (%d bytes)", r.id, len(raw))
+				} else if r.req.StreamArtifacts {
+					_ = a.send(&proto.Frame{Op: proto.OpArtifact, ID: r.id, Artifact: &art})
 				}
 				continue
 			}

@@ -56,14 +56,37 @@ type eventStream struct {
 	wake    chan struct{}
 	done    chan struct{}
 	started bool // the status and headers are out: errors go as events now
-	broken  bool // a write failed: the client is gone
+	// sent are the artifacts already streamed, by ID: the end does not repeat them.
+	sent   map[string]bool
+	broken bool // a write failed: the client is gone
 }
 
-// queued is a chunk, or a drop marker (drop set).
+// queued is a chunk, a drop marker (drop set) or an artifact (art set).
 type queued struct {
 	stream sandbox.Stream
 	data   []byte
 	drop   *api.StreamDropped
+	art    *api.Artifact
+}
+
+// Artifact queues an artifact the run just made (sandbox.ArtifactSink). Artifacts take no room
+// in the queue's bound: a run has at most a few dozen, and their content is not sent.
+func (es *eventStream) Artifact(a sandbox.Artifact) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.closed || es.broken {
+		return
+	}
+	if es.sent == nil {
+		es.sent = map[string]bool{}
+	}
+	es.sent[a.ID] = true
+	wire := apiwire.ArtifactToAPI(a)
+	es.queue = append(es.queue, queued{art: &wire})
+	select {
+	case es.wake <- struct{}{}:
+	default:
+	}
 }
 
 func newEventStream(w http.ResponseWriter, format string) *eventStream {
@@ -115,6 +138,8 @@ func (es *eventStream) pump() {
 		es.mu.Unlock()
 		for _, c := range q {
 			switch {
+			case c.art != nil:
+				es.event(api.StreamEvent{Type: api.EventArtifact, Artifact: c.art})
 			case c.drop != nil:
 				es.event(api.StreamEvent{Type: api.EventDropped, Dropped: c.drop})
 			case c.stream == sandbox.StreamStderr:
@@ -203,7 +228,9 @@ func (es *eventStream) end(res *sandbox.Result, body api.ErrorResponse, err erro
 			es.event(api.StreamEvent{Type: api.EventOutput, Output: &wire.Outputs[i]})
 		}
 		for i := range wire.Artifacts {
-			es.event(api.StreamEvent{Type: api.EventArtifact, Artifact: &wire.Artifacts[i]})
+			if !es.sent[wire.Artifacts[i].ID] {
+				es.event(api.StreamEvent{Type: api.EventArtifact, Artifact: &wire.Artifacts[i]})
+			}
 		}
 	}
 	if err != nil {
@@ -214,4 +241,7 @@ func (es *eventStream) end(res *sandbox.Result, body api.ErrorResponse, err erro
 }
 
 // Interface guards
-var _ sandbox.OutputSink = (*eventStream)(nil)
+var (
+	_ sandbox.OutputSink   = (*eventStream)(nil)
+	_ sandbox.ArtifactSink = (*eventStream)(nil)
+)

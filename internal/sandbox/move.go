@@ -107,6 +107,9 @@ func (m *Manager) moveAndRun(ctx context.Context, id string, s *session, r *RunR
 	}
 	res, err := s.impl.Run(ctx, &h)
 	annotate(res, err, Decision{Tier: to, Reasons: append(d.Reasons, reason)})
+	if st, ok := h.Output.(*streamer); ok {
+		st.reuse(res, err)
+	}
 	m.keepArtifacts(s.info.Tenant, res, err)
 	return res, err
 }

@@ -214,7 +214,7 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 		}()
 	}
 	defer func() { done(executed(res, err)) }()
-	st := newStreamer(req.Output, limits)
+	st := m.streamFor(req.Output, limits, c.Tenant)
 	r = withStream(r, st)
 	res, err = rt.Run(ctx, &r)
 	if auto := req.Tier == "" || req.Tier == TierAuto; auto {
@@ -231,6 +231,7 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 		}
 	}
 	st.flush()
+	st.reuse(res, err)
 	annotate(res, err, d)
 	m.keepArtifacts(CallerOf(ctx).Tenant, res, err)
 	m.log.Debug("run", "runtime", d.Tier, "routing", d.Reasons, "kind", KindOf(err))
@@ -322,6 +323,26 @@ func imageWith(rt Runtime, top string) string {
 		}
 	}
 	return ""
+}
+
+// streamFor wraps a run's sink (nil: none); artifacts the run makes while it runs are stored for
+// tenant as they come.
+func (m *Manager) streamFor(out OutputSink, l Limits, tenant string) *streamer {
+	st := newStreamer(out, l)
+	if st != nil && m.artifacts != nil {
+		st.keep = func(a *Artifact) bool {
+			a.Owner = tenant
+			if m.storeRoom(tenant, int64(len(a.Content))) != "" {
+				return false // the result's copy meets the quota and says so
+			}
+			if err := m.artifacts.Put(a); err != nil {
+				m.log.Error("artifact not kept", "name", a.Name, "err", err)
+				return false
+			}
+			return true
+		}
+	}
+	return st
 }
 
 // keepArtifacts moves the artifacts' content of a result (and of an error's partial result) into

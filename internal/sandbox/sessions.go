@@ -239,7 +239,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 			m.saveSession(s)
 		}
 	}()
-	r := withStream(*req, newStreamer(req.Output, limits))
+	r := withStream(*req, m.streamFor(req.Output, limits, s.info.Tenant))
 	r.Tier = s.info.Tier
 	r.Limits = limits
 	if st, ok := r.Output.(*streamer); ok {
@@ -270,6 +270,9 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		s.replay.add(&r, res)
 	}
 	annotate(res, err, d)
+	if st, ok := r.Output.(*streamer); ok {
+		st.reuse(res, err)
+	}
 	m.keepArtifacts(s.info.Tenant, res, err)
 	return res, err
 }

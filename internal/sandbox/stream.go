@@ -43,6 +43,14 @@ type OutputSink interface {
 	Write(stream Stream, p []byte)
 }
 
+// ArtifactSink is an optional ability of an OutputSink: it takes the run's artifacts (its
+// figures) as the run makes them, already stored (ID set, Content nil). A runtime that can tell
+// an artifact before the run ends hands it to the request's sink when the sink has this ability;
+// the result lists every artifact all the same.
+type ArtifactSink interface {
+	Artifact(a Artifact)
+}
+
 // SinkFunc adapts a function to OutputSink.
 type SinkFunc func(stream Stream, p []byte)
 
@@ -75,6 +83,52 @@ type streamer struct {
 	// done: the run has returned; a late chunk (a reader goroutine of a sandbox that was
 	// killed) is dropped.
 	done bool
+	// keep stores an artifact made during the run (the Manager's store, the tenant's quota);
+	// stored are those it stored, by SHA-256, so that the result's copies are not stored twice.
+	keep   func(a *Artifact) bool
+	stored map[string]Artifact
+}
+
+// Artifact stores an artifact the run just made and passes it on (ArtifactSink).
+func (s *streamer) Artifact(a Artifact) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done || s.keep == nil {
+		return
+	}
+	if _, dup := s.stored[a.SHA256]; dup || a.SHA256 == "" {
+		return
+	}
+	if !s.keep(&a) {
+		return
+	}
+	if s.stored == nil {
+		s.stored = map[string]Artifact{}
+	}
+	s.stored[a.SHA256] = a
+	if as, ok := s.out.(ArtifactSink); ok {
+		as.Artifact(a)
+	}
+}
+
+// reuse replaces the artifacts of a result (and of an error's partial result) that were stored
+// while the run ran by their stored descriptions, so the Manager keeps them once.
+func (s *streamer) reuse(res *Result, err error) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range []*Result{res, resultOf(nil, err)} {
+		if r == nil {
+			continue
+		}
+		for i, a := range r.Artifacts {
+			if k, ok := s.stored[a.SHA256]; ok && a.Content != nil {
+				r.Artifacts[i] = k
+			}
+		}
+	}
 }
 
 // newStreamer wraps out for a run with limits; nil when there is no sink.
@@ -220,6 +274,7 @@ func withStream(req RunRequest, st *streamer) RunRequest {
 
 // Interface guards
 var (
-	_ OutputSink = (*streamer)(nil)
-	_ OutputSink = SinkFunc(nil)
+	_ OutputSink   = (*streamer)(nil)
+	_ ArtifactSink = (*streamer)(nil)
+	_ OutputSink   = SinkFunc(nil)
 )

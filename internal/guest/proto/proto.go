@@ -131,6 +131,10 @@ const (
 	OpHello Op = "hello"
 	// OpOutput carries a chunk of a run's stdout or stderr as the code prints it.
 	OpOutput Op = "output"
+	// OpArtifact carries an artifact of a run as soon as the code made it (a figure shown),
+	// when the run asked for it (RunRequest.StreamArtifacts); the run's OpResult still lists
+	// every artifact. A daemon that does not ask never gets one.
+	OpArtifact Op = "artifact"
 	// OpResult ends a run.
 	OpResult Op = "result"
 	OpOK     Op = "ok"
@@ -177,6 +181,8 @@ type Frame struct {
 
 	// OpResult.
 	Result *RunResult `json:"result,omitempty"`
+	// OpArtifact.
+	Artifact *Artifact `json:"artifact,omitempty"`
 
 	// File operations.
 	Path    string     `json:"path,omitempty"`
@@ -231,6 +237,8 @@ type RunRequest struct {
 	StderrBytes int64 `json:"stderr_bytes"`
 	// FilesBytes caps the content of changed files returned in the result.
 	FilesBytes int64 `json:"files_bytes"`
+	// StreamArtifacts asks for each artifact as an OpArtifact frame as soon as it is made.
+	StreamArtifacts bool `json:"stream_artifacts,omitempty"`
 }
 
 // RunResult ends a run.

@@ -68,6 +68,8 @@ type box struct {
 type call struct {
 	answer chan proto.Frame
 	output func(stream string, data []byte)
+	// artifact, when set, takes a run's OpArtifact frames.
+	artifact func(proto.Artifact)
 }
 
 // runscCmd builds runsc command lines.
@@ -280,7 +282,7 @@ func (b *box) read(r io.Reader, hello bool, ready chan<- error) {
 		}
 		b.mu.Lock()
 		c := b.pending[f.ID]
-		if c != nil && f.Op != proto.OpOutput {
+		if c != nil && f.Op != proto.OpOutput && f.Op != proto.OpArtifact {
 			delete(b.pending, f.ID)
 		}
 		b.mu.Unlock()
@@ -292,6 +294,12 @@ func (b *box) read(r io.Reader, hello bool, ready chan<- error) {
 		if f.Op == proto.OpOutput {
 			if c.output != nil {
 				c.output(f.Stream, f.Data)
+			}
+			continue
+		}
+		if f.Op == proto.OpArtifact {
+			if c.artifact != nil && f.Artifact != nil {
+				c.artifact(*f.Artifact)
 			}
 			continue
 		}
@@ -328,6 +336,11 @@ func (b *box) failPending() {
 
 // send registers a request and writes it; the answer comes on the returned call.
 func (b *box) send(f *proto.Frame, output func(string, []byte)) (*call, error) {
+	return b.sendCall(f, &call{output: output})
+}
+
+// sendCall is send with the call's handlers given.
+func (b *box) sendCall(f *proto.Frame, c *call) (*call, error) {
 	b.mu.Lock()
 	if b.broken != "" {
 		why := b.broken
@@ -336,7 +349,7 @@ func (b *box) send(f *proto.Frame, output func(string, []byte)) (*call, error) {
 	}
 	b.nextID++
 	f.ID = b.nextID
-	c := &call{answer: make(chan proto.Frame, 1), output: output}
+	c.answer = make(chan proto.Frame, 1)
 	b.pending[f.ID] = c
 	b.mu.Unlock()
 	if err := b.write(f); err != nil {

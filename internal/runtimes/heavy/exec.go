@@ -86,7 +86,17 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 		FilesBytes:  l.FilesBytes,
 	}}
 	start := time.Now()
-	c, err := b.send(f, cap.write)
+	cl := &call{output: cap.write}
+	if as, ok := req.Output.(sandbox.ArtifactSink); ok {
+		// Each figure as soon as it is drawn; the result lists them all again.
+		f.Run.StreamArtifacts = true
+		cl.artifact = func(a proto.Artifact) {
+			for _, x := range artifacts([]proto.Artifact{a}) {
+				as.Artifact(x)
+			}
+		}
+	}
+	c, err := b.sendCall(f, cl)
 	if err != nil {
 		return nil, boxBroken, err
 	}
