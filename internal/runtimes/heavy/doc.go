@@ -16,4 +16,10 @@
 // runs at the least CPU weight (cpuweight.go). A sandbox's root is the image's EROFS copy when it
 // has one, read by gVisor itself without a gofer process (internal/rootfs/erofs.go). See Layout for the
 // files the tier keeps.
+//
+// Sessions travel in time (timetravel.go): a snapshot per step is a fork of the Python process
+// parked inside the sandbox with a copy of the changed files (package guest, snaps.go), capped
+// and expired; rewind wakes it; fork and pause go through `runsc checkpoint`, a pause's image into
+// the daemon's content-addressed snapshot store (internal/snapstore), scrubbed of the session's
+// env; resume and Restore (after a daemon restart) are `runsc restore`.
 package heavy
