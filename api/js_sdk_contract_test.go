@@ -23,9 +23,6 @@ var jsSDKUncovered = []string{
 	"MCPServer", "MCPServerList", "MCPPin", "ReloadResult",
 	// Time travel (steps, rewind, fork, inspect): the Go client, the CLI and the Python SDK so far.
 	"Step", "StepSnapshot", "StepList", "StepRequest", "Variable", "InspectedFile", "StepInspection", "StepDiff",
-	// Volumes' own routes: the Go client, the CLI and the Python SDK so far (a session's volumes
-	// option is typed).
-	"Volume", "VolumeList", "CreateVolumeRequest",
 }
 
 var (

@@ -306,6 +306,29 @@ export interface StreamEvent {
   command?: Command;
 }
 
+/** A named volume: files that outlive sessions, mounted into heavy sessions. */
+export interface Volume {
+  name: string;
+  /** Its size; its file system's own metadata takes a few percent of it. */
+  quota_bytes: number;
+  created_at: string;
+  /** Sessions that mount it read-write now (0 or 1). */
+  mounted_rw: number;
+  /** Sessions that mount it read-only now. */
+  mounted_ro: number;
+}
+
+export interface VolumeList {
+  volumes: Volume[];
+}
+
+/** Body of POST /v1/volumes. */
+export interface CreateVolumeRequest {
+  name: string;
+  /** At least 1 MiB; default 256 MiB. */
+  quota_bytes?: number;
+}
+
 // --- the client ------------------------------------------------------------------------
 
 export declare const VERSION: string;
@@ -361,6 +384,12 @@ export declare class Client {
   listCommands(id: string): Promise<Command[]>;
   getCommand(id: string, cid: string): Promise<Command>;
   killCommand(id: string, cid: string): Promise<Command>;
+  createVolume(name: string, quotaBytes?: number): Promise<Volume>;
+  listVolumes(): Promise<Volume[]>;
+  getVolume(name: string): Promise<Volume>;
+  deleteVolume(name: string): Promise<void>;
+  readVolumeFile(name: string, path: string): Promise<Buffer>;
+  writeVolumeFile(name: string, path: string, data: string | Uint8Array): Promise<void>;
   images(): Promise<Image[]>;
   health(): Promise<Health>;
   /** Closes the client's idle connections. */
@@ -389,6 +418,8 @@ export interface SandboxOptions {
   /** A way out through the daemon's egress gateway (heavy only). */
   network?: boolean;
   egressProfile?: string;
+  /** Named volumes (client.createVolume) to mount by name at absolute paths: {data: "/mnt/data"} (":ro" for read-only); heavy only. */
+  volumes?: Record<string, string>;
   url?: string;
   apiKey?: string;
   /** A Client to share (its connections) instead of url and apiKey. */

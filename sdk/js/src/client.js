@@ -38,6 +38,12 @@ export const ROUTES = Object.freeze({
   listCommands: ['GET', '/v1/sessions/{id}/commands'],
   getCommand: ['GET', '/v1/sessions/{id}/commands/{cid}'],
   killCommand: ['DELETE', '/v1/sessions/{id}/commands/{cid}'],
+  listVolumes: ['GET', '/v1/volumes'],
+  createVolume: ['POST', '/v1/volumes'],
+  getVolume: ['GET', '/v1/volumes/{name}'],
+  deleteVolume: ['DELETE', '/v1/volumes/{name}'],
+  readVolumeFile: ['GET', '/v1/volumes/{name}/files/{path}'],
+  writeVolumeFile: ['PUT', '/v1/volumes/{name}/files/{path}'],
   getArtifact: ['GET', '/v1/artifacts/{id}'],
   listImages: ['GET', '/v1/images'],
   health: ['GET', '/v1/health'],
@@ -132,9 +138,17 @@ export class Client {
 
   // --- transport ----------------------------------------------------------------------
 
-  _url(op, id, query, cid) {
+  _url(op, id, query, cid, name, file) {
     const [method, tmpl] = ROUTES[op];
     let path = tmpl;
+    if (path.includes('{name}')) {
+      if (!name) throw new TypeError(`agentbox: ${op} needs a volume name`);
+      path = path.replace('{name}', encodeURIComponent(name));
+    }
+    if (path.includes('{path}')) {
+      if (!file) throw new TypeError(`agentbox: ${op} needs a path`);
+      path = path.replace('{path}', file.replace(/^\/+/, '').split('/').map(encodeURIComponent).join('/'));
+    }
     if (path.includes('{id}')) {
       if (!id) throw new TypeError(`agentbox: ${op} needs an id`);
       path = path.replace('{id}', encodeURIComponent(id));
@@ -153,8 +167,8 @@ export class Client {
    * the error class of the API's code otherwise, or DaemonUnreachable.
    * With `onResponse`, a successful answer is handed over unread (for streams).
    */
-  _request(op, { id, cid, query, body, raw, timeout, ok = [200], accept = 'application/json', onResponse } = {}) {
-    const { method, url } = this._url(op, id, query, cid);
+  _request(op, { id, cid, name, file, query, body, raw, timeout, ok = [200], accept = 'application/json', onResponse } = {}) {
+    const { method, url } = this._url(op, id, query, cid, name, file);
     const headers = { 'User-Agent': `agentbox-js/${VERSION}`, Accept: accept };
     let payload = null;
     if (body !== undefined) {
@@ -420,6 +434,38 @@ export class Client {
 
   async getIntent(id) {
     return this._json('getIntent', { id });
+  }
+
+  // --- volumes ------------------------------------------------------------------------------
+
+  /** Makes a named volume (POST /v1/volumes) of `quotaBytes` (default the daemon's, 256 MiB). */
+  async createVolume(name, quotaBytes) {
+    return this._json('createVolume', { body: compact({ name, quota_bytes: quotaBytes }), ok: [201] });
+  }
+
+  /** The volumes of the caller's tenant, by name. */
+  async listVolumes() {
+    return (await this._json('listVolumes', {})).volumes;
+  }
+
+  async getVolume(name) {
+    return this._json('getVolume', { name });
+  }
+
+  /** Removes a volume and what it holds; a mounted one is a Conflict. */
+  async deleteVolume(name) {
+    await this._request('deleteVolume', { name, ok: [204] });
+  }
+
+  /** A file of a volume, without a session. */
+  async readVolumeFile(name, path) {
+    return (await this._request('readVolumeFile', { name, file: path, accept: '*/*' })).body;
+  }
+
+  /** Writes a file into a volume, without a session (parent directories are made). */
+  async writeVolumeFile(name, path, data) {
+    const raw = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
+    await this._request('writeVolumeFile', { name, file: path, raw, ok: [204] });
   }
 
   // --- operations -----------------------------------------------------------------------

@@ -66,8 +66,9 @@ function checkConfig(o) {
     image: o.image || undefined,
     network: !!o.network,
     egressProfile: o.egressProfile || undefined,
+    volumes: { ...(o.volumes ?? {}) },
     get wantsImage() {
-      return this.packages.length > 0 || !!this.image || this.network;
+      return this.packages.length > 0 || !!this.image || this.network || Object.keys(this.volumes).length > 0;
     },
   };
 }
@@ -225,7 +226,7 @@ export class Sandbox {
       this.#creating = this.client.createSession({
         runtime, timeout: c.timeout, memory_mb: c.memoryMb, env: Object.keys(c.env).length ? c.env : undefined,
         packages: c.packages.length ? c.packages : undefined, image: c.image, network: c.network || undefined,
-        egress_profile: c.egressProfile,
+        egress_profile: c.egressProfile, volumes: Object.keys(c.volumes).length ? c.volumes : undefined,
       }).then((s) => {
         this.#session = s;
         this.#owned = true;

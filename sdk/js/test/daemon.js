@@ -32,6 +32,7 @@ export class Daemon {
       audit: { dir: join(this.dir, 'audit') },
       sessions: { ...(config.sessions ?? {}), dir: join(this.dir, 'sessions') },
       keys_file: join(this.dir, 'keys.json'),
+      volumes_dir: join(this.dir, 'volumes'),
       heavy: { ...(config.heavy ?? {}) },
     };
     if (this.config.heavy.enabled !== 'off') this.config.heavy.state_dir = join(this.dir, 'heavy');

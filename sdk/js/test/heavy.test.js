@@ -152,6 +152,36 @@ describe('against a heavy daemon', { skip }, () => {
     }
   });
 
+  test('a volume written in one session is read in a later one and through the files API', async () => {
+    const name = `js-vol-${process.pid}`;
+    const v = await client.createVolume(name, 4 << 20);
+    assert.equal(v.name, name);
+    assert.equal(v.quota_bytes, 4 << 20);
+    try {
+      const a = new Sandbox({ client, volumes: { [name]: '/mnt/data' } });
+      try {
+        await a.run("open('/mnt/data/note.txt', 'w').write('kept')");
+        assert.equal(a.runtime, 'heavy');
+        assert.equal((await client.getVolume(name)).mounted_rw, 1);
+      } finally {
+        await a.close();
+      }
+      assert.equal((await client.readVolumeFile(name, 'note.txt')).toString(), 'kept');
+      await client.writeVolumeFile(name, 'from-api/b.txt', 'by the API');
+      const b = new Sandbox({ client, volumes: { [name]: '/mnt/data:ro' } });
+      try {
+        const res = await b.run("print(open('/mnt/data/note.txt').read(), open('/mnt/data/from-api/b.txt').read())");
+        assert.equal(res.stdout, 'kept by the API\n');
+      } finally {
+        await b.close();
+      }
+      assert.ok((await client.listVolumes()).some((x) => x.name === name));
+    } finally {
+      await client.deleteVolume(name);
+    }
+    await assert.rejects(client.getVolume(name), NotFound);
+  });
+
   test('an oversized upload is refused naming the limit, not a connection reset', async () => {
     const box = new Sandbox({ runtime: 'heavy', client });
     try {

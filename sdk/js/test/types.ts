@@ -52,6 +52,11 @@ export async function useTheSDK(): Promise<number> {
   const res = await c.runStream({ code: 'print(1)', runtime: 'nano' }, (ev) => { events.push(ev); });
   const route = await c.route({ code: 'import pandas' });
   const sessions = await c.listSessions();
+  const vol = await c.createVolume('data', 8 << 20);
+  await c.writeVolumeFile(vol.name, 'a/b.txt', 'x');
+  const kept: Buffer = await c.readVolumeFile(vol.name, 'a/b.txt');
+  console.log(kept.length, (await c.listVolumes()).map((v) => v.quota_bytes + v.mounted_rw + v.mounted_ro));
+  new Sandbox({ volumes: { data: '/mnt/data:ro' } });
   c.close();
   return code + (ok ? 1 : 0) + reasons.length + seconds + text.length + listed.length + res.stdout.length +
     route.reasons.length + sessions.length + events.length;
