@@ -301,3 +301,65 @@ func TestIdleSessionsPause(t *testing.T) {
 		}
 	}
 }
+
+// Rewind, fork, pause and resume are audited, refusals included, naming the step.
+func TestTimeTravelAudited(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}}
+	sink := &recordingSink{}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := sandbox.WithAudit(m, sink)
+	defer a.Close()
+	v := a.As(sandbox.Caller{Tenant: "acme", Agent: "bot"})
+	info, err := v.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := addRun(t, v, info.ID, 1).Step
+	waitDurable(t, v, info.ID)
+	ctx := context.Background()
+	if _, err := v.Rewind(ctx, info.ID, step); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = v.Rewind(ctx, info.ID, "st_nope")
+	fork, err := v.Fork(ctx, info.ID, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Pause(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Resume(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		kind     sandbox.AuditKind
+		session  string
+		decision string
+		reason   string
+	}{
+		{sandbox.AuditSessionRewind, info.ID, sandbox.AuditAllow, "rewound to step " + step},
+		{sandbox.AuditSessionRewind, info.ID, sandbox.AuditDeny, "rewound to step st_nope"},
+		{sandbox.AuditSessionFork, fork.ID, sandbox.AuditAllow, "forked from " + info.ID + " at step " + step},
+		{sandbox.AuditSessionPause, info.ID, sandbox.AuditAllow, "paused"},
+		{sandbox.AuditSessionResume, info.ID, sandbox.AuditAllow, "resumed"},
+	}
+	var got []sandbox.AuditEvent
+	for _, ev := range sink.all() {
+		if strings.HasPrefix(string(ev.Kind), "session.") && ev.Kind != sandbox.AuditSessionCreate {
+			got = append(got, ev)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("time-travel records: %+v", got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Kind != w.kind || g.Session != w.session || g.Decision != w.decision || g.Lifecycle == nil ||
+			g.Lifecycle.Reason != w.reason || g.Tenant != "acme" || g.Agent != "bot" {
+			t.Errorf("record %d: %+v %+v, want %+v", i, g, g.Lifecycle, w)
+		}
+	}
+}
