@@ -26,6 +26,8 @@ type TenantConfig struct {
 	CPUSecondsPerHour float64 `json:"cpu_seconds_per_hour"`
 	// MaxStoredMB caps what its artifacts hold in the daemon's store.
 	MaxStoredMB int64 `json:"max_stored_mb"`
+	// MaxVolumeMB caps the quotas of its named volumes together (their size on the daemon's disk).
+	MaxVolumeMB int64 `json:"max_volume_mb,omitempty"`
 	// EgressBytesPerDay caps what its sandboxes send out through the egress gateway per day (UTC),
 	// counted per node.
 	EgressBytesPerDay int64 `json:"egress_bytes_per_day"`
@@ -55,6 +57,7 @@ func (t Tenants) Tenant(name string) sandbox.TenantPolicy {
 		MaxMemoryBytes: c.MaxMemoryMB << 20,
 		CPUPerHour:     time.Duration(c.CPUSecondsPerHour * float64(time.Second)),
 		MaxStoredBytes: c.MaxStoredMB << 20,
+		MaxVolumeBytes: c.MaxVolumeMB << 20,
 		Max: sandbox.Limits{Timeout: time.Duration(c.MaxTimeout), MemoryBytes: c.MaxRunMemoryMB << 20,
 			FilesBytes: c.MaxFilesBytes, StdoutBytes: c.MaxOutputBytes, StderrBytes: c.MaxOutputBytes},
 		Images:               c.Images,
@@ -80,7 +83,7 @@ func (t Tenants) EgressBytesPerDay(name string) int64 {
 func (t Tenants) validate() error {
 	for name, c := range t {
 		switch {
-		case c.MaxSessions < 0 || c.MaxRuns < 0 || c.MaxMemoryMB < 0 || c.CPUSecondsPerHour < 0 || c.MaxStoredMB < 0 || c.EgressBytesPerDay < 0 || c.MaxTimeout < 0 || c.MaxRunMemoryMB < 0 ||
+		case c.MaxSessions < 0 || c.MaxRuns < 0 || c.MaxMemoryMB < 0 || c.CPUSecondsPerHour < 0 || c.MaxStoredMB < 0 || c.MaxVolumeMB < 0 || c.EgressBytesPerDay < 0 || c.MaxTimeout < 0 || c.MaxRunMemoryMB < 0 ||
 			c.MaxFilesBytes < 0 || c.MaxOutputBytes < 0:
 			return fmt.Errorf("config: tenants.%s: quotas and limits must not be negative", name)
 		case c.DefaultEgressProfile != "" && len(c.EgressProfiles) > 0 && !slices.Contains(c.EgressProfiles, c.DefaultEgressProfile):

@@ -201,10 +201,11 @@ func TestDaemonHeavyVolumes(t *testing.T) {
 }
 
 // Volumes over HTTP are their tenant's: another tenant meets acme's volume as if it did not
-// exist, whatever it asks, and its own volume of the same name is another one.
+// exist, whatever it asks, and its own volume of the same name is another one; a tenant's volumes
+// together stay within its max_volume_mb.
 func TestVolumesAreTenants(t *testing.T) {
 	testenv.RequireTool(t, "mkfs.ext4")
-	url, keys := tenantDaemon(t)
+	url, keys := tenantDaemonWith(t, config.Tenants{"acme": {MaxVolumeMB: 3}})
 	a, _ := tenantClient(t, url, keys, "acme", auth.ScopeFiles, auth.ScopeSessions)
 	b, _ := tenantClient(t, url, keys, "beta", auth.ScopeFiles, auth.ScopeSessions)
 	ctx := context.Background()
@@ -232,6 +233,11 @@ func TestVolumesAreTenants(t *testing.T) {
 	wantCode(t, "beta's own volume has no acme file", err, api.CodeNotFound)
 	if got, err := a.ReadVolumeFile(ctx, "data", "secret.txt"); err != nil || string(got) != "acme-only" {
 		t.Fatalf("acme reads %q %v", got, err)
+	}
+	_, err = a.CreateVolume(ctx, "more", 2<<20)
+	wantVolCode(t, "acme past its volume quota", err, api.CodeConflict, "max_volume_mb", "3 MiB")
+	if _, err := a.CreateVolume(ctx, "small", 1<<20); err != nil {
+		t.Fatalf("acme within its quota: %v", err)
 	}
 	runOnly, _ := tenantClient(t, url, keys, "acme", auth.ScopeRun)
 	_, err = runOnly.Volumes(ctx)

@@ -68,6 +68,9 @@ type Manager struct {
 	idle        time.Duration
 	artifacts   ArtifactStore
 	volumes     VolumeStore
+	// volMu serialises volume creation, so that a tenant's volume quota holds against
+	// concurrent creates.
+	volMu sync.Mutex
 	egress      Intents
 	closers     []io.Closer
 	log         *slog.Logger

@@ -25,6 +25,8 @@ type TenantPolicy struct {
 	// count them, OwnerUsage): at the quota, runs are refused; an artifact that would pass it is
 	// not kept, and the run's stderr says so.
 	MaxStoredBytes int64
+	// MaxVolumeBytes caps the quotas of its named volumes together (volumes.go).
+	MaxVolumeBytes int64
 	// Max are the largest limits the tenant may ask for, at most the daemon's.
 	Max Limits
 	// Tiers and Images are the tiers and heavy images the tenant may use; empty means all.

@@ -96,7 +96,32 @@ func (m *Manager) CreateVolume(ctx context.Context, name string, quota int64) (V
 	if err != nil {
 		return VolumeInfo{}, err
 	}
-	return vs.Create(CallerOf(ctx).Tenant, name, quota)
+	c := CallerOf(ctx)
+	m.volMu.Lock()
+	defer m.volMu.Unlock()
+	if p, ok := m.tenantPolicy(c); ok && p.MaxVolumeBytes > 0 {
+		var held int64
+		for _, v := range vs.List(c.Tenant) {
+			held += v.QuotaBytes
+		}
+		if want := quotaOrDefault(quota); held+want > p.MaxVolumeBytes {
+			return VolumeInfo{}, Errorf(KindConflict, "tenant %s has volumes of %s and this one would be %s, above its quota (max_volume_mb %s)",
+				c.Tenant, fmtUnit(held, 1<<20, "MiB"), fmtUnit(want, 1<<20, "MiB"), fmtUnit(p.MaxVolumeBytes, 1<<20, "MiB")).
+				WithHint("remove volumes you no longer need, or ask for a smaller quota")
+		}
+	}
+	return vs.Create(c.Tenant, name, quota)
+}
+
+// DefaultVolumeQuota is a volume's quota when its request names none (package volumes uses the
+// same).
+const DefaultVolumeQuota int64 = 256 << 20
+
+func quotaOrDefault(q int64) int64 {
+	if q == 0 {
+		return DefaultVolumeQuota
+	}
+	return q
 }
 
 // Volumes lists the caller's tenant's volumes.
