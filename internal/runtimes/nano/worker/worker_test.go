@@ -199,8 +199,12 @@ func TestWorkerProcess(t *testing.T) {
 			func(r wire.Response) bool { return r.Result.Error != nil && r.Result.Error.Name == "JSONDecodeError" }},
 		{"timeout asleep", wire.Request{Code: "import time\ntime.sleep(10)", Limits: sandbox.Limits{Timeout: 300 * time.Millisecond}},
 			func(r wire.Response) bool { return r.Error != nil && r.Error.Kind == sandbox.KindTimeout && !r.Retire }},
-		{"timeout on stdin", wire.Request{Code: "input()", Limits: sandbox.Limits{Timeout: 300 * time.Millisecond}},
-			func(r wire.Response) bool { return r.Error != nil && r.Error.Kind == sandbox.KindTimeout && !r.Retire }},
+		// A run has no stdin: input() meets its end at once, as a script with no stdin does,
+		// rather than waiting for the deadline (issue 17).
+		{"input has no stdin", wire.Request{Code: "input()", Limits: sandbox.Limits{Timeout: 5 * time.Second}},
+			func(r wire.Response) bool {
+				return r.Error == nil && r.Result.Error != nil && r.Result.Error.Name == "EOFError" && !r.Retire
+			}},
 		{"timeout computing", wire.Request{Code: "print('partial', flush=True)\nwhile True:\n    pass", Limits: sandbox.Limits{Timeout: 300 * time.Millisecond}},
 			func(r wire.Response) bool {
 				// Interrupted: the worker answers with the output and serves on.
