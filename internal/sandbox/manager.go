@@ -68,9 +68,6 @@ type Manager struct {
 	idle        time.Duration
 	artifacts   ArtifactStore
 	volumes     VolumeStore
-	// volMu serialises volume creation, so that a tenant's volume quota holds against
-	// concurrent creates.
-	volMu sync.Mutex
 	egress      Intents
 	closers     []io.Closer
 	log         *slog.Logger
@@ -79,6 +76,10 @@ type Manager struct {
 	retention   Retention
 	pauseIdle   bool
 	maxLife     time.Duration
+
+	// volMu serialises volume creation, so that a tenant's volume quota holds against
+	// concurrent creates.
+	volMu sync.Mutex
 
 	// onEnd hears of every session the Manager ends (Audited); guarded by mu.
 	onEnd func(SessionEnd)

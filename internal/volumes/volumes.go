@@ -23,7 +23,7 @@ import (
 // The bounds of a volume's quota. Below 1 MiB ext4 has no room for its own metadata.
 const (
 	MinQuota     int64 = 1 << 20
-	DefaultQuota = sandbox.DefaultVolumeQuota
+	DefaultQuota       = sandbox.DefaultVolumeQuota
 )
 
 // Options configure a Store.
