@@ -21,8 +21,6 @@ var jsSDKUncovered = []string{
 	"AuditAlert", "AuditRepair", "AuditRestart", "AuditLostSession", "AuditMCP",
 	"Key", "KeyList", "CreateKeyRequest", "CreatedKey",
 	"MCPServer", "MCPServerList", "MCPPin", "ReloadResult",
-	// Time travel (steps, rewind, fork, inspect): the Go client, the CLI and the Python SDK so far.
-	"Step", "StepSnapshot", "StepList", "StepRequest", "Variable", "InspectedFile", "StepInspection", "StepDiff",
 }
 
 var (

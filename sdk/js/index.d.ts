@@ -306,6 +306,83 @@ export interface StreamEvent {
   command?: Command;
 }
 
+/** How a step's snapshot stands: pending, durable, failed, or dropped (with a reason). */
+export interface StepSnapshot {
+  state: string;
+  reason?: string;
+  bytes: number;
+  took_ms: number;
+  durable_ms: number;
+}
+
+/** One run of a session: what it ran and printed, and the snapshot of the state after it. */
+export interface Step {
+  id: string;
+  /** The step the session was at when it ran (absent for the first). */
+  parent?: string;
+  session: string;
+  seq: number;
+  runtime: string;
+  code: string;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  exit_code: number;
+  error: PyError | null;
+  error_code?: string;
+  artifacts: Artifact[];
+  started: string;
+  duration_ms: number;
+  snapshot: StepSnapshot;
+}
+
+export interface StepList {
+  /** The step whose state the session holds. */
+  head: string;
+  steps: Step[];
+}
+
+/** Body of rewind and fork. */
+export interface StepRequest {
+  step: string;
+}
+
+/** A variable of a step, as inspect reads it. */
+export interface Variable {
+  name: string;
+  type: string;
+  size: number;
+  repr?: string;
+  shape?: number[];
+  dtypes?: Record<string, string>;
+  head?: string;
+}
+
+export interface InspectedFile {
+  path: string;
+  size: number;
+  sha256?: string;
+}
+
+export interface StepInspection {
+  step: string;
+  variables: Variable[];
+  files: InspectedFile[];
+  truncated: boolean;
+  took_ms: number;
+}
+
+export interface StepDiff {
+  base: string;
+  step: string;
+  added: Variable[];
+  removed: Variable[];
+  changed: Variable[];
+  files_added: InspectedFile[];
+  files_removed: InspectedFile[];
+  files_changed: InspectedFile[];
+}
+
 /** A named volume: files that outlive sessions, mounted into heavy sessions. */
 export interface Volume {
   name: string;
@@ -379,6 +456,14 @@ export declare class Client {
   setIntent(id: string, name: string, ttl?: number): Promise<Intent>;
   clearIntent(id: string): Promise<void>;
   getIntent(id: string): Promise<Intent>;
+  steps(id: string): Promise<StepList>;
+  step(id: string, step: string): Promise<Step>;
+  inspectStep(id: string, step: string): Promise<StepInspection>;
+  diffSteps(id: string, step: string, base?: string): Promise<StepDiff>;
+  rewind(id: string, step: string): Promise<Session>;
+  fork(id: string, step: string): Promise<Session>;
+  pause(id: string): Promise<Session>;
+  resume(id: string): Promise<Session>;
   runCommand(id: string, req: CommandRequest): Promise<Command>;
   runCommandStream(id: string, req: CommandRequest, onEvent?: (ev: StreamEvent) => void): Promise<Command>;
   listCommands(id: string): Promise<Command[]>;
@@ -496,6 +581,17 @@ export declare class Sandbox {
   get routing(): Routing | null;
   get closed(): boolean;
   run(code: string, opts?: RunOptions): Promise<Result>;
+  /** The session's steps (each run is one), in the order they ran. */
+  steps(): Promise<Step[]>;
+  /** Makes the session's state that of `step`; the next run goes on from there. */
+  rewind(step: string | Step): Promise<Session>;
+  /** A new Sandbox (on this one's client) whose session starts from `step`. */
+  fork(step: string | Step): Promise<Sandbox>;
+  pause(): Promise<Session>;
+  resume(): Promise<Session>;
+  /** The variables and files of `step` (default the current one), read in a throwaway copy. */
+  inspect(step?: string | Step): Promise<StepInspection>;
+  diff(step: string | Step, base?: string | Step): Promise<StepDiff>;
   setIntent(name: string, ttl?: Duration): Promise<Intent>;
   clearIntent(): Promise<void>;
   /** Ends the session; idempotent. */

@@ -34,6 +34,14 @@ export const ROUTES = Object.freeze({
   getIntent: ['GET', '/v1/sessions/{id}/intent'],
   setIntent: ['PUT', '/v1/sessions/{id}/intent'],
   clearIntent: ['DELETE', '/v1/sessions/{id}/intent'],
+  listSteps: ['GET', '/v1/sessions/{id}/steps'],
+  getStep: ['GET', '/v1/sessions/{id}/steps/{step}'],
+  inspectStep: ['GET', '/v1/sessions/{id}/steps/{step}/inspect'],
+  diffSteps: ['GET', '/v1/sessions/{id}/steps/{step}/diff'],
+  rewindSession: ['POST', '/v1/sessions/{id}/rewind'],
+  forkSession: ['POST', '/v1/sessions/{id}/fork'],
+  pauseSession: ['POST', '/v1/sessions/{id}/pause'],
+  resumeSession: ['POST', '/v1/sessions/{id}/resume'],
   runCommand: ['POST', '/v1/sessions/{id}/commands'],
   listCommands: ['GET', '/v1/sessions/{id}/commands'],
   getCommand: ['GET', '/v1/sessions/{id}/commands/{cid}'],
@@ -138,9 +146,13 @@ export class Client {
 
   // --- transport ----------------------------------------------------------------------
 
-  _url(op, id, query, cid, name, file) {
+  _url(op, id, query, cid, name, file, step) {
     const [method, tmpl] = ROUTES[op];
     let path = tmpl;
+    if (path.includes('{step}')) {
+      if (!step) throw new TypeError(`agentbox: ${op} needs a step`);
+      path = path.replace('{step}', encodeURIComponent(step));
+    }
     if (path.includes('{name}')) {
       if (!name) throw new TypeError(`agentbox: ${op} needs a volume name`);
       path = path.replace('{name}', encodeURIComponent(name));
@@ -167,8 +179,8 @@ export class Client {
    * the error class of the API's code otherwise, or DaemonUnreachable.
    * With `onResponse`, a successful answer is handed over unread (for streams).
    */
-  _request(op, { id, cid, name, file, query, body, raw, timeout, ok = [200], accept = 'application/json', onResponse } = {}) {
-    const { method, url } = this._url(op, id, query, cid, name, file);
+  _request(op, { id, cid, name, file, step, query, body, raw, timeout, ok = [200], accept = 'application/json', onResponse } = {}) {
+    const { method, url } = this._url(op, id, query, cid, name, file, step);
     const headers = { 'User-Agent': `agentbox-js/${VERSION}`, Accept: accept };
     let payload = null;
     if (body !== undefined) {
@@ -329,6 +341,47 @@ export class Client {
         res.on('end', () => cut('the stream ended without a result'));
       }),
     });
+  }
+
+  // --- time travel (steps) ---------------------------------------------------------------
+
+  /** A session's steps, in the order they ran, and its head: {head, steps}. */
+  async steps(id) {
+    return this._json('listSteps', { id });
+  }
+
+  async step(id, step) {
+    return this._json('getStep', { id, step });
+  }
+
+  /** The variables and files a step held, read in a throwaway copy of it. */
+  async inspectStep(id, step) {
+    return this._json('inspectStep', { id, step, timeout: Math.max(this.timeout, 60) });
+  }
+
+  /** What changed from `base` (default the step's parent) to `step`. */
+  async diffSteps(id, step, base) {
+    return this._json('diffSteps', { id, step, query: base ? { base } : undefined, timeout: Math.max(this.timeout, 60) });
+  }
+
+  /** Makes a session's state that of one of its steps. */
+  async rewind(id, step) {
+    return this._json('rewindSession', { id, body: { step } });
+  }
+
+  /** Starts a new session from one of a session's steps. */
+  async fork(id, step) {
+    return this._json('forkSession', { id, body: { step }, ok: [201], timeout: Math.max(this.timeout, 120) });
+  }
+
+  /** Writes a session's state to disk and frees its sandbox. */
+  async pause(id) {
+    return this._json('pauseSession', { id, timeout: Math.max(this.timeout, 120) });
+  }
+
+  /** Brings a paused session back ahead of its next run. */
+  async resume(id) {
+    return this._json('resumeSession', { id, timeout: Math.max(this.timeout, 120) });
   }
 
   // --- commands (heavy sessions) --------------------------------------------------------

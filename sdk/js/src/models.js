@@ -78,6 +78,8 @@ export class OutputFile {
 /** What a run produced. A Python exception in the code is `error`, not a thrown error. */
 export class Result {
   constructor(wire, client) {
+    // Members this SDK does not know yet (a newer daemon's) are kept as they came.
+    Object.assign(this, wire);
     this.stdout = wire.stdout ?? '';
     this.stderr = wire.stderr ?? '';
     this.exit_code = wire.exit_code ?? 0;
@@ -90,6 +92,7 @@ export class Result {
     this.artifacts = (wire.artifacts ?? []).map((a) => new Artifact(a, client));
     this.outputs = wire.outputs ?? [];
     this.timings = wire.timings ?? { queue_ms: 0, start_ms: 0, execute_ms: 0, total_ms: 0, pool: '' };
+    if (wire.step !== undefined) this.step = wire.step;
   }
 
   /** True when the code ran to the end without an exception and exited 0. */

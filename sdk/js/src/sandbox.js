@@ -87,7 +87,10 @@ export class Sandbox {
   #routing = null;
 
   /** @param {import('../index.d.ts').SandboxOptions} [opts] */
+  #options;
+
   constructor(opts = {}) {
+    this.#options = opts;
     this.config = checkConfig(opts);
     this.client = opts.client ?? new Client({ url: opts.url, apiKey: opts.apiKey });
     this.stateful = opts.stateful ?? true;
@@ -236,6 +239,53 @@ export class Sandbox {
     }
     await this.#creating;
     this.#checkOpen();
+  }
+
+  // --- time travel ---------------------------------------------------------------------
+
+  /** The session's steps (each run is one), in the order they ran. */
+  async steps() {
+    return this._sessionCall(async (sid) => (await this.client.steps(sid)).steps);
+  }
+
+  /** Makes the session's variables and files those of `step` (a Step or its id); the next run goes on from there. */
+  async rewind(step) {
+    const st = typeof step === 'string' ? step : step.id;
+    return this._sessionCall((sid) => this.client.rewind(sid, st));
+  }
+
+  /** A new Sandbox, on this one's client, whose session starts from `step` (its own: closed with it). */
+  async fork(step) {
+    const st = typeof step === 'string' ? step : step.id;
+    const s = await this._sessionCall((sid) => this.client.fork(sid, st));
+    const box = new Sandbox({ ...this.#options, client: this.client });
+    box.#session = s;
+    return box;
+  }
+
+  /** Writes the session's state to disk and frees its sandbox; the next run (or resume) brings it back. */
+  async pause() {
+    return this._sessionCall((sid) => this.client.pause(sid));
+  }
+
+  async resume() {
+    return this._sessionCall((sid) => this.client.resume(sid));
+  }
+
+  /** The variables and files of `step` (default the session's current one), read in a throwaway copy. */
+  async inspect(step) {
+    return this._sessionCall(async (sid) => {
+      let st = step === undefined ? undefined : (typeof step === 'string' ? step : step.id);
+      if (!st) st = (await this.client.steps(sid)).head;
+      return this.client.inspectStep(sid, st);
+    });
+  }
+
+  /** What changed in variables and files from `base` (default the step's parent) to `step`. */
+  async diff(step, base) {
+    const st = typeof step === 'string' ? step : step.id;
+    const b = base === undefined ? undefined : (typeof base === 'string' ? base : base.id);
+    return this._sessionCall((sid) => this.client.diffSteps(sid, st, b));
   }
 
   /** Declares an intent: it opens the egress rules the session's profile names for it, for `ttl`. */

@@ -216,6 +216,48 @@ describe('against a nano daemon', { skip }, () => {
     await assert.rejects(box.run('1', { timeout: 100000, onStdout: () => {} }), InvalidRequest);
   });
 
+  test('time travel: steps, rewind, fork, inspect, diff, pause and resume', async () => {
+    const box = new Sandbox({ runtime: 'nano' });
+    try {
+      await box.run('x = 1');
+      const s2 = (await box.run('x = 2')).step;
+      assert.match(s2, /^st_/);
+      await box.run("x = 3\ndel_me = 'later'");
+      let steps;
+      for (const deadline = Date.now() + 30000; ;) {
+        steps = await box.steps();
+        if (steps.every((s) => s.snapshot.state === 'durable')) break;
+        assert.ok(Date.now() < deadline, JSON.stringify(steps.map((s) => s.snapshot)));
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.deepEqual(steps.map((s) => s.seq), [1, 2, 3]);
+      assert.equal(steps[1].id, s2);
+      assert.equal(steps[1].parent, steps[0].id);
+      assert.equal((await box.rewind(s2)).head, s2);
+      assert.equal((await box.run('print(x)')).stdout, '2\n');
+      const other = await box.fork(steps[2]);
+      try {
+        assert.notEqual(other.sessionId, box.sessionId);
+        assert.equal((await other.run('print(x, del_me)')).stdout, '3 later\n');
+        assert.equal((await box.run('print(x)')).stdout, '2\n');
+      } finally {
+        await other.close();
+      }
+      const vars = Object.fromEntries((await box.inspect(steps[2])).variables.map((v) => [v.name, v]));
+      assert.equal(vars.x.repr, '3');
+      assert.equal(vars.del_me.type, 'str');
+      const diff = await box.diff(steps[2]);
+      assert.equal(diff.base, s2);
+      assert.deepEqual(diff.added.map((v) => v.name), ['del_me']);
+      assert.equal((await box.pause()).state, 'paused');
+      assert.equal((await box.resume()).state, 'live');
+      assert.equal((await box.run('print(x)')).stdout, '2\n');
+      await assert.rejects(box.rewind('st_nope'), NotFound);
+    } finally {
+      await box.close();
+    }
+  });
+
   test('no daemon at the URL is DaemonUnreachable', async () => {
     const c = new Client({ url: 'http://127.0.0.1:9', apiKey: 'k', timeout: 5 });
     await assert.rejects(c.health(), (e) => e instanceof DaemonUnreachable && e.code === null && /agentbox serve/.test(e.hint));

@@ -3,7 +3,7 @@
 
 import {
   AgentboxError, Artifact, Client, CodeError, ERROR_CLASSES, InvalidRequest, NotFound, Output, Result, Routing,
-  Sandbox, StreamEvent, TimeoutError, run,
+  Sandbox, Step, StepDiff, StepInspection, StreamEvent, TimeoutError, run,
 } from 'agentbox';
 
 export async function useTheSDK(): Promise<number> {
@@ -34,6 +34,13 @@ export async function useTheSDK(): Promise<number> {
   const bg = await box.commands.run(['sleep', '60'], { background: true });
   const status: string = (await box.commands.get(bg.id)).status + (await box.commands.kill(bg.id)).status + ls.stdout;
   console.log(status, (await box.commands.list()).length);
+  const steps: Step[] = await box.steps();
+  await box.rewind(steps[0]);
+  const forked: Sandbox = await box.fork(steps[0].id);
+  const seen: StepInspection = await forked.inspect();
+  const changed: StepDiff = await box.diff(steps[0], steps[0].parent);
+  console.log(seen.variables.map((v) => v.name + v.type + (v.shape ?? []).length), changed.files_added.length,
+    (await box.pause()).state, (await box.resume()).state, steps[0].snapshot.durable_ms);
   const sid: string | null = box.detach();
   if (sid) {
     const again = await Sandbox.connect(sid);
