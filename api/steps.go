@@ -2,7 +2,8 @@ package api
 
 import "time"
 
-// Step is one run of a session (GET /v1/sessions/{id}/steps/{step}). A session's steps form a
+// Step is one run of a session (GET /v1/sessions/{id}/steps/{step}). A session keeps its last 256
+// steps; older ones without a snapshot to go back to are forgotten. A session's steps form a
 // tree: each step's parent is the step the session was at when it ran; after a rewind the next run
 // is a new child of the step rewound to (a branch).
 type Step struct {
@@ -14,7 +15,7 @@ type Step struct {
 	Seq     int    `json:"seq"`
 	Runtime string `json:"runtime"`
 	Code    string `json:"code"`
-	// Stdout and Stderr are the run's output, at most 64 KiB of each (Truncated says more was).
+	// Stdout and Stderr are the run's output, at most 16 KiB of each (Truncated says more was).
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`
 	Truncated bool   `json:"truncated"`

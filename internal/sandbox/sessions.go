@@ -335,7 +335,11 @@ func (m *Manager) closeSession(id string) error {
 		s.releaseVolumes()
 	}
 	m.forgetSession(id)
-	m.collect()
+	m.wg.Add(1)
+	go func() { // the store's collection walks it: not on the caller's time
+		defer m.wg.Done()
+		m.collect()
+	}()
 	return err
 }
 

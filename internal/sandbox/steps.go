@@ -44,6 +44,19 @@ func (tl *timeline) step(id string) *Step {
 	return nil
 }
 
+// trim forgets the oldest steps past MaxSteps that have no snapshot to go back to. Called with
+// Manager.mu.
+func (tl *timeline) trim() {
+	for i := 0; len(tl.steps) > MaxSteps && i < len(tl.steps); {
+		st := tl.steps[i]
+		if st.ID == tl.head || st.Snapshot.State == SnapshotKept || st.Snapshot.State == SnapshotDurable || st.Snapshot.State == SnapshotPending {
+			i++
+			continue
+		}
+		tl.steps = append(tl.steps[:i], tl.steps[i+1:]...)
+	}
+}
+
 // recordStep adds a step for a run that returned res and err, and makes it the head.
 func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Time, res *Result, err error, snapshot bool) *Step {
 	if res == nil {
@@ -462,6 +475,9 @@ func (m *Manager) retain() {
 	}
 	for _, h := range drop {
 		h.st.Snapshot.State, h.st.Snapshot.Ref = SnapshotDropped, ""
+	}
+	for _, s := range m.sessions {
+		s.tl.trim()
 	}
 	m.mu.Unlock()
 	for _, h := range drop {

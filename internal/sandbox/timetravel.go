@@ -127,8 +127,14 @@ type Step struct {
 	Snapshot  StepSnapshot  `json:"snapshot"`
 }
 
-// StepOutputBytes bounds what a step keeps of each output stream.
-const StepOutputBytes = 64 << 10
+// StepOutputBytes bounds what a step keeps of each output stream: the step's record is rewritten
+// with every step of its session, and the whole result went to the client already.
+const StepOutputBytes = 16 << 10
+
+// MaxSteps bounds the steps a session keeps (their records: code, output, snapshot state). Past
+// it the oldest steps without a snapshot to go back to are forgotten; a later step whose parent
+// was forgotten keeps its parent's id.
+const MaxSteps = 256
 
 // SessionState says whether a session holds a sandbox.
 type SessionState string
