@@ -186,6 +186,17 @@ func TestExplicitNanoSessionNeverMoves(t *testing.T) {
 			t.Errorf("%q: got %+v, want nano's error with the hint %q", tc.code, res, hint)
 		}
 	}
+	// A streaming client gets the hint too: it ends the stream's stderr as it ends the result's.
+	var streamed strings.Builder
+	sink := sandbox.SinkFunc(func(s sandbox.Stream, p []byte) {
+		if s == sandbox.StreamStderr {
+			streamed.Write(p)
+		}
+	})
+	if _, err := f.m.RunInSession(context.Background(), id, &sandbox.RunRequest{Code: "m = __import__('pan' + 'das')", Output: sink}); err != nil ||
+		!strings.HasSuffix(streamed.String(), "[agentbox] this session was created with runtime nano; create it with runtime auto or heavy to use pandas\n") {
+		t.Errorf("streamed stderr %q, %v: want the hint at its end", streamed.String(), err)
+	}
 	if err := f.m.WriteFile(context.Background(), id, "a.txt", []byte("x")); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
 		t.Errorf("file write on a nano session: %v, want invalid_request as before", err)
 	}

@@ -263,7 +263,11 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		case m.movable(s) && m.mayUse(s.info.Tenant, to):
 			return m.moveAndRun(ctx, id, s, &r, res, d, to, "after "+need.reason(tier))
 		case s.requested == tier:
+			before := len(res.Stderr)
 			hintSession(res, &d, need, to)
+			if st, ok := r.Output.(*streamer); ok {
+				st.note(res.Stderr[before:]) // the hint ends stderr: a streaming client sees it too
+			}
 		}
 	}
 	if err == nil && m.movable(s) {
