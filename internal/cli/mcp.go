@@ -97,6 +97,9 @@ func ServeMCP(ctx context.Context, opts MCPOptions) int {
 		fmt.Fprintf(opts.Stderr, "agentbox mcp: %v\n", err)
 		return exitFailure
 	}
+	// The local engine lives as long as its MCP client: its sessions end with it, and it leaves
+	// the sessions directory (and its lock) to a daemon.
+	cfg.Sessions.Ephemeral = true
 	m, err := opts.NewManager(ctx, cfg, log)
 	if err != nil {
 		msg := err.Error()
