@@ -53,7 +53,9 @@ func TestRunFigures(t *testing.T) {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	local := func(context.Context, config.Config, *slog.Logger) (*sandbox.Audited, error) { return figureManager(t), nil }
+	local := func(context.Context, config.Config, *slog.Logger) (*sandbox.Audited, error) {
+		return figureManager(t), nil
+	}
 	for _, where := range []struct {
 		name string
 		opts cli.RunOptions
