@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -80,4 +81,15 @@ func (c *Client) sessionOp(ctx context.Context, path string, in any, ok int) (*a
 		return nil, err
 	}
 	return &s, nil
+}
+
+// ReadStepFile downloads a file as a session's step held it (GET
+// /v1/sessions/{id}/steps/{step}/files/content).
+func (c *Client) ReadStepFile(ctx context.Context, id, step, path string) ([]byte, error) {
+	resp, err := c.raw(ctx, http.MethodGet, stepPath(id, step)+"/files/content?path="+url.QueryEscape(path), nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
 }

@@ -231,6 +231,13 @@ func TestTimeTravelHTTP(t *testing.T) {
 	if len(in.Variables) != 1 || in.Variables[0].Name != "k" || in.Variables[0].Repr != "1" || len(in.Files) != 1 {
 		t.Fatalf("inspect: %+v", in)
 	}
+	if b, err := c.ReadStepFile(ctx, s.ID, steps[0], "k.txt"); err != nil || string(b) != "1" {
+		t.Fatalf("k.txt at the first step: %q %v", b, err)
+	}
+	var nf *client.Error
+	if _, err := c.ReadStepFile(ctx, s.ID, steps[0], "nope.txt"); !errors.As(err, &nf) || nf.Code != api.CodeNotFound {
+		t.Fatalf("a file the step did not have: %v", err)
+	}
 	d, err := c.DiffSteps(ctx, s.ID, steps[2], "")
 	if err != nil || d.Base != steps[1] || len(d.Changed) != 1 || len(d.FilesChanged) != 1 {
 		t.Fatalf("diff: %+v %v", d, err)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
@@ -149,4 +150,23 @@ func stepError(id string, err error) error {
 		return err
 	}
 	return sessionError(id, err)
+}
+
+// GET /v1/sessions/{id}/steps/{step}/files/content?path=FILE
+func (s *API) handleReadStepFile(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	path, err := pathParam(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, err := s.engine(r).ReadStepFile(r.Context(), id, r.PathValue("step"), path)
+	if err != nil {
+		s.fail(w, r, stepError(id, err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
 }

@@ -53,6 +53,7 @@ func (s *API) routeTable() []route {
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}/steps/{step}", scopes: sessions, h: s.handleGetStep},
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}/steps/{step}/inspect", scopes: sessions, h: s.handleInspectStep},
 		{method: http.MethodGet, pattern: "/v1/sessions/{id}/steps/{step}/diff", scopes: sessions, h: s.handleDiffSteps},
+		{method: http.MethodGet, pattern: "/v1/sessions/{id}/steps/{step}/files/content", scopes: sessions, h: s.handleReadStepFile},
 		{method: http.MethodPost, pattern: "/v1/sessions/{id}/rewind", scopes: sessions, h: s.handleRewind},
 		{method: http.MethodPost, pattern: "/v1/sessions/{id}/fork", scopes: sessions, h: s.handleFork},
 		{method: http.MethodPost, pattern: "/v1/sessions/{id}/pause", scopes: sessions, h: s.handlePause},

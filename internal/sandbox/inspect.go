@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -65,42 +66,9 @@ type Inspection struct {
 // InspectStep describes the variables and files of a session's step.
 func (m *Manager) InspectStep(ctx context.Context, id, step string) (Inspection, error) {
 	start := time.Now()
-	// The fork is taken under the run lock (the tier's Fork reads the step's snapshot, which may
-	// sit in the live sandbox); the introspection runs after it is released.
-	s, unlock, err := m.lockSession(ctx, id)
+	res, err := m.inStepFork(ctx, id, step, inspectScript, inspectMaxBytes)
 	if err != nil {
 		return Inspection{}, err
-	}
-	sn, err := m.snapshotter(s, "be inspected")
-	if err != nil {
-		unlock()
-		return Inspection{}, err
-	}
-	m.mu.Lock()
-	st, err := m.usableStep(s, step)
-	var ref string
-	if st != nil {
-		ref = st.Snapshot.Ref
-	}
-	opts := s.opts
-	m.mu.Unlock()
-	if err != nil {
-		unlock()
-		return Inspection{}, err
-	}
-	opts.ID = id + "-inspect"
-	fork, err := sn.Fork(ctx, step, ref, opts)
-	unlock()
-	if err != nil {
-		return Inspection{}, err
-	}
-	defer fork.Close()
-	limits := opts.Limits
-	limits.Timeout = InspectTimeout
-	limits.StdoutBytes = inspectMaxBytes
-	res, err := fork.Run(ctx, &RunRequest{Code: inspectScript, Tier: opts.Tier, Limits: limits, ID: "run_" + newID()[3:]})
-	if err != nil {
-		return Inspection{}, fmt.Errorf("inspect step %s: %w", step, err)
 	}
 	switch {
 	case res.Error != nil:
@@ -120,6 +88,88 @@ func (m *Manager) InspectStep(ctx context.Context, id, step string) (Inspection,
 		out.Files = []InspectedFile{}
 	}
 	return out, nil
+}
+
+// StepFileMax bounds a file read from a step (ReadStepFile).
+const StepFileMax = 8 << 20
+
+// ReadStepFile returns a file as a session's step held it, read in a throwaway fork of the step.
+func (m *Manager) ReadStepFile(ctx context.Context, id, step, path string) ([]byte, error) {
+	p, err := CleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	code := fmt.Sprintf(`import base64, os, sys
+p = %q
+if not os.path.isfile(p):
+    sys.stdout.write("missing")
+elif os.path.getsize(p) > %d:
+    sys.stdout.write("toobig %%d" %% os.path.getsize(p))
+else:
+    with open(p, "rb") as f:
+        sys.stdout.write("file " + base64.b64encode(f.read()).decode())
+`, p, StepFileMax)
+	res, err := m.inStepFork(ctx, id, step, code, StepFileMax/3*4+1<<10)
+	if err != nil {
+		return nil, err
+	}
+	out := res.Stdout
+	switch {
+	case res.Error != nil:
+		return nil, Errorf(KindInternal, "reading %s at step %s failed: %s: %s", p, step, res.Error.Name, res.Error.Value)
+	case out == "missing":
+		return nil, Errorf(KindNotFound, "step %s has no file %s", step, p).
+			WithHint("GET /v1/sessions/%s/steps/%s/inspect lists its files", id, step)
+	case strings.HasPrefix(out, "toobig "):
+		return nil, Errorf(KindInvalidRequest, "%s is %s bytes at step %s, over the %d MiB a step's file is read at", p, strings.TrimPrefix(out, "toobig "), step, StepFileMax>>20).
+			WithHint("rewind or fork the session to that step and read the file there")
+	case !strings.HasPrefix(out, "file "):
+		return nil, Errorf(KindInternal, "reading %s at step %s gave no content", p, step)
+	}
+	return base64.StdEncoding.DecodeString(strings.TrimPrefix(out, "file "))
+}
+
+// inStepFork runs code in a throwaway fork of a session's step, bounded by InspectTimeout and
+// maxOut bytes of stdout, and closes the fork. The live session is not touched.
+func (m *Manager) inStepFork(ctx context.Context, id, step, code string, maxOut int64) (*Result, error) {
+	// The fork is taken under the run lock (the tier's Fork reads the step's snapshot, which may
+	// sit in the live sandbox); the code runs after it is released.
+	s, unlock, err := m.lockSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	sn, err := m.snapshotter(s, "be inspected")
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	m.mu.Lock()
+	st, err := m.usableStep(s, step)
+	var ref string
+	if st != nil {
+		ref = st.Snapshot.Ref
+	}
+	opts := s.opts
+	m.mu.Unlock()
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	opts.ID = id + "-inspect"
+	fork, err := sn.Fork(ctx, step, ref, opts)
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	defer fork.Close()
+	limits := opts.Limits
+	limits.Timeout = InspectTimeout
+	limits.StdoutBytes = maxOut
+	res, err := fork.Run(ctx, &RunRequest{Code: code, Tier: opts.Tier, Limits: limits, ID: "run_" + newID()[3:]})
+	if err != nil {
+		return nil, fmt.Errorf("step %s: %w", step, err)
+	}
+	return res, nil
 }
 
 // StepDiff is what changed between two steps.

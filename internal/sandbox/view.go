@@ -303,3 +303,11 @@ func (v *View) DiffSteps(ctx context.Context, id, from, to string) (StepDiff, er
 	}
 	return v.m.DiffSteps(v.ctx(ctx), id, from, to)
 }
+
+// ReadStepFile reads a file as a step of one of the caller's sessions held it.
+func (v *View) ReadStepFile(ctx context.Context, id, step, path string) ([]byte, error) {
+	if err := v.session(id); err != nil {
+		return nil, err
+	}
+	return v.m.ReadStepFile(v.ctx(ctx), id, step, path)
+}

@@ -52,6 +52,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "getStep": ("GET", "/v1/sessions/{id}/steps/{step}"),
     "inspectStep": ("GET", "/v1/sessions/{id}/steps/{step}/inspect"),
     "diffSteps": ("GET", "/v1/sessions/{id}/steps/{step}/diff"),
+    "readStepFile": ("GET", "/v1/sessions/{id}/steps/{step}/files/content"),
     "rewindSession": ("POST", "/v1/sessions/{id}/rewind"),
     "forkSession": ("POST", "/v1/sessions/{id}/fork"),
     "pauseSession": ("POST", "/v1/sessions/{id}/pause"),
@@ -451,6 +452,12 @@ class Client:
         """What changed from ``base`` (default the step's parent) to ``step``."""
         return self._json("diffSteps", StepDiff, id=id, step=step, query={"base": base} if base else None,
                           timeout=max(self.timeout, 60.0))
+
+    def read_step_file(self, id: str, step: str, path: str) -> bytes:
+        """A file as the session's step held it, read in a throwaway copy of the step (at most 8 MiB)."""
+        _, payload, _ = self._request("readStepFile", id=id, step=step, query={"path": path},
+                                      timeout=max(self.timeout, 60.0))
+        return payload
 
     def rewind(self, id: str, step: str) -> Session:
         """Make a session's state that of one of its steps (``POST /v1/sessions/{id}/rewind``)."""

@@ -50,6 +50,9 @@ def test_steps_rewind_fork_inspect(daemon):
         diff = box.diff(steps[2])
         assert diff.base == s2 and [v.name for v in diff.added] == ["del_me"] and [v.name for v in diff.changed] == ["x"]
 
+        assert box.client.read_step_file(box.session_id, steps[0].id, "n.txt") == b"1"
+        with pytest.raises(agentbox.NotFound):
+            box.client.read_step_file(box.session_id, steps[0].id, "nope.txt")
         with pytest.raises(agentbox.NotFound):
             box.rewind("st_nope")
 
