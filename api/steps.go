@@ -2,7 +2,7 @@ package api
 
 import "time"
 
-// Step is one run of a session (GET /v1/sessions/{id}/steps/{step}). A session keeps its last 256
+// Step is one run of a session (GET /v1/sessions/{id}/steps/{step}). A session keeps its last 1000
 // steps; older ones without a snapshot to go back to are forgotten. A session's steps form a
 // tree: each step's parent is the step the session was at when it ran; after a rewind the next run
 // is a new child of the step rewound to (a branch).

@@ -134,7 +134,7 @@ const StepOutputBytes = 16 << 10
 // MaxSteps bounds the steps a session keeps (their records: code, output, snapshot state). Past
 // it the oldest steps without a snapshot to go back to are forgotten; a later step whose parent
 // was forgotten keeps its parent's id.
-const MaxSteps = 256
+const MaxSteps = 1000
 
 // SessionState says whether a session holds a sandbox.
 type SessionState string
