@@ -35,7 +35,7 @@ func HostedSpawn(rt *heavy.Runtime) mcphost.SpawnFunc {
 func OpenHostedMCP(cfg config.Config, e interface {
 	Runtime(sandbox.Tier) (sandbox.Runtime, bool)
 }) (*mcphost.Manager, error) {
-	opts := mcphost.Options{Dir: filepath.Join(cfg.DataDir, "mcp")}
+	opts := mcphost.Options{Dir: filepath.Join(cfg.DataDir, "mcp"), Owner: hostedOwner}
 	if rt, ok := e.Runtime(heavy.Tier); ok {
 		if hr, ok := rt.(*heavy.Runtime); ok {
 			opts.Spawn = HostedSpawn(hr)
@@ -56,6 +56,16 @@ func OpenHostedMCP(cfg config.Config, e interface {
 		}
 	}
 	return mcphost.Open(opts)
+}
+
+// hostedOwner is who a request to /mcp/servers/NAME is: its tenant and key. A session of the
+// gateway is used only with the key that opened it.
+func hostedOwner(ctx context.Context) string {
+	id, ok := auth.IdentityOf(ctx)
+	if !ok {
+		return ""
+	}
+	return id.Tenant + "\x00" + id.KeyID
 }
 
 // hostedSessions looks up a session a hosted call names, as the call's caller sees the engine:

@@ -22,19 +22,13 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
-// hostedCarriesNot are the scenarios of what the gateway does not carry: subscriptions to a
-// resource's updates need a stream to send the updates on, which /mcp/servers/NAME, stateless,
-// does not keep (it does not advertise the capability, and answers "method not found" where the
-// server run directly subscribes). Resources, templates, prompts, completions and logging levels
-// are carried (internal/mcphost/forward.go).
-var hostedCarriesNot = []string{"resources-subscribe", "resources-unsubscribe"}
-
 // The official conformance suite's server scenarios (the whole active suite, npm
 // @modelcontextprotocol/conformance pinned in scripts/mcp-tools) against server-everything hosted
 // in gVisor and reached through the daemon at /mcp/servers/everything, and against the same
 // package run directly (the node-mcp image's files, by the suite's own Node 22, over streamable
-// HTTP): every scenario but those of what the gateway does not carry (hostedCarriesNot) has the
-// same result both ways, and every check that passes directly passes hosted. Many checks fail
+// HTTP): every scenario has the same result both ways (sessions, the GET stream and resource
+// subscriptions included: /mcp/servers/NAME keeps sessions), and every check that passes
+// directly passes hosted. Many checks fail
 // both ways: the suite expects its own reference server's tools (test_simple_text, ...), not
 // server-everything's. The closing lines of both runs are logged (and written to
 // $AGENTBOX_MCP_HOSTED_CONFORMANCE_LOG when set).
@@ -123,17 +117,12 @@ func TestHostedMCPConformance(t *testing.T) {
 		case !ok:
 			t.Errorf("%s: not run against the hosted server", sc)
 			continue
-		case hasAnyPrefix(sc, hostedCarriesNot):
-			t.Logf("%s, not carried by the gateway: hosted %v, directly %v", sc, got, want)
-			continue
 		}
 		for id, st := range want {
 			g, ok := got[id]
 			switch {
 			case g == st || strings.HasPrefix(g, "SUCCESS") && strings.HasPrefix(st, "SUCCESS"):
 				same++
-			case statelessChecks[id] || statelessScenarios[sc] && !ok:
-				t.Logf("%s: %s, which asks for a session the stateless gateway does not keep: hosted %q, directly %q", sc, id, g, st)
 			case strings.HasPrefix(st, "SUCCESS"):
 				t.Errorf("%s: %s passes directly (%q) but not hosted (%q, found %v)", sc, id, st, g, ok)
 			case strings.HasPrefix(g, "SUCCESS"):
@@ -152,20 +141,7 @@ func TestHostedMCPConformance(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("checks of the scenarios the gateway carries: %d with the same result both ways, %d passing hosted only", same, better)
-}
-
-// statelessScenarios are scenarios the suite skips against a stateless server (it reports why
-// in a check of its own, INFO or WARNING): their checks are not run against the gateway.
-var statelessScenarios = map[string]bool{"server-session-lifecycle": true, "server-sse-multiple-streams": true}
-
-// statelessChecks are checks about a session the gateway does not keep: /mcp/servers/NAME is
-// stateless streamable HTTP (no Mcp-Session-Id), as agentbox's own /mcp is.
-var statelessChecks = map[string]bool{
-	"server-session-id-visible-ascii":       true,
-	"server-session-lifecycle-skipped":      true,
-	"server-session-terminated-returns-404": true,
-	"server-sse-multiple-streams-session":   true,
+	t.Logf("checks: %d with the same result both ways, %d passing hosted only", same, better)
 }
 
 // scenarioRE is a scenario's closing line: "✓ tools-list: 3 passed, 0 failed".
@@ -193,13 +169,4 @@ func closingLines(out string) string {
 		}
 	}
 	return b.String()
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -45,7 +45,8 @@
 //     arguments and of the result, excerpts of both with every finding redacted, decision,
 //     reason, duration.
 //
-// Handler serves one server at /mcp/servers/NAME as an MCP server of its own (streamable HTTP,
-// stateless) whose tools are the hosted server's, each call governed as above. The daemon also
+// Handler serves one server at /mcp/servers/NAME as an MCP server of its own (streamable HTTP
+// with sessions bound to the key that opened them, sessions.go) whose tools are the hosted
+// server's, each call governed as above, and which carries the server's resource subscriptions. The daemon also
 // lists every server's tools on its own /mcp as NAME__tool (internal/mcpserver's Hosted).
 package mcphost

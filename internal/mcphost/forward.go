@@ -29,8 +29,8 @@ import (
 // for hidden instructions. Reading a resource and getting a prompt are audit records (mcp.read,
 // mcp.prompt); a list is one only when something in it was redacted or flagged (mcp.list).
 //
-// Subscriptions are not carried: /mcp/servers/NAME is stateless, so there is no stream to send
-// an update on (the capability is not advertised).
+// Subscriptions are carried by the gateway's sessions (sessions.go): resources/subscribe passes
+// the same DLP check as a URI read, and the updates pass DLP redaction on their way back.
 
 // Forwarded methods.
 const (
@@ -43,7 +43,7 @@ const (
 )
 
 // capabilitiesOf are the capabilities /mcp/servers/NAME advertises: the hosted server's, less
-// what a stateless gateway cannot do (list-changed notifications, subscriptions).
+// list-changed notifications (not relayed).
 func capabilitiesOf(cs *mcp.ClientSession) *mcp.ServerCapabilities {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	if cs == nil || cs.InitializeResult() == nil || cs.InitializeResult().Capabilities == nil {
@@ -51,7 +51,7 @@ func capabilitiesOf(cs *mcp.ClientSession) *mcp.ServerCapabilities {
 	}
 	hc := cs.InitializeResult().Capabilities
 	if hc.Resources != nil {
-		caps.Resources = &mcp.ResourceCapabilities{}
+		caps.Resources = &mcp.ResourceCapabilities{Subscribe: hc.Resources.Subscribe}
 	}
 	if hc.Prompts != nil {
 		caps.Prompts = &mcp.PromptCapabilities{}

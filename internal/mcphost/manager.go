@@ -59,6 +59,14 @@ type Options struct {
 	// Sessions looks up a session a call names, as the call's caller sees it (another tenant's is
 	// not found). Nil: calls cannot name sessions.
 	Sessions func(ctx context.Context, id string) (SessionPolicy, error)
+	// Owner names who a request to /mcp/servers/NAME is (the daemon: the tenant and the key):
+	// a session is used only by the owner that opened it. Nil: every request is the same owner.
+	Owner func(ctx context.Context) string
+	// MaxSessions bounds the sessions of /mcp/servers/NAME in all (default 1024) and
+	// MaxSessionsPerCaller those of one owner (default 64); past either, a new session is refused
+	// (conflict). SessionIdle ends a session without requests (default 30m).
+	MaxSessions, MaxSessionsPerCaller int
+	SessionIdle                       time.Duration
 	// Logger is where the gateway says what it could not record elsewhere. Default slog.Default.
 	Logger *slog.Logger
 }
@@ -82,6 +90,10 @@ type Manager struct {
 	scanners map[*egress.Profile]*dlp.Scanner
 	closed   bool
 	stop     chan struct{}
+	// gw is /mcp/servers/NAME's sessions and subscriptions (sessions.go); bare is a server with
+	// no session, asked only for its protocol versions.
+	gw   sessionTable
+	bare *mcp.Server
 }
 
 // host is a server's running process and client session.
@@ -95,7 +107,7 @@ type host struct {
 	lastUsed  time.Time
 	imageHash string
 	lease     intentLease // the intent of the server's traffic during calls
-	// built is the MCP server /mcp/servers/NAME serves, for builtKey (handler.go).
+	// built is the MCP server of requests in no session, for builtKey (handler.go).
 	built    *mcp.Server
 	builtKey serverKey
 }
@@ -111,6 +123,15 @@ func Open(opts Options) (*Manager, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 1024
+	}
+	if opts.MaxSessionsPerCaller <= 0 {
+		opts.MaxSessionsPerCaller = 64
+	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = 30 * time.Minute
+	}
 	args, err := dlp.New(dlp.Config{})
 	if err != nil {
 		return nil, err
@@ -124,6 +145,8 @@ func Open(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, args: args, results: results, servers: map[string]Server{}, hosts: map[string]*host{}, scanners: map[*egress.Profile]*dlp.Scanner{}, stop: make(chan struct{})}
+	m.gw = sessionTable{byID: map[string]*gwSession{}, subs: map[string]map[string]map[*gwSession]bool{}}
+	m.bare = mcp.NewServer(&mcp.Implementation{Name: "agentbox", Version: "1"}, nil)
 	m.audit.path = filepath.Join(opts.Dir, "audit.jsonl")
 	if err := m.refresh(); err != nil {
 		return nil, err
@@ -290,15 +313,18 @@ func (m *Manager) reapIdle() {
 			return
 		case <-tick.C:
 		}
+		m.prune(context.Background())
 		m.mu.Lock()
-		hosts := make([]*host, 0, len(m.hosts))
-		for _, h := range m.hosts {
-			hosts = append(hosts, h)
+		hosts := make(map[string]*host, len(m.hosts))
+		for name, h := range m.hosts {
+			hosts[name] = h
 		}
 		m.mu.Unlock()
-		for _, h := range hosts {
+		for name, h := range hosts {
+			// A server some session follows a resource of is kept: its updates come unasked.
+			followed := len(m.subscribed(name)) > 0
 			h.mu.Lock()
-			if h.session != nil && time.Since(h.lastUsed) > m.opts.Idle {
+			if h.session != nil && !followed && time.Since(h.lastUsed) > m.opts.Idle {
 				h.stopLocked()
 			}
 			h.mu.Unlock()
@@ -341,7 +367,12 @@ func (m *Manager) start(ctx context.Context, s Server, h *host) error {
 	var proc Process
 	var imageHash string
 	var cs *mcp.ClientSession
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox", Version: "1"}, nil)
+	name := s.Name
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			m.relayUpdated(ctx, name, req.Params)
+		},
+	})
 	closeAll := func() {
 		if cs != nil {
 			_ = cs.Close()
@@ -393,6 +424,12 @@ func (m *Manager) start(ctx context.Context, s Server, h *host) error {
 		tools = append(tools, t)
 	}
 	h.proc, h.session, h.tools, h.imageHash = proc, cs, tools, imageHash
+	// The gateway's subscriptions outlive a server started again.
+	for _, uri := range m.subscribed(s.Name) {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			m.logf("hosted MCP server %s: resources/subscribe %s again: %v", s.Name, uri, err)
+		}
+	}
 	cur := pinOf(s.Name, imageHash, tools)
 	old, ok, err := m.readPin(s.Name)
 	if err != nil {

@@ -618,16 +618,24 @@ class Client:
         """The tools of hosted server ``server`` (MCP ``tools/list`` at ``/mcp/servers/NAME``).
         The gateway starts the server on first use and refuses its definitions while a change
         awaits ``agentbox mcp approve``: that is an :class:`~agentbox.mcp.MCPError`."""
-        return self.mcp_session(server).list_tools()
+        s = self.mcp_session(server)
+        try:
+            return s.list_tools()
+        finally:
+            s.close()
 
     def mcp_call(self, server: str, tool: str, arguments: Optional[Dict[str, Any]] = None, *,
                  timeout: Optional[float] = None) -> MCPToolResult:
         """Call ``tool`` of hosted server ``server`` with ``arguments`` (MCP ``tools/call`` at
         ``/mcp/servers/NAME``), every call governed by the gateway (pinning, allow and deny lists,
-        DLP both ways, prompt scanning, an audit record). Each call initializes afresh: the
-        gateway is stateless. A tool error, and a call the gateway refused, is a result with
+        DLP both ways, prompt scanning, an audit record). Each call initializes a session of its
+        own and ends it. A tool error, and a call the gateway refused, is a result with
         ``is_error`` set and the reason in ``text``; a protocol error raises MCPError."""
-        return self.mcp_session(server, timeout=timeout).call(tool, arguments)
+        s = self.mcp_session(server, timeout=timeout)
+        try:
+            return s.call(tool, arguments)
+        finally:
+            s.close()
 
     def mcp(self, server: str, *, timeout: Optional[float] = None) -> HostedMCP:
         """Hosted (or remote) MCP server ``server`` as an object: ``list_tools()``,

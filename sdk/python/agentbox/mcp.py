@@ -2,9 +2,9 @@
 streamable HTTP.
 
 A hosted server is reached, unchanged, at ``/mcp/servers/NAME`` on the daemon with the same
-bearer key as the API. The gateway is stateless (no ``Mcp-Session-Id``): every call here makes a
-whole exchange of its own — ``initialize``, ``notifications/initialized``, then the request — so
-nothing is kept between calls and any daemon behind a balancer can answer. Answers are read as
+bearer key as the API. The gateway keeps sessions: an :class:`MCPSession` sends the
+``Mcp-Session-Id`` its ``initialize`` was given with every later request, and :meth:`MCPSession.close`
+ends it (``DELETE``); the one-call helpers of the client end theirs after the call. Answers are read as
 JSON or as a Server-Sent Events stream, whichever the server chose.
 
 These are MCP's own shapes, not the agentbox API's: they are not in api/openapi.yaml, and
@@ -113,6 +113,7 @@ class MCPSession:
         self.timeout = timeout or client.timeout
         self.protocol_version = ""
         self.server_info: Dict[str, Any] = {}
+        self.session_id = ""
         self._ids = itertools.count(1)
 
     def _post(self, msg: Dict[str, Any]) -> Optional[Dict[str, Any]]:
@@ -120,12 +121,16 @@ class MCPSession:
                    "Accept": "application/json, text/event-stream"}
         if self.protocol_version:
             headers["MCP-Protocol-Version"] = self.protocol_version
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
         if self.client.api_key:
             headers["Authorization"] = "Bearer " + self.client.api_key
         req = urllib.request.Request(self.url, data=json.dumps(msg).encode("utf-8"), headers=headers, method="POST")
         try:
             with self.client._opener.open(req, timeout=self.timeout) as resp:
                 status, payload, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+                if msg.get("method") == "initialize":
+                    self.session_id = resp.headers.get("Mcp-Session-Id", "") or ""
         except urllib.error.HTTPError as e:
             status, payload, rid = e.code, e.read(), e.headers.get("X-Request-Id", "")
             e.close()
@@ -179,6 +184,24 @@ class MCPSession:
         if params is not None:
             msg["params"] = params
         self._post(msg)
+
+    def close(self) -> None:
+        """End the session on the gateway (``DELETE`` with its ``Mcp-Session-Id``); nothing to do
+        when the gateway gave none. Errors are ignored: an idle session ends by itself."""
+        if not self.session_id:
+            return
+        headers = {"User-Agent": f"agentbox-python/{__version__}", "Mcp-Session-Id": self.session_id}
+        if self.protocol_version:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        if self.client.api_key:
+            headers["Authorization"] = "Bearer " + self.client.api_key
+        self.session_id = ""
+        req = urllib.request.Request(self.url, headers=headers, method="DELETE")
+        try:
+            with self.client._opener.open(req, timeout=self.timeout) as resp:
+                resp.read()
+        except (urllib.error.URLError, HTTPException, OSError, socket.timeout):
+            pass
 
     def initialize(self) -> "MCPSession":
         res = self.request("initialize", {
