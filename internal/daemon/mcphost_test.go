@@ -108,6 +108,34 @@ func TestDaemonHostsMCPServer(t *testing.T) {
 	if err != nil || res.IsError || !strings.Contains(textOf(res), "hello from gvisor") {
 		t.Fatalf("echo through the daemon: %+v %v", res, err)
 	}
+	// The session belongs to the key that opened it: presented with another tenant's key, or
+	// another key of the same tenant, it is not found, and it goes on for its owner.
+	if cs.ID() == "" {
+		t.Fatal("/mcp/servers/everything gave no Mcp-Session-Id")
+	}
+	for _, tenant := range []string{"other", "acme"} {
+		k, _, err := auth.CreateKey(keys, tenant, "intruder", []auth.Scope{auth.ScopeRun}, 0, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/mcp/servers/everything", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`))
+		req.Header.Set("Authorization", "Bearer "+k)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"not_found"`) || strings.Contains(string(b), "echo") {
+			t.Errorf("another key (tenant %s) with the session's id: %d %s", tenant, resp.StatusCode, b)
+		}
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Errorf("the session after another key presented its id: %v", err)
+	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "pay with 4111 1111 1111 1111"}})
 	if err != nil || !res.IsError || !strings.Contains(textOf(res), "payment card") || strings.Contains(textOf(res), "4111 1111") {
 		t.Errorf("a card number in the arguments: %+v %v", res, err)
