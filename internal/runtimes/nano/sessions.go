@@ -38,7 +38,7 @@ func (r *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) (
 	if r.closed {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano runtime is shut down")
 	}
-	return &session{r: r}, nil
+	return &session{r: r, secrets: secretsOf(opts.Env)}, nil
 }
 
 // session is one session's interpreter: in a worker while in use, a snapshot while it hibernates.
@@ -63,6 +63,10 @@ type session struct {
 	tt travel
 
 	lastUsed time.Time // guarded by r.mu, while in r.held
+
+	// secrets are the values of the session's environment, scrubbed from every snapshot written
+	// to the store (scrub.go); set when the session is made.
+	secrets [][]byte
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {

@@ -158,7 +158,7 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 	if parts == nil {
 		return sandbox.SnapshotRef{}, fmt.Errorf("step %s has no snapshot in memory", step)
 	}
-	ref, table, err := s.r.persist(parts, pages)
+	ref, table, err := s.r.persist(parts, pages, s.secrets)
 	if err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
@@ -173,8 +173,9 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 }
 
 // persist writes a snapshot to the store, reusing the pages of prev.
-func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc) (sandbox.SnapshotRef, map[[32]byte]pageLoc, error) {
+func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc, secrets [][]byte) (sandbox.SnapshotRef, map[[32]byte]pageLoc, error) {
 	st := r.opts.Snapshots
+	parts = scrubbed(parts, secrets)
 	end := st.Begin()
 	defer end()
 	var added int64
@@ -377,11 +378,12 @@ func (s *session) Fork(ctx context.Context, step, ref string, opts sandbox.Sessi
 	if err != nil {
 		return nil, err
 	}
-	return s.r.hibernatedSession(parts, pages)
+	// The fork's memory may hold the parent's secrets as well as its own.
+	return s.r.hibernatedSession(parts, pages, append(secretsOf(opts.Env), s.secrets...))
 }
 
 // hibernatedSession is a new session whose first run restores parts.
-func (r *Runtime) hibernatedSession(parts *engine.SnapshotParts, pages map[[32]byte]pageLoc) (*session, error) {
+func (r *Runtime) hibernatedSession(parts *engine.SnapshotParts, pages map[[32]byte]pageLoc, secrets [][]byte) (*session, error) {
 	blob, err := engine.EncodeSnapshot(parts)
 	if err != nil {
 		return nil, err
@@ -391,7 +393,7 @@ func (r *Runtime) hibernatedSession(parts *engine.SnapshotParts, pages map[[32]b
 	if r.closed {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano runtime is shut down")
 	}
-	n := &session{r: r, snap: blob, runs: 1, warm: true}
+	n := &session{r: r, snap: blob, runs: 1, warm: true, secrets: secrets}
 	n.tt.cur, n.tt.pages = parts, pages
 	r.hib.hibernated(len(blob))
 	return n, nil
@@ -468,7 +470,7 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		// Never ran: nothing to keep; its next run starts it afresh.
 		return sandbox.SnapshotRef{}, nil
 	}
-	ref, pages, err := s.r.persist(parts, s.tt.pages)
+	ref, pages, err := s.r.persist(parts, s.tt.pages, s.secrets)
 	if err != nil {
 		if s.snap == nil {
 			if b, eerr := engine.EncodeSnapshot(parts); eerr == nil {
@@ -540,7 +542,7 @@ func (r *Runtime) Restore(ctx context.Context, ref string, opts sandbox.SessionO
 	if err != nil {
 		return nil, err
 	}
-	return r.hibernatedSession(parts, pages)
+	return r.hibernatedSession(parts, pages, secretsOf(opts.Env))
 }
 
 var pagePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -1,11 +1,14 @@
 package nano
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -216,7 +219,7 @@ func TestSnapshotStorageIsIncremental(t *testing.T) {
 	}
 	saved := e.rt.opts.Snapshots
 	e.rt.opts.Snapshots = full
-	ref, _, err := e.rt.persist(blob, nil)
+	ref, _, err := e.rt.persist(blob, nil, nil)
 	e.rt.opts.Snapshots = saved
 	if err != nil {
 		t.Fatal(err)
@@ -338,5 +341,58 @@ func TestInspectIsBounded(t *testing.T) {
 	}
 	if got := e.run(id, "print(n, 'text' in globals())").Stdout; got != "2 False\n" {
 		t.Fatalf("the live session changed under the inspection: %q", got)
+	}
+}
+
+// A session's environment is in its interpreter's memory, and so in the snapshots kept for
+// rewinds, but never in a snapshot written to the store: a durable step and a pause hold none of
+// its values. The session's next run is given them again.
+func TestDurableSnapshotsHoldNoSecrets(t *testing.T) {
+	e := newTTEnv(t, t.TempDir())
+	const token = "tok-3f9a1c77e2b54d08a6"
+	info, err := e.m.CreateSession(context.Background(), sandbox.SessionOptions{Tier: Tier, Env: map[string]string{"AGENT_TOKEN": token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	e.run(id, "import os\nkept = os.environ['AGENT_TOKEN'] * 2\nopen('/home/user/token.txt', 'w').write(kept)")
+	steps := e.durable(id)
+	sec := []byte(token)
+	refs := []string{steps[0].Snapshot.Ref}
+	// The file the code wrote holds the token twice: without the scrub it is in the store.
+	if _, err := e.m.Pause(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range refs {
+		parts, _, err := e.rt.load(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(parts.Data, sec) {
+			t.Errorf("the durable snapshot %s holds the session's token in its memory", ref)
+		}
+		for _, f := range parts.Files {
+			if bytes.Contains(f.Data, sec) {
+				t.Errorf("the durable snapshot %s holds the session's token in %s", ref, f.Path)
+			}
+		}
+	}
+	// Every blob of the store, decompressed where it is a page pack: none holds the token.
+	filepath.WalkDir(filepath.Join(e.dir, "snapshots"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, _ := os.ReadFile(p)
+		if dec, derr := decompress(b); derr == nil {
+			b = dec
+		}
+		if bytes.Contains(b, sec) {
+			t.Errorf("%s holds the session's token", p)
+		}
+		return nil
+	})
+	// The session goes on: its next run is given its environment again.
+	if out := e.run(id, "import os\nprint(os.environ['AGENT_TOKEN'] == "+strconv.Quote(token)+")").Stdout; out != "True\n" {
+		t.Errorf("after a resume the run sees its environment: %q", out)
 	}
 }
