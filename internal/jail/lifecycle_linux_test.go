@@ -69,14 +69,16 @@ func TestParentDeath(t *testing.T) {
 	}()
 	var pid int
 	timeout := time.After(10 * time.Second)
-	for ready := false; !ready; {
+	// The worker's "ready" and the stand-in's line with its pid share one pipe and may come in
+	// either order: wait for both.
+	for ready := false; !ready || pid == 0; {
 		select {
 		case line, ok := <-lines:
 			if !ok {
 				t.Fatal("the stand-in daemon's output ended early")
 			}
 			fmt.Sscanf(line, "worker: %d", &pid)
-			ready = line == "ready: yes"
+			ready = ready || line == "ready: yes"
 		case <-timeout:
 			if pid != 0 {
 				syscall.Kill(pid, syscall.SIGKILL)
