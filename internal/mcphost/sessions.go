@@ -184,6 +184,7 @@ func (m *Manager) subscribe(ctx context.Context, server string, g *gwSession, ur
 		uris[uri] = map[*gwSession]bool{}
 	}
 	uris[uri][g] = true
+	m.record(ctx, Record{Kind: "mcp.read", Server: server, Tool: uri, Decision: "allow", Reason: "resources/subscribe"})
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -178,7 +179,8 @@ func TestSubscriptionReachesOnlySubscribers(t *testing.T) {
 		hosted.Store(s)
 		return s
 	}
-	m, err := Open(Options{Dir: t.TempDir(), Spawn: fakeSpawn(fake), Owner: testOwner})
+	dir := t.TempDir()
+	m, err := Open(Options{Dir: dir, Spawn: fakeSpawn(fake), Owner: testOwner})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,5 +281,13 @@ func TestSubscriptionReachesOnlySubscribers(t *testing.T) {
 	c.cs.Close()
 	if n := eventually(&unsubs, 2); n != 2 {
 		t.Errorf("upstream unsubscriptions after the last subscriber ended: %d", n)
+	}
+	// Each subscription is an audit record, and the updates' secret is in none.
+	audit, err := os.ReadFile(dir + "/audit.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(audit), `"tool":"file:///a","decision":"allow","reason":"resources/subscribe"`); n != 2 || strings.Contains(string(audit), awsKey) {
+		t.Errorf("audit: %d subscriptions of file:///a recorded, want 2:\n%s", n, audit)
 	}
 }
