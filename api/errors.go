@@ -1,5 +1,7 @@
 package api
 
+import "net/http"
+
 // Error codes: the stable, machine-readable class of a failure. Switch on these; messages are
 // for people and may change. Each code has one HTTP status, except that an oversized body is
 // invalid_request with 413 and a wrong method is invalid_request with 405.
@@ -16,6 +18,32 @@ const (
 	CodeInternal           = "internal"            // 500: a bug or fault in the daemon
 	CodeRuntimeUnavailable = "runtime_unavailable" // 503: the runtime is missing, busy or stopping
 )
+
+// StatusOfCode is the HTTP status the daemon answers a code with (the table above): the one
+// place a code becomes a status, shared by the daemon and by the Go client, which needs it for an
+// error that arrives inside a stream whose own status was 200. An unknown code is 500.
+func StatusOfCode(code string) int {
+	switch code {
+	case CodeInvalidRequest:
+		return http.StatusBadRequest
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodePolicyViolation, CodeForbidden:
+		return http.StatusForbidden
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeTimeout:
+		return http.StatusRequestTimeout
+	case CodeConflict:
+		return http.StatusConflict
+	case CodeMemoryLimit, CodeOutputLimit:
+		return http.StatusUnprocessableEntity
+	case CodeRuntimeUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
 
 // ErrorResponse is the body of every failed request.
 type ErrorResponse struct {

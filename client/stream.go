@@ -111,29 +111,11 @@ func (c *Client) streamEvents(ctx context.Context, path string, in any, take fun
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// statusForCode is the HTTP status the daemon gives code (api/errors.go), for errors that arrive
-// inside a stream, whose own status was 200.
+// statusForCode is the HTTP status the daemon gives d's code, for errors that arrive inside a
+// stream, whose own status was 200.
 func statusForCode(d *api.ErrorDetail) int {
 	if d == nil {
 		return http.StatusInternalServerError
 	}
-	switch d.Code {
-	case api.CodeInvalidRequest:
-		return http.StatusBadRequest
-	case api.CodeUnauthorized:
-		return http.StatusUnauthorized
-	case api.CodePolicyViolation, api.CodeForbidden:
-		return http.StatusForbidden
-	case api.CodeNotFound:
-		return http.StatusNotFound
-	case api.CodeTimeout:
-		return http.StatusRequestTimeout
-	case api.CodeConflict:
-		return http.StatusConflict
-	case api.CodeMemoryLimit, api.CodeOutputLimit:
-		return http.StatusUnprocessableEntity
-	case api.CodeRuntimeUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
+	return api.StatusOfCode(d.Code)
 }

@@ -2,7 +2,6 @@ package apiwire
 
 import (
 	"errors"
-	"net/http"
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -12,26 +11,8 @@ import (
 // API's contract (api/openapi.yaml): the HTTP API answers with it, and the local engine of
 // `agentbox run` reports it as the client would.
 func StatusOf(k sandbox.Kind) int {
-	switch k {
-	case sandbox.KindInvalidRequest:
-		return http.StatusBadRequest
-	case sandbox.KindUnauthorized:
-		return http.StatusUnauthorized
-	case sandbox.KindPolicyViolation, sandbox.KindForbidden:
-		return http.StatusForbidden
-	case sandbox.KindNotFound:
-		return http.StatusNotFound
-	case sandbox.KindTimeout:
-		return http.StatusRequestTimeout
-	case sandbox.KindConflict:
-		return http.StatusConflict
-	case sandbox.KindMemoryLimit, sandbox.KindOutputLimit:
-		return http.StatusUnprocessableEntity
-	case sandbox.KindRuntimeUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
+	// A kind's name is its wire code (ErrorResponse below), so the table is api's.
+	return api.StatusOfCode(string(k))
 }
 
 // WithStatus gives err a status other than its kind's: 413 and 405 are invalid_request with a
