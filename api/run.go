@@ -42,9 +42,12 @@ type RunRequest struct {
 	// gives the same output.
 	Deterministic *Deterministic `json:"deterministic,omitempty"`
 	// Packages the code needs, by name ("pandas", "scikit-learn"). The heavy tier runs the code in
-	// an image that has them all; with runtime auto, asking for packages means heavy. Packages are
-	// chosen among built images, never installed on demand: one no image has is invalid_request,
-	// and the message lists what the images offer (GET /v1/images).
+	// an image that has them all; with runtime auto, asking for packages means heavy. Packages no
+	// image has are installed on demand with pip in the sandbox, from the daemon's package index
+	// (heavy.package_index, default PyPI) through the egress gateway under EgressProfile (which
+	// must allow the index: policy_violation otherwise), and kept in the daemon's wheel cache; the
+	// result's routing reasons say where they came from. One the index lacks is invalid_request
+	// naming it.
 	Packages []string `json:"packages,omitempty"`
 	// Image names a heavy image. Default: the first image that has Packages (the daemon's default
 	// image first).

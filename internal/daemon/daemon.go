@@ -288,6 +288,7 @@ func startHeavy(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 		CPUs:          hc.CPUs,
 		DefaultLimits: w.policy.Defaults,
 		Logger:        w.log,
+		PackageIndex:  hc.PackageIndex,
 	}
 	opts.PoolMemoryBytes, opts.PoolShrinkAfter, opts.Preload = hc.PoolMemoryBytes(), hc.PoolShrinkAfter.D(), hc.PreloadModules()
 	hc.ApplySnapshots(&opts)

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/agentbox-dev/agentbox/internal/config"
@@ -37,6 +40,7 @@ func (g *gateway) ReloadPolicy() ([]string, error) {
 // Interface guards.
 var (
 	_ heavy.Egress           = (*gateway)(nil)
+	_ heavy.IndexPolicy      = (*gateway)(nil)
 	_ sandbox.Intents        = (*gateway)(nil)
 	_ sandbox.PolicyReloader = (*gateway)(nil)
 )
@@ -50,6 +54,32 @@ func (g *gateway) CA() []byte { return g.ca }
 func (g *gateway) CheckProfile(name string) error {
 	_, err := g.Profile(name)
 	return err
+}
+
+// CheckIndex refuses, before a sandbox installs packages on demand, a package index the profile
+// does not let sandboxes reach (heavy.IndexPolicy).
+func (g *gateway) CheckIndex(profile, index string) error {
+	p, err := g.Profile(profile)
+	if err != nil {
+		return err
+	}
+	u, err := url.Parse(index)
+	if err != nil || u.Hostname() == "" {
+		return sandbox.Errorf(sandbox.KindInternal, "the package index %q is not a URL", index).WithHint("set heavy.package_index to the index's https URL")
+	}
+	port := 443
+	if u.Scheme == "http" {
+		port = 80
+	}
+	if u.Port() != "" {
+		port, _ = strconv.Atoi(u.Port())
+	}
+	d := p.Decide(egress.Target{Host: strings.ToLower(u.Hostname()), Port: port, Method: "GET", Path: u.EscapedPath() + "/"}, "")
+	if !d.Allowed {
+		return sandbox.Errorf(sandbox.KindPolicyViolation, "packages on demand come from the package index %s, and egress profile %s does not allow it: %s", index, p.Name, d.Reason).
+			WithHint("use an egress profile that allows %s, or ask for packages an image has (GET /v1/images)", u.Hostname())
+	}
+	return nil
 }
 
 // endSession is set once the Manager exists: the gateway's alerts can end sessions.

@@ -124,7 +124,8 @@ func (p Policy) CheckRequest(req *RunRequest) error {
 }
 
 // CheckPackages validates the package and image names of a request: names only, no versions or
-// URLs, since packages are chosen among built images, never installed on demand.
+// URLs: packages are chosen among built images or installed on demand by name from the
+// daemon's configured index, never from a URL a request names.
 func CheckPackages(packages []string, image string) error {
 	if len(packages) > 64 {
 		return Errorf(KindInvalidRequest, "%d packages requested, above the limit of 64", len(packages))

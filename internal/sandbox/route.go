@@ -393,15 +393,24 @@ func imageReason(packages []string, image string) string {
 }
 
 // annotate puts the routing decision on a result, including the partial result of a limit error.
+// Reasons the tier put on the result itself (the packages it installed on demand) follow the
+// router's.
 func annotate(res *Result, err error, d Decision) {
+	put := func(r *Result) {
+		dd := d
+		if r.Routing != nil && len(r.Routing.Reasons) > 0 {
+			dd.Reasons = append(slices.Clip(d.Reasons), r.Routing.Reasons...)
+		}
+		r.Routing = &dd
+	}
 	if res != nil {
-		res.Routing = &d
+		put(res)
 	}
 	if err == nil {
 		return
 	}
 	if e := AsError(err); e.Result != nil && e.Result != res {
-		e.Result.Routing = &d
+		put(e.Result)
 	}
 }
 

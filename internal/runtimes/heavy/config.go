@@ -59,6 +59,11 @@ type Config struct {
 	// SnapshotKeepOnPause is how many of the newest kept snapshots survive a pause (each adds its
 	// memory to the checkpoint, and so to the pause's and resume's time). Default 0.
 	SnapshotKeepOnPause int `json:"snapshot_keep_on_pause"`
+	// PackageIndex is the PEP 503 simple index that packages no image has are installed from on
+	// demand, with pip in the sandbox through the egress gateway (a private mirror's URL, say).
+	// Default https://pypi.org/simple. The egress profile of the run or session must allow its
+	// host; wheels are cached per daemon under DATA_DIR/heavy/wheels.
+	PackageIndex string `json:"package_index"`
 }
 
 // ApplySnapshots sets the snapshot settings of c on opts (zero keeps a default).

@@ -78,7 +78,7 @@ func (s *session) checkPackages(packages []string, name string) error {
 			WithHint("choose the image when creating the session")
 	}
 	for _, p := range packages {
-		if !b.img.Manifest.Has(p) {
+		if !b.img.Manifest.Has(p) && !slices.Contains(s.ondemand, p) {
 			return sandbox.Errorf(sandbox.KindInvalidRequest, "this session's image %q has no package %q; it offers %s", b.img.Manifest.Name, p, b.img.Manifest.Offer(8)).
 				WithHint("a session's image is chosen when it is created: create a session with these packages")
 		}

@@ -90,6 +90,11 @@ type Options struct {
 	// Egress is the gateway sandboxes with network reach the world through. Nil: a request for
 	// network is refused.
 	Egress Egress
+	// PackageIndex is the PEP 503 index packages no image has are installed from (packages.go).
+	// Default DefaultPackageIndex; a sandbox reaches it only if its egress profile allows it.
+	PackageIndex string
+	// PackageTimeout bounds one install of packages on demand. Default 5m.
+	PackageTimeout time.Duration
 	// SnapshotKeep caps the steps whose snapshots a session's sandbox keeps (parked forks and
 	// file trees), the newest; SnapshotKeepFor expires them; SnapshotFilesBytes caps the file
 	// content one step's snapshot may copy (timetravel.go). Defaults 16, 1h, 256 MiB.
@@ -339,7 +344,7 @@ func (rt *Runtime) takeState(ctx context.Context) error {
 // Run runs req in a fresh sandbox, which is destroyed after.
 func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
 	start := time.Now()
-	img, err := rt.pick(req.Packages, req.Image)
+	img, missing, err := rt.pickOnDemand(req.Packages, req.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -354,6 +359,13 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 	}
 	if req.Network {
 		if err := rt.enableEgress(ctx, b, req.ID, req.EgressProfile); err != nil {
+			rt.release(b, true)
+			return nil, err
+		}
+	}
+	var installed []string
+	if len(missing) > 0 {
+		if installed, err = rt.install(ctx, b, missing, req.ID, req.EgressProfile, req.Network); err != nil {
 			rt.release(b, true)
 			return nil, err
 		}
@@ -373,6 +385,9 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 			return
 		}
 		r.Timing.Queue = queued
+		if len(installed) > 0 {
+			r.Routing = &sandbox.Decision{Tier: Tier, Reasons: installed}
+		}
 		r.Timing.Total = time.Since(start)
 		r.Timing.Pool = "cold"
 		if warm {
@@ -391,7 +406,7 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 
 // NewSession starts a sandbox whose Python process lives as long as the session.
 func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.Session, error) {
-	img, err := rt.pick(opts.Packages, opts.Image)
+	img, missing, err := rt.pickOnDemand(opts.Packages, opts.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +425,14 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 			return nil, err
 		}
 	}
-	s := &session{rt: rt, b: b, limits: opts.Limits, volumes: opts.Mounts}
+	var installed []string
+	if len(missing) > 0 {
+		if installed, err = rt.install(ctx, b, missing, opts.ID, opts.EgressProfile, opts.Network); err != nil {
+			rt.release(b, true)
+			return nil, err
+		}
+	}
+	s := &session{rt: rt, b: b, limits: opts.Limits, volumes: opts.Mounts, installed: installed, ondemand: missing}
 	s.cold.Store(!warm)
 	s.tt.secrets = secretsOf(opts.Env) // scrubbed from its checkpoints (timetravel.go)
 	return s, nil

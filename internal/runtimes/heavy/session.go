@@ -19,6 +19,11 @@ type session struct {
 	limits sandbox.Limits
 	// volumes are bound into b (volumes.go); a session with volumes neither pauses nor forks.
 	volumes []sandbox.Mount
+	// installed says where the packages installed on demand at its start came from (packages.go):
+	// the routing reasons of its first run. Guarded by mu.
+	installed []string
+	// ondemand are those packages: later runs that ask for them find them installed.
+	ondemand []string
 
 	mu     sync.Mutex // serialises runs and the time-travel operations
 	closed atomic.Bool
@@ -48,8 +53,13 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	res, _, err := b.run(ctx, req, true, s.rt.opts.Grace)
 	b.markAnswered()
 	cold := s.cold.Swap(false)
+	installed := s.installed
+	s.installed = nil
 	for _, r := range []*sandbox.Result{res, errResult(err)} {
 		if r != nil {
+			if len(installed) > 0 {
+				r.Routing = &sandbox.Decision{Tier: Tier, Reasons: installed}
+			}
 			r.Timing.Total = time.Since(start)
 			r.Timing.Pool = "session"
 			if cold {

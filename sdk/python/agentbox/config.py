@@ -76,8 +76,9 @@ class SandboxConfig:
             CPython on WebAssembly (starts in milliseconds, standard library only); "heavy" is a
             gVisor sandbox with numpy, pandas, matplotlib.
         packages: Python packages the code needs ("pandas"). They pick the heavy image that has
-            them all and mean runtime heavy; they are never installed on demand, and one that no
-            image offers is refused with InvalidRequest listing what the images offer.
+            them all and mean runtime heavy; those no image has are installed on demand with pip
+            from the daemon's package index (the egress profile must allow it), and one the index
+            lacks is refused with InvalidRequest naming it.
         timeout: Seconds each run may take (a number, or "30s", "5m"). Default: the server's
             (30 s).
         memory: The memory cap in MiB (a number, or "512MB", "2GB"). Default: the server's
