@@ -158,6 +158,13 @@ func (rt *Runtime) install(ctx context.Context, b *box, pkgs []string, id, profi
 		}
 		args["wheels"], cached = wheels, true
 	}
+	// The profile must allow the index even when the cache holds the set: the wheels came from
+	// there, and a profile that keeps its sandboxes off an index keeps its packages out too.
+	if ip, ok := rt.opts.Egress.(IndexPolicy); ok && rt.opts.Egress != nil {
+		if err := ip.CheckIndex(profile, index); err != nil {
+			return nil, err
+		}
+	}
 	if !cached {
 		if rt.opts.Egress == nil {
 			return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "no image has %s, and this daemon has no egress gateway to install them from the package index %s", strings.Join(pkgs, ", "), index).
@@ -165,11 +172,6 @@ func (rt *Runtime) install(ctx context.Context, b *box, pkgs []string, id, profi
 		}
 		if err := rt.checkEgress(profile); err != nil {
 			return nil, err
-		}
-		if ip, ok := rt.opts.Egress.(IndexPolicy); ok {
-			if err := ip.CheckIndex(profile, index); err != nil {
-				return nil, err
-			}
 		}
 		if !network {
 			if err := rt.enableEgress(ctx, b, id, profile); err != nil {
