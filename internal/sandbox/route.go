@@ -174,7 +174,7 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 	if r.Tier == "" {
 		r.Tier = TierAuto
 	}
-	if r.EgressProfile, err = m.checkTenant(c, r.Tier, r.Image, r.Network, r.EgressProfile, limits); err != nil {
+	if r.EgressProfile, err = m.checkTenant(c, r.Tier, r.Image, r.Network || len(r.Packages) > 0, r.EgressProfile, limits); err != nil {
 		return nil, err
 	}
 	rt, d, err := m.route(&r)
@@ -194,7 +194,10 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 	}
 	r.Tier = d.Tier
 	r.ID = "run_" + newID()[3:]
-	if r.Network && r.EgressProfile == "" {
+	// Packages no image has are installed on demand through the gateway under the profile too
+	// (the heavy tier's packages.go), so a request for packages gets one as a request for
+	// network does.
+	if (r.Network || len(r.Packages) > 0) && r.EgressProfile == "" {
 		r.EgressProfile = DefaultEgressProfile
 	}
 	done, err := m.startRun(c, limits.MemoryBytes)

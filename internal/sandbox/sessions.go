@@ -67,10 +67,10 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 	if requested == "" {
 		requested = TierAuto
 	}
-	if opts.EgressProfile, err = m.checkTenant(caller, opts.Tier, opts.Image, opts.Network, opts.EgressProfile, limits); err != nil {
+	if opts.EgressProfile, err = m.checkTenant(caller, opts.Tier, opts.Image, opts.Network || len(opts.Packages) > 0, opts.EgressProfile, limits); err != nil {
 		return SessionInfo{}, err
 	}
-	if opts.Network && opts.EgressProfile == "" {
+	if (opts.Network || len(opts.Packages) > 0) && opts.EgressProfile == "" { // as in Run
 		opts.EgressProfile = DefaultEgressProfile
 	}
 	if opts.Tier == "" || opts.Tier == TierAuto {

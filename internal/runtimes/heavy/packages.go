@@ -94,7 +94,8 @@ def _agentbox_install(a):
         with open(_o.path.join(w, _o.path.basename(n)), "wb") as f:
             f.write(_b.b64decode(d))
     env = dict(_o.environ, PYTHONUSERBASE=base, PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
-               PIP_BREAK_SYSTEM_PACKAGES="1", PIP_ROOT_USER_ACTION="ignore", PIP_NO_CACHE_DIR="1")
+               PIP_BREAK_SYSTEM_PACKAGES="1", PIP_ROOT_USER_ACTION="ignore", PIP_NO_CACHE_DIR="1",
+               PIP_RETRIES="2", PIP_TIMEOUT="30")
     def pip(*args):
         p = _s.run([_y.executable, "-m", "pip", *args], env=env, capture_output=True, text=True)
         if p.returncode:
@@ -142,6 +143,9 @@ var noDistRe = regexp.MustCompile(`(?:No matching distribution found for|Could n
 // from.
 func (rt *Runtime) install(ctx context.Context, b *box, pkgs []string, id, profile string, network bool) ([]string, error) {
 	index := rt.index()
+	if profile == "" {
+		profile = sandbox.DefaultEgressProfile
+	}
 	dir := filepath.Join(rt.pkgDir(), cacheKey(index, pkgs))
 	args := map[string]any{"pkgs": pkgs, "index": "", "wheels": map[string][]byte{}}
 	cached := false
@@ -220,7 +224,11 @@ func (rt *Runtime) install(ctx context.Context, b *box, pkgs []string, id, profi
 		if cached {
 			from = "the daemon's wheel cache"
 		}
-		return nil, sandbox.Errorf(sandbox.KindInvalidRequest, "package %s could not be installed from %s: %s", pkg, from, lastLines(out.Error, 3)).
+		var offers []string
+		for _, img := range rt.images() {
+			offers = append(offers, fmt.Sprintf("%s (%s)", img.Manifest.Name, img.Manifest.Offer(8)))
+		}
+		return nil, sandbox.Errorf(sandbox.KindInvalidRequest, "package %s is in no image and could not be installed from %s: %s; images: %s", pkg, from, lastLines(out.Error, 3), strings.Join(offers, "; ")).
 			WithHint("check the package's name on the index, or ask for packages an image has (GET /v1/images)")
 	}
 	took := time.Since(start).Round(time.Millisecond)
