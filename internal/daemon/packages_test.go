@@ -253,4 +253,11 @@ func TestPackagesOnDemand(t *testing.T) {
 	if _, err := session([]string{"no-such-agentbox-pkg"}, "test-pkgs"); !errors.As(err, &e) || e.Code != "invalid_request" || !strings.Contains(e.Message, "no-such-agentbox-pkg") {
 		t.Fatalf("a package the index lacks: %v", err)
 	}
+
+	// A one-shot run installs from the index too, and its code has no network it did not ask for.
+	run, err = c.Run(ctx, api.RunRequest{Code: "import os, agentboxdep\nprint(agentboxdep.BASE, os.environ.get('HTTPS_PROXY', 'none'))\n",
+		Packages: []string{"agentboxdep"}, EgressProfile: "test-pkgs", Timeout: 60})
+	if err != nil || strings.TrimSpace(run.Stdout) != "41 none" || !strings.Contains(reasons(run), "https://pypi.mirror.test/simple") {
+		t.Fatalf("one-shot run from the index: %v %+v", err, run)
+	}
 }
