@@ -32,9 +32,9 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, TypeVa
 
 from . import _codec, _http
 from ._version import __version__
-from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, RUN_TIMEOUT_UNKNOWN, Client, api_key_from_env, url_from_env
+from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, route, RUN_TIMEOUT_UNKNOWN, Client, api_key_from_env, url_from_env
 from .config import SandboxConfig, parse_duration
-from .errors import AgentboxError, DaemonUnreachable, NotFound, from_response
+from .errors import STATUS_OF_CODE, AgentboxError, DaemonUnreachable, NotFound, from_response
 from .models import (Artifact, Command, CommandList, CommandRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Output, Result, Routing, RunRequest, Session, SessionList,
                      SetIntentRequest, Step, StepDiff, StepInspection, StepList, StepRequest, StreamEvent)
@@ -46,11 +46,6 @@ T = TypeVar("T")
 
 #: A stream event handler: a function or a coroutine function of a StreamEvent.
 EventHandler = Callable[[StreamEvent], Any]
-
-#: The HTTP status of each API error code (a streamed run's error event carries no status).
-_STATUS_OF_CODE = {"invalid_request": 400, "unauthorized": 401, "policy_violation": 403, "forbidden": 403,
-                   "not_found": 404, "timeout": 408, "conflict": 409, "memory_limit": 422, "output_limit": 422,
-                   "internal": 500, "runtime_unavailable": 503}
 
 #: Connections an AsyncClient keeps to its daemon at most.
 DEFAULT_MAX_CONNECTIONS = 32
@@ -116,19 +111,7 @@ class AsyncClient:
                        raw: Optional[bytes] = None, timeout: Optional[float] = None,
                        ok: Tuple[int, ...] = (200,), accept: str = "application/json",
                        on_data: Optional[Callable[[bytes], Awaitable[None]]] = None) -> Tuple[int, bytes, str]:
-        method, path = ROUTES[op]
-        if "{id}" in path:
-            if not id:
-                raise ValueError(f"agentbox: {op} needs an id")
-            path = path.replace("{id}", urllib.parse.quote(id, safe=""))
-        if "{step}" in path:
-            if not step:
-                raise ValueError(f"agentbox: {op} needs a step")
-            path = path.replace("{step}", urllib.parse.quote(step, safe=""))
-        if "{cid}" in path:
-            if not cid:
-                raise ValueError(f"agentbox: {op} needs a command id")
-            path = path.replace("{cid}", urllib.parse.quote(cid, safe=""))
+        method, path = route(op, id=id, cid=cid, step=step)
         target = self._prefix + path
         if query:
             target += "?" + urllib.parse.urlencode(query)
@@ -235,7 +218,7 @@ class AsyncClient:
         code = ev.error.code if ev.error else "internal"
         body = json.dumps({"error": _codec.encode(ev.error),
                            "result": _codec.encode(ev.result) if ev.result else None}).encode("utf-8")
-        err = from_response(_STATUS_OF_CODE.get(code, 500), body)
+        err = from_response(STATUS_OF_CODE.get(code, 500), body)
         if err.result is not None:
             err.result._abind(self)
         raise err

@@ -82,6 +82,25 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "listMCPServers": ("GET", "/v1/mcp/servers"),
 }
 
+
+def route(op: str, *, id: str = "", cid: str = "", step: str = "", name: str = "",
+          fpath: str = "") -> Tuple[str, str]:
+    """The method and path of operation ``op`` (ROUTES) with its parameters filled in, quoted;
+    shared by :class:`Client` and :class:`~agentbox.AsyncClient`. A parameter the path needs
+    and was not given is a ValueError, before any request is made."""
+    method, path = ROUTES[op]
+    for key, value, what in (("{id}", id, "an id"), ("{cid}", cid, "a command id"),
+                             ("{step}", step, "a step"), ("{name}", name, "a name")):
+        if key in path:
+            if not value:
+                raise ValueError(f"agentbox: {op} needs {what}")
+            path = path.replace(key, urllib.parse.quote(value, safe=""))
+    if "{path}" in path:
+        if not fpath.strip("/"):
+            raise ValueError(f"agentbox: {op} needs a file path")
+        path = path.replace("{path}", urllib.parse.quote(fpath.lstrip("/"), safe="/"))
+    return method, path
+
 #: Seconds a call other than a run may take. Runs get their own timeout plus RUN_MARGIN.
 DEFAULT_TIMEOUT = 60.0
 #: Seconds added to a run's own timeout for the HTTP wait (start, queue, transfer).
@@ -225,29 +244,9 @@ class Client:
 
     def _request(self, op: str, *, id: str = "", query: Optional[Dict[str, str]] = None, body: Any = None,
                  raw: Optional[bytes] = None, timeout: Optional[float] = None,
-                 ok: Tuple[int, ...] = (200,), step: str = "", name: str = "",
+                 ok: Tuple[int, ...] = (200,), step: str = "", cid: str = "", name: str = "",
                  fpath: str = "") -> Tuple[int, bytes, str]:
-        method, path = ROUTES[op]
-        if "{id}" in path:
-            if not id:
-                raise ValueError(f"agentbox: {op} needs an id")
-            path = path.replace("{id}", urllib.parse.quote(id, safe=""))
-        if "{cid}" in path:
-            if not step:
-                raise ValueError(f"agentbox: {op} needs a command id")
-            path = path.replace("{cid}", urllib.parse.quote(step, safe=""))
-        if "{step}" in path:
-            if not step:
-                raise ValueError(f"agentbox: {op} needs a step")
-            path = path.replace("{step}", urllib.parse.quote(step, safe=""))
-        if "{name}" in path:
-            if not name:
-                raise ValueError(f"agentbox: {op} needs a name")
-            path = path.replace("{name}", urllib.parse.quote(name, safe=""))
-        if "{path}" in path:
-            if not fpath.strip("/"):
-                raise ValueError(f"agentbox: {op} needs a file path")
-            path = path.replace("{path}", urllib.parse.quote(fpath.lstrip("/"), safe="/"))
+        method, path = route(op, id=id, cid=cid, step=step, name=name, fpath=fpath)
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode(query)
@@ -318,9 +317,7 @@ class Client:
 
     def _stream(self, op: str, req: Any, on_event: Optional[Callable[[StreamEvent], None]],
                 id: str = "") -> Any:
-        method, path = ROUTES[op]
-        if "{id}" in path:
-            path = path.replace("{id}", urllib.parse.quote(id, safe=""))
+        method, path = route(op, id=id)
         url = self.url + path
         headers = {"User-Agent": f"agentbox-python/{__version__}", "Accept": "application/x-ndjson",
                    "Content-Type": "application/json"}
@@ -394,11 +391,11 @@ class Client:
 
     def command(self, id: str, cid: str) -> Command:
         """Command ``cid`` of session ``id``: its status and output so far."""
-        return self._json("getCommand", Command, id=id, step=cid)
+        return self._json("getCommand", Command, id=id, cid=cid)
 
     def kill_command(self, id: str, cid: str) -> Command:
         """Kill command ``cid`` of session ``id``; returns it as it ended."""
-        return self._json("killCommand", Command, id=id, step=cid)
+        return self._json("killCommand", Command, id=id, cid=cid)
 
     def route(self, req: RunRequest) -> Routing:
         """Ask where the daemon would run ``req``, without running it (``POST /v1/route``).
