@@ -251,6 +251,7 @@ func TestStepsTenancy(t *testing.T) {
 		"resume":  func() error { _, err := other.Resume(ctx, info.ID); return err },
 		"inspect": func() error { _, err := other.InspectStep(ctx, info.ID, step); return err },
 		"diff":    func() error { _, err := other.DiffSteps(ctx, info.ID, step, step); return err },
+		"file":    func() error { _, err := other.ReadStepFile(ctx, info.ID, step, "/home/user/x"); return err },
 	} {
 		if err := call(); sandbox.KindOf(err) != sandbox.KindNotFound {
 			t.Errorf("%s of another tenant's session: %v, want not_found", name, err)
