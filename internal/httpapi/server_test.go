@@ -487,3 +487,27 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 		t.Errorf("internal error body %s", b)
 	}
 }
+
+// A file's raw bytes meet the same body limit as JSON: over it, announced or chunked, the answer
+// is 413 invalid_request before the engine is asked.
+func TestOversizedFileBody(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, chunked := range []bool{false, true} {
+		req, _ := http.NewRequest("PUT", e.url+"/v1/sessions/sess_x/files/content?path=big.bin",
+			strings.NewReader(strings.Repeat("z", 2*testMaxBody)))
+		if chunked {
+			req.ContentLength = -1
+		}
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 413 || errorBody(t, b).Error.Code != api.CodeInvalidRequest {
+			t.Errorf("chunked %v: status %d body %s", chunked, resp.StatusCode, b)
+		}
+	}
+}
