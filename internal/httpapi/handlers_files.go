@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,10 +38,7 @@ func (s *API) handleReadFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, sessionError(id, err))
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	writeBytes(w, b)
 }
 
 // PUT /v1/sessions/{id}/files/content?path=FILE with the file's bytes as the body.
@@ -53,13 +49,8 @@ func (s *API) handleWriteFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if r.ContentLength > s.maxBody {
-		s.fail(w, r, tooLarge(s.maxBody))
-		return
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(baseWriter(w), r.Body, s.maxBody))
-	if err != nil {
-		s.fail(w, r, tooLarge(s.maxBody))
+	b, ok := s.readRaw(w, r)
+	if !ok {
 		return
 	}
 	if err := s.engine(r).WriteFile(r.Context(), id, path, b); err != nil {

@@ -2,9 +2,7 @@ package httpapi
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
@@ -105,10 +103,7 @@ func (s *API) handleReadVolumeFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	writeBytes(w, b)
 }
 
 // PUT /v1/volumes/{name}/files/{path...} with the file's bytes as the body.
@@ -117,13 +112,8 @@ func (s *API) handleWriteVolumeFile(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if r.ContentLength > s.maxBody {
-		s.fail(w, r, tooLarge(s.maxBody))
-		return
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(baseWriter(w), r.Body, s.maxBody))
-	if err != nil {
-		s.fail(w, r, tooLarge(s.maxBody))
+	b, ok := s.readRaw(w, r)
+	if !ok {
 		return
 	}
 	if err := v.WriteVolumeFile(r.Context(), r.PathValue("name"), r.PathValue("path"), b); err != nil {

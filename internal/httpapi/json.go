@@ -9,10 +9,34 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
 )
+
+// writeBytes answers 200 with b as a file's raw bytes.
+func writeBytes(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+// readRaw reads a request's body as a file's raw bytes, up to the API's body limit; over it, it
+// answers 413 and returns false.
+func (s *API) readRaw(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > s.maxBody {
+		s.fail(w, r, tooLarge(s.maxBody))
+		return nil, false
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(baseWriter(w), r.Body, s.maxBody))
+	if err != nil {
+		s.fail(w, r, tooLarge(s.maxBody))
+		return nil, false
+	}
+	return b, true
+}
 
 // writeJSON writes v with status. HTML characters stay as they are: outputs are shown to people
 // and agents, not embedded in pages.
