@@ -64,6 +64,24 @@ type Restorer interface {
 	Restore(ctx context.Context, ref string, opts SessionOptions) (Session, error)
 }
 
+// MinSecret is the shortest session environment value a durable snapshot is scrubbed of:
+// shorter values ("1", "true", "en_US") match too much of any memory by chance to be secrets
+// worth erasing.
+const MinSecret = 8
+
+// SecretsOf are the values of a session's environment (API tokens an agent gives its code) that
+// a tier's durable snapshots (Persist, Pause) must not keep: every value of MinSecret bytes or
+// more. The in-memory snapshots for rewinds may keep them, as the live session does.
+func SecretsOf(env map[string]string) [][]byte {
+	var out [][]byte
+	for _, v := range env {
+		if len(v) >= MinSecret {
+			out = append(out, []byte(v))
+		}
+	}
+	return out
+}
+
 // SnapshotRef is where a durable snapshot is, as a tier returns it.
 type SnapshotRef struct {
 	// Ref names the snapshot in the store (the digest of its manifest); empty when the snapshot

@@ -434,7 +434,7 @@ func (rt *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) 
 	}
 	s := &session{rt: rt, b: b, limits: opts.Limits, volumes: opts.Mounts, installed: installed, ondemand: missing}
 	s.cold.Store(!warm)
-	s.tt.secrets = secretsOf(opts.Env) // scrubbed from its checkpoints (timetravel.go)
+	s.tt.secrets = sandbox.SecretsOf(opts.Env) // scrubbed from its checkpoints (timetravel.go)
 	return s, nil
 }
 

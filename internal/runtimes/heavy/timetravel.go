@@ -332,7 +332,7 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 	}
 	ns := &session{rt: s.rt, limits: opts.Limits}
 	ns.tt.init()
-	ns.tt.secrets = secretsOf(opts.Env)
+	ns.tt.secrets = sandbox.SecretsOf(opts.Env)
 	body.Snaps, body.Order, body.Taken = nil, nil, nil
 	if opts.ID != "" {
 		body.Session = opts.ID // its egress is its own
@@ -415,21 +415,6 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	body.TookPause = time.Since(start).String()
 	s.tt.paused, s.tt.ref = body, ref
 	return sandbox.SnapshotRef{Ref: ref, Bytes: added}, nil
-}
-
-// minSecret is the shortest session env value a checkpoint is scrubbed of: shorter values match
-// too much of a process's memory by chance.
-const minSecret = 8
-
-// secretsOf are the values of a session's environment a checkpoint must not keep.
-func secretsOf(env map[string]string) [][]byte {
-	var out [][]byte
-	for _, v := range env {
-		if len(v) >= minSecret {
-			out = append(out, []byte(v))
-		}
-	}
-	return out
 }
 
 // scrub overwrites every occurrence of the secrets in the files of a checkpoint image with zero
@@ -674,7 +659,7 @@ func (rt *Runtime) Restore(ctx context.Context, ref string, opts sandbox.Session
 	}
 	s := &session{rt: rt, limits: body.Limits}
 	s.tt.init()
-	s.tt.secrets = secretsOf(opts.Env)
+	s.tt.secrets = sandbox.SecretsOf(opts.Env)
 	if opts.ID != "" {
 		body.Session = opts.ID
 	}

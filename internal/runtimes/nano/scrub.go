@@ -12,25 +12,10 @@ import (
 // interpreter's os.environ, strings the code made from it, freed memory not yet reused. A
 // snapshot kept in the daemon's memory for rewinds holds it as the live session does; a snapshot
 // written to the store (a step made durable, a pause) outlives the session on disk, so every
-// value of the session's environment of minSecret bytes or more is overwritten with zero bytes
-// in its memory pages and files first. The price, as in heavy: a value the code kept in a
+// value of the session's environment of sandbox.MinSecret bytes or more (sandbox.SecretsOf) is
+// overwritten with zero bytes in its memory pages and files first. The price, as in heavy: a value the code kept in a
 // variable comes back blank after a resume or a restart; the next run is given the environment
 // again.
-
-// minSecret is the shortest environment value scrubbed: shorter values ("1", "true", "en_US")
-// match too much of any memory to be secrets worth erasing.
-const minSecret = 8
-
-// secretsOf are the values of env a durable snapshot must not keep.
-func secretsOf(env map[string]string) [][]byte {
-	var out [][]byte
-	for _, v := range env {
-		if len(v) >= minSecret {
-			out = append(out, []byte(v))
-		}
-	}
-	return out
-}
 
 // scrubbed returns parts with every occurrence of the secrets zeroed in its pages and files: parts
 // itself when none occurs, else a copy (parts is shared with the in-memory snapshots). The pages

@@ -38,7 +38,7 @@ func (r *Runtime) NewSession(ctx context.Context, opts sandbox.SessionOptions) (
 	if r.closed {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano runtime is shut down")
 	}
-	return &session{r: r, secrets: secretsOf(opts.Env)}, nil
+	return &session{r: r, secrets: sandbox.SecretsOf(opts.Env)}, nil
 }
 
 // session is one session's interpreter: in a worker while in use, a snapshot while it hibernates.

@@ -379,7 +379,7 @@ func (s *session) Fork(ctx context.Context, step, ref string, opts sandbox.Sessi
 		return nil, err
 	}
 	// The fork's memory may hold the parent's secrets as well as its own.
-	return s.r.hibernatedSession(parts, pages, append(secretsOf(opts.Env), s.secrets...))
+	return s.r.hibernatedSession(parts, pages, append(sandbox.SecretsOf(opts.Env), s.secrets...))
 }
 
 // hibernatedSession is a new session whose first run restores parts.
@@ -542,7 +542,7 @@ func (r *Runtime) Restore(ctx context.Context, ref string, opts sandbox.SessionO
 	if err != nil {
 		return nil, err
 	}
-	return r.hibernatedSession(parts, pages, secretsOf(opts.Env))
+	return r.hibernatedSession(parts, pages, sandbox.SecretsOf(opts.Env))
 }
 
 var pagePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
