@@ -21,18 +21,16 @@ fi
 status=0
 # The types: tsc (pinned in scripts/js-sdk-tools, installed into .cache/js-sdk-tools, cached by
 # the lock's hash) compiles sdk/js/test/types.ts, a program using the SDK, against index.d.ts.
-tools=${AGENTBOX_JS_SDK_TOOLS:-.cache/js-sdk-tools}
-stamp=$(cat scripts/js-sdk-tools/package.json scripts/js-sdk-tools/package-lock.json | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$tools/.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -x "$tools/node_modules/.bin/tsc" ]; then
-	scripts/host-deps.sh npm
-	mkdir -p "$tools"
-	rm -f "$tools/.stamp"
-	cp scripts/js-sdk-tools/package.json scripts/js-sdk-tools/package-lock.json "$tools/"
-	(cd "$tools" && npm ci --no-audit --no-fund --loglevel=error) && echo "$stamp" >"$tools/.stamp"
+# (scripts/npm-tools.sh; $AGENTBOX_JS_SDK_TOOLS overrides the directory).
+scripts/host-deps.sh npm
+if tools=$(scripts/npm-tools.sh js-sdk-tools node_modules/.bin/tsc); then
+	echo "agentbox: tsc --strict sdk/js/test/types.ts (index.d.ts)"
+	"$tools/node_modules/.bin/tsc" --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext \
+		--typeRoots "$tools/node_modules/@types" --types node sdk/js/test/types.ts || status=1
+else
+	echo "agentbox: the pinned TypeScript compiler (scripts/js-sdk-tools) could not be installed" >&2
+	status=1
 fi
-echo "agentbox: tsc --strict sdk/js/test/types.ts (index.d.ts)"
-"$tools/node_modules/.bin/tsc" --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext \
-	--typeRoots "$PWD/$tools/node_modules/@types" --types node sdk/js/test/types.ts || status=1
 for n in "${nodes[@]}"; do
 	v=$("$n" --version)
 	if [ "$(echo "$v" | sed 's/^v\([0-9]*\).*/\1/')" -lt 18 ]; then
