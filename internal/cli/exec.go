@@ -43,17 +43,7 @@ func Exec(ctx context.Context, opts ExecOptions) int {
 		}
 		return commandExit(cmd)
 	}
-	cmd, err := c.RunCommandStream(ctx, opts.Session, opts.Req, func(ev api.StreamEvent) {
-		switch ev.Type {
-		case api.EventStdout:
-			io.WriteString(opts.Stdout, ev.Text)
-		case api.EventStderr:
-			io.WriteString(opts.Stderr, ev.Text)
-		case api.EventDropped:
-			fmt.Fprintf(opts.Stderr, "\nagentbox: %d bytes of stdout and %d of stderr were not shown: this terminal read too slowly\n",
-				ev.Dropped.StdoutBytes, ev.Dropped.StderrBytes)
-		}
-	})
+	cmd, err := c.RunCommandStream(ctx, opts.Session, opts.Req, toTerminal(opts.Stdout, opts.Stderr, new(bool), ""))
 	if err != nil {
 		return apiFailure(ctx, opts.Stderr, "exec", err)
 	}

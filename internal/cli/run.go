@@ -109,20 +109,7 @@ func RunCode(ctx context.Context, opts RunOptions) int {
 	// The code's output goes to the terminal as it prints it; the result then adds only what
 	// was not streamed (its notes on truncation, the exit code).
 	streamed := false
-	res, err := r.RunStream(ctx, req, func(ev api.StreamEvent) {
-		switch ev.Type {
-		case api.EventStdout:
-			streamed = true
-			io.WriteString(opts.Stdout, ev.Text)
-		case api.EventStderr:
-			streamed = true
-			io.WriteString(opts.Stderr, ev.Text)
-		case api.EventDropped:
-			streamed = true
-			fmt.Fprintf(opts.Stderr, "\nagentbox: %d bytes of stdout and %d of stderr were not shown: this terminal read too slowly (--json prints the whole result)\n",
-				ev.Dropped.StdoutBytes, ev.Dropped.StderrBytes)
-		}
-	})
+	res, err := r.RunStream(ctx, req, toTerminal(opts.Stdout, opts.Stderr, &streamed, " (--json prints the whole result)"))
 	return figures(ctx, opts, r, res, err, report(ctx, opts, res, err, streamed))
 }
 
@@ -335,4 +322,24 @@ Examples:
 		opts.Files = append(opts.Files, FileSpec{Local: f.local, Remote: f.remote})
 	}
 	return RunCode(ctx, opts)
+}
+
+// toTerminal is the handler of a streamed run's or command's events at a terminal: output goes to
+// stdout and stderr as it comes, and output the daemon dropped because the terminal read too
+// slowly is said so on stderr, followed by hint. It sets *streamed once anything was shown.
+func toTerminal(stdout, stderr io.Writer, streamed *bool, hint string) func(api.StreamEvent) {
+	return func(ev api.StreamEvent) {
+		switch ev.Type {
+		case api.EventStdout:
+			*streamed = true
+			io.WriteString(stdout, ev.Text)
+		case api.EventStderr:
+			*streamed = true
+			io.WriteString(stderr, ev.Text)
+		case api.EventDropped:
+			*streamed = true
+			fmt.Fprintf(stderr, "\nagentbox: %d bytes of stdout and %d of stderr were not shown: this terminal read too slowly%s\n",
+				ev.Dropped.StdoutBytes, ev.Dropped.StderrBytes, hint)
+		}
+	}
 }

@@ -118,16 +118,7 @@ func SessionsRun(ctx context.Context, opts SessionsOptions, id string) int {
 		res, err = c.RunInSession(ctx, id, opts.Run)
 	} else {
 		// The code's output goes to the terminal as it prints it, as with agentbox run.
-		res, err = c.RunInSessionStream(ctx, id, opts.Run, func(ev api.StreamEvent) {
-			switch ev.Type {
-			case api.EventStdout:
-				streamed = true
-				io.WriteString(opts.Stdout, ev.Text)
-			case api.EventStderr:
-				streamed = true
-				io.WriteString(opts.Stderr, ev.Text)
-			}
-		})
+		res, err = c.RunInSessionStream(ctx, id, opts.Run, toTerminal(opts.Stdout, opts.Stderr, &streamed, " (--json prints the whole result)"))
 	}
 	if err != nil {
 		if r := errResult(err); r != nil && !opts.JSON && !streamed {

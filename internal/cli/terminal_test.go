@@ -1,0 +1,30 @@
+package cli
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/api"
+)
+
+// A streamed run shows its output as it comes, and says how much a slow terminal missed; every
+// streaming command (run, sessions run, exec) prints through toTerminal.
+func TestToTerminal(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	streamed := false
+	on := toTerminal(&stdout, &stderr, &streamed, " (--json prints the whole result)")
+	on(api.StreamEvent{Type: api.EventArtifact})
+	if streamed {
+		t.Fatal("streamed before any output")
+	}
+	on(api.StreamEvent{Type: api.EventStdout, Text: "out\n"})
+	on(api.StreamEvent{Type: api.EventStderr, Text: "err\n"})
+	on(api.StreamEvent{Type: api.EventDropped, Dropped: &api.StreamDropped{StdoutBytes: 10, StderrBytes: 2}})
+	if !streamed || stdout.String() != "out\n" {
+		t.Fatalf("streamed %v, stdout %q", streamed, stdout.String())
+	}
+	want := "err\n\nagentbox: 10 bytes of stdout and 2 of stderr were not shown: this terminal read too slowly (--json prints the whole result)\n"
+	if stderr.String() != want {
+		t.Fatalf("stderr %q, want %q", stderr.String(), want)
+	}
+}
