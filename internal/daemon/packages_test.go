@@ -1,20 +1,14 @@
 package daemon_test
 
 import (
-	"archive/zip"
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,91 +16,11 @@ import (
 	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/egress"
+	"github.com/agentbox-dev/agentbox/internal/pkgindex"
 	"github.com/agentbox-dev/agentbox/internal/rootfs"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
-
-// buildWheel makes a pure-Python wheel: the module NAME with __init__.py, and the dist-info
-// pip reads (METADATA, WHEEL, RECORD with each file's hash).
-func buildWheel(t *testing.T, name, version, init string, requires ...string) (string, []byte) {
-	t.Helper()
-	di := fmt.Sprintf("%s-%s.dist-info", name, version)
-	meta := fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version)
-	for _, r := range requires {
-		meta += "Requires-Dist: " + r + "\n"
-	}
-	files := [][2]string{
-		{name + "/__init__.py", init},
-		{di + "/METADATA", meta},
-		{di + "/WHEEL", "Wheel-Version: 1.0\nGenerator: agentbox-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var buf bytes.Buffer
-	z := zip.NewWriter(&buf)
-	var record strings.Builder
-	for _, f := range files {
-		w, err := z.Create(f[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(f[1]))
-		sum := sha256.Sum256([]byte(f[1]))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f[0], base64.RawURLEncoding.EncodeToString(sum[:]), len(f[1]))
-	}
-	record.WriteString(di + "/RECORD,,\n")
-	w, _ := z.Create(di + "/RECORD")
-	w.Write([]byte(record.String()))
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("%s-%s-py3-none-any.whl", name, version), buf.Bytes()
-}
-
-// pkgIndex is a PEP 503 simple index of the test's wheels, served over HTTPS from a network
-// namespace of the test's own; it records the projects asked for and can be stopped.
-type pkgIndex struct {
-	mu     sync.Mutex
-	asked  []string
-	down   bool
-	wheels map[string][]byte // file name -> content, by project (the name before the first -)
-}
-
-func (x *pkgIndex) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	x.mu.Lock()
-	x.asked = append(x.asked, r.URL.Path)
-	down := x.down
-	x.mu.Unlock()
-	if down {
-		http.Error(w, "index stopped", http.StatusServiceUnavailable)
-		return
-	}
-	switch {
-	case strings.HasPrefix(r.URL.Path, "/simple/"):
-		project := strings.Trim(strings.TrimPrefix(r.URL.Path, "/simple/"), "/")
-		var links []string
-		for n, data := range x.wheels {
-			if strings.ReplaceAll(strings.SplitN(n, "-", 2)[0], "_", "-") == project {
-				sum := sha256.Sum256(data)
-				links = append(links, fmt.Sprintf(`<a href="/files/%s#sha256=%x">%s</a>`, n, sum, n))
-			}
-		}
-		if len(links) == 0 {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "text/html")
-		fmt.Fprintf(w, "<!DOCTYPE html><html><body>%s</body></html>", strings.Join(links, "\n"))
-	case strings.HasPrefix(r.URL.Path, "/files/"):
-		data, ok := x.wheels[strings.TrimPrefix(r.URL.Path, "/files/")]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Write(data)
-	default:
-		http.NotFound(w, r)
-	}
-}
 
 const pkgProfiles = `
 name: test-pkgs
@@ -137,11 +51,13 @@ func TestPackagesOnDemand(t *testing.T) {
 		testenv.Skip(t, "the python-datascience image has no pip: run `agentbox image build python-datascience`")
 	}
 	host := testenv.NewPublicHost(t)
-	idx := &pkgIndex{wheels: map[string][]byte{}}
-	n, data := buildWheel(t, "agentboxdemo", "1.0", "from agentboxdep import BASE\nVALUE = BASE + 1\n", "agentboxdep")
-	idx.wheels[n] = data
-	n, data = buildWheel(t, "agentboxdep", "2.0", "BASE = 41\n")
-	idx.wheels[n] = data
+	idx := &pkgindex.Index{}
+	if err := idx.Add("agentboxdemo", "1.0", "from agentboxdep import BASE\nVALUE = BASE + 1\n", "agentboxdep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.Add("agentboxdep", "2.0", "BASE = 41\n"); err != nil {
+		t.Fatal(err)
+	}
 	public, err := egress.LoadOrCreateCA(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -214,9 +130,8 @@ func TestPackagesOnDemand(t *testing.T) {
 	}
 
 	// From the cache, with the index stopped.
-	idx.mu.Lock()
-	idx.down, idx.asked = true, nil
-	idx.mu.Unlock()
+	idx.SetDown(true)
+	askedBefore := len(idx.Asked())
 	start = time.Now()
 	s2, err := session([]string{"agentboxdemo"}, "test-pkgs")
 	if err != nil {
@@ -227,10 +142,7 @@ func TestPackagesOnDemand(t *testing.T) {
 	if r := reasons(res); !strings.Contains(r, "wheel cache") {
 		t.Fatalf("routing reasons do not name the cache: %q", r)
 	}
-	idx.mu.Lock()
-	asked := idx.asked
-	idx.mu.Unlock()
-	if len(asked) > 0 {
+	if asked := idx.Asked()[askedBefore:]; len(asked) > 0 {
 		t.Fatalf("the cached install asked the index: %v", asked)
 	}
 
@@ -247,9 +159,7 @@ func TestPackagesOnDemand(t *testing.T) {
 	}
 
 	// A package the index does not have: an error naming it.
-	idx.mu.Lock()
-	idx.down = false
-	idx.mu.Unlock()
+	idx.SetDown(false)
 	if _, err := session([]string{"no-such-agentbox-pkg"}, "test-pkgs"); !errors.As(err, &e) || e.Code != "invalid_request" || !strings.Contains(e.Message, "no-such-agentbox-pkg") {
 		t.Fatalf("a package the index lacks: %v", err)
 	}

@@ -1,16 +1,10 @@
 package testenv
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"net"
-	"os"
-	"os/exec"
-	"runtime"
-	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/agentbox-dev/agentbox/internal/netns"
 )
 
 // PublicHost is a network namespace of the test's own holding one address from TEST-NET-3
@@ -18,9 +12,7 @@ import (
 // tests need no real network and the SSRF guard (which refuses loopback and private ranges)
 // is not bypassed to reach it.
 type PublicHost struct {
-	// Addr is the host's address, e.g. 203.0.113.18.
-	Addr string
-	name string
+	*netns.PublicHost
 }
 
 // NewPublicHost makes the namespace, linked to the host's by a veth pair, and removes it when
@@ -29,55 +21,18 @@ func NewPublicHost(t testing.TB) *PublicHost {
 	t.Helper()
 	RequireRoot(t)
 	RequireTool(t, "ip")
-	// A /30 of TEST-NET-3 per host: .4k+1 on the host's side, .4k+2 in the namespace.
-	k := rand.IntN(60) + 1
-	id := fmt.Sprintf("%04x", rand.IntN(1<<16))
-	ns, hostIf, nsIf := "abx-"+id, "abh"+id, "abn"+id
-	hostAddr, nsAddr := fmt.Sprintf("203.0.113.%d", 4*k+1), fmt.Sprintf("203.0.113.%d", 4*k+2)
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
+	h, err := netns.NewPublicHost()
+	if err != nil {
+		t.Fatal(err)
 	}
-	run("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	run("link", "add", hostIf, "type", "veth", "peer", "name", nsIf)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", hostIf).Run() })
-	run("link", "set", nsIf, "netns", ns)
-	run("addr", "add", hostAddr+"/30", "dev", hostIf)
-	run("link", "set", hostIf, "up")
-	run("-n", ns, "addr", "add", nsAddr+"/30", "dev", nsIf)
-	run("-n", ns, "link", "set", nsIf, "up")
-	run("-n", ns, "link", "set", "lo", "up")
-	return &PublicHost{Addr: nsAddr, name: ns}
+	t.Cleanup(h.Close)
+	return &PublicHost{h}
 }
 
-// Listen opens a TCP listener on the host's address. A socket belongs to the namespace it was
-// made in, so the listener serves from any goroutine afterwards.
+// Listen opens a TCP listener on the host's address, closed when the test ends.
 func (h *PublicHost) Listen(t testing.TB, port int) net.Listener {
 	t.Helper()
-	var ln net.Listener
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// This thread enters the namespace and is never returned to the scheduler: it ends with
-		// the goroutine, so no other goroutine runs in the wrong namespace.
-		runtime.LockOSThread()
-		f, e := os.Open("/var/run/netns/" + h.name)
-		if e != nil {
-			err = e
-			return
-		}
-		defer f.Close()
-		if e := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); e != nil {
-			err = fmt.Errorf("setns: %w", e)
-			return
-		}
-		ln, err = net.Listen("tcp", fmt.Sprintf("%s:%d", h.Addr, port))
-	}()
-	<-done
+	ln, err := h.PublicHost.Listen(port)
 	if err != nil {
 		t.Fatal(err)
 	}
