@@ -157,6 +157,15 @@
 // a daemon in this process through /mcp/servers/everything and through /mcp as everything__echo;
 // then the cold start of a newly registered server (its first tools/list). See its -h.
 //
+// # agentbox bench packages
+//
+//	sudo bin/agentbox bench packages       # ~40 s on 2 cores with -n 5; -json for a machine-readable form
+//
+// What installing a package on demand adds to a heavy session's create → first result: a session
+// that installs nothing (the baseline), one that installs a package the daemon has never seen from
+// a PEP 503 index the bench serves over HTTPS from a network namespace (cold), and one whose
+// package is in the daemon's wheel cache (warm), interleaved round by round. See its -h.
+//
 // # Layout
 //
 // One package, a file set per target over a shared core. Every target's results have one shape,
@@ -181,6 +190,8 @@
 //     baselines, scenarios, the compute cells, the HTTP scenarios, the report.
 //   - mcp_*.go: `bench mcp`: settings, flags and the report over Report and Row; the daemon with
 //     the hosted server, the direct server, the calls.
+//   - packages.go: `bench packages`: the index (internal/pkgindex) in its network namespace
+//     (internal/netns), the daemon that installs from it, the three ways, the report.
 //   - egress*.go: `bench egress`, whose results keep their own flat shape: a table of request
 //     latencies and a throughput, with no machine description, rows of baselines or targets.
 package bench

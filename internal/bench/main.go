@@ -13,12 +13,13 @@ import (
 
 // subcommands are the benchmarks `agentbox bench` knows.
 var subcommands = map[string]func(ctx context.Context, args []string, out io.Writer) error{
-	"nano":   mainNano,
-	"heavy":  mainHeavy,
-	"egress": mainEgress,
-	"mcp":    mainMCP,
-	"steps":  mainSteps,
-	"stream": mainStream,
+	"nano":     mainNano,
+	"heavy":    mainHeavy,
+	"egress":   mainEgress,
+	"mcp":      mainMCP,
+	"steps":    mainSteps,
+	"stream":   mainStream,
+	"packages": mainPackages,
 }
 
 // Main runs `agentbox bench SUBCOMMAND [flags]`, writing the report to out and progress to stderr.
