@@ -91,19 +91,6 @@ func echoCall(cs *mcp.ClientSession, tool string) call {
 	}
 }
 
-// mcpRow measures c on a session and makes the row.
-func mcpRow(ctx context.Context, n int, name string, base bool, c call) Row {
-	row := Row{Group: mgCall, Name: name, Base: base}
-	lat, err := sequential(ctx, n, c)
-	if err != nil {
-		row.Error = err.Error()
-		return row
-	}
-	s := Summarize(lat, 0)
-	row.Stats = &s
-	return row
-}
-
 // findNode is the node that runs server-everything directly: o.Node, else Node 22 from
 // scripts/mcp-tools.sh's cache above the working directory, else node on PATH.
 func findNode(o MCPOptions) (string, error) {

@@ -74,13 +74,6 @@ func (t *sessionTable) remove(id string) {
 	delete(t.byID, sha256.Sum256([]byte(id)))
 }
 
-// len is the number of UI sessions kept, expired ones included until they are pruned.
-func (t *sessionTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byID)
-}
-
 func (t *sessionTable) expired(s *uiSession, now time.Time) bool {
 	return now.Sub(s.lastSeen) > t.idle || now.Sub(s.created) > t.maxAge
 }
