@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -127,4 +128,54 @@ func TestCommands(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// A session runs at most MaxRunningCommands commands at once (one more is a conflict, until one
+// ends) and keeps at most MaxCommands, dropping the oldest that have ended.
+func TestCommandBounds(t *testing.T) {
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{cmdRuntime{tierFake(tierHeavy)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	s, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: tierHeavy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running []string
+	for range sandbox.MaxRunningCommands {
+		c, err := m.RunCommand(ctx, s.ID, sandbox.Command{Argv: []string{"sleep", "100"}, Background: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		running = append(running, c.ID)
+	}
+	_, err = m.RunCommand(ctx, s.ID, sandbox.Command{Argv: []string{"sleep", "100"}, Background: true}, nil)
+	if e := sandbox.AsError(err); e == nil || e.Kind != sandbox.KindConflict || e.Hint == "" {
+		t.Fatalf("command %d at once: %v, want conflict with a hint", sandbox.MaxRunningCommands+1, err)
+	}
+	if _, err := m.KillCommand(s.ID, running[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.RunCommand(ctx, s.ID, sandbox.Command{Shell: "true"}, nil); err != nil {
+		t.Fatalf("after one ended: %v", err)
+	}
+	for i := range sandbox.MaxCommands {
+		if _, err := m.RunCommand(ctx, s.ID, sandbox.Command{Shell: "echo " + strconv.Itoa(i)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := m.Commands(s.ID)
+	if err != nil || len(list) != sandbox.MaxCommands {
+		t.Fatalf("%d commands kept (%v), want %d", len(list), err, sandbox.MaxCommands)
+	}
+	if _, err := m.CommandStatus(s.ID, running[0]); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("the oldest ended command is still kept: %v", err)
+	}
+	for _, id := range running[1:] {
+		if c, err := m.CommandStatus(s.ID, id); err != nil || c.Status != sandbox.CommandRunning {
+			t.Errorf("running command %s: %+v, %v; a running command is never dropped", id, c, err)
+		}
+	}
 }
