@@ -364,3 +364,36 @@ func TestTimeTravelAudited(t *testing.T) {
 		}
 	}
 }
+
+// A step keeps at most StepOutputBytes of each output stream, and says it was cut; the run's
+// own result keeps all of it.
+func TestStepOutputBounded(t *testing.T) {
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tierFake(tierHeavy)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	ctx := context.Background()
+	s, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: tierHeavy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", sandbox.StepOutputBytes+100) // the fake prints the code
+	res, err := m.RunInSession(ctx, s.ID, &sandbox.RunRequest{Code: long})
+	if err != nil || res.Stdout != long {
+		t.Fatalf("result: %d bytes of stdout, %v", len(res.Stdout), err)
+	}
+	if _, err := m.RunInSession(ctx, s.ID, &sandbox.RunRequest{Code: "short"}); err != nil {
+		t.Fatal(err)
+	}
+	steps, _, err := m.Steps(s.ID)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("steps %+v, %v", steps, err)
+	}
+	if st := steps[0]; len(st.Stdout) != sandbox.StepOutputBytes || !st.Truncated || st.Code != long {
+		t.Errorf("long step: %d bytes of stdout, truncated %v", len(st.Stdout), st.Truncated)
+	}
+	if st := steps[1]; st.Stdout != "short" || st.Truncated {
+		t.Errorf("short step: %q, truncated %v", st.Stdout, st.Truncated)
+	}
+}
