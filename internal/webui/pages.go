@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -46,24 +47,8 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, c *call, what string, 
 		if e := sandbox.AsError(err); e != nil && e.Hint != "" {
 			msg += " (" + e.Hint + ")"
 		}
-		u.errorPage(w, r, c, statusOf(k), "Could not "+what, msg)
+		u.errorPage(w, r, c, apiwire.StatusOf(k), "Could not "+what, msg)
 	}
-}
-
-func statusOf(k sandbox.Kind) int {
-	switch k {
-	case sandbox.KindInvalidRequest:
-		return http.StatusBadRequest
-	case sandbox.KindUnauthorized:
-		return http.StatusUnauthorized
-	case sandbox.KindForbidden:
-		return http.StatusForbidden
-	case sandbox.KindConflict:
-		return http.StatusConflict
-	case sandbox.KindTimeout:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusUnprocessableEntity
 }
 
 // sessionRow is one session in the sessions table.
