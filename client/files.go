@@ -17,7 +17,17 @@ import (
 // WriteFile uploads content to path in a session (PUT /v1/sessions/{id}/files/content),
 // creating parent directories and replacing an existing file.
 func (c *Client) WriteFile(ctx context.Context, id, path string, content []byte) error {
-	resp, err := c.raw(ctx, http.MethodPut, filesPath(id, "/content", path), bytes.NewReader(content), "application/octet-stream")
+	return c.putBytes(ctx, filesPath(id, "/content", path), content)
+}
+
+// ReadFile downloads path from a session (GET /v1/sessions/{id}/files/content).
+func (c *Client) ReadFile(ctx context.Context, id, path string) ([]byte, error) {
+	return c.getBytes(ctx, filesPath(id, "/content", path), path)
+}
+
+// putBytes sends content as a file's raw bytes to the endpoint at urlPath.
+func (c *Client) putBytes(ctx context.Context, urlPath string, content []byte) error {
+	resp, err := c.raw(ctx, http.MethodPut, urlPath, bytes.NewReader(content), "application/octet-stream")
 	if err != nil {
 		return err
 	}
@@ -25,16 +35,16 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, content []byte)
 	return nil
 }
 
-// ReadFile downloads path from a session (GET /v1/sessions/{id}/files/content).
-func (c *Client) ReadFile(ctx context.Context, id, path string) ([]byte, error) {
-	resp, err := c.raw(ctx, http.MethodGet, filesPath(id, "/content", path), nil, "")
+// getBytes reads a file's raw bytes from the endpoint at urlPath; file names it in an error.
+func (c *Client) getBytes(ctx context.Context, urlPath, file string) ([]byte, error) {
+	resp, err := c.raw(ctx, http.MethodGet, urlPath, nil, "")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("agentbox client: read %s: %w", path, err)
+		return nil, fmt.Errorf("agentbox client: read %s: %w", file, err)
 	}
 	return b, nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"net/url"
 
@@ -86,10 +85,5 @@ func (c *Client) sessionOp(ctx context.Context, path string, in any, ok int) (*a
 // ReadStepFile downloads a file as a session's step held it (GET
 // /v1/sessions/{id}/steps/{step}/files/content).
 func (c *Client) ReadStepFile(ctx context.Context, id, step, path string) ([]byte, error) {
-	resp, err := c.raw(ctx, http.MethodGet, stepPath(id, step)+"/files/content?path="+url.QueryEscape(path), nil, "")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
+	return c.getBytes(ctx, stepPath(id, step)+"/files/content?path="+url.QueryEscape(path), path)
 }

@@ -1,10 +1,7 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,26 +46,12 @@ func (c *Client) DeleteVolume(ctx context.Context, name string) error {
 // /v1/volumes/{name}/files/{path}); past the quota it is an output_limit *Error and the file
 // stays as it was.
 func (c *Client) WriteVolumeFile(ctx context.Context, name, path string, content []byte) error {
-	resp, err := c.raw(ctx, http.MethodPut, volumeFilePath(name, path), bytes.NewReader(content), "application/octet-stream")
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
+	return c.putBytes(ctx, volumeFilePath(name, path), content)
 }
 
 // ReadVolumeFile reads a file of a volume without a session (GET /v1/volumes/{name}/files/{path}).
 func (c *Client) ReadVolumeFile(ctx context.Context, name, path string) ([]byte, error) {
-	resp, err := c.raw(ctx, http.MethodGet, volumeFilePath(name, path), nil, "")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("agentbox client: read %s: %w", path, err)
-	}
-	return b, nil
+	return c.getBytes(ctx, volumeFilePath(name, path), path)
 }
 
 func volumeFilePath(name, path string) string {
