@@ -165,13 +165,7 @@ func (i *Instance) Reset() error {
 		return fmt.Errorf("%w: %v", ErrNotResettable, err)
 	}
 	i.clock.restore(i.clock0)
-	i.memLimit.Store(i.e.reserve)
-	i.noSpace.Store(false)
-	i.stdout.reset(64<<10, nil)
-	i.stderr.reset(64<<10, nil)
-	i.reportMu.Lock()
-	i.report, i.reportBuf = nil, nil
-	i.reportMu.Unlock()
+	i.clearRunState()
 	i.resets++
 	i.pristineNow = true
 	return nil
@@ -179,3 +173,16 @@ func (i *Instance) Reset() error {
 
 // Resets is how many times the instance was reset.
 func (i *Instance) Resets() int { return i.resets }
+
+// clearRunState forgets what the last run left beside the guest's memory and files (Reset and
+// Restore set those): the memory limit back to the reserve, the full-disk flag, the output
+// buffers and the report.
+func (i *Instance) clearRunState() {
+	i.memLimit.Store(i.e.reserve)
+	i.noSpace.Store(false)
+	i.stdout.reset(64<<10, nil)
+	i.stderr.reset(64<<10, nil)
+	i.reportMu.Lock()
+	i.report, i.reportBuf = nil, nil
+	i.reportMu.Unlock()
+}

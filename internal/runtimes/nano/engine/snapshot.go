@@ -389,13 +389,7 @@ func (i *Instance) RewindTo(s *SnapshotParts) error {
 	}
 	i.clock.restore(clockState{fixed: s.Clock.Fixed, step: s.Clock.Step, wall: s.Clock.Wall,
 		mono: s.Clock.Mono, monoBase: s.Clock.Mono, realBase: time.Now(), rng: s.Clock.RNG})
-	i.memLimit.Store(i.e.reserve)
-	i.noSpace.Store(false)
-	i.stdout.reset(64<<10, nil)
-	i.stderr.reset(64<<10, nil)
-	i.reportMu.Lock()
-	i.report, i.reportBuf = nil, nil
-	i.reportMu.Unlock()
+	i.clearRunState()
 	i.pristineNow = false
 	return nil
 }
