@@ -38,7 +38,7 @@ from .errors import STATUS_OF_CODE, AgentboxError, DaemonUnreachable, NotFound, 
 from .models import (Artifact, Command, CommandList, CommandRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Output, Result, Routing, RunRequest, Session, SessionList,
                      SetIntentRequest, Step, StepDiff, StepInspection, StepList, StepRequest, StreamEvent)
-from .sandbox import FilesArg, _as_written, _ended_hint, _input_files
+from .sandbox import FilesArg, _as_written, _ended_hint, _follow, _input_files
 
 log = logging.getLogger("agentbox")
 
@@ -481,18 +481,8 @@ class AsyncSandbox:
         return res
 
     def _follow(self, sid: str, res: Result, err: Optional[AgentboxError] = None) -> None:
-        s = self._session
-        if s is None or s.id != sid or not res.runtime:
-            return
-        self._routing = res.routing
-        if res.runtime == s.runtime:
-            return
-        before, s.runtime = s.runtime, res.runtime
-        why = "; ".join(res.routing.reasons) or "the daemon gave no reason"
-        log.info("agentbox: session %s moved from %s to %s: %s", sid, before, res.runtime, why)
-        if err is not None:
-            moved = f"the session moved from {before} to {res.runtime} for this run ({why})"
-            err.hint = f"{err.hint}; {moved}" if err.hint else moved
+        if _follow(self._session, sid, res, err):
+            self._routing = res.routing
 
     def _lost_session(self, sid: str, e: NotFound) -> None:
         idle = 0.0

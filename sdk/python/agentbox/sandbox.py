@@ -37,6 +37,23 @@ def _seconds_text(secs: float) -> str:
     return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (s, "s")) if v) or f"{secs:g}s"
 
 
+def _follow(s: Optional[Session], sid: str, res: Result, err: Optional[AgentboxError] = None) -> bool:
+    """Whether ``res`` is a run of ``s``, the sandbox's session (``sid`` its id); if so and the
+    run moved the session to another tier, ``s.runtime`` follows, the move is logged and ``err``'s
+    hint says so. Shared by Sandbox and AsyncSandbox, which then keep ``res.routing``."""
+    if s is None or s.id != sid or not res.runtime:
+        return False
+    if res.runtime == s.runtime:
+        return True
+    before, s.runtime = s.runtime, res.runtime
+    why = "; ".join(res.routing.reasons) or "the daemon gave no reason"
+    log.info("agentbox: session %s moved from %s to %s: %s", sid, before, res.runtime, why)
+    if err is not None:
+        moved = f"the session moved from {before} to {res.runtime} for this run ({why})"
+        err.hint = f"{err.hint}; {moved}" if err.hint else moved
+    return True
+
+
 def _ended_hint(session_id: str, idle_timeout: float = 0.0) -> str:
     """The hint of a NotFound for a session the SDK thought open: why it may have ended, and what now.
 
@@ -273,18 +290,8 @@ class Sandbox:
     def _follow(self, sid: str, res: Result, err: Optional[AgentboxError] = None) -> None:
         """Keep :attr:`runtime` and :attr:`routing` up to date from a run of session ``sid``: an
         auto session moves to another tier when its code needs one, and the run says so."""
-        s = self._handle.session
-        if s is None or s.id != sid or not res.runtime:
-            return
-        self._routing = res.routing
-        if res.runtime == s.runtime:
-            return
-        before, s.runtime = s.runtime, res.runtime
-        why = "; ".join(res.routing.reasons) or "the daemon gave no reason"
-        log.info("agentbox: session %s moved from %s to %s: %s", sid, before, res.runtime, why)
-        if err is not None:
-            moved = f"the session moved from {before} to {res.runtime} for this run ({why})"
-            err.hint = f"{err.hint}; {moved}" if err.hint else moved
+        if _follow(self._handle.session, sid, res, err):
+            self._routing = res.routing
 
     def _lost_session(self, sid: str, e: NotFound) -> None:
         """The daemon no longer has session ``sid``: forget it (the next run starts a new one) and
