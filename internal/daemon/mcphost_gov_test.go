@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -189,6 +190,8 @@ func TestHostedGovernanceGVisor(t *testing.T) {
 		}
 		return got
 	}
+	// Each client gets its own copy: the SDK's client writes its protocol version into a call's
+	// _meta, and /mcp (stateless) and /mcp/servers/NAME (a session) speak different revisions.
 	research := mcp.Meta{mcphost.MetaIntent: "research"}
 
 	t.Run("NetworkAllowedByProfile", func(t *testing.T) {
@@ -219,7 +222,7 @@ func TestHostedGovernanceGVisor(t *testing.T) {
 		for _, c := range []struct {
 			meta mcp.Meta
 			want string
-		}{{research, "200 hello from api.research.test/own"}, {nil, "403 "}} {
+		}{{maps.Clone(research), "200 hello from api.research.test/own"}, {nil, "403 "}} {
 			res, err := own.CallTool(ctx, &mcp.CallToolParams{Meta: c.meta, Name: "fetcher__fetch", Arguments: map[string]any{"url": "http://api.research.test/own"}})
 			if err != nil || res.IsError || !strings.HasPrefix(textOf(res), c.want) {
 				t.Fatalf("fetcher__fetch with _meta %v: %v %q, want %q", c.meta, err, textOf(res), c.want)
