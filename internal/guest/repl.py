@@ -276,31 +276,11 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             except Exc:
                 pass
 
-    class MatplotlibLoader:
-        """Loads matplotlib as usual, then makes agentbox_inline its backend unless the run's
-        environment chose another (MPLBACKEND). The module keeps matplotlib's own loader."""
-
-        def __init__(self, inner):
-            self.inner = inner
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
-        def create_module(self, spec):
-            return self.inner.create_module(spec)
-
-        def exec_module(self, module):
-            try:
-                self.inner.exec_module(module)
-            finally:
-                module.__loader__ = self.inner
-                if module.__spec__ is not None:
-                    module.__spec__.loader = self.inner
-            if environ.get("MPLBACKEND") == base_env.get("MPLBACKEND"):
-                try:
-                    module.rcParams["backend"] = "module://" + BACKEND
-                except Exc:
-                    pass
+    def use_inline_backend(module):
+        # matplotlib draws with agentbox_inline unless the run's environment chose another
+        # backend (MPLBACKEND).
+        if environ.get("MPLBACKEND") == base_env.get("MPLBACKEND"):
+            module.rcParams["backend"] = "module://" + BACKEND
 
     backend_loader = BackendLoader()
 
@@ -320,7 +300,7 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 return None
             spec = PathFinder.find_spec(name, path, target)
             if spec is not None and spec.loader is not None:
-                spec.loader = MatplotlibLoader(spec.loader)
+                spec.loader = PatchLoader(spec.loader, use_inline_backend)
             return spec
 
     meta_path.insert(0, Finder())
