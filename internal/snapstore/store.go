@@ -71,6 +71,7 @@ func (s *Store) write(kind, d string, data []byte) (int64, error) {
 		return 0, err
 	}
 	if _, err := os.Stat(p); err == nil {
+		touch(p)
 		return 0, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
@@ -116,6 +117,13 @@ func (s *Store) read(kind, d string) ([]byte, error) {
 	return b, nil
 }
 
+// touch marks a blob reused now, so that a collection in another process keeps it until the
+// manifest naming it is written.
+func touch(p string) {
+	now := time.Now()
+	_ = os.Chtimes(p, now, now)
+}
+
 // ErrNotFound: no blob or manifest of that digest (collected, or never written).
 var ErrNotFound = errors.New("not in the snapshot store")
 
@@ -157,7 +165,10 @@ type Usage struct {
 }
 
 // GC removes every manifest not in roots and every blob no kept manifest names, and returns what
-// it removed. Unknown roots are ignored.
+// it removed. Unknown roots are ignored. Manifests and blobs written in the last minute are kept
+// whatever the roots: in a store several processes share (nodes of a cluster, package
+// sharedstore) a writer elsewhere may have stored blobs whose manifest is not written yet, which
+// Begin cannot see; a blob a writer reuses (Put of bytes the store has) counts as written then.
 func (s *Store) GC(roots []string) (Usage, error) {
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
@@ -197,6 +208,9 @@ func (s *Store) GC(roots []string) (Usage, error) {
 				return nil
 			}
 			info, ierr := e.Info()
+			if ierr == nil && time.Since(info.ModTime()) < time.Minute {
+				return nil // written (or reused) just now, for a manifest on its way (see GC)
+			}
 			if os.Remove(p) == nil {
 				if ierr == nil {
 					freed.Bytes += info.Size()
@@ -270,6 +284,7 @@ func (s *Store) PutFile(path string) (string, int64, error) {
 	d := hex.EncodeToString(h.Sum(nil))
 	p, _ := s.path("blobs", d)
 	if _, err := os.Stat(p); err == nil {
+		touch(p)
 		os.Remove(path)
 		return d, 0, nil
 	}
