@@ -53,8 +53,10 @@ type CommandSpec struct {
 	// Dir is absolute (CleanPath).
 	Dir string
 	Env map[string]string
-	// Stdin is written to the process's stdin, which is then closed.
+	// Stdin is written to the process's stdin, which is then closed unless OpenStdin is set.
 	Stdin []byte
+	// OpenStdin keeps stdin open after Stdin: the Process is then a ProcessStdin.
+	OpenStdin bool
 	// StderrBytes caps what the runtime forwards of stderr (the Manager caps both streams too).
 	StderrBytes int64
 }
@@ -71,6 +73,14 @@ type Process interface {
 	Kill() error
 }
 
+// ProcessStdin is an optional ability of a Process started with OpenStdin: stdin fed while it
+// runs.
+type ProcessStdin interface {
+	// WriteStdin writes p to the process's stdin; CloseStdin closes it (end of input).
+	WriteStdin(p []byte) error
+	CloseStdin() error
+}
+
 // Command is a request to run a command in a session.
 type Command struct {
 	// Argv is the command line; Shell, instead, is a line for /bin/sh -c. Exactly one is set.
@@ -80,6 +90,10 @@ type Command struct {
 	Dir   string
 	Env   map[string]string
 	Stdin []byte
+	// OpenStdin keeps stdin open after Stdin, for WriteCommandStdin and CloseCommandStdin. What a
+	// command is given on stdin over its life stays within MaxCommandStdin: the runtime's pipe
+	// holds that much, so feeding it never waits on a command that does not read.
+	OpenStdin bool
 	// Timeout of the command; zero: the session's run timeout.
 	Timeout time.Duration
 	// Background answers at once; the command goes on until it exits, is killed or times out.
@@ -114,9 +128,16 @@ type command struct {
 	buf   [2]strings.Builder
 	// stream is the foreground caller's sink (a streamer: capped, whole characters).
 	stream *streamer
-	proc   Process
-	done   chan struct{}
-	kill   string // the status a kill of ours gives: killed or timeout
+	// followers get the output as it comes after they joined (FollowCommand).
+	followers map[*follower]struct{}
+	// stdinSent counts what the command was given on stdin; stdinOpen says whether it may get
+	// more.
+	stdinMu   sync.Mutex
+	stdinSent int
+	stdinOpen bool
+	proc      Process
+	done      chan struct{}
+	kill      string // the status a kill of ours gives: killed or timeout
 }
 
 func (c *command) Write(stream Stream, p []byte) {
@@ -132,9 +153,35 @@ func (c *command) Write(stream Stream, p []byte) {
 	}
 	c.buf[i].Write(p)
 	st := c.stream
+	var fs []*follower
+	for f := range c.followers {
+		fs = append(fs, f)
+	}
 	c.mu.Unlock()
-	if st != nil && len(p) > 0 {
+	if len(p) == 0 {
+		return
+	}
+	if st != nil {
 		st.Write(stream, p)
+	}
+	for _, f := range fs {
+		f.Write(stream, p)
+	}
+}
+
+// follower is a sink that joined a running command: its calls are serialised and end when it
+// leaves.
+type follower struct {
+	mu   sync.Mutex
+	out  OutputSink
+	gone bool
+}
+
+func (f *follower) Write(stream Stream, p []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.gone {
+		f.out.Write(stream, p)
 	}
 }
 
@@ -142,6 +189,11 @@ func (c *command) Write(stream Stream, p []byte) {
 func (c *command) snapshot() CommandInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.snapshotLocked()
+}
+
+// snapshotLocked is snapshot for a caller that holds c.mu.
+func (c *command) snapshotLocked() CommandInfo {
 	info := c.info
 	info.Argv = slices.Clone(info.Argv)
 	info.Stdout, info.Stderr = c.buf[0].String(), c.buf[1].String()
@@ -196,8 +248,10 @@ func (m *Manager) RunCommand(ctx context.Context, id string, c Command, out Outp
 	cmd := &command{
 		info: CommandInfo{ID: "cmd_" + newID()[3:], Session: id, Argv: slices.Clone(argv), Dir: dir,
 			Status: CommandRunning, Started: time.Now().UTC(), Tier: info.Tier},
-		limit: [2]int64{limits.StdoutBytes, limits.StderrBytes},
-		done:  make(chan struct{}),
+		limit:     [2]int64{limits.StdoutBytes, limits.StderrBytes},
+		done:      make(chan struct{}),
+		stdinSent: len(c.Stdin),
+		stdinOpen: c.OpenStdin,
 	}
 	if !c.Background {
 		cmd.stream = newStreamer(out, limits)
@@ -205,7 +259,7 @@ func (m *Manager) RunCommand(ctx context.Context, id string, c Command, out Outp
 	if err := m.addCommand(s, cmd); err != nil {
 		return CommandInfo{}, err
 	}
-	spec := CommandSpec{Argv: argv, Dir: dir, Env: maps.Clone(env), Stdin: c.Stdin, StderrBytes: limits.StderrBytes}
+	spec := CommandSpec{Argv: argv, Dir: dir, Env: maps.Clone(env), Stdin: c.Stdin, OpenStdin: c.OpenStdin, StderrBytes: limits.StderrBytes}
 	if spec.Env == nil {
 		spec.Env = map[string]string{}
 	}

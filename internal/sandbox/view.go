@@ -118,6 +118,30 @@ func (v *View) KillCommand(id, cid string) (CommandInfo, error) {
 	return v.m.KillCommand(id, cid)
 }
 
+// WriteCommandStdin feeds the stdin of a command of one of the caller's sessions.
+func (v *View) WriteCommandStdin(id, cid string, p []byte) error {
+	if err := v.session(id); err != nil {
+		return err
+	}
+	return v.m.WriteCommandStdin(id, cid, p)
+}
+
+// CloseCommandStdin closes the stdin of a command of one of the caller's sessions.
+func (v *View) CloseCommandStdin(id, cid string) error {
+	if err := v.session(id); err != nil {
+		return err
+	}
+	return v.m.CloseCommandStdin(id, cid)
+}
+
+// FollowCommand follows the output of a command of one of the caller's sessions.
+func (v *View) FollowCommand(id, cid string, out OutputSink) (CommandInfo, <-chan struct{}, func(), error) {
+	if err := v.session(id); err != nil {
+		return CommandInfo{}, nil, nil, err
+	}
+	return v.m.FollowCommand(id, cid, out)
+}
+
 // Session describes one of the caller's sessions.
 func (v *View) Session(id string) (SessionInfo, error) {
 	if err := v.session(id); err != nil {

@@ -61,8 +61,24 @@ func (s *session) StartCommand(ctx context.Context, spec sandbox.CommandSpec, ou
 			return p, nil // its end says what happened
 		}
 	}
-	_ = b.write(&proto.Frame{Op: proto.OpStdin, ID: p.id, Close: true})
+	if !spec.OpenStdin {
+		_ = b.write(&proto.Frame{Op: proto.OpStdin, ID: p.id, Close: true})
+	}
 	return p, nil
+}
+
+// WriteStdin feeds the command's stdin (sandbox.ProcessStdin). The Manager keeps what a command
+// is given within a pipe's buffer, so the guest's write of it does not wait on the command.
+func (p *process) WriteStdin(data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	return p.b.write(&proto.Frame{Op: proto.OpStdin, ID: p.id, Data: data})
+}
+
+// CloseStdin closes the command's stdin.
+func (p *process) CloseStdin() error {
+	return p.b.write(&proto.Frame{Op: proto.OpStdin, ID: p.id, Close: true})
 }
 
 // process is a command running in a session's sandbox.
@@ -98,4 +114,5 @@ func (p *process) Kill() error {
 var (
 	_ sandbox.SessionCommands = (*session)(nil)
 	_ sandbox.Process         = (*process)(nil)
+	_ sandbox.ProcessStdin    = (*process)(nil)
 )
