@@ -28,9 +28,12 @@ type MCPOptions struct {
 	DataDir string `json:"data_dir"`
 	// Node runs server-everything directly; default Node 22 from scripts/mcp-tools.sh's cache
 	// (.cache/mcp-tools above the working directory), else node on PATH.
-	Node string    `json:"node"`
-	JSON bool      `json:"-"`
-	Log  io.Writer `json:"-"`
+	Node string `json:"node"`
+	// CPUProfile, when set, is where a CPU profile of the timed rounds is written (the daemon
+	// runs in this process, so it holds the gateway's work and the clients').
+	CPUProfile string    `json:"-"`
+	JSON       bool      `json:"-"`
+	Log        io.Writer `json:"-"`
 }
 
 // MCPMachine is the machine as the MCP figures depend on it.
@@ -103,6 +106,7 @@ func mainMCP(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&o.Cold, "cold", d.Cold, "cold starts measured (0: none)")
 	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "data `DIR` with the heavy runtime, the node-mcp image and nano's artifacts")
 	fs.StringVar(&o.Node, "node", "", "`NODE` binary that runs server-everything directly (default: Node 22 of .cache/mcp-tools, else node on PATH)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed rounds to `FILE` (go tool pprof)")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err

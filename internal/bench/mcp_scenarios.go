@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -306,11 +307,20 @@ func runMCPScenarios(ctx context.Context, o MCPOptions, rep *MCPReport, progress
 	}
 	paths = append(paths, inProc)
 	skip := 0
+	stopProfile := func() {}
 	progress("%d rounds of one call of each path, interleaved (after %d untimed)", o.N, warmup)
 	for round := -warmup; round < o.N && ctx.Err() == nil; round++ {
 		if round == 0 { // the gateway's records of the timed calls come after these
 			if recs, err := readCallRecords(d.hosted.AuditFile()); err == nil {
 				skip = len(recs)
+			}
+			if o.CPUProfile != "" {
+				stop, err := startCPUProfile(o.CPUProfile)
+				if err != nil {
+					return fmt.Errorf("bench mcp: %w", err)
+				}
+				stopProfile = stop
+				defer stop() // when the run returns early; stopping twice is harmless
 			}
 		}
 		for _, p := range paths {
@@ -327,6 +337,7 @@ func runMCPScenarios(ctx context.Context, o MCPOptions, rep *MCPReport, progress
 			}
 		}
 	}
+	stopProfile()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -463,4 +474,17 @@ func readCallRecords(path string) ([]mcphost.Record, error) {
 		}
 	}
 	return out, nil
+}
+
+// startCPUProfile starts a CPU profile into path; stop ends it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
