@@ -34,6 +34,9 @@ type Config struct {
 	Roots []string
 	// Env is the Python process's base environment.
 	Env []string
+	// HostStdin and HostStdout are the host pipes the daemon passed into the sandbox for one
+	// spawned child's stdin and stdout (proto.FeatureHostStdio); nil without. Main finds them.
+	HostStdin, HostStdout *os.File
 }
 
 // Main parses the flags, starts Python and serves the daemon on stdin/stdout until stdin ends.
@@ -49,6 +52,7 @@ func Main(args []string) int {
 	}
 	log.SetFlags(0)
 	log.SetPrefix("agentbox-guest: ")
+	cfg.HostStdin, cfg.HostStdout = hostStdio()
 	if err := Serve(cfg, os.Stdin, os.Stdout); err != nil {
 		log.Print(err)
 		return 1
@@ -110,8 +114,12 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	}
 	a.py = py
 	defer a.killAll()
+	features := []string{proto.FeatureSnapshots}
+	if cfg.HostStdin != nil && cfg.HostStdout != nil {
+		features = append(features, proto.FeatureHostStdio)
+	}
 	if err := a.send(&proto.Frame{Op: proto.OpHello, Version: proto.Version, PythonVersion: py.version,
-		Features: []string{proto.FeatureSnapshots}}); err != nil {
+		Features: features}); err != nil {
 		return err
 	}
 	for {

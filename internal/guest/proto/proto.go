@@ -115,6 +115,19 @@ const (
 const (
 	// FeatureSnapshots: OpSnapshot, OpRewind and OpDropSnaps.
 	FeatureSnapshots = "snapshots"
+	// FeatureHostStdio: the sandbox's init holds HostStdinFD and HostStdoutFD, two host pipes
+	// the daemon passed into the sandbox (runsc --pass-fd), and OpSpawn's HostStdio gives them
+	// to the child as its stdin and stdout.
+	FeatureHostStdio = "host-stdio"
+)
+
+// The descriptors of the host pipes a sandbox made for one long-lived child gets
+// (FeatureHostStdio): the child's stdin (read end) and its stdout (write end). The bytes cross
+// the boundary without frames or the agent: the sentry reads and writes the host pipe for the
+// child, which saves a hop through the agent and its encoding each way on every message.
+const (
+	HostStdinFD  = 3
+	HostStdoutFD = 4
 )
 
 // Tunnel streams (both directions; ID 0, Conn names the stream). See package tunnel.
@@ -218,6 +231,10 @@ type SpawnRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// StderrBytes caps what is sent of its stderr (the rest is dropped); stdout is never capped.
 	StderrBytes int64 `json:"stderr_bytes,omitempty"`
+	// HostStdio (a guest with FeatureHostStdio) makes the child's stdin and stdout the host
+	// pipes HostStdinFD and HostStdoutFD instead of OpStdin and OpOutput frames; its stderr and
+	// its exit still come as frames. Only one child of a sandbox can have them.
+	HostStdio bool `json:"host_stdio,omitempty"`
 }
 
 // RunRequest is one cell to run.

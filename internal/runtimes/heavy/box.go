@@ -43,6 +43,9 @@ type box struct {
 	features  []string // what the guest said it has (proto.Feature*)
 	snapBase  int64    // the memory limit before snapshots raised it (timetravel.go); 0 before
 	restored  bool     // from the template, not booted
+	// pass are host files given to the sandbox's init at launch (runsc --pass-fd), each at its
+	// descriptor there: a spawned child's host stdio (spawn.go).
+	pass []passFD
 
 	wmu sync.Mutex
 
@@ -62,6 +65,12 @@ type box struct {
 	answeredOnce sync.Once
 
 	tail logtail.Tail // runsc's and the guest's last log lines
+}
+
+// passFD is a host file a sandbox's init gets at descriptor guest.
+type passFD struct {
+	host  *os.File
+	guest int
 }
 
 // call is a request waiting for its answer.
@@ -176,9 +185,16 @@ func (rt *Runtime) runscFlags(limits sandbox.Limits) []string {
 // guest said hello before its checkpoint), the caller checks the guest answers. On failure the
 // sandbox is destroyed.
 func (b *box) launch(ctx context.Context, rt *Runtime, verb string, args []string, hello bool) error {
-	args = append(append([]string{verb}, args...), "--bundle", b.dir, b.id)
+	args = append([]string{verb}, args...)
+	for i, p := range b.pass {
+		args = append(args, "--pass-fd", strconv.Itoa(3+i)+":"+strconv.Itoa(p.guest)) // ExtraFiles[i] is runsc's 3+i
+	}
+	args = append(args, "--bundle", b.dir, b.id)
 	// Not tied to ctx: the sandbox outlives the request that started it (pool, session).
 	b.cmd = rt.runsc.command(context.Background(), rt.runscFlags(b.limits), args...)
+	for _, p := range b.pass {
+		b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, p.host)
+	}
 	b.cmd.Dir = b.dir
 	// Its own process group: a terminal's Ctrl-C reaches the daemon, which then ends sandboxes
 	// in order, not runsc directly.

@@ -2,10 +2,13 @@ package heavy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -27,9 +30,17 @@ type SpawnOptions struct {
 
 // Process is a child process with piped stdio in a heavy sandbox of its own (a hosted MCP
 // server): Read is its stdout, Write its stdin. Close ends the process and its sandbox.
+//
+// Its stdin and stdout are host pipes passed into the sandbox (proto.FeatureHostStdio): the
+// sentry reads and writes them for the child, so a message crosses the boundary without the
+// guest agent, its frames or a goroutine of the daemon in between. With an image whose guest
+// predates that, they are OpStdin and OpOutput frames over the guest channel.
 type Process struct {
-	b      *box
-	id     uint64
+	b  *box
+	id uint64
+	// stdin and stdout are the daemon's ends of the host pipes; nil when the stdio is framed.
+	stdin, stdout *os.File
+	// out and outW carry framed stdout.
 	out    *io.PipeReader
 	outW   *io.PipeWriter
 	errMu  sync.Mutex
@@ -57,25 +68,59 @@ func (rt *Runtime) Spawn(ctx context.Context, opts SpawnOptions) (*Process, erro
 	if limits.MemoryBytes == 0 {
 		limits = rt.opts.DefaultLimits
 	}
-	b, err := rt.startBox(ctx, img, limits, false)
+	start := time.Now()
+	b, err := rt.newBox(img, limits, false)
 	if err != nil {
 		return nil, err
+	}
+	// The child's stdin and stdout: the sandbox's ends go in at launch, the daemon keeps the
+	// others. A guest without FeatureHostStdio leaves them unused.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		b.cleanup()
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		b.cleanup()
+		return nil, err
+	}
+	b.pass = []passFD{{host: inR, guest: proto.HostStdinFD}, {host: outW, guest: proto.HostStdoutFD}}
+	err = b.launch(ctx, rt, "run", nil, true)
+	inR.Close() // runsc has them now
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, err
+	}
+	b.startTime = time.Since(start)
+	p := &Process{b: b, done: make(chan struct{}), ImageHash: img.Manifest.Hash}
+	if b.can(proto.FeatureHostStdio) {
+		p.stdin, p.stdout = inW, outR
+	} else {
+		inW.Close()
+		outR.Close()
+		p.out, p.outW = io.Pipe()
 	}
 	env := opts.Env
 	if opts.Profile != "" {
 		if err := rt.enableEgress(ctx, b, opts.Session, opts.Profile); err != nil {
+			p.closeFiles()
 			b.kill()
 			return nil, err
 		}
 		env = b.envFor(env)
 	}
-	r, w := io.Pipe()
-	p := &Process{b: b, out: r, outW: w, done: make(chan struct{}), ImageHash: img.Manifest.Hash}
-	req := &proto.Frame{Op: proto.OpSpawn, Spawn: &proto.SpawnRequest{Argv: opts.Argv, Env: env, StderrBytes: 1 << 20}}
+	req := &proto.Frame{Op: proto.OpSpawn, Spawn: &proto.SpawnRequest{Argv: opts.Argv, Env: env, StderrBytes: 1 << 20, HostStdio: p.stdout != nil}}
 	c, err := b.send(req,
 		func(stream string, data []byte) {
 			if stream == proto.Stdout {
-				_, _ = w.Write(data) // blocks until read: the server's stdout is back-pressured
+				if p.outW != nil {
+					_, _ = p.outW.Write(data) // blocks until read: the server's stdout is back-pressured
+				}
 				return
 			}
 			p.errMu.Lock()
@@ -86,6 +131,7 @@ func (rt *Runtime) Spawn(ctx context.Context, opts SpawnOptions) (*Process, erro
 			p.errMu.Unlock()
 		})
 	if err != nil {
+		p.closeFiles()
 		b.kill()
 		return nil, err
 	}
@@ -98,9 +144,29 @@ func (rt *Runtime) Spawn(ctx context.Context, opts SpawnOptions) (*Process, erro
 			p.exit = ans
 		}
 		close(p.done)
-		w.CloseWithError(p.exitErr())
+		if p.outW != nil {
+			p.outW.CloseWithError(p.exitErr())
+			return
+		}
+		// runsc holds the host pipe's other end as long as the sandbox lives, so the end of
+		// the child shows as no more bytes, not as EOF: what it wrote before it ended is read,
+		// then Read says how it ended.
+		_ = p.stdout.SetReadDeadline(time.Now().Add(exitDrain))
 	}()
 	return p, nil
+}
+
+// exitDrain is how long a Read still takes what a child wrote on its host stdout before it
+// ended (its bytes are in the pipe by then; this only bounds a child that left a process
+// holding the pipe).
+const exitDrain = 100 * time.Millisecond
+
+// closeFiles closes the daemon's ends of the host pipes.
+func (p *Process) closeFiles() {
+	if p.stdin != nil {
+		p.stdin.Close()
+		p.stdout.Close()
+	}
 }
 
 func (p *Process) exitErr() error {
@@ -119,7 +185,23 @@ func (p *Process) stderrTail() string {
 }
 
 // Read reads the process's stdout; at its end it returns an error saying how it ended.
-func (p *Process) Read(b []byte) (int, error) { return p.out.Read(b) }
+func (p *Process) Read(b []byte) (int, error) {
+	if p.stdout == nil {
+		return p.out.Read(b)
+	}
+	n, err := p.stdout.Read(b)
+	if err != nil {
+		select {
+		case <-p.done:
+			return n, p.exitErr()
+		default:
+		}
+		if errors.Is(err, os.ErrClosed) {
+			return n, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the process was closed")
+		}
+	}
+	return n, err
+}
 
 // Write writes to the process's stdin.
 func (p *Process) Write(b []byte) (int, error) {
@@ -127,6 +209,17 @@ func (p *Process) Write(b []byte) (int, error) {
 	case <-p.done:
 		return 0, p.exitErr()
 	default:
+	}
+	if p.stdin != nil {
+		n, err := p.stdin.Write(b)
+		if err != nil {
+			select {
+			case <-p.done:
+				return n, p.exitErr()
+			default:
+			}
+		}
+		return n, err
 	}
 	if err := p.b.write(&proto.Frame{Op: proto.OpStdin, ID: p.id, Data: append([]byte(nil), b...)}); err != nil {
 		return 0, err
@@ -162,7 +255,10 @@ func (p *Process) Close() error {
 	p.once.Do(func() {
 		_ = p.b.write(&proto.Frame{Op: proto.OpKill, ID: p.id})
 		p.b.kill()
-		p.out.CloseWithError(fmt.Errorf("closed"))
+		if p.out != nil {
+			p.out.CloseWithError(fmt.Errorf("closed"))
+		}
+		p.closeFiles()
 	})
 	return nil
 }

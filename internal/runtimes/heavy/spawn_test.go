@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -29,12 +30,18 @@ func TestSpawnStdio(t *testing.T) {
 	if _, err := p.Write([]byte(init)); err != nil {
 		t.Fatal(err)
 	}
-	line, err := bufio.NewReader(p).ReadString('\n')
+	r := bufio.NewReader(p)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		t.Fatalf("%v (stderr: %s)", err, p.Stderr())
 	}
 	if !strings.Contains(line, `"serverInfo"`) {
 		t.Fatalf("answer: %s", line)
+	}
+	t.Logf("host stdio: %v", p.stdout != nil)
+	// A guest that offers host stdio gets it: the bytes bypass the guest channel.
+	if p.b.can(proto.FeatureHostStdio) != (p.stdout != nil) {
+		t.Fatalf("guest offers host stdio: %v; the process uses it: %v", p.b.can(proto.FeatureHostStdio), p.stdout != nil)
 	}
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
@@ -46,6 +53,20 @@ func TestSpawnStdio(t *testing.T) {
 	}
 	if p.Err() == nil || !strings.Contains(p.Err().Error(), "exited") {
 		t.Fatalf("err = %v", p.Err())
+	}
+	// Reading past the end says how the process ended, and does not hang.
+	read := make(chan error, 1)
+	go func() { _, err := r.ReadString('\n'); read <- err }()
+	select {
+	case err := <-read:
+		if err == nil || !strings.Contains(err.Error(), "exited") {
+			t.Fatalf("read after the exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read after the exit hangs")
+	}
+	if _, err := p.Write([]byte("{}\n")); err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Fatalf("write after the exit: %v", err)
 	}
 }
 
