@@ -16,6 +16,7 @@ const (
 	CodeMemoryLimit        = "memory_limit"        // 422: the code went over its memory limit
 	CodeOutputLimit        = "output_limit"        // 422: the code went over an output or file limit
 	CodeInternal           = "internal"            // 500: a bug or fault in the daemon
+	CodeNotImplemented     = "not_implemented"     // 501: an E2B call agentbox does not serve (only the E2B front door, never /v1)
 	CodeRuntimeUnavailable = "runtime_unavailable" // 503: the runtime is missing, busy or stopping
 )
 
@@ -38,6 +39,8 @@ func StatusOfCode(code string) int {
 		return http.StatusConflict
 	case CodeMemoryLimit, CodeOutputLimit:
 		return http.StatusUnprocessableEntity
+	case CodeNotImplemented:
+		return http.StatusNotImplemented
 	case CodeRuntimeUnavailable:
 		return http.StatusServiceUnavailable
 	default:

@@ -24,6 +24,7 @@ func TestStatusOfCode(t *testing.T) {
 		{api.CodeOutputLimit, 422},
 		{api.CodeInternal, 500},
 		{api.CodeRuntimeUnavailable, 503},
+		{api.CodeNotImplemented, 501},
 		{"no_such_code", 500},
 	} {
 		if got := api.StatusOfCode(tc.code); got != tc.status {

@@ -28,6 +28,7 @@ func TestErrorResponse(t *testing.T) {
 		{sandbox.KindMemoryLimit, api.CodeMemoryLimit, 422},
 		{sandbox.KindOutputLimit, api.CodeOutputLimit, 422},
 		{sandbox.KindInternal, api.CodeInternal, 500},
+		{sandbox.KindNotImplemented, api.CodeNotImplemented, 501},
 		{sandbox.KindRuntimeUnavailable, api.CodeRuntimeUnavailable, 503},
 	} {
 		t.Run(tt.code, func(t *testing.T) {

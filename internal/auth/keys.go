@@ -115,22 +115,50 @@ func (k *Keys) Authenticate(token string, now time.Time) (Identity, error) {
 		if !found || subtle.ConstantTimeCompare(got[:], want) != 1 {
 			return Identity{}, invalidKey()
 		}
-		switch {
-		case rec.Revoked != nil:
-			return Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "the API key %s was revoked at %s", rec.ID, rec.Revoked.UTC().Format(time.RFC3339)).
-				WithHint("ask the daemon's admin for a new key (agentbox keys create)")
-		case rec.Expires != nil && !now.Before(*rec.Expires):
-			return Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "the API key %s expired at %s", rec.ID, rec.Expires.UTC().Format(time.RFC3339)).
-				WithHint("ask the daemon's admin for a new key (agentbox keys rotate %s)", rec.ID)
-		}
-		return Identity{Caller: sandbox.Caller{Tenant: rec.Tenant, Agent: rec.Agent, KeyID: rec.ID,
-			Admin: slices.Contains(rec.Scopes, ScopeAdmin)}, Scopes: rec.Scopes}, nil
+		return rec.identity(now)
 	}
 	got := sha256.Sum256([]byte(token))
 	if subtle.ConstantTimeCompare(got[:], k.bootstrap[:]) != 1 {
 		return Identity{}, invalidKey()
 	}
-	return Identity{Caller: sandbox.Caller{Admin: true}, Scopes: []Scope{ScopeAdmin}}, nil
+	return bootstrapIdentity(), nil
+}
+
+func bootstrapIdentity() Identity {
+	return Identity{Caller: sandbox.Caller{Admin: true}, Scopes: []Scope{ScopeAdmin}}
+}
+
+// identity is the identity of a key whose secret was checked: refused when revoked or expired.
+func (rec KeyRecord) identity(now time.Time) (Identity, error) {
+	switch {
+	case rec.Revoked != nil:
+		return Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "the API key %s was revoked at %s", rec.ID, rec.Revoked.UTC().Format(time.RFC3339)).
+			WithHint("ask the daemon's admin for a new key (agentbox keys create)")
+	case rec.Expires != nil && !now.Before(*rec.Expires):
+		return Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "the API key %s expired at %s", rec.ID, rec.Expires.UTC().Format(time.RFC3339)).
+			WithHint("ask the daemon's admin for a new key (agentbox keys rotate %s)", rec.ID)
+	}
+	return Identity{Caller: sandbox.Caller{Tenant: rec.Tenant, Agent: rec.Agent, KeyID: rec.ID,
+		Admin: slices.Contains(rec.Scopes, ScopeAdmin)}, Scopes: rec.Scopes}, nil
+}
+
+// IdentityOfKey returns the identity of the key with id keyID as it is now ("" is the daemon's
+// bootstrap key), for a front door that holds a credential it issued to that key earlier (the E2B
+// front door's sandbox access tokens) instead of the key itself: a key revoked, expired or
+// removed since is refused as Authenticate would refuse it.
+func (k *Keys) IdentityOfKey(keyID string, now time.Time) (Identity, error) {
+	if keyID == "" {
+		return bootstrapIdentity(), nil
+	}
+	rec, found, err := k.lookup(keyID)
+	if err != nil {
+		return Identity{}, err
+	}
+	if !found {
+		return Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "the API key %s no longer exists", keyID).
+			WithHint("ask the daemon's admin for a new key (agentbox keys create)")
+	}
+	return rec.identity(now)
 }
 
 func invalidKey() error {

@@ -39,6 +39,10 @@ type ServeOptions struct {
 	NewManager ManagerFactory
 	// Ready, if set, is called with the bound address once the server accepts requests.
 	Ready func(addr net.Addr)
+	// E2B overrides the configuration's E2B front door (config.E2BConfig) where not empty.
+	E2B config.E2BConfig
+	// E2BReady, if set, is called with the E2B front door's own listener's address.
+	E2BReady func(addr net.Addr)
 }
 
 // Serve runs the daemon until ctx is done, then shuts down gracefully: no new requests, running
@@ -57,6 +61,9 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := overrideE2B(&cfg, opts.E2B); err != nil {
+		return err
+	}
 	key, err := ensureAPIKey(cfg.APIKey, cfg.DataDir)
 	if err != nil {
 		return err
@@ -72,6 +79,13 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		return err
 	}
 	defer ln.Close()
+	var e2bLn net.Listener
+	if cfg.E2B.Listen != "" {
+		if e2bLn, err = daemon.Listen(cfg.E2B.Listen, log); err != nil {
+			return fmt.Errorf("E2B front door: %w", err)
+		}
+		defer e2bLn.Close()
+	}
 
 	start := time.Now()
 	m, err := opts.NewManager(ctx, cfg, log)
@@ -92,10 +106,12 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		Version:         version(),
 		Logger:          log,
 		ShutdownTimeout: opts.ShutdownTimeout,
+		E2B:             daemon.E2BOptionsFrom(cfg.E2B),
 	})
 	if err != nil {
 		return err
 	}
+	defer doors.Close()
 
 	switch {
 	case key.path == "":
@@ -109,6 +125,23 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		ln.Addr(), m.Tiers(), time.Since(start).Round(time.Millisecond))
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
+	}
+	e2bDone := make(chan error, 1)
+	if e2bLn != nil {
+		scheme := "http"
+		if cfg.E2B.TLSCert != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(opts.Stderr, "agentbox: E2B front door on %s://%s (domain %q)\n", scheme, e2bLn.Addr(), cfg.E2B.Domain)
+		if opts.E2BReady != nil {
+			opts.E2BReady(e2bLn.Addr())
+		}
+		go func() { e2bDone <- doors.ServeE2B(ctx, e2bLn, cfg.E2B.TLSCert, cfg.E2B.TLSKey) }()
+	} else {
+		e2bDone <- nil
+		if cfg.E2B.Domain != "" {
+			fmt.Fprintf(opts.Stderr, "agentbox: E2B front door for api.%s and *.%s on the main listener\n", cfg.E2B.Domain, cfg.E2B.Domain)
+		}
 	}
 	// SIGHUP reloads the egress policy, as daemons do their configuration.
 	hup := make(chan os.Signal, 1)
@@ -124,11 +157,25 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	if err := doors.Serve(ctx, ln); err != nil {
 		return err
 	}
+	if err := <-e2bDone; err != nil {
+		log.Warn("E2B front door", "err", err)
+	}
 	if err := m.Close(); err != nil {
 		log.Warn("closing the engine", "err", err)
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// overrideE2B applies the E2B flags over the configuration.
+func overrideE2B(cfg *config.Config, o config.E2BConfig) error {
+	for dst, v := range map[*string]string{&cfg.E2B.Domain: o.Domain, &cfg.E2B.Listen: o.Listen,
+		&cfg.E2B.TLSCert: o.TLSCert, &cfg.E2B.TLSKey: o.TLSKey} {
+		if v != "" {
+			*dst = v
+		}
+	}
+	return cfg.Validate()
 }
 
 func newLogger(w io.Writer, level string, asJSON bool) (*slog.Logger, error) {
@@ -160,6 +207,10 @@ clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running req
 	fs.StringVar(&opts.ConfigFile, "config", "", "configuration `FILE` (JSON; see internal/config)")
 	fs.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.BoolVar(&opts.LogJSON, "log-json", false, "write the log as JSON lines")
+	fs.StringVar(&opts.E2B.Domain, "e2b-domain", "", "serve E2B's SDKs for `DOMAIN` (E2B_DOMAIN): api.DOMAIN and PORT-SANDBOXID.DOMAIN (or AGENTBOX_E2B_DOMAIN)")
+	fs.StringVar(&opts.E2B.Listen, "e2b-listen", "", "a listener `ADDR` of the E2B front door's own (or AGENTBOX_E2B_LISTEN)")
+	fs.StringVar(&opts.E2B.TLSCert, "e2b-tls-cert", "", "certificate `FILE` (PEM) for --e2b-listen: api.DOMAIN and *.DOMAIN")
+	fs.StringVar(&opts.E2B.TLSKey, "e2b-tls-key", "", "private key `FILE` (PEM) of --e2b-tls-cert")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running requests may take to finish at shutdown")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {

@@ -47,6 +47,9 @@ type Config struct {
 
 	// Tenants bounds each tenant (quotas, runtimes, images, egress profiles, limits); see Tenants.
 	Tenants Tenants `json:"tenants"`
+
+	// E2B is the E2B front door (e2b.go).
+	E2B E2BConfig `json:"e2b"`
 }
 
 // AuditConfig configures the audit log (internal/audit): a record per session event, run, egress
@@ -219,6 +222,7 @@ func Load(path string) (Config, error) {
 	if v := os.Getenv("AGENTBOX_API_KEY"); v != "" {
 		c.APIKey = v
 	}
+	c.E2B.fromEnv()
 	return c, c.Validate()
 }
 
@@ -253,6 +257,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: artifacts_ttl must be positive")
 	case c.Audit.CheckpointRecords < 1 || c.Audit.CheckpointInterval <= 0:
 		return fmt.Errorf("config: audit.checkpoint_records and audit.checkpoint_interval must be positive")
+	}
+	if err := c.E2B.validate(); err != nil {
+		return err
 	}
 	return c.Tenants.validate()
 }

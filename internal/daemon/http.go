@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/e2b"
 	"github.com/agentbox-dev/agentbox/internal/httpapi"
 	"github.com/agentbox-dev/agentbox/internal/mcphost"
 	"github.com/agentbox-dev/agentbox/internal/mcpserver"
@@ -35,6 +36,7 @@ import (
 //	/mcp/servers/NAME  a hosted MCP server (internal/mcphost), governed; the same keys, scope run
 //	/ui/      the web console (internal/webui): server-rendered pages, embedded assets, a login
 //	          with the same keys that sets a session cookie, CSRF tokens on every change
+//	Host api.DOMAIN, PORT-ID.DOMAIN: the E2B front door (internal/e2b), whatever the path
 //	anything else: the HTTP API's typed 404, as before there was more than one front door
 
 // FrontDoorOptions configure the listener's front doors and its shutdown. Zero values take the
@@ -56,6 +58,8 @@ type FrontDoorOptions struct {
 	// HostedMCP, when set, serves the hosted MCP servers at /mcp/servers/NAME (OpenHostedMCP).
 	// The caller closes it after Serve has returned.
 	HostedMCP *mcphost.Manager
+	// E2B configures the E2B front door (e2b.go); off by default.
+	E2B E2BOptions
 	// ShutdownTimeout is how long Serve waits for running requests once its context is done
 	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
 	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
@@ -66,6 +70,7 @@ type FrontDoorOptions struct {
 // an http.Handler; Serve runs it on a listener with graceful shutdown.
 type FrontDoors struct {
 	handler  http.Handler
+	e2b      *e2b.Handler
 	log      *slog.Logger
 	shutTO   time.Duration
 	inflight atomic.Int64
@@ -135,12 +140,32 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 			return nil, err
 		}
 	}
+	e2bDoor, err := newE2B(m, keys, opts.APIKey, opts)
+	if err != nil {
+		return nil, err
+	}
 	var more []mount
 	if opts.HostedMCP != nil {
 		hosted := auth.NewBearerFor(keys).Require(opts.HostedMCP.Handler("/mcp/servers/"), failJSON, auth.ScopeRun)
 		more = append(more, mount{path: "/mcp/servers/", h: hosted})
 	}
-	return newFrontDoors(mountAll(api, mcp, ui, more...), opts), nil
+	doors := newFrontDoors(byHost(e2bDoor, mountAll(api, mcp, ui, more...)), opts)
+	doors.e2b = e2bDoor
+	return doors, nil
+}
+
+// byHost sends the E2B front door's names to it and everything else to next.
+func byHost(door *e2b.Handler, next http.Handler) http.Handler {
+	if door == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if door.Owns(r.Host) {
+			door.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // failJSON answers a refused request with the API's error body.
@@ -211,10 +236,41 @@ func (d *FrontDoors) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (their runs stop) and waits a little more for their handlers to answer. It closes ln, not the
 // Manager. It returns nil after a shutdown and the listener's error otherwise.
 func (d *FrontDoors) Serve(ctx context.Context, ln net.Listener) error {
+	return d.serve(ctx, ln, d, "", "")
+}
+
+// E2BEnabled says whether the E2B front door runs.
+func (d *FrontDoors) E2BEnabled() bool { return d.e2b != nil }
+
+// ServeE2B serves the E2B front door alone on ln, as Serve does the whole, with TLS when
+// certFile and keyFile are set (HTTP/2 offered, as E2B's edge does). Every name on ln is the E2B
+// front door's: the control plane, or a sandbox by its name or the SDK's E2b-Sandbox-Id header.
+func (d *FrontDoors) ServeE2B(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
+	if d.e2b == nil {
+		return errors.New("the E2B front door is not enabled")
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.inflight.Add(1)
+		defer d.inflight.Add(-1)
+		d.e2b.ServeHTTP(w, r)
+	})
+	return d.serve(ctx, ln, h, certFile, keyFile)
+}
+
+// Close stops what the front doors run in the background (the E2B front door's timeout
+// reaper). Call it after Serve has returned.
+func (d *FrontDoors) Close() error {
+	if d.e2b != nil {
+		return d.e2b.Close()
+	}
+	return nil
+}
+
+func (d *FrontDoors) serve(ctx context.Context, ln net.Listener, handler http.Handler, certFile, keyFile string) error {
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
 	hs := &http.Server{
-		Handler: d,
+		Handler: handler,
 		// Headers must come quickly; bodies and answers are not bounded here because a run may
 		// legitimately take up to the policy's maximum timeout, which the Manager enforces.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -223,7 +279,13 @@ func (d *FrontDoors) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if certFile != "" {
+			errc <- hs.ServeTLS(ln, certFile, keyFile)
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return err

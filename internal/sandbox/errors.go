@@ -22,7 +22,10 @@ const (
 	KindForbidden          Kind = "forbidden"
 	KindRuntimeUnavailable Kind = "runtime_unavailable"
 	KindConflict           Kind = "conflict"
-	KindInternal           Kind = "internal"
+	// KindNotImplemented: a call of a protocol agentbox speaks (E2B's) that it does not serve;
+	// the message names the call.
+	KindNotImplemented Kind = "not_implemented"
+	KindInternal       Kind = "internal"
 )
 
 // Error is a failure with a kind, a message that says what was wrong (which limit, which field) and,
@@ -61,6 +64,7 @@ var (
 	ErrForbidden          = &Error{Kind: KindForbidden}
 	ErrRuntimeUnavailable = &Error{Kind: KindRuntimeUnavailable}
 	ErrConflict           = &Error{Kind: KindConflict}
+	ErrNotImplemented     = &Error{Kind: KindNotImplemented}
 	ErrInternal           = &Error{Kind: KindInternal}
 )
 
