@@ -44,6 +44,8 @@ type ManagerOptions struct {
 	// StateDir keeps each session's description and step tree (state.go), so that sessions
 	// survive a restart of the daemon. Empty: sessions live in memory only.
 	StateDir string
+	// Records keeps them elsewhere (a cluster's shared store) instead of StateDir.
+	Records SessionRecords
 	// Snapshots is the store the tiers keep durable snapshots in; the Manager collects what no
 	// step refers to any more. Nil: nothing is collected.
 	Snapshots SnapshotCollector
@@ -71,7 +73,7 @@ type Manager struct {
 	egress      Intents
 	closers     []io.Closer
 	log         *slog.Logger
-	stateDir    string
+	records     SessionRecords
 	store       SnapshotCollector
 	retention   Retention
 	pauseIdle   bool
@@ -92,6 +94,8 @@ type Manager struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	closed   bool
+	// draining: Drain was called (adopt.go); no new sessions.
+	draining bool
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -166,7 +170,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		egress:      opts.Egress,
 		closers:     opts.Closers,
 		log:         opts.Logger,
-		stateDir:    opts.StateDir,
+		records:     opts.Records,
 		store:       opts.Snapshots,
 		retention:   opts.Retention.withDefaults(),
 		pauseIdle:   opts.PauseIdle,
@@ -200,7 +204,10 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 			m.known = append(m.known, k)
 		}
 	}
-	if m.stateDir != "" {
+	if m.records == nil && opts.StateDir != "" {
+		m.records = dirRecords{dir: opts.StateDir}
+	}
+	if m.records != nil {
 		if err := m.loadSessions(); err != nil {
 			return nil, err
 		}
@@ -283,6 +290,11 @@ func (m *Manager) Close() error {
 			ends = append(ends, ending{s.impl, s.info, s.releaseVolumes})
 		}
 	}
+	for _, s := range m.sessions {
+		if s.tl.persistCancel != nil {
+			s.tl.persistCancel() // a tier waiting for a quiet moment gives up
+		}
+	}
 	m.mu.Unlock()
 	close(m.stop)
 	// Snapshots in progress finish first (they write the sessions' files), then the sessions'
@@ -298,7 +310,7 @@ func (m *Manager) Close() error {
 		if e.releaseVolumes != nil {
 			e.releaseVolumes()
 		}
-		if m.stateDir == "" {
+		if m.records == nil {
 			m.ended(SessionEnd{Info: e.info, Reason: "daemon shutdown"})
 		}
 	}

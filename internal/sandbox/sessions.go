@@ -17,6 +17,8 @@ import (
 type session struct {
 	// run serialises runs of one session; held for the whole run, and for a move.
 	run sync.Mutex
+	// saveMu keeps the session's record writes in the order of the states they describe.
+	saveMu sync.Mutex
 	// impl is the session's sandbox. A move replaces it while holding run and Manager.mu, so
 	// either lock is enough to read it.
 	impl Session
@@ -47,6 +49,8 @@ type session struct {
 	// Guarded by Manager.mu.
 	info   SessionInfo
 	active bool
+	// notice goes with the session's next run result (adopt.go); guarded by Manager.mu.
+	notice *Notice
 }
 
 // CreateSession starts a stateful session.
@@ -108,6 +112,12 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		m.mu.Unlock()
 		releaseVolumes()
 		return SessionInfo{}, Errorf(KindRuntimeUnavailable, "the daemon is shutting down")
+	}
+	if m.draining {
+		m.mu.Unlock()
+		releaseVolumes()
+		return SessionInfo{}, Errorf(KindRuntimeUnavailable, "this node is draining: it takes no new sessions").
+			WithHint("create the session on another node")
 	}
 	if len(m.sessions) >= m.maxSessions {
 		m.mu.Unlock()
@@ -216,6 +226,22 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 	}()
 	if err := m.wake(ctx, s); err != nil {
 		return nil, err
+	}
+	if n := m.takeNotice(s); n != nil {
+		// The session moved since its last answer: the client hears it first, once.
+		if ns, ok := req.Output.(NoticeSink); ok {
+			ns.Notice(*n)
+		}
+		defer func() {
+			switch r := errResult(res, err); {
+			case r != nil:
+				r.Notice = n
+			case err != nil:
+				m.mu.Lock()
+				s.notice = n // no answer carried it: the next run's will
+				m.mu.Unlock()
+			}
+		}()
 	}
 	started := time.Now()
 	defer func() {
@@ -428,6 +454,17 @@ func (m *Manager) ended(e SessionEnd) {
 	if f != nil {
 		f(e)
 	}
+}
+
+// errResult is the result a run returned, or the partial one its error carries.
+func errResult(res *Result, err error) *Result {
+	if res != nil {
+		return res
+	}
+	if e := AsError(err); e != nil {
+		return e.Result
+	}
+	return nil
 }
 
 // infoOf reads a session's description under the Manager's lock.

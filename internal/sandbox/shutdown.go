@@ -15,7 +15,7 @@ const shutdownPause = 30 * time.Second
 // sandbox, and the next daemon would find nothing durable to resume. A session whose run is in
 // progress is not waited for (its state is the run's, not yet a step). The pauses run at once.
 func (m *Manager) pauseForShutdown() {
-	if m.stateDir == "" {
+	if m.records == nil {
 		return
 	}
 	m.mu.Lock()

@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// Sessions that outlive the daemon. With ManagerOptions.StateDir set, the Manager keeps one file
-// per session there (its description, options, step tree, head and the durable reference of its
-// state), rewritten whole (a temporary file renamed into place) whenever a step becomes durable,
+// Sessions that outlive the daemon. With ManagerOptions.StateDir (or Records) set, the Manager
+// keeps one record per session (its description, options, step tree, head and the durable
+// reference of its state), rewritten whole whenever a step becomes durable,
 // on a rewind, fork, pause or resume. A new Manager reads them: each session comes back asleep,
 // holding no sandbox, and is woken on its next use by the tier's Restorer from the head's durable
 // snapshot (or its Pause's). The environment of a session is not written (it may hold secrets): a
@@ -33,38 +33,135 @@ type savedSession struct {
 	Steps      []*Step        `json:"steps"`
 }
 
-func (m *Manager) sessionFile(id string) string {
-	return filepath.Join(m.stateDir, id+".json")
+// SessionRecords keeps the sessions' records, so that a session outlives its daemon: in a
+// directory of the daemon (ManagerOptions.StateDir, the default), or, for the nodes of a
+// cluster, in storage every node sees (package sharedstore, wired by the daemon), where another
+// node can adopt a session whose node is gone (Manager.Adopt).
+type SessionRecords interface {
+	// Save writes a session's record; refs are the durable snapshot references it holds (which
+	// a shared store's collection must keep). An error wrapping ErrMoved says another node owns
+	// the session now: this Manager lets it go.
+	Save(id string, record []byte, refs []string) error
+	// Remove forgets a closed session's record.
+	Remove(id string) error
+	// Release gives a session up for another node to adopt, keeping its record (a drain).
+	Release(id string) error
+	// Load returns the records of the sessions this Manager owns, by session id.
+	Load() (map[string][]byte, error)
 }
 
-// saveSession writes s's file. Errors are logged: the session goes on, it just would not survive
-// a restart in its latest state.
+// ErrMoved says another node of the cluster owns a session now.
+var ErrMoved = errors.New("the session is owned by another node now")
+
+// dirRecords are the records in a directory of the daemon: a file per session.
+type dirRecords struct{ dir string }
+
+func (d dirRecords) file(id string) string { return filepath.Join(d.dir, id+".json") }
+
+func (d dirRecords) Save(id string, b []byte, _ []string) error { return writeAtomic(d.file(id), b) }
+
+func (d dirRecords) Remove(id string) error {
+	if err := os.Remove(d.file(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (d dirRecords) Release(string) error { return nil }
+
+func (d dirRecords) Load() (map[string][]byte, error) {
+	if err := os.MkdirAll(d.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox: state directory: %w", err)
+	}
+	entries, err := os.ReadDir(d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: state directory: %w", err)
+	}
+	out := map[string][]byte{}
+	for _, e := range entries {
+		name := e.Name()
+		id, ok := strings.CutSuffix(name, ".json")
+		if !ok {
+			if strings.HasSuffix(name, ".tmp") {
+				_ = os.Remove(filepath.Join(d.dir, name))
+			}
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(d.dir, name)); err == nil {
+			out[id] = b
+		}
+	}
+	return out, nil
+}
+
+// record is s's record as saved, and the snapshot references it holds. Call with m.mu held.
+func (m *Manager) record(s *session) (savedSession, []string) {
+	v := savedSession{Info: s.info, Opts: s.opts, Requested: s.requested, Auto: s.auto, State: s.tl.state,
+		Head: s.tl.head, Ref: s.tl.ref, ForkedFrom: s.tl.forkedFrom}
+	v.Opts.Env = nil
+	var refs []string
+	for _, st := range s.tl.steps {
+		c := *st
+		v.Steps = append(v.Steps, &c)
+		if st.Snapshot.Ref != "" {
+			refs = append(refs, st.Snapshot.Ref)
+		}
+	}
+	if h := s.tl.step(s.tl.head); h != nil && v.State != SessionPaused {
+		v.Ref = h.Snapshot.Ref
+	}
+	if v.Ref != "" {
+		refs = append(refs, v.Ref)
+	}
+	return v, refs
+}
+
+// saveSession writes s's record. Errors are logged: the session goes on, it just would not
+// survive a restart in its latest state. A record another node owns now (ErrMoved) makes this
+// Manager let the session go.
 func (m *Manager) saveSession(s *session) {
-	if m.stateDir == "" {
+	if m.records == nil {
 		return
 	}
+	s.saveMu.Lock()
+	defer s.saveMu.Unlock()
 	m.mu.Lock()
 	if m.sessions[s.info.ID] != s {
 		m.mu.Unlock()
 		return
 	}
-	v := savedSession{Info: s.info, Opts: s.opts, Requested: s.requested, Auto: s.auto, State: s.tl.state,
-		Head: s.tl.head, Ref: s.tl.ref, ForkedFrom: s.tl.forkedFrom}
-	v.Opts.Env = nil
-	for _, st := range s.tl.steps {
-		c := *st
-		v.Steps = append(v.Steps, &c)
-	}
-	if h := s.tl.step(s.tl.head); h != nil && v.State != SessionPaused {
-		v.Ref = h.Snapshot.Ref
-	}
+	v, refs := m.record(s)
 	m.mu.Unlock()
 	b, err := json.Marshal(v)
 	if err == nil {
-		err = writeAtomic(m.sessionFile(v.Info.ID), b)
+		err = m.records.Save(v.Info.ID, b, refs)
+	}
+	if errors.Is(err, ErrMoved) {
+		m.log.Warn("another node owns this session now; letting it go", "session", v.Info.ID, "err", err)
+		m.letGo(s)
+		return
 	}
 	if err != nil {
 		m.log.Warn("session state not saved", "session", v.Info.ID, "err", err)
+	}
+}
+
+// letGo drops s from this Manager without ending it for its owner: its record stays where it
+// is, its sandbox here is closed.
+func (m *Manager) letGo(s *session) {
+	m.mu.Lock()
+	if m.sessions[s.info.ID] != s {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.sessions, s.info.ID)
+	impl := s.impl
+	m.mu.Unlock()
+	if impl != nil {
+		_ = impl.Close()
+	}
+	if s.releaseVolumes != nil {
+		s.releaseVolumes()
 	}
 }
 
@@ -76,74 +173,87 @@ func writeAtomic(path string, b []byte) error {
 	return os.Rename(tmp, path)
 }
 
-// forgetSession removes a closed session's file.
+// forgetSession removes a closed session's record.
 func (m *Manager) forgetSession(id string) {
-	if m.stateDir != "" {
-		_ = os.Remove(m.sessionFile(id))
+	if m.records != nil {
+		if err := m.records.Remove(id); err != nil && !errors.Is(err, ErrMoved) {
+			m.log.Warn("a closed session's record was not removed", "session", id, "err", err)
+		}
 	}
 }
 
-// loadSessions reads the sessions an earlier daemon left in the state directory; they come back
-// asleep.
+// loadSessions reads the sessions an earlier daemon left in the records; they come back asleep.
 func (m *Manager) loadSessions() error {
-	if err := os.MkdirAll(m.stateDir, 0o700); err != nil {
-		return fmt.Errorf("sandbox: state directory: %w", err)
-	}
-	entries, err := os.ReadDir(m.stateDir)
+	recs, err := m.records.Load()
 	if err != nil {
-		return fmt.Errorf("sandbox: state directory: %w", err)
+		return err
 	}
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".json") {
-			if strings.HasSuffix(name, ".tmp") {
-				_ = os.Remove(filepath.Join(m.stateDir, name))
-			}
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(m.stateDir, name))
-		var v savedSession
-		if err == nil {
-			err = json.Unmarshal(b, &v)
-		}
-		if err == nil && (v.Info.ID+".json" != name) {
-			err = errors.New("its name and content differ")
-		}
+	for id, b := range recs {
+		s, _, err := m.revive(id, b)
 		if err != nil {
-			m.log.Warn("a saved session cannot be read; skipped", "file", name, "err", err)
-			continue
-		}
-		t, ok := m.tier(v.Info.Tier)
-		if !ok {
-			m.log.Warn("a saved session's tier is not run here; skipped", "session", v.Info.ID, "runtime", v.Info.Tier)
-			continue
-		}
-		if _, restorer := t.rt.(Restorer); !restorer || v.Head != "" && v.Ref == "" {
-			// Its state was not durable (the tier keeps none, or the daemon stopped before): the
-			// session is lost, as an ephemeral one would be.
-			m.log.Warn("a saved session's state was not durable; it is lost", "session", v.Info.ID, "runtime", v.Info.Tier)
-			_ = os.Remove(filepath.Join(m.stateDir, name))
-			continue
-		}
-		s := &session{opts: v.Opts, requested: v.Requested, auto: v.Auto, info: v.Info, impl: asleep{}}
-		s.tl = timeline{steps: v.Steps, head: v.Head, state: v.State, ref: v.Ref, forkedFrom: v.ForkedFrom, asleep: true}
-		if s.tl.state == "" {
-			s.tl.state = SessionLive
-		}
-		for _, st := range s.tl.steps {
-			if st.Snapshot.State == SnapshotPending || st.Snapshot.State == SnapshotKept {
-				st.Snapshot.State, st.Snapshot.Reason = SnapshotDropped, "in memory only when the daemon stopped"
+			m.log.Warn("a saved session cannot be resumed; skipped", "session", id, "err", err)
+			if errors.Is(err, errLost) {
+				_ = m.records.Remove(id)
 			}
+			continue
 		}
-		// The idle clock starts again at the restart: a session is not reaped for the time the
-		// daemon was down.
-		s.info.LastUsed = time.Now().UTC()
-		m.sessions[v.Info.ID] = s
+		m.sessions[id] = s
 	}
 	if len(m.sessions) > 0 {
 		m.log.Info("sessions found from an earlier run; each resumes on its next use", "sessions", len(m.sessions))
 	}
 	return nil
+}
+
+// errLost: a saved session's state was not durable; it is lost.
+var errLost = errors.New("its state was not durable when its daemon stopped; it is lost")
+
+// revive makes an asleep session from its record: it resumes, at its next use, from its latest
+// durable state: the head's snapshot, a pause's, or, when the head's was not durable yet (its
+// daemon was killed right after the run), the newest durable step the head came from, which
+// becomes the head. It returns the session and the step it resumes at.
+func (m *Manager) revive(id string, b []byte) (*session, string, error) {
+	var v savedSession
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, "", err
+	}
+	if v.Info.ID != id {
+		return nil, "", errors.New("its name and content differ")
+	}
+	t, ok := m.tier(v.Info.Tier)
+	if !ok {
+		return nil, "", fmt.Errorf("its tier %s is not run here", v.Info.Tier)
+	}
+	s := &session{opts: v.Opts, requested: v.Requested, auto: v.Auto, info: v.Info, impl: asleep{}}
+	s.tl = timeline{steps: v.Steps, head: v.Head, state: v.State, ref: v.Ref, forkedFrom: v.ForkedFrom, asleep: true}
+	if s.tl.state == "" {
+		s.tl.state = SessionLive
+	}
+	if s.tl.state != SessionPaused && s.tl.head != "" && s.tl.ref == "" {
+		// The newest durable step on the head's branch.
+		for st := s.tl.step(s.tl.head); st != nil; st = s.tl.step(st.Parent) {
+			if st.Snapshot.State == SnapshotDurable && st.Snapshot.Ref != "" {
+				s.tl.head, s.tl.ref = st.ID, st.Snapshot.Ref
+				break
+			}
+			if st.Parent == "" {
+				break
+			}
+		}
+	}
+	if _, restorer := t.rt.(Restorer); !restorer || s.tl.head != "" && s.tl.ref == "" {
+		// Its state was not durable (the tier keeps none, or the daemon stopped before): the
+		// session is lost, as an ephemeral one would be.
+		return nil, "", errLost
+	}
+	for _, st := range s.tl.steps {
+		if st.Snapshot.State == SnapshotPending || st.Snapshot.State == SnapshotKept {
+			st.Snapshot.State, st.Snapshot.Reason = SnapshotDropped, "in memory only when the daemon stopped"
+		}
+	}
+	// The idle clock starts again now: a session is not reaped for the time it slept.
+	s.info.LastUsed = time.Now().UTC()
+	return s, s.tl.head, nil
 }
 
 // asleep is the sandbox of a session restored from the state directory and not woken yet.

@@ -33,6 +33,9 @@ type timeline struct {
 	persist    []*Step
 	persisting sync.WaitGroup
 	draining   bool
+	// persistCtx is what Persist runs under (adopt.go, persistContext).
+	persistCtx    context.Context
+	persistCancel context.CancelFunc
 }
 
 func (tl *timeline) step(id string) *Step {
@@ -136,9 +139,14 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 		st := s.tl.persist[0]
 		s.tl.persist = s.tl.persist[1:]
 		dropped := st.Snapshot.State != SnapshotKept
+		ctx := s.persistContext()
 		m.mu.Unlock()
+		superseded := false
 		if !dropped {
-			ref, err := sn.Persist(context.Background(), st.ID)
+			ref, err := sn.Persist(ctx, st.ID)
+			if err != nil && ctx.Err() != nil {
+				err = nil // the session paused or the daemon stops: not a failure of the step
+			}
 			m.mu.Lock()
 			switch {
 			case err != nil:
@@ -146,6 +154,14 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 			case ref.Ref != "" && st.Snapshot.State == SnapshotKept:
 				st.Snapshot.State, st.Snapshot.Ref, st.Snapshot.Bytes = SnapshotDurable, ref.Ref, ref.Bytes
 				st.Snapshot.Durable = time.Since(st.Started.Add(st.Took))
+				if ref.Latest {
+					for _, o := range s.tl.steps {
+						if o != st && o.Snapshot.State == SnapshotDurable {
+							o.Snapshot.State, o.Snapshot.Ref, o.Snapshot.Bytes = SnapshotKept, "", 0
+							superseded = true
+						}
+					}
+				}
 			}
 			m.mu.Unlock()
 			if err != nil {
@@ -154,6 +170,9 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 		}
 		m.retain()
 		m.saveSession(s)
+		if superseded {
+			m.collect() // after the record names the new snapshot only
+		}
 		s.tl.persisting.Done()
 	}
 }
@@ -315,6 +334,8 @@ func (m *Manager) Fork(ctx context.Context, id, step string) (SessionInfo, error
 	if err == nil {
 		if m.closed {
 			err = Errorf(KindRuntimeUnavailable, "the daemon is shutting down")
+		} else if m.draining {
+			err = Errorf(KindRuntimeUnavailable, "this node is draining: it takes no new sessions").WithHint("fork on another node")
 		} else if len(m.sessions) >= m.maxSessions {
 			err = Errorf(KindConflict, "%d sessions are open, the daemon's maximum", m.maxSessions).
 				WithHint("close sessions you no longer need, or raise the maximum in the daemon's configuration")
@@ -372,7 +393,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (SessionInfo, error) {
 		return SessionInfo{}, Errorf(KindInvalidRequest, "%s sessions cannot pause", s.info.Tier).
 			WithHint("use a session of a tier that can: %s", tierList(m.tiersWith(func(c Capabilities) bool { return c.Pause })))
 	}
-	s.flush()
+	m.hurryPersist(s) // the pause makes the state durable itself
 	ref, err := p.Pause(ctx)
 	if err != nil {
 		return SessionInfo{}, err

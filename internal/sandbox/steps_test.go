@@ -19,6 +19,8 @@ import (
 type counterTier struct {
 	mu      sync.Mutex
 	durable map[string]int
+	// memoryOnly makes Persist keep steps in memory only (an empty reference).
+	memoryOnly bool
 }
 
 type counterSession struct {
@@ -76,6 +78,10 @@ func (s *counterSession) Persist(_ context.Context, step string) (sandbox.Snapsh
 	s.mu.Unlock()
 	ref := "ref-" + step
 	s.t.mu.Lock()
+	if s.t.memoryOnly {
+		s.t.mu.Unlock()
+		return sandbox.SnapshotRef{}, nil
+	}
 	s.t.durable[ref] = n
 	s.t.mu.Unlock()
 	return sandbox.SnapshotRef{Ref: ref, Bytes: 100}, nil

@@ -18,10 +18,13 @@ import (
 //     lock: the next run waits for it, so it must only take the state into memory (a copy of
 //     the parked guest, a fork), never write to disk.
 //   - Snapshotter.Persist(ctx, step) is called right after, without the run lock, concurrently
-//     with later runs: it makes the step durable in the daemon's content-addressed store
-//     (internal/snapstore) and returns the reference Restorer.Restore takes. A tier that cannot
-//     make every step durable (heavy: a runsc checkpoint takes a second) returns an empty Ref:
-//     the step stays "kept" (in memory only) and a restart cannot bring it back.
+//     with later runs, in order for each session: it makes the step durable in the daemon's
+//     content-addressed store (internal/snapstore) and returns the reference Restorer.Restore
+//     takes. A tier that cannot make every step durable may make only some (heavy: the latest
+//     step when the session is idle, a whole checkpoint each, with SnapshotRef.Latest) and return
+//     an empty Ref for the others: those stay "kept" (in memory only); a restart brings the
+//     session back at its newest durable step. ctx is cancelled when the session is paused or the
+//     daemon stops: a tier waiting for its moment gives up then.
 //   - Rewind(ctx, step, ref) makes the live session's state the step's; ref is the step's durable
 //     reference ("" when it has none) for when the tier no longer holds the step in memory.
 //   - Fork(ctx, step, ref, opts) starts a new Session from the step's state; the original is not
@@ -89,6 +92,10 @@ type SnapshotRef struct {
 	Ref string `json:"ref,omitempty"`
 	// Bytes is what this snapshot added to the store (blobs it did not share with earlier ones).
 	Bytes int64 `json:"bytes"`
+	// Latest says the tier keeps only the session's newest durable snapshot (heavy: a whole
+	// checkpoint each): the steps made durable before this one go back to kept (in the tier's
+	// memory, if it still has them), and their blobs are collected.
+	Latest bool `json:"-"`
 }
 
 // SnapshotState says what is kept of a step's state.

@@ -112,6 +112,9 @@ type Result struct {
 	Timing  Timing   `json:"timing"`
 	// Step is the session step this run made (steps.go); empty for one-shot runs.
 	Step string `json:"step,omitempty"`
+	// Notice tells of something that happened to the session since its last answer (it moved to
+	// another node); given once, with the first run after it (adopt.go).
+	Notice *Notice `json:"notice,omitempty"`
 }
 
 // Artifact is a file-like product of a run other than its files: a figure drawn with matplotlib
