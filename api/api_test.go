@@ -49,6 +49,7 @@ func TestSchemasMatchTypes(t *testing.T) {
 		"Artifact":             api.Artifact{},
 		"Output":               api.Output{},
 		"StreamEvent":          api.StreamEvent{},
+		"Notice":               api.Notice{},
 		"StreamDropped":        api.StreamDropped{},
 		"CommandRequest":       api.CommandRequest{},
 		"Command":              api.Command{},

@@ -36,6 +36,29 @@ type Result struct {
 	// Step is the session step this run made (GET /v1/sessions/{id}/steps/{step}); empty for
 	// one-shot runs.
 	Step string `json:"step,omitempty"`
+	// Notice tells of something that happened to the session since its last answer (it moved to
+	// another node of a cluster); present once, in the first run's answer after it.
+	Notice *Notice `json:"notice,omitempty"`
+}
+
+// Notice kinds.
+const (
+	// NoticeSessionMoved: the session's node was gone or drained; another node resumed it from
+	// its latest durable step (Step). Runs after that step, if any, were lost.
+	NoticeSessionMoved = "session_moved"
+)
+
+// Notice tells a client what happened to its session between two of its requests.
+type Notice struct {
+	// Kind is one of the Notice constants.
+	Kind string `json:"kind"`
+	// FromNode and ToNode name the nodes the session moved between.
+	FromNode string `json:"from_node,omitempty"`
+	ToNode   string `json:"to_node,omitempty"`
+	// Step is the step the session resumed from.
+	Step string `json:"step,omitempty"`
+	// Reason says why it moved.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PyError is an exception raised by the user's code.

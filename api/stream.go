@@ -34,6 +34,9 @@ const (
 	// EventExit ends a streamed command (POST /v1/sessions/{id}/commands): Command is how it
 	// ended, with its whole (capped) output.
 	EventExit = "exit"
+	// EventNotice comes first in a session run's stream when the session moved since its last
+	// answer (Notice); the result repeats it.
+	EventNotice = "notice"
 )
 
 // StreamEvent is one event of a streamed run. Type says which other fields are set.
@@ -56,6 +59,8 @@ type StreamEvent struct {
 	Error *ErrorDetail `json:"error,omitempty"`
 	// Command is a streamed command's end (exit).
 	Command *Command `json:"command,omitempty"`
+	// Notice is what happened to the session since its last answer (notice).
+	Notice *Notice `json:"notice,omitempty"`
 }
 
 // StreamDropped counts the stream bytes a slow client missed.

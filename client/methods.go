@@ -42,7 +42,10 @@ func (c *Client) CreateSession(ctx context.Context, req api.CreateSessionRequest
 	return &s, nil
 }
 
-// RunInSession runs code in a session's interpreter (POST /v1/sessions/{id}/run).
+// RunInSession runs code in a session's interpreter (POST /v1/sessions/{id}/run). The first
+// run after the session moved to another node of a cluster has Result.Notice set (kind
+// api.NoticeSessionMoved: the node it left, the node it is on, the step it resumed from); a
+// streamed run (RunInSessionStream) gets it as its first event (api.EventNotice) too.
 func (c *Client) RunInSession(ctx context.Context, id string, req api.RunRequest) (*api.Result, error) {
 	var res api.Result
 	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(id)+"/run", req, &res, http.StatusOK); err != nil {

@@ -155,6 +155,10 @@ func ResultToAPI(r *sandbox.Result) *api.Result {
 	if r.Error != nil {
 		out.Error = &api.PyError{Name: r.Error.Name, Value: r.Error.Value, Traceback: r.Error.Traceback}
 	}
+	if r.Notice != nil {
+		n := NoticeToAPI(*r.Notice)
+		out.Notice = &n
+	}
 	if r.Routing != nil {
 		out.Routing.Tier = string(r.Routing.Tier)
 		out.Routing.Reasons = append(out.Routing.Reasons, r.Routing.Reasons...)
@@ -284,4 +288,9 @@ func VolumeToAPI(v sandbox.VolumeInfo) api.Volume {
 // ArtifactToAPI is an artifact's description as the API shows it.
 func ArtifactToAPI(a sandbox.Artifact) api.Artifact {
 	return api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256}
+}
+
+// NoticeToAPI turns the core's notice into the wire notice.
+func NoticeToAPI(n sandbox.Notice) api.Notice {
+	return api.Notice{Kind: n.Kind, FromNode: n.FromNode, ToNode: n.ToNode, Step: n.Step, Reason: n.Reason}
 }

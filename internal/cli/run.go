@@ -324,6 +324,19 @@ Examples:
 	return RunCode(ctx, opts)
 }
 
+// noticeLine says what a notice says, for a person: that the session moved to another node and
+// which step it resumed from.
+func noticeLine(n api.Notice) string {
+	if n.Kind != api.NoticeSessionMoved {
+		return fmt.Sprintf("agentbox: notice %s: %s", n.Kind, n.Reason)
+	}
+	line := fmt.Sprintf("agentbox: the session moved from node %s to node %s and resumed from step %s", n.FromNode, n.ToNode, n.Step)
+	if n.Reason != "" {
+		line += " (" + n.Reason + ")"
+	}
+	return line
+}
+
 // toTerminal is the handler of a streamed run's or command's events at a terminal: output goes to
 // stdout and stderr as it comes, and output the daemon dropped because the terminal read too
 // slowly is said so on stderr, followed by hint. It sets *streamed once anything was shown.
@@ -340,6 +353,10 @@ func toTerminal(stdout, stderr io.Writer, streamed *bool, hint string) func(api.
 			*streamed = true
 			fmt.Fprintf(stderr, "\nagentbox: %d bytes of stdout and %d of stderr were not shown: this terminal read too slowly%s\n",
 				ev.Dropped.StdoutBytes, ev.Dropped.StderrBytes, hint)
+		case api.EventNotice:
+			if ev.Notice != nil {
+				fmt.Fprintln(stderr, noticeLine(*ev.Notice))
+			}
 		}
 	}
 }

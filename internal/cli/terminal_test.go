@@ -14,6 +14,7 @@ func TestToTerminal(t *testing.T) {
 	streamed := false
 	on := toTerminal(&stdout, &stderr, &streamed, " (--json prints the whole result)")
 	on(api.StreamEvent{Type: api.EventArtifact})
+	on(api.StreamEvent{Type: api.EventNotice, Notice: &api.Notice{Kind: api.NoticeSessionMoved, FromNode: "a", ToNode: "b", Step: "st_2_ab", Reason: "node a is gone"}})
 	if streamed {
 		t.Fatal("streamed before any output")
 	}
@@ -23,7 +24,8 @@ func TestToTerminal(t *testing.T) {
 	if !streamed || stdout.String() != "out\n" {
 		t.Fatalf("streamed %v, stdout %q", streamed, stdout.String())
 	}
-	want := "err\n\nagentbox: 10 bytes of stdout and 2 of stderr were not shown: this terminal read too slowly (--json prints the whole result)\n"
+	want := "agentbox: the session moved from node a to node b and resumed from step st_2_ab (node a is gone)\n" +
+		"err\n\nagentbox: 10 bytes of stdout and 2 of stderr were not shown: this terminal read too slowly (--json prints the whole result)\n"
 	if stderr.String() != want {
 		t.Fatalf("stderr %q, want %q", stderr.String(), want)
 	}

@@ -61,12 +61,28 @@ type eventStream struct {
 	broken bool // a write failed: the client is gone
 }
 
-// queued is a chunk, a drop marker (drop set) or an artifact (art set).
+// queued is a chunk, a drop marker (drop set), an artifact (art set) or a notice.
 type queued struct {
 	stream sandbox.Stream
 	data   []byte
 	drop   *api.StreamDropped
 	art    *api.Artifact
+	notice *api.Notice
+}
+
+// Notice queues the session's notice, before any output (sandbox.NoticeSink).
+func (es *eventStream) Notice(n sandbox.Notice) {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.closed || es.broken {
+		return
+	}
+	wire := apiwire.NoticeToAPI(n)
+	es.queue = append(es.queue, queued{notice: &wire})
+	select {
+	case es.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Artifact queues an artifact the run just made (sandbox.ArtifactSink). Artifacts take no room
@@ -138,6 +154,8 @@ func (es *eventStream) pump() {
 		es.mu.Unlock()
 		for _, c := range q {
 			switch {
+			case c.notice != nil:
+				es.event(api.StreamEvent{Type: api.EventNotice, Notice: c.notice})
 			case c.art != nil:
 				es.event(api.StreamEvent{Type: api.EventArtifact, Artifact: c.art})
 			case c.drop != nil:

@@ -152,6 +152,8 @@ export declare class Result {
   timings: Timings;
   /** The session step this run made; absent for one-shot runs. */
   step?: string;
+  /** Present once, on the first run after the session moved to another node (Sandbox.notices). */
+  notice?: Notice;
   /** True when the code ran to the end without an exception and exited 0. */
   get ok(): boolean;
   /** The API's outputs. */
@@ -295,8 +297,21 @@ export interface StreamDropped {
  * stderr carry text; output, artifact and dropped their object; the last event is result (the
  * whole result) or error (error and the partial result).
  */
+/**
+ * What happened to a session since its last answer, given once. "session_moved": its node was
+ * gone or drained and another node resumed it from its latest durable step (`step`).
+ */
+export interface Notice {
+  kind: "session_moved";
+  from_node?: string;
+  to_node?: string;
+  /** The step the session resumed from; runs after it, if any, were lost with the node. */
+  step?: string;
+  reason?: string;
+}
+
 export interface StreamEvent {
-  type: "stdout" | "stderr" | "output" | "artifact" | "dropped" | "result" | "error" | "exit";
+  type: "stdout" | "stderr" | "output" | "artifact" | "dropped" | "result" | "error" | "exit" | "notice";
   text?: string;
   output?: Output;
   artifact?: Artifact;
@@ -304,6 +319,8 @@ export interface StreamEvent {
   result?: Result;
   error?: ErrorDetail;
   command?: Command;
+  /** The first event when the session moved since its last answer (type "notice"). */
+  notice?: Notice;
 }
 
 /** How a step's snapshot stands: pending, durable, failed, or dropped (with a reason). */
@@ -579,6 +596,8 @@ export declare class Sandbox {
   get sessionId(): string | null;
   get runtime(): string | null;
   get routing(): Routing | null;
+  /** What happened to the session between runs, oldest first (a session_moved notice per move). */
+  get notices(): Notice[];
   get closed(): boolean;
   run(code: string, opts?: RunOptions): Promise<Result>;
   /** The session's steps (each run is one), in the order they ran. */

@@ -85,6 +85,7 @@ export class Sandbox {
   #creating = null;
   #closed = false;
   #routing = null;
+  #notices = [];
 
   /** @param {import('../index.d.ts').SandboxOptions} [opts] */
   #options;
@@ -129,6 +130,8 @@ export class Sandbox {
   get runtime() { return this.#session ? this.#session.runtime : null; }
   /** Where the latest run of the session went and why, or null. */
   get routing() { return this.#routing; }
+  /** What happened to the session between runs, oldest first: a session_moved notice each time its node was gone or drained and another node resumed it (from notice.step). */
+  get notices() { return [...this.#notices]; }
   get closed() { return this.#closed; }
 
   #checkOpen() {
@@ -176,6 +179,11 @@ export class Sandbox {
     const s = this.#session;
     if (!s || s.id !== sid || !res.runtime) return;
     this.#routing = res.routing;
+    if (res.notice) {
+      this.#notices.push(res.notice);
+      const n = res.notice;
+      process.emitWarning(`session ${sid} moved from node ${n.from_node ?? '?'} to node ${n.to_node ?? '?'} and resumed from step ${n.step ?? '?'} (${n.reason ?? n.kind})`, { code: 'AGENTBOX_SESSION_MOVED' });
+    }
     if (res.runtime === s.runtime) return;
     const before = s.runtime;
     s.runtime = res.runtime;

@@ -58,3 +58,50 @@ test('printing a Result does not dump whole files', () => {
   assert.match(s, /figure-1\.png \(image\/png, 1234 bytes/);
   assert.equal(r.files[0].content.length, 100000);
 });
+
+test('a session that moved to another node says so once: result.notice, box.notices and a warning', async () => {
+  const { createServer } = await import('node:http');
+  const { Sandbox } = await import('../src/index.js');
+  const moved = { kind: 'session_moved', from_node: 'a', to_node: 'b', step: 'st_2_ab', reason: 'node a is gone' };
+  const result = (extra) => ({ stdout: '', stderr: '', exit_code: 0, error: null, runtime: 'nano', routing: { tier: 'nano', reasons: [] },
+    stdout_truncated: false, stderr_truncated: false, files: [], artifacts: [], outputs: [],
+    timings: { queue_ms: 0, start_ms: 0, execute_ms: 1, total_ms: 1, pool: 'warm' }, ...extra });
+  let runs = 0;
+  const srv = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      let out = '';
+      let status = 204;
+      if (req.method === 'POST' && req.url === '/v1/sessions') {
+        status = 201;
+        out = JSON.stringify({ id: 'sb_a-1', runtime: 'nano', limits: {}, created_at: '2026-01-01T00:00:00Z', last_used: '2026-01-01T00:00:00Z', runs: 0, idle_timeout: 600 });
+      } else if (req.url === '/v1/sessions/sb_a-1/run') {
+        runs++;
+        status = 200;
+        out = JSON.stringify(result(runs === 2 ? { notice: moved } : {}));
+      }
+      res.writeHead(status, { 'Content-Type': 'application/json' });
+      res.end(out);
+    });
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  try {
+    const box = new Sandbox({ url: `http://127.0.0.1:${srv.address().port}`, apiKey: 'k' });
+    assert.equal((await box.run('x = 1')).notice, undefined);
+    const r = await box.run('print(x)');
+    assert.deepEqual(r.notice, moved);
+    assert.deepEqual(box.notices, [moved]);
+    assert.equal((await box.run('y = 2')).notice, undefined);
+    assert.equal(box.notices.length, 1);
+    await box.close();
+    await new Promise((r) => setImmediate(r));
+    assert.ok(warnings.some((w) => w.code === 'AGENTBOX_SESSION_MOVED' && /resumed from step st_2_ab/.test(w.message)), String(warnings));
+  } finally {
+    process.off('warning', onWarning);
+    srv.close();
+  }
+});

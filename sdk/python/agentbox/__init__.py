@@ -30,7 +30,7 @@ from .config import SandboxConfig, parse_duration, parse_memory
 from .errors import (ERROR_CLASSES, AgentboxError, CodeError, Conflict, DaemonUnreachable, Forbidden, InternalError,
                      InvalidRequest, MemoryLimitExceeded, NotFound, OutputLimitExceeded, PolicyViolation,
                      RuntimeUnavailable, TimeoutError, Unauthorized)
-from .models import (Artifact, FileInfo, Health, Image, InputFile, Intent, Output, OutputFile, PyError, Result, Routing,
+from .models import (Notice, Artifact, FileInfo, Health, Image, InputFile, Intent, Output, OutputFile, PyError, Result, Routing,
                      Session, Step, StepDiff, StepInspection, Timings, Variable)
 from .mcp import HostedMCP, MCPError, MCPTool, MCPToolResult
 from .sandbox import Files, Sandbox
@@ -41,7 +41,7 @@ __all__ = [
     "__version__",
     "DEFAULT_URL", "Client",
     "Sandbox", "SandboxConfig", "Files", "AsyncSandbox", "AsyncClient", "AsyncFiles", "AsyncCommands", "parse_duration", "parse_memory",
-    "Result", "PyError", "Routing", "Artifact", "Output", "OutputFile", "Timings", "InputFile", "FileInfo",
+    "Result", "Notice", "PyError", "Routing", "Artifact", "Output", "OutputFile", "Timings", "InputFile", "FileInfo",
     "Session", "Image", "Health", "Intent", "Step", "StepInspection", "StepDiff", "Variable",
     "task", "Task", "TaskError",
     "AgentboxError", "CodeError", "ERROR_CLASSES", "InvalidRequest", "Unauthorized", "PolicyViolation", "Forbidden", "NotFound",

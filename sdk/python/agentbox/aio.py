@@ -35,7 +35,7 @@ from ._version import __version__
 from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, route, RUN_TIMEOUT_UNKNOWN, Client, api_key_from_env, url_from_env
 from .config import SandboxConfig, parse_duration
 from .errors import STATUS_OF_CODE, AgentboxError, DaemonUnreachable, NotFound, from_response
-from .models import (Artifact, Command, CommandList, CommandRequest, CreateSessionRequest, FileInfo, FileList,
+from .models import (Notice, Artifact, Command, CommandList, CommandRequest, CreateSessionRequest, FileInfo, FileList,
                      Health, Image, ImageList, Intent, Output, Result, Routing, RunRequest, Session, SessionList,
                      SetIntentRequest, Step, StepDiff, StepInspection, StepList, StepRequest, StreamEvent)
 from .sandbox import FilesArg, _as_written, _ended_hint, _follow, _input_files
@@ -391,6 +391,7 @@ class AsyncSandbox:
         self._session: Optional[Session] = None
         self._creating: Optional[asyncio.Future] = None
         self._routing: Optional[Routing] = None
+        self._notices: List[Notice] = []
         self._closed = False
 
     @classmethod
@@ -483,6 +484,13 @@ class AsyncSandbox:
     def _follow(self, sid: str, res: Result, err: Optional[AgentboxError] = None) -> None:
         if _follow(self._session, sid, res, err):
             self._routing = res.routing
+            if res.notice is not None:
+                self._notices.append(res.notice)
+
+    @property
+    def notices(self) -> List[Notice]:
+        """What happened to the session between runs, oldest first (as ``Sandbox.notices``)."""
+        return list(self._notices)
 
     def _lost_session(self, sid: str, e: NotFound) -> None:
         idle = 0.0

@@ -251,6 +251,22 @@ class Timings:
 
 
 @dataclass
+class Notice:
+    """What happened to a session since its last answer, given once with the next run's result.
+
+    ``kind`` "session_moved": the session's node was gone or drained and another node resumed
+    it from its latest durable step (``step``); runs after that step, if any, were lost.
+    """
+
+    kind: str = ""
+    from_node: str = ""
+    to_node: str = ""
+    #: The step the session resumed from.
+    step: str = ""
+    reason: str = ""
+
+
+@dataclass
 class Result:
     """What a run produced.
 
@@ -280,6 +296,8 @@ class Result:
     timings: Timings = field(default_factory=Timings)
     #: The session step this run made (see ``Sandbox.steps()``); "" for one-shot runs.
     step: str = ""
+    #: Set once, on the first run after the session moved to another node (``Sandbox.notices``).
+    notice: Optional[Notice] = None
 
     def __repr__(self) -> str:
         # What the run did at a glance: long output is cut, files and artifacts are named with
@@ -533,6 +551,8 @@ class StreamEvent:
     error: Optional[ErrorDetail] = None
     #: The end of a streamed command (type "exit").
     command: Optional[Command] = None
+    #: What happened to the session since its last answer (type "notice", the first event).
+    notice: Optional[Notice] = None
 
 
 # --- tenant keys (admin) -------------------------------------------------------------------
@@ -912,7 +932,7 @@ class StepDiff:
 SCHEMAS = {
     cls.__name__: cls
     for cls in (
-        InputFile, Deterministic, RunRequest, StreamEvent, StreamDropped, CommandRequest, Command, CommandList, CreateSessionRequest, PyError, Routing, OutputFile,
+        InputFile, Deterministic, RunRequest, StreamEvent, Notice, StreamDropped, CommandRequest, Command, CommandList, CreateSessionRequest, PyError, Routing, OutputFile,
         Artifact, Output, Timings, Result, Limits, Session, SessionList, FileInfo, FileList, Image,
         ImageList, RuntimeHealth, Health, ErrorDetail, ErrorResponse, SetIntentRequest, Intent,
         ReloadResult, AuditList, AuditRecord, AuditRun, AuditLimits, AuditLifecycle, AuditEgress, AuditPolicy,

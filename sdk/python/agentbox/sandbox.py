@@ -11,7 +11,7 @@ from .client import Client
 from .config import SandboxConfig, parse_duration
 from .errors import AgentboxError, NotFound
 from .mcp import HostedMCP
-from .models import (Artifact, Command, CommandRequest, CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
+from .models import (Notice, Artifact, Command, CommandRequest, CreateSessionRequest, FileInfo, InputFile, Intent, Result, Routing, RunRequest, Session, Step,
                      Output, StepDiff, StepInspection, StreamEvent)
 
 log = logging.getLogger("agentbox")
@@ -43,6 +43,10 @@ def _follow(s: Optional[Session], sid: str, res: Result, err: Optional[AgentboxE
     hint says so. Shared by Sandbox and AsyncSandbox, which then keep ``res.routing``."""
     if s is None or s.id != sid or not res.runtime:
         return False
+    if res.notice is not None:
+        n = res.notice
+        log.warning("agentbox: session %s moved from node %s to node %s and resumed from step %s (%s)",
+                    sid, n.from_node or "?", n.to_node or "?", n.step or "?", n.reason or n.kind)
     if res.runtime == s.runtime:
         return True
     before, s.runtime = s.runtime, res.runtime
@@ -158,6 +162,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._handle = _SessionHandle(self.client)
         self._routing: Optional[Routing] = None
+        self._notices: List[Notice] = []
         self._closed = False
         # Close the session when the Sandbox is collected or the interpreter exits, so that a
         # script that never calls close() does not hold one of the daemon's sessions for 10 minutes.
@@ -292,6 +297,15 @@ class Sandbox:
         auto session moves to another tier when its code needs one, and the run says so."""
         if _follow(self._handle.session, sid, res, err):
             self._routing = res.routing
+            if res.notice is not None:
+                self._notices.append(res.notice)
+
+    @property
+    def notices(self) -> List[Notice]:
+        """What happened to the session between runs, oldest first: a ``session_moved``
+        :class:`~agentbox.models.Notice` each time its node was gone or drained and another node
+        resumed it (from ``notice.step``). The run that first met it has it as ``result.notice``."""
+        return list(self._notices)
 
     def _lost_session(self, sid: str, e: NotFound) -> None:
         """The daemon no longer has session ``sid``: forget it (the next run starts a new one) and

@@ -402,3 +402,38 @@ def test_audit_records_runs(daemon):
     want = hashlib.sha256(code.encode()).hexdigest()
     runs = Client().audit(kind="run", limit=1000)
     assert any(r.run.code_sha256 == want and r.run.outcome == "ok" and r.run.reasons for r in runs)
+
+
+def test_a_session_that_moved_node_says_so_once(stub, caplog):
+    """The first run after the session moved to another node (issue 18) carries a notice:
+    result.notice, box.notices, and a warning in the log; later runs do not."""
+    from support import result_body
+
+    moved = {"kind": "session_moved", "from_node": "a", "to_node": "b", "step": "st_2_ab", "reason": "node a is gone"}
+    stub.script(_session_stub({"print(x)": (200, result_body(stdout="1\n", notice=moved))}))
+    with caplog.at_level("WARNING", logger="agentbox"):
+        with Sandbox(url=stub.url, api_key="k") as box:
+            assert box.run("x = 1").notice is None and box.notices == []
+            res = box.run("print(x)")
+            assert res.notice == agentbox.Notice(**moved)
+            assert box.notices == [res.notice]
+            assert box.run("y = 2").notice is None and len(box.notices) == 1
+    assert any("moved from node a to node b and resumed from step st_2_ab" in r.getMessage() for r in caplog.records)
+
+
+def test_async_session_that_moved_node_says_so(stub):
+    import asyncio
+
+    from support import result_body
+
+    moved = {"kind": "session_moved", "from_node": "a", "to_node": "b", "step": "st_2_ab", "reason": "node a is gone"}
+    stub.script(_session_stub({"print(x)": (200, result_body(stdout="1\n", notice=moved))}))
+
+    async def main():
+        async with agentbox.AsyncSandbox(url=stub.url, api_key="k") as box:
+            await box.run("x = 1")
+            res = await box.run("print(x)")
+            assert res.notice is not None and res.notice.step == "st_2_ab"
+            assert [n.to_node for n in box.notices] == ["b"]
+
+    asyncio.run(main())
