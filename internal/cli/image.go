@@ -121,11 +121,20 @@ func ImagePrune(opts ImageOptions) error {
 	if err != nil {
 		return err
 	}
-	run := filepath.Join(hc.StateDirOf(cfg.DataDir), "run")
-	if f, err := os.Open(filepath.Join(run, ".lock")); err == nil {
+	// This data directory's daemon, and every cluster node sharing its artifacts (DATA_DIR/nodes/ID).
+	states := []string{hc.StateDirOf(cfg.DataDir)}
+	if hc.StateDir == "" {
+		nodes, _ := filepath.Glob(filepath.Join(cfg.DataDir, "nodes", "*", "heavy"))
+		states = append(states, nodes...)
+	}
+	for _, state := range states {
+		f, err := os.Open(filepath.Join(state, "run", ".lock"))
+		if err != nil {
+			continue
+		}
 		defer f.Close()
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			return fmt.Errorf("a daemon uses %s and may run sandboxes on an old build: stop it first", hc.StateDirOf(cfg.DataDir))
+			return fmt.Errorf("a daemon uses %s and may run sandboxes on an old build: stop it first", state)
 		}
 		defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	}

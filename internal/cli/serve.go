@@ -27,6 +27,9 @@ type ServeOptions struct {
 	// Listen and DataDir override the configuration when not empty.
 	Listen  string
 	DataDir string
+	// Cluster sets this process's part in a cluster (--role, --node-id, --advertise, --shared-dir,
+	// --discovery); its fields override the configuration and environment when not empty.
+	Cluster config.ClusterConfig
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogJSON writes logs as JSON lines instead of text.
@@ -57,12 +60,20 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(opts.ConfigFile, opts.Listen, opts.DataDir)
+	cfg, err := loadConfig(opts.ConfigFile, opts.Listen, opts.DataDir, clusterFlags(opts.Cluster))
 	if err != nil {
 		return err
 	}
 	if err := overrideE2B(&cfg, opts.E2B); err != nil {
 		return err
+	}
+	switch cfg.Cluster.Role {
+	case config.RoleGateway:
+		return fmt.Errorf("--role gateway: not in this build yet; serve nodes with --role node, or a single machine without --role")
+	case config.RoleNode:
+		if err := os.MkdirAll(cfg.Cluster.SharedDir, 0o700); err != nil {
+			return fmt.Errorf("shared dir: %w", err)
+		}
 	}
 	key, err := ensureAPIKey(cfg.APIKey, cfg.DataDir)
 	if err != nil {
@@ -107,6 +118,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		Logger:          log,
 		ShutdownTimeout: opts.ShutdownTimeout,
 		E2B:             daemon.E2BOptionsFrom(cfg.E2B),
+		Node:            daemon.NodeOptionsOf(cfg, ln.Addr()),
 	})
 	if err != nil {
 		return err
@@ -121,8 +133,12 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	default:
 		fmt.Fprintf(opts.Stderr, "agentbox: API key in %s\n", key.path)
 	}
-	fmt.Fprintf(opts.Stderr, "agentbox: listening on http://%s (runtimes %v, ready in %v)\n",
-		ln.Addr(), m.Tiers(), time.Since(start).Round(time.Millisecond))
+	role := ""
+	if cfg.Cluster.Role == config.RoleNode {
+		role = fmt.Sprintf("node %s, state in %s, ", cfg.Cluster.NodeID, cfg.StatePath())
+	}
+	fmt.Fprintf(opts.Stderr, "agentbox: listening on http://%s (%sruntimes %v, ready in %v)\n",
+		ln.Addr(), role, m.Tiers(), time.Since(start).Round(time.Millisecond))
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
@@ -211,6 +227,10 @@ clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running req
 	fs.StringVar(&opts.E2B.Listen, "e2b-listen", "", "a listener `ADDR` of the E2B front door's own (or AGENTBOX_E2B_LISTEN)")
 	fs.StringVar(&opts.E2B.TLSCert, "e2b-tls-cert", "", "certificate `FILE` (PEM) for --e2b-listen: api.DOMAIN and *.DOMAIN")
 	fs.StringVar(&opts.E2B.TLSKey, "e2b-tls-key", "", "private key `FILE` (PEM) of --e2b-tls-cert")
+	fs.StringVar(&opts.Cluster.Role, "role", "", "`ROLE` in a cluster: node (runs sandboxes for a gateway); default a single machine (or AGENTBOX_ROLE)")
+	fs.StringVar(&opts.Cluster.NodeID, "node-id", "", "a node's `ID` ([a-z0-9]{1,32}); its session ids carry it and its state is DATA_DIR/nodes/ID (or AGENTBOX_NODE_ID)")
+	fs.StringVar(&opts.Cluster.Advertise, "advertise", "", "the base `URL` a node is reached at (default http:// + the listen address, or AGENTBOX_ADVERTISE)")
+	fs.StringVar(&opts.Cluster.SharedDir, "shared-dir", "", "storage every node sees (`DIR`), for sessions that move between nodes (or AGENTBOX_SHARED_DIR)")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running requests may take to finish at shutdown")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -229,4 +249,16 @@ clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running req
 		return exitFailure
 	}
 	return exitOK
+}
+
+// clusterFlags lays the cluster flags given over the configuration and environment.
+func clusterFlags(c config.ClusterConfig) func(*config.Config) {
+	return func(cfg *config.Config) {
+		for from, to := range map[*string]*string{&c.Role: &cfg.Cluster.Role, &c.NodeID: &cfg.Cluster.NodeID,
+			&c.Advertise: &cfg.Cluster.Advertise, &c.SharedDir: &cfg.Cluster.SharedDir, &c.Discovery: &cfg.Cluster.Discovery} {
+			if *from != "" {
+				*to = *from
+			}
+		}
+	}
 }

@@ -61,16 +61,16 @@ skipped.`, stderr)
 }
 
 // loadConfig reads the configuration file and environment, then applies flag overrides.
-func loadConfig(file, listen, dataDir string) (config.Config, error) {
-	cfg, err := config.Load(file)
-	if err != nil {
-		return cfg, err
-	}
-	if listen != "" {
-		cfg.Listen = listen
-	}
-	if dataDir != "" {
-		cfg.DataDir = dataDir
-	}
-	return cfg, cfg.Validate()
+func loadConfig(file, listen, dataDir string, more ...func(*config.Config)) (config.Config, error) {
+	return config.LoadWith(file, func(cfg *config.Config) {
+		if listen != "" {
+			cfg.Listen = listen
+		}
+		if dataDir != "" {
+			cfg.DataDir = dataDir
+		}
+		for _, f := range more {
+			f(cfg)
+		}
+	})
 }

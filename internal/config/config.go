@@ -50,6 +50,49 @@ type Config struct {
 
 	// E2B is the E2B front door (e2b.go).
 	E2B E2BConfig `json:"e2b"`
+
+	// Cluster is this process's part in a cluster; its zero value is today's single machine.
+	Cluster ClusterConfig `json:"cluster"`
+}
+
+// The roles of ClusterConfig.Role.
+const (
+	RoleSingle  = ""        // one machine, no cluster (the default)
+	RoleNode    = "node"    // runs sandboxes for a gateway, and reports its capacity
+	RoleGateway = "gateway" // stateless: authenticates, places, proxies to nodes
+)
+
+// ClusterConfig says what this process is in a cluster of agentbox nodes behind a gateway.
+// Environment variables set each field too (AGENTBOX_ROLE, AGENTBOX_NODE_ID, AGENTBOX_ADVERTISE,
+// AGENTBOX_SHARED_DIR, AGENTBOX_DISCOVERY), so job files stay short.
+type ClusterConfig struct {
+	// Role is "" (a single machine), "node" or "gateway".
+	Role string `json:"role"`
+	// NodeID names a node ([a-z0-9]{1,32}); its session ids carry it (sb_<node>-<hex>).
+	// Required for a node.
+	NodeID string `json:"node_id"`
+	// Advertise is the base URL others reach a node at. Default http:// + the listen address.
+	Advertise string `json:"advertise"`
+	// SharedDir is the storage every node sees (snapshots and session records that move between
+	// nodes). Required for a node.
+	SharedDir string `json:"shared_dir"`
+	// Discovery finds the nodes, for a gateway: static:n1=URL,n2=URL | nomad:SERVICE |
+	// kube:NAMESPACE/SERVICE. Required for a gateway.
+	Discovery string `json:"discovery"`
+	// Token is the cluster token (AGENTBOX_CLUSTER_TOKEN): a gateway sends it to nodes' own
+	// endpoints (/v1/node/*), which take it or an admin key. Never written to the file.
+	Token string `json:"-"`
+}
+
+// StatePath is where this process keeps what it owns, as opposed to the runtimes' artifacts it
+// shares: sessions, pools' state, the audit log, artifacts, volumes, hosted MCP servers.
+// DATA_DIR for a single machine; DATA_DIR/nodes/ID for a node, so that several nodes can share
+// one data directory's artifacts on one machine.
+func (c Config) StatePath() string {
+	if c.Cluster.Role == RoleNode && c.Cluster.NodeID != "" {
+		return filepath.Join(c.DataDir, "nodes", c.Cluster.NodeID)
+	}
+	return c.DataDir
 }
 
 // AuditConfig configures the audit log (internal/audit): a record per session event, run, egress
@@ -145,7 +188,7 @@ func (c Config) SessionsPath() string {
 	if c.Sessions.Dir != "" {
 		return c.Sessions.Dir
 	}
-	return filepath.Join(c.DataDir, "sessions")
+	return filepath.Join(c.StatePath(), "sessions")
 }
 
 // Duration is a time.Duration written as "30s" in JSON.
@@ -205,7 +248,11 @@ func DefaultDataDir() string {
 
 // Load returns the defaults overridden by the JSON file at path (if path is not empty) and by
 // the environment (AGENTBOX_LISTEN, AGENTBOX_DATA_DIR, AGENTBOX_API_KEY), validated.
-func Load(path string) (Config, error) {
+func Load(path string) (Config, error) { return LoadWith(path, nil) }
+
+// LoadWith is Load with over applied after the environment and before the validation: a
+// command's flags, which override both.
+func LoadWith(path string, over func(*Config)) (Config, error) {
 	c := Default()
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -223,6 +270,16 @@ func Load(path string) (Config, error) {
 		c.APIKey = v
 	}
 	c.E2B.fromEnv()
+	for env, field := range map[string]*string{"AGENTBOX_ROLE": &c.Cluster.Role, "AGENTBOX_NODE_ID": &c.Cluster.NodeID,
+		"AGENTBOX_ADVERTISE": &c.Cluster.Advertise, "AGENTBOX_SHARED_DIR": &c.Cluster.SharedDir,
+		"AGENTBOX_DISCOVERY": &c.Cluster.Discovery, "AGENTBOX_CLUSTER_TOKEN": &c.Cluster.Token} {
+		if v := os.Getenv(env); v != "" {
+			*field = v
+		}
+	}
+	if over != nil {
+		over(&c)
+	}
 	return c, c.Validate()
 }
 
@@ -259,6 +316,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: audit.checkpoint_records and audit.checkpoint_interval must be positive")
 	}
 	if err := c.E2B.validate(); err != nil {
+		return err
+	}
+	if err := c.Cluster.validate(); err != nil {
 		return err
 	}
 	return c.Tenants.validate()
@@ -313,7 +373,7 @@ func (c Config) ArtifactsPath() string {
 	if c.ArtifactsDir != "" {
 		return c.ArtifactsDir
 	}
-	return filepath.Join(c.DataDir, "artifacts")
+	return filepath.Join(c.StatePath(), "artifacts")
 }
 
 // VolumesPath is where named volumes live (package volumes): volumes_dir, or DATA_DIR/volumes.
@@ -321,7 +381,7 @@ func (c Config) VolumesPath() string {
 	if c.VolumesDir != "" {
 		return c.VolumesDir
 	}
-	return filepath.Join(c.DataDir, "volumes")
+	return filepath.Join(c.StatePath(), "volumes")
 }
 
 // KeysPath is the tenant key file (`agentbox keys`): keys_file, or DATA_DIR/keys.json.
@@ -337,7 +397,7 @@ func (c Config) AuditDir() string {
 	if c.Audit.Dir != "" {
 		return c.Audit.Dir
 	}
-	return filepath.Join(c.DataDir, "audit")
+	return filepath.Join(c.StatePath(), "audit")
 }
 
 // D returns d as a time.Duration.

@@ -153,6 +153,7 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		Logger:      log,
 		PauseIdle:   cfg.Sessions.PauseIdle,
 		MaxLifetime: cfg.Sessions.MaxLifetime.D(),
+		NodeID:      nodeID(cfg),
 		Retention: sandbox.Retention{StepsPerSession: cfg.Sessions.Snapshots.PerSession,
 			BytesPerSession: cfg.Sessions.Snapshots.MBPerSession << 20, BytesTotal: cfg.Sessions.Snapshots.MBTotal << 20,
 			MaxAge: cfg.Sessions.Snapshots.MaxAge.D()},
@@ -209,6 +210,7 @@ func startNano(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 		Grace:              nc.Grace.D(),
 		DefaultMemoryBytes: w.policy.Defaults.MemoryBytes,
 		MaxMemoryBytes:     w.policy.Max.MemoryBytes,
+		UIDBase:            workerUIDs(w.cfg),
 		Logger:             w.log,
 		Snapshots:          w.snaps,
 	})
@@ -281,7 +283,7 @@ func startHeavy(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 	}
 	opts := heavy.Options{
 		Layout:        heavy.LayoutFor(w.cfg.DataDir),
-		StateDir:      hc.StateDirOf(w.cfg.DataDir),
+		StateDir:      hc.StateDirOf(w.cfg.StatePath()), // a cluster node's own, beside others on one machine
 		Image:         hc.Image,
 		Warm:          warm,
 		MaxSandboxes:  hc.MaxSandboxes,

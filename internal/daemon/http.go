@@ -37,6 +37,8 @@ import (
 //	/ui/      the web console (internal/webui): server-rendered pages, embedded assets, a login
 //	          with the same keys that sets a session cookie, CSRF tokens on every change
 //	Host api.DOMAIN, PORT-ID.DOMAIN: the E2B front door (internal/e2b), whatever the path
+//	/v1/node  a cluster node's own endpoints (internal/nodeapi), only with --role node: the
+//	          cluster token or an admin key
 //	anything else: the HTTP API's typed 404, as before there was more than one front door
 
 // FrontDoorOptions configure the listener's front doors and its shutdown. Zero values take the
@@ -60,6 +62,8 @@ type FrontDoorOptions struct {
 	HostedMCP *mcphost.Manager
 	// E2B configures the E2B front door (e2b.go); off by default.
 	E2B E2BOptions
+	// Node, when set, serves a cluster node's own endpoints at /v1/node (internal/nodeapi).
+	Node *NodeOptions
 	// ShutdownTimeout is how long Serve waits for running requests once its context is done
 	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
 	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
@@ -148,6 +152,10 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 	if opts.HostedMCP != nil {
 		hosted := auth.NewBearerFor(keys).Require(opts.HostedMCP.Handler("/mcp/servers/"), failJSON, auth.ScopeRun)
 		more = append(more, mount{path: "/mcp/servers/", h: hosted})
+	}
+	if opts.Node != nil {
+		node := newNodeAPI(m, keys, opts)
+		more = append(more, mount{path: "/v1/node", h: node}, mount{path: "/v1/node/", h: node})
 	}
 	doors := newFrontDoors(byHost(e2bDoor, mountAll(api, mcp, ui, more...)), opts)
 	doors.e2b = e2bDoor

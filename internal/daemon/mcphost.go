@@ -27,7 +27,7 @@ func HostedSpawn(rt *heavy.Runtime) mcphost.SpawnFunc {
 	}
 }
 
-// OpenHostedMCP opens the registry of hosted MCP servers (DATA_DIR/mcp) over the heavy tier of
+// OpenHostedMCP opens the registry of hosted MCP servers (DATA_DIR/mcp, a cluster node's DATA_DIR/nodes/ID/mcp) over the heavy tier of
 // the engine; on a daemon without it, servers can be registered and listed but not called. When
 // e is an engine NewManager built with its audit log on, every record of the gateway (calls,
 // pins, refusals, approvals) is also a record of that signed log (kinds mcp.*), with the tenant
@@ -35,7 +35,7 @@ func HostedSpawn(rt *heavy.Runtime) mcphost.SpawnFunc {
 func OpenHostedMCP(cfg config.Config, e interface {
 	Runtime(sandbox.Tier) (sandbox.Runtime, bool)
 }) (*mcphost.Manager, error) {
-	opts := mcphost.Options{Dir: filepath.Join(cfg.DataDir, "mcp"), Owner: hostedOwner}
+	opts := mcphost.Options{Dir: filepath.Join(cfg.StatePath(), "mcp"), Owner: hostedOwner}
 	if rt, ok := e.Runtime(heavy.Tier); ok {
 		if hr, ok := rt.(*heavy.Runtime); ok {
 			opts.Spawn = HostedSpawn(hr)

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -42,7 +43,7 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	certPEM, err1 := os.ReadFile(certPath)
 	keyPEM, err2 := os.ReadFile(keyPath)
 	if errors.Is(err1, os.ErrNotExist) && errors.Is(err2, os.ErrNotExist) {
-		if err := createCA(dir, certPath, keyPath); err != nil {
+		if err := createCAOnce(dir, certPath, keyPath); err != nil {
 			return nil, fmt.Errorf("egress CA: %w", err)
 		}
 		certPEM, err1 = os.ReadFile(certPath)
@@ -67,6 +68,27 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 		return nil, errors.New("egress CA: the key cannot sign")
 	}
 	return &CA{Cert: cert, CertPEM: certPEM, key: signer, cache: map[string]*tls.Certificate{}}, nil
+}
+
+// createCAOnce creates the CA unless another process (a cluster node sharing the data directory,
+// started at the same moment) did while this one waited for the directory's lock: every node
+// then presents the same CA, which sandboxes moved between nodes keep trusting.
+func createCAOnce(dir, certPath, keyPath string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".ca.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	if _, err := os.Stat(keyPath); err == nil {
+		return nil
+	}
+	return createCA(dir, certPath, keyPath)
 }
 
 func createCA(dir, certPath, keyPath string) error {

@@ -56,6 +56,10 @@ type ManagerOptions struct {
 	PauseIdle   bool
 	MaxLifetime time.Duration
 	Logger      *slog.Logger
+	// NodeID is this node's id in a cluster ([a-z0-9]{1,32}, checked by the configuration): its
+	// sessions' ids are then "sb_<node>-<hex>", so that a gateway sends everything of a session
+	// to the node that has it without keeping a table. Empty (a single machine): "sb_<hex>".
+	NodeID string
 }
 
 // Manager is where every request meets the limits, the router and the runtimes. It keeps the
@@ -78,6 +82,7 @@ type Manager struct {
 	retention   Retention
 	pauseIdle   bool
 	maxLife     time.Duration
+	idPrefix    string // of session ids: "sb_" or "sb_<node>-"
 
 	// volMu serialises volume creation, so that a tenant's volume quota holds against
 	// concurrent creates.
@@ -175,6 +180,7 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		retention:   opts.Retention.withDefaults(),
 		pauseIdle:   opts.PauseIdle,
 		maxLife:     opts.MaxLifetime,
+		idPrefix:    "sb_",
 		sessions:    map[string]*session{},
 		stop:        make(chan struct{}),
 	}
@@ -182,6 +188,9 @@ func NewManager(opts ManagerOptions) (*Manager, error) {
 		m.policy = *opts.Policy
 	} else {
 		m.policy = DefaultPolicy()
+	}
+	if opts.NodeID != "" {
+		m.idPrefix = "sb_" + opts.NodeID + "-"
 	}
 	if m.maxSessions == 0 {
 		m.maxSessions = 32
@@ -327,6 +336,9 @@ func (m *Manager) Close() error {
 	}
 	return first
 }
+
+// newSessionID is a new session's id, naming this node when it is one of a cluster's.
+func (m *Manager) newSessionID() string { return m.idPrefix + newID()[3:] }
 
 func newID() string {
 	var b [8]byte

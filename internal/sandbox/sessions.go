@@ -131,7 +131,7 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, err
 	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
-	id := newID()
+	id := m.newSessionID()
 	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle,
 		Network: opts.Network, EgressProfile: opts.EgressProfile, Tenant: caller.Tenant, Agent: caller.Agent}}
 	opts.ID = id

@@ -347,7 +347,7 @@ func (m *Manager) Fork(ctx context.Context, id, step string) (SessionInfo, error
 		m.mu.Unlock()
 		return SessionInfo{}, err
 	}
-	nid := newID()
+	nid := m.newSessionID()
 	opts := s.opts
 	opts.ID = nid
 	f := &session{env: s.env, opts: opts, requested: s.info.Tier,

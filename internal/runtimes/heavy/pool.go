@@ -447,3 +447,10 @@ func (rt *Runtime) prepareTemplate() {
 	}
 	rt.refill()
 }
+
+// WarmFree is the warm sandboxes free now, under the image they run (sandbox.WarmReporter).
+func (rt *Runtime) WarmFree() map[string]int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return map[string]int{rt.img.Manifest.Name: len(rt.warm)}
+}

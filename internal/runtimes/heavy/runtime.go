@@ -166,9 +166,10 @@ type Runtime struct {
 
 // Interface guards.
 var (
-	_ sandbox.Runtime = (*Runtime)(nil)
-	_ sandbox.Health  = (*Runtime)(nil)
-	_ sandbox.Session = (*session)(nil)
+	_ sandbox.Runtime      = (*Runtime)(nil)
+	_ sandbox.Health       = (*Runtime)(nil)
+	_ sandbox.WarmReporter = (*Runtime)(nil)
+	_ sandbox.Session      = (*session)(nil)
 )
 
 // New checks runsc and the image, takes the state directory (cleaning what a previous daemon left

@@ -14,8 +14,9 @@ const WorkerArg = "__nano-worker"
 // jailDir is where the artifacts directory appears inside a worker's jail, read-only.
 const jailDir = "/nano"
 
-// workerUIDBase is the first uid of worker processes; a worker in slot n runs as base+n, so
-// RLIMIT_NPROC counts each worker's threads on their own and workers cannot signal each other.
+// workerUIDBase is the default first uid of worker processes (Options.UIDBase); a worker in slot
+// n runs as base+n, so RLIMIT_NPROC counts each worker's threads on their own and workers cannot
+// signal each other.
 const workerUIDBase = 61000
 
 // jailedLauncher starts workers in their jail: no network, an empty root with only the artifacts
@@ -28,8 +29,8 @@ func jailedLauncher(opts Options) launcher {
 			mode, warm = "session", 0
 		}
 		spec := jail.Spec{
-			UID:   workerUIDBase + slot,
-			GID:   workerUIDBase + slot,
+			UID:   opts.UIDBase + slot,
+			GID:   opts.UIDBase + slot,
 			Binds: []jail.Bind{{Source: opts.Artifacts.Dir, Target: jailDir}},
 			Rlimits: jail.Rlimits{
 				// wazero reserves address space far beyond what it touches: each

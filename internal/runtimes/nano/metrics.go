@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // The runtime's own figures, read at scrape time.
@@ -63,4 +65,16 @@ func (r *Runtime) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWorkers, prometheus.GaugeValue, float64(busy), "busy")
 	ch <- prometheus.MustNewConstMetric(descWarm, prometheus.GaugeValue, float64(warm))
 	ch <- prometheus.MustNewConstMetric(descReplaced, prometheus.CounterValue, float64(r.stats.replaced.Load()))
+}
+
+// WarmFree is the interpreters parked in free one-shot workers plus the session workers started
+// ahead (sandbox.WarmReporter): nano runs no images.
+func (r *Runtime) WarmFree() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.spares.ready)
+	for _, p := range r.free {
+		n += int(p.warm.Load())
+	}
+	return map[string]int{sandbox.DefaultImage: n}
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// address space (not memory) so one warm interpreter serves any cap. Default 2 GiB.
 	MaxMemoryBytes int64
 	Logger         *slog.Logger
+	// UIDBase is the uid of the worker in slot 0; slot n runs as UIDBase+n. Default 61000.
+	// Several daemons on one machine (cluster nodes sharing a data directory) each need a range
+	// of their own: RLIMIT_NPROC counts every process of a uid.
+	UIDBase int
 
 	// Snapshots is the store sessions' per-step snapshots are made durable in (timetravel.go).
 	// Nil: steps are kept in memory only, and sessions do not survive a restart.
@@ -82,13 +86,14 @@ type Runtime struct {
 
 // Interface guards.
 var (
-	_ sandbox.Runtime     = (*Runtime)(nil)
-	_ sandbox.Health      = (*Runtime)(nil)
-	_ sandbox.Explainer   = (*Runtime)(nil)
-	_ sandbox.Session     = (*session)(nil)
-	_ sandbox.Snapshotter = (*session)(nil)
-	_ sandbox.Pauser      = (*session)(nil)
-	_ sandbox.Restorer    = (*Runtime)(nil)
+	_ sandbox.Runtime      = (*Runtime)(nil)
+	_ sandbox.Health       = (*Runtime)(nil)
+	_ sandbox.Explainer    = (*Runtime)(nil)
+	_ sandbox.Session      = (*session)(nil)
+	_ sandbox.Snapshotter  = (*session)(nil)
+	_ sandbox.Pauser       = (*session)(nil)
+	_ sandbox.Restorer     = (*Runtime)(nil)
+	_ sandbox.WarmReporter = (*Runtime)(nil)
 )
 
 // New starts the one-shot workers and waits until they are ready.
@@ -110,6 +115,9 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.UIDBase <= 0 {
+		opts.UIDBase = workerUIDBase
 	}
 	if opts.MaxStarts <= 0 {
 		opts.MaxStarts = 2

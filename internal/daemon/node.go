@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"hash/fnv"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/httpapi"
+	"github.com/agentbox-dev/agentbox/internal/nodeapi"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// A cluster node keeps what it owns under DATA_DIR/nodes/ID (config.StatePath: sessions, the
+// heavy tier's state, its audit log, artifacts, volumes, hosted MCP servers), so that several
+// nodes share one data directory's artifacts on one machine. What else two daemons on one
+// machine would share is set apart here.
+
+// nodeID is the id the Manager writes into its session ids: the node's, or none.
+func nodeID(cfg config.Config) string {
+	if cfg.Cluster.Role == config.RoleNode {
+		return cfg.Cluster.NodeID
+	}
+	return ""
+}
+
+// workerUIDs is the first uid of the nano tier's workers: the tier's default on a single machine;
+// on a node, a range of 8192 of its own picked by its id above 100000, so that two nodes on one
+// machine do not share uids (RLIMIT_NPROC counts per uid). Two ids landing on one range (1 in
+// 4096 for a pair) only share that count again, as workers of one daemon did before slots.
+func workerUIDs(cfg config.Config) int {
+	id := nodeID(cfg)
+	if id == "" {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return 100000 + int(h.Sum32()%4096)*8192
+}
+
+// NodeOptions are what a cluster node's own endpoints say of it (FrontDoorOptions.Node).
+type NodeOptions struct {
+	// ID is the node's id, Addr the base URL it advertises.
+	ID, Addr string
+	// Token is the cluster token the gateway sends; "" accepts admin keys only.
+	Token string
+	// Started is when the node started.
+	Started time.Time
+}
+
+// NodeOptionsOf is the node part of the front doors for cfg's role: nil unless cfg is a node's.
+// A node that advertises no address says http:// + the address it listens on.
+func NodeOptionsOf(cfg config.Config, listen net.Addr) *NodeOptions {
+	if cfg.Cluster.Role != config.RoleNode {
+		return nil
+	}
+	addr := cfg.Cluster.Advertise
+	if addr == "" && listen != nil {
+		addr = "http://" + listen.String()
+	}
+	return &NodeOptions{ID: cfg.Cluster.NodeID, Addr: strings.TrimRight(addr, "/"), Token: cfg.Cluster.Token, Started: time.Now()}
+}
+
+// newNodeAPI builds the node's endpoints over the engine.
+func newNodeAPI(m httpapi.Engine, keys *auth.Keys, opts FrontDoorOptions) *nodeapi.Handler {
+	no := nodeapi.Options{ID: opts.Node.ID, Addr: opts.Node.Addr, Version: opts.Version, Started: opts.Node.Started,
+		Keys: keys, Token: opts.Node.Token, Logger: opts.Logger}
+	if e, ok := m.(nodeapi.Engine); ok {
+		no.Engine = e
+	}
+	if a, ok := m.(*sandbox.Audited); ok {
+		if l := auditLogOf(a.Sink()); l != nil {
+			no.AuditKey = l.PublicKey()
+		}
+	}
+	return nodeapi.New(no)
+}

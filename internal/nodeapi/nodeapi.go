@@ -1,0 +1,147 @@
+package nodeapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
+	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/cluster"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Engine is what the node's endpoints ask of the Manager.
+type Engine interface {
+	// Load is what the node holds now, per tier (sandbox.Manager.Load).
+	Load() (tiers []sandbox.TierLoad, sessions, maxSessions int)
+}
+
+// Options configure the node's endpoints.
+type Options struct {
+	// ID is the node's id; Addr the base URL it advertises.
+	ID, Addr string
+	// Version is reported in NodeInfo. Default "dev".
+	Version string
+	// Started is when the node started. Default: when New was called.
+	Started time.Time
+	// Engine is the node's Manager; nil reports no tiers.
+	Engine Engine
+	// Keys checks API keys (an admin key may call the node's endpoints).
+	Keys *auth.Keys
+	// Token is the cluster token; "" accepts admin keys only.
+	Token string
+	// AuditKey is the verifier key of the node's audit log; "" when it keeps none.
+	AuditKey string
+	// Draining says whether the node stopped taking new work. Nil: never.
+	Draining func() bool
+	Logger   *slog.Logger
+}
+
+// Handler serves the node's endpoints.
+type Handler struct {
+	opts   Options
+	bearer *auth.Bearer
+	token  [32]byte
+	mux    *http.ServeMux
+}
+
+// Interface guards.
+var _ http.Handler = (*Handler)(nil)
+
+// New builds the node's endpoints.
+func New(opts Options) *Handler {
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.Started.IsZero() {
+		opts.Started = time.Now()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	h := &Handler{opts: opts, bearer: auth.NewBearerFor(opts.Keys), mux: http.NewServeMux()}
+	if opts.Token != "" {
+		h.token = sha256.Sum256([]byte(opts.Token))
+	}
+	h.mux.HandleFunc("GET /v1/node", h.info)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		Fail(w, r, sandbox.Errorf(sandbox.KindNotFound, "no route %s %s on this node", r.Method, r.URL.Path).
+			WithHint("a node serves GET /v1/node"))
+	})
+	return h
+}
+
+// Handle adds a route (a net/http pattern such as "POST /v1/node/adopt") behind the same check.
+func (h *Handler) Handle(pattern string, f http.HandlerFunc) { h.mux.HandleFunc(pattern, f) }
+
+// ServeHTTP checks the caller, then serves the route.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.isCluster(r) {
+		id, err := h.bearer.Identify(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
+			Fail(w, r, err)
+			return
+		}
+		if err := id.Allows("a node's own endpoints", auth.ScopeAdmin); err != nil {
+			Fail(w, r, err)
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// isCluster says whether r carries the cluster token (compared in constant time, by hash).
+func (h *Handler) isCluster(r *http.Request) bool {
+	if h.opts.Token == "" {
+		return false
+	}
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(got[:], h.token[:]) == 1
+}
+
+// Info is the node's NodeInfo now.
+func (h *Handler) Info() cluster.NodeInfo {
+	var tiers []sandbox.TierLoad
+	var sessions, maxSessions int
+	if h.opts.Engine != nil {
+		tiers, sessions, maxSessions = h.opts.Engine.Load()
+	}
+	info := cluster.NodeInfo{ID: h.opts.ID, Addr: h.opts.Addr, Version: h.opts.Version, Role: "node",
+		Started: h.opts.Started, Tiers: map[string]cluster.TierInfo{}, Sessions: sessions, AuditKey: h.opts.AuditKey}
+	for _, t := range tiers {
+		info.Tiers[string(t.Tier)] = cluster.TierInfo{WarmFree: t.WarmFree, Sessions: t.Sessions, MaxSessions: maxSessions}
+	}
+	if h.opts.Draining != nil {
+		info.Draining = h.opts.Draining()
+	}
+	info.MemAvailableBytes, info.Load1 = machineLoad()
+	return info
+}
+
+// GET /v1/node
+func (h *Handler) info(w http.ResponseWriter, _ *http.Request) {
+	WriteJSON(w, http.StatusOK, h.Info())
+}
+
+// WriteJSON writes v as the answer.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Fail answers with the API's typed error body.
+func Fail(w http.ResponseWriter, _ *http.Request, err error) {
+	status, body := apiwire.ErrorResponse(err)
+	WriteJSON(w, status, body)
+}
