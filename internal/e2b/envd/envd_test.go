@@ -135,7 +135,9 @@ func read(t *testing.T, ch <-chan streamMsg, until func(*process) bool) *process
 				return p
 			}
 			if m.end {
-				var e struct{ Error *struct{ Code, Message string } }
+				var e struct {
+					Error *struct{ Code, Message string }
+				}
 				_ = json.Unmarshal(m.body, &e)
 				if e.Error != nil {
 					p.err = e.Error.Code + ": " + e.Error.Message
