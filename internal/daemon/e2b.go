@@ -7,6 +7,8 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/e2b"
+	"github.com/agentbox-dev/agentbox/internal/e2b/e2bwire"
+	"github.com/agentbox-dev/agentbox/internal/e2b/envd"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -54,7 +56,7 @@ func newE2B(m any, keys *auth.Keys, apiKey string, o FrontDoorOptions) (*e2b.Han
 	return e2b.New(e2b.Options{
 		Engine: eng, Keys: keys, TokenSecret: secret[:], Domain: o.E2B.Domain, Templates: templates,
 		// The in-sandbox services, by port (internal/e2b/envd, internal/e2b/interp).
-		Services: map[int]http.Handler{},
+		Services: map[int]http.Handler{e2bwire.EnvdPort: envd.New(envd.Options{Engine: eng})},
 		Logger:   o.Logger,
 	})
 }

@@ -97,6 +97,8 @@ func toRPC(err error) *rpcError {
 		code = codeFailedPrecondition
 	case sandbox.KindRuntimeUnavailable:
 		code = codeUnavailable
+	case sandbox.KindNotImplemented:
+		code = codeUnimplemented
 	}
 	return &rpcError{Code: code, Message: msg}
 }

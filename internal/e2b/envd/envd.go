@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/agentbox-dev/agentbox/internal/e2b/e2bwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -35,8 +36,17 @@ type Target struct {
 	Engine  Engine
 }
 
+// Callers is the core as the front door's callers see it: *sandbox.Manager and *sandbox.Audited
+// are.
+type Callers interface {
+	As(sandbox.Caller) *sandbox.View
+}
+
 // Options configure the Handler.
 type Options struct {
+	// Engine serves each request as its caller (e2bwire.Target.Identity) sees it. Required for
+	// ServeHTTP; Serve takes the engine in its Target.
+	Engine Callers
 	// MaxUpload bounds a POST /files body. Default 512 MiB; the Manager's file cap applies to
 	// each file as well.
 	MaxUpload int64
@@ -54,6 +64,17 @@ func New(opts Options) *Handler {
 		opts.MaxUpload = 512 << 20
 	}
 	return &Handler{opts: opts, watchers: newWatchers()}
+}
+
+// ServeHTTP answers a request internal/e2b resolved to a sandbox (e2bwire.TargetOf), as the
+// caller it found.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	t, ok := e2bwire.TargetOf(r.Context())
+	if !ok || h.opts.Engine == nil {
+		writeHTTPError(w, http.StatusInternalServerError, "envd: the request reached the service without its sandbox resolved")
+		return
+	}
+	h.Serve(w, r, Target{Session: t.SessionID, Engine: h.opts.Engine.As(t.Identity.Caller)})
 }
 
 // Serve answers r, a request the SDK sent to envd's port of sandbox t.
@@ -117,3 +138,11 @@ func checkUser(user string) error {
 	}
 	return nil
 }
+
+// Interface guards
+var (
+	_ http.Handler = (*Handler)(nil)
+	_ Engine       = (*sandbox.View)(nil)
+	_ Callers      = (*sandbox.Manager)(nil)
+	_ Callers      = (*sandbox.Audited)(nil)
+)

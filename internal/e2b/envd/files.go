@@ -50,6 +50,8 @@ func httpErrorOf(w http.ResponseWriter, err error) {
 			status = http.StatusConflict
 		case sandbox.KindRuntimeUnavailable:
 			status = http.StatusBadGateway
+		case sandbox.KindNotImplemented:
+			status = http.StatusNotImplemented
 		}
 	}
 	msg := err.Error()
