@@ -53,6 +53,8 @@ type box struct {
 	nextID  uint64
 	pending map[uint64]*call
 	broken  string // why the daemon gave up on the guest
+	// gate, while set, holds new requests back: a checkpoint is being taken (quiesce).
+	gate chan struct{}
 
 	exited  chan struct{}
 	exitErr error
@@ -358,6 +360,12 @@ func (b *box) send(f *proto.Frame, output func(string, []byte)) (*call, error) {
 // sendCall is send with the call's handlers given.
 func (b *box) sendCall(f *proto.Frame, c *call) (*call, error) {
 	b.mu.Lock()
+	for b.gate != nil { // a checkpoint is being taken (durable.go): wait for its end
+		g := b.gate
+		b.mu.Unlock()
+		<-g
+		b.mu.Lock()
+	}
 	if b.broken != "" {
 		why := b.broken
 		b.mu.Unlock()
@@ -404,6 +412,28 @@ func (b *box) request(ctx context.Context, f *proto.Frame) (proto.Frame, error) 
 		return ans, nil
 	case <-ctx.Done():
 		return proto.Frame{}, sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled: %v", ctx.Err())
+	}
+}
+
+// quiesce holds new requests back while a checkpoint is taken, if none is in flight (an answer
+// or a command's output would otherwise be in the checkpoint, and a restored guest would send it
+// to a daemon that never asked): it reports whether it did; reopen lets requests go again.
+func (b *box) quiesce() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.pending) > 0 || b.gate != nil || b.broken != "" {
+		return false
+	}
+	b.gate = make(chan struct{})
+	return true
+}
+
+func (b *box) reopen() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gate != nil {
+		close(b.gate)
+		b.gate = nil
 	}
 }
 

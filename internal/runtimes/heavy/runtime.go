@@ -109,7 +109,15 @@ type Options struct {
 	SnapshotKeepOnPause int
 	// Snapshots is the store paused sessions' checkpoints go into. Nil: sessions cannot pause.
 	Snapshots *snapstore.Store
-	Logger    *slog.Logger
+	// DurableSteps is how many checkpoints of sessions' latest steps (durable.go) run at once on
+	// this node. Default 1; negative: heavy steps stay in memory only and only a pause makes a
+	// session durable. DurableQuiet is how long a session must have been idle before its latest
+	// step is checkpointed (default 250ms), DurableMaxDefer how long a busy session's checkpoint
+	// may wait for such a moment before it is taken between two runs anyway (default 30s).
+	DurableSteps    int
+	DurableQuiet    time.Duration
+	DurableMaxDefer time.Duration
+	Logger          *slog.Logger
 }
 
 // Runtime is the heavy tier.
@@ -123,6 +131,10 @@ type Runtime struct {
 	lock         *os.File
 
 	slots chan struct{} // one per sandbox in use
+	// durable bounds the checkpoints of latest steps running at once (durable.go); stats are
+	// their costs.
+	durable      chan struct{}
+	durableStats durableStats
 
 	preload string // the code that imports Options.Preload
 
@@ -220,6 +232,15 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	if opts.RestoreTimeout <= 0 {
 		opts.RestoreTimeout = 10 * time.Second
 	}
+	if opts.DurableSteps == 0 {
+		opts.DurableSteps = 1
+	}
+	if opts.DurableQuiet <= 0 {
+		opts.DurableQuiet = 250 * time.Millisecond
+	}
+	if opts.DurableMaxDefer <= 0 {
+		opts.DurableMaxDefer = 30 * time.Second
+	}
 	if opts.RestoreBackoff <= 0 {
 		opts.RestoreBackoff = defaultRestoreBackoff
 	}
@@ -283,6 +304,7 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 		sizing:   newPoolSizing(opts.Warm, opts.PoolMemoryBytes, opts.MaxSandboxes, opts.PoolShrinkAfter),
 		target:   opts.Warm,
 		sized:    time.Now(),
+		durable:  make(chan struct{}, max(opts.DurableSteps, 1)),
 	}
 	// One cgroup parent per state directory: a daemon and a test never clean each other's.
 	h := sha256.Sum256([]byte(opts.StateDir))

@@ -32,10 +32,19 @@ type session struct {
 	// sandbox's restore or boot as their start, as a cold one-shot run's do.
 	cold atomic.Bool
 	smu  sync.Mutex // guards b, which a pause ends and a resume replaces (nil while paused)
-	tt   tt         // time travel (timetravel.go), guarded by mu
+	// running and lastRun (unix ns of the last run's end) tell a durable checkpoint when the
+	// session rests (durable.go).
+	running atomic.Bool
+	lastRun atomic.Int64
+	tt      tt // time travel (timetravel.go), guarded by mu
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
+	s.running.Store(true)
+	defer func() {
+		s.lastRun.Store(time.Now().UnixNano())
+		s.running.Store(false)
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, err := s.liveLocked(ctx)

@@ -32,8 +32,9 @@ import (
 //     memory it was promised and the snapshots live in the room above. (A step that rewrites
 //     more memory than that room while many snapshots are kept can still reach the raised
 //     limit.) A dropped step's rewind is a conflict naming why.
-//   - Persist keeps steps in memory only (an empty reference): a `runsc checkpoint` takes ~0.2–1 s
-//     and 60–300 MB, too much for every step.
+//   - Persist makes the session's latest step durable when the session is idle, with a
+//     `runsc checkpoint --leave-running` (durable.go): ~0.2–1 s and 60–300 MB, too much for every
+//     step, so earlier steps stay in memory only and each durable checkpoint replaces the last.
 //   - Pause checkpoints the whole sandbox (`runsc checkpoint`, the container ends) into the
 //     content-addressed store under the data directory: each image file a blob, a manifest naming
 //     them with what a restore needs (image, limits, which guest snapshot is which step). The
@@ -76,7 +77,11 @@ type checkpointBody struct {
 	Snaps     map[string]uint64 `json:"snaps"` // step → the guest's snapshot
 	Order     []string          `json:"order"` // kept steps, oldest first
 	Taken     map[string]time.Time
-	NextSnap  uint64    `json:"next_snap"`
+	NextSnap  uint64 `json:"next_snap"`
+	// Step and StepSnap: a checkpoint of a session's latest step (durable.go) is restored at
+	// that step's parked snapshot (the live interpreter may have moved on when it was taken).
+	Step      string    `json:"step,omitempty"`
+	StepSnap  uint64    `json:"step_snap,omitempty"`
 	Features  []string  `json:"features"`
 	Python    string    `json:"python"`
 	Network   bool      `json:"network,omitempty"`
@@ -211,12 +216,6 @@ func (s *session) dropLocked(ctx context.Context, b *box, steps []string, why ma
 			s.rt.log.Info("heavy: dropping snapshots", "err", err)
 		}
 	}
-}
-
-// Persist keeps heavy steps in memory only: a checkpoint per step would cost a second and
-// hundreds of MB (Pause makes the session durable).
-func (s *session) Persist(context.Context, string) (sandbox.SnapshotRef, error) {
-	return sandbox.SnapshotRef{}, nil
 }
 
 // Rewind makes the session's state step's: the guest wakes the step's parked process and puts
@@ -573,6 +572,22 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 		if err := s.restoreFrom(ctx, s.tt.paused, dir); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
+		}
+		if at, step := s.tt.paused.StepSnap, s.tt.paused.Step; at != 0 {
+			// A checkpoint of a latest step: the state is that step's parked snapshot.
+			s.smu.Lock()
+			b := s.b
+			s.smu.Unlock()
+			if _, err := b.request(ctx, &proto.Frame{Op: proto.OpRewind, Snap: at}); err != nil {
+				s.tt.paused = nil
+				s.closed.Store(true)
+				s.smu.Lock()
+				s.b = nil
+				s.smu.Unlock()
+				s.rt.release(b, true)
+				return nil, sandbox.Errorf(sandbox.KindConflict, "the session's checkpoint was restored but its step %s could not be woken: %v", step, err).
+					WithHint("close this session and create a new one")
+			}
 		}
 		s.tt.paused = nil
 	}

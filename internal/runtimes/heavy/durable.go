@@ -1,0 +1,169 @@
+package heavy
+
+import (
+	"context"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// Durable steps. A heavy step's snapshot is a parked fork inside the sandbox (timetravel.go):
+// fast, but gone with the sandbox's node. So that a session survives its daemon being killed
+// (kill -9) or its node being lost (a cluster moves it to another node, from storage every node
+// sees), Persist also makes the session's latest step durable with `runsc checkpoint
+// --leave-running` into the snapshot store, behind the run's result:
+//
+//   - coalesced: only the session's newest step is checkpointed; a step that a newer one
+//     followed before its turn came stays in memory only (SnapshotRef empty), and each durable
+//     checkpoint replaces the previous one (SnapshotRef.Latest: the Manager collects the old);
+//   - off the run's path: it waits until the session has been idle for Options.DurableQuiet
+//     (agents think between steps), so a checkpoint runs between runs, not in front of the next
+//     one; a session that never rests gets one between two runs after DurableMaxDefer. A run
+//     that arrives while a checkpoint is taken waits for it (0.2–1 s; `agentbox bench cluster`
+//     measures it);
+//   - bounded: at most Options.DurableSteps checkpoints run at once on the node;
+//   - consistent: the checkpoint is taken with the session's lock held and no request in flight
+//     to the guest (box.quiesce), and its manifest names the step's parked snapshot: a restore
+//     wakes that snapshot, so the state is exactly the step's even if the live interpreter had
+//     moved on;
+//   - scrubbed of the session's secrets, as a pause's checkpoint is.
+//
+// A session with volumes, with a command running, or paused is not checkpointed this way.
+
+// durableStats are what the latest-step checkpoints cost on this node (for the bench).
+type durableStats struct {
+	mu    sync.Mutex
+	count int
+	took  []time.Duration // the checkpoint alone (the session's lock held), newest last
+	total []time.Duration // checkpoint, scrub and store
+	bytes []int64
+}
+
+func (d *durableStats) add(took, total time.Duration, bytes int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.count++
+	const keep = 256
+	d.took = append(d.took, took)
+	d.total = append(d.total, total)
+	d.bytes = append(d.bytes, bytes)
+	if len(d.took) > keep {
+		d.took, d.total, d.bytes = d.took[1:], d.total[1:], d.bytes[1:]
+	}
+}
+
+// DurableCost is what the node's checkpoints of latest steps cost: how long each held its
+// session (the part a run arriving then waits for), how long until durable, and the bytes each
+// added to the store; newest last, at most 256.
+type DurableCost struct {
+	Count int
+	Held  []time.Duration
+	Total []time.Duration
+	Bytes []int64
+}
+
+// DurableCosts returns the costs of the checkpoints of latest steps taken so far.
+func (rt *Runtime) DurableCosts() DurableCost {
+	d := &rt.durableStats
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return DurableCost{Count: d.count, Held: append([]time.Duration(nil), d.took...),
+		Total: append([]time.Duration(nil), d.total...), Bytes: append([]int64(nil), d.bytes...)}
+}
+
+// latest is the session's newest step with a snapshot. Called with s.mu held.
+func (s *session) latestLocked() string {
+	if n := len(s.tt.order); n > 0 {
+		return s.tt.order[n-1]
+	}
+	return ""
+}
+
+// Persist makes step durable when it is still the session's latest once the session is idle.
+func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
+	rt := s.rt
+	if rt.opts.Snapshots == nil || rt.opts.DurableSteps < 0 || len(s.volumes) > 0 {
+		return sandbox.SnapshotRef{}, nil
+	}
+	// Wait for a quiet moment, while step is still the newest.
+	deadline := time.Now().Add(rt.opts.DurableMaxDefer)
+	for {
+		s.mu.Lock()
+		latest, paused := s.latestLocked(), s.tt.paused != nil
+		s.mu.Unlock()
+		if latest != step || paused || s.closed.Load() {
+			return sandbox.SnapshotRef{}, nil
+		}
+		idle := time.Since(time.Unix(0, s.lastRun.Load()))
+		if (!s.running.Load() && idle >= rt.opts.DurableQuiet) || time.Now().After(deadline) {
+			break
+		}
+		wait := rt.opts.DurableQuiet - idle
+		if wait < 10*time.Millisecond {
+			wait = 10 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return sandbox.SnapshotRef{}, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	select {
+	case rt.durable <- struct{}{}:
+	case <-ctx.Done():
+		return sandbox.SnapshotRef{}, ctx.Err()
+	}
+	defer func() { <-rt.durable }()
+	return s.checkpointStep(ctx, step)
+}
+
+// checkpointStep takes the checkpoint of step, if it is still the session's latest.
+func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
+	rt := s.rt
+	store := rt.opts.Snapshots
+	start := time.Now()
+	s.mu.Lock()
+	snap, kept := s.tt.snaps[step]
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	if s.latestLocked() != step || !kept || s.tt.paused != nil || s.closed.Load() || b == nil || !b.alive() {
+		s.mu.Unlock()
+		return sandbox.SnapshotRef{}, nil
+	}
+	if !b.quiesce() {
+		s.mu.Unlock()
+		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict, "a command or request was in progress in the sandbox; the next step will be checkpointed")
+	}
+	end := store.Begin()
+	defer end()
+	dir, err := os.MkdirTemp(store.TmpDir(), "heavy-step-")
+	if err != nil {
+		b.reopen()
+		s.mu.Unlock()
+		return sandbox.SnapshotRef{}, err
+	}
+	defer os.RemoveAll(dir)
+	// Not cancelled with ctx: a checkpoint half taken would leave the sandbox paused.
+	err = rt.checkpoint(context.WithoutCancel(ctx), b, dir, true)
+	b.reopen()
+	held := time.Since(start)
+	body := s.bodyLocked(b)
+	secrets := s.tt.secrets
+	s.mu.Unlock()
+	if err != nil {
+		return sandbox.SnapshotRef{}, err
+	}
+	body.Step, body.StepSnap = step, snap
+	if _, err := scrub(dir, secrets); err != nil {
+		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindInternal, "heavy: scrubbing the session's env from its checkpoint: %v", err)
+	}
+	ref, added, err := putCheckpoint(store, dir, body)
+	if err != nil {
+		return sandbox.SnapshotRef{}, err
+	}
+	rt.durableStats.add(held, time.Since(start), added)
+	return sandbox.SnapshotRef{Ref: ref, Bytes: added, Latest: true}, nil
+}
