@@ -29,6 +29,9 @@ import (
 
 const ttHelperEnv = "AGENTBOX_TIMETRAVEL_DAEMON"
 
+// ttHeavyEnv, set, gives that daemon the heavy tier too.
+const ttHeavyEnv = "AGENTBOX_TIMETRAVEL_HEAVY"
+
 // ttConfig is the daemon of these tests: real nano, no heavy, its own directories under dir.
 func ttConfig(t *testing.T, dir string) config.Config {
 	cfg := config.Default()
@@ -51,7 +54,17 @@ func TestTimeTravelDaemonProcess(t *testing.T) {
 		t.Skip("the daemon TestSessionsSurviveKill starts and kills")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m, err := daemon.NewManager(context.Background(), ttConfig(t, dir), log)
+	cfg := ttConfig(t, dir)
+	if os.Getenv(ttHeavyEnv) != "" {
+		warm := 0
+		if err := heavy.Configure(&cfg, func(h *heavy.Config) {
+			h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, filepath.Join(dir, "heavy")
+		}); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+	}
+	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
@@ -73,10 +86,10 @@ func TestTimeTravelDaemonProcess(t *testing.T) {
 }
 
 // startTTDaemon starts the daemon process on dir and returns a client of it and the process.
-func startTTDaemon(t *testing.T, dir string) (*client.Client, *exec.Cmd) {
+func startTTDaemon(t *testing.T, dir string, env ...string) (*client.Client, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTimeTravelDaemonProcess$", "-test.v=false")
-	cmd.Env = append(os.Environ(), ttHelperEnv+"="+dir)
+	cmd.Env = append(append(os.Environ(), ttHelperEnv+"="+dir), env...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
