@@ -45,6 +45,9 @@ type Config struct {
 	// Audit is the audit log.
 	Audit AuditConfig `json:"audit"`
 
+	// MCP is the gateway of hosted MCP servers (/mcp/servers/NAME, internal/mcphost).
+	MCP MCPConfig `json:"mcp"`
+
 	// Tenants bounds each tenant (quotas, runtimes, images, egress profiles, limits); see Tenants.
 	Tenants Tenants `json:"tenants"`
 
@@ -111,6 +114,20 @@ type AuditConfig struct {
 	// SyncEveryRecord fsyncs every record instead of at each checkpoint. Default false: a killed
 	// daemon loses nothing either way; this guards against power loss, at ~0.2 ms per record.
 	SyncEveryRecord bool `json:"sync_every_record"`
+}
+
+// MCPConfig configures the gateway of hosted MCP servers (internal/mcphost).
+type MCPConfig struct {
+	// ServerIdle stops a hosted server (its sandbox) after this long without calls; the next call
+	// starts it again. Default 10m.
+	ServerIdle Duration `json:"server_idle"`
+	// MaxSessions bounds the stateful sessions of /mcp/servers/NAME in all, MaxSessionsPerKey
+	// those opened with one API key; past either a new session is refused (conflict), so one
+	// client cannot hold the daemon's memory. SessionIdle ends a session without requests.
+	// Defaults 1024, 64 and 30m.
+	MaxSessions       int      `json:"max_sessions"`
+	MaxSessionsPerKey int      `json:"max_sessions_per_key"`
+	SessionIdle       Duration `json:"session_idle"`
 }
 
 // EgressConfig configures the egress gateway heavy sandboxes with network go out through.
@@ -232,6 +249,8 @@ func Default() Config {
 		Sessions:     SessionsConfig{Max: 32, IdleTimeout: Duration(10 * time.Minute)},
 		ArtifactsTTL: Duration(24 * time.Hour),
 		Audit:        AuditConfig{Enabled: true, CheckpointRecords: 256, CheckpointInterval: Duration(10 * time.Second)},
+		MCP: MCPConfig{ServerIdle: Duration(10 * time.Minute), MaxSessions: 1024, MaxSessionsPerKey: 64,
+			SessionIdle: Duration(30 * time.Minute)},
 	}
 }
 
@@ -314,6 +333,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: artifacts_ttl must be positive")
 	case c.Audit.CheckpointRecords < 1 || c.Audit.CheckpointInterval <= 0:
 		return fmt.Errorf("config: audit.checkpoint_records and audit.checkpoint_interval must be positive")
+	case c.MCP.ServerIdle <= 0 || c.MCP.SessionIdle <= 0 || c.MCP.MaxSessions < 1 || c.MCP.MaxSessionsPerKey < 1:
+		return fmt.Errorf("config: mcp.server_idle, mcp.session_idle, mcp.max_sessions and mcp.max_sessions_per_key must be positive (defaults 10m, 30m, 1024, 64)")
+	case c.MCP.MaxSessionsPerKey > c.MCP.MaxSessions:
+		return fmt.Errorf("config: mcp.max_sessions_per_key (%d) is above mcp.max_sessions (%d)", c.MCP.MaxSessionsPerKey, c.MCP.MaxSessions)
 	}
 	if err := c.E2B.validate(); err != nil {
 		return err

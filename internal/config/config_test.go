@@ -63,3 +63,33 @@ func TestTierSections(t *testing.T) {
 		t.Error("an unknown field of a known setting was accepted")
 	}
 }
+
+// The hosted MCP gateway's bounds come from the file's mcp section, with defaults for what it
+// leaves out; bounds that cannot work are refused at start.
+func TestMCPConfig(t *testing.T) {
+	c := config.Default()
+	if c.MCP.MaxSessions != 1024 || c.MCP.MaxSessionsPerKey != 64 || c.MCP.SessionIdle.D() != 30*time.Minute || c.MCP.ServerIdle.D() != 10*time.Minute {
+		t.Fatalf("defaults: %+v", c.MCP)
+	}
+	path := filepath.Join(t.TempDir(), "config.json")
+	os.WriteFile(path, []byte(`{"mcp": {"max_sessions_per_key": 8, "session_idle": "5m"}}`), 0o600)
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MCP.MaxSessionsPerKey != 8 || c.MCP.SessionIdle.D() != 5*time.Minute || c.MCP.MaxSessions != 1024 || c.MCP.ServerIdle.D() != 10*time.Minute {
+		t.Errorf("from file: %+v", c.MCP)
+	}
+	for name, bad := range map[string]string{
+		"unknown field":    `{"mcp": {"max_session": 8}}`,
+		"zero total":       `{"mcp": {"max_sessions": 0}}`,
+		"per key above":    `{"mcp": {"max_sessions": 10, "max_sessions_per_key": 11}}`,
+		"negative idle":    `{"mcp": {"session_idle": "-1m"}}`,
+		"zero server idle": `{"mcp": {"server_idle": "0s"}}`,
+	} {
+		os.WriteFile(path, []byte(bad), 0o600)
+		if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "mcp") && !strings.Contains(err.Error(), "max_session") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -35,7 +35,9 @@ func HostedSpawn(rt *heavy.Runtime) mcphost.SpawnFunc {
 func OpenHostedMCP(cfg config.Config, e interface {
 	Runtime(sandbox.Tier) (sandbox.Runtime, bool)
 }) (*mcphost.Manager, error) {
-	opts := mcphost.Options{Dir: filepath.Join(cfg.StatePath(), "mcp"), Owner: hostedOwner}
+	opts := mcphost.Options{Dir: filepath.Join(cfg.StatePath(), "mcp"), Owner: hostedOwner,
+		Idle: cfg.MCP.ServerIdle.D(), MaxSessions: cfg.MCP.MaxSessions, MaxSessionsPerCaller: cfg.MCP.MaxSessionsPerKey,
+		SessionIdle: cfg.MCP.SessionIdle.D()}
 	if rt, ok := e.Runtime(heavy.Tier); ok {
 		if hr, ok := rt.(*heavy.Runtime); ok {
 			opts.Spawn = HostedSpawn(hr)
