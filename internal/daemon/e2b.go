@@ -9,6 +9,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/e2b"
 	"github.com/agentbox-dev/agentbox/internal/e2b/e2bwire"
 	"github.com/agentbox-dev/agentbox/internal/e2b/envd"
+	"github.com/agentbox-dev/agentbox/internal/e2b/interp"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -56,7 +57,10 @@ func newE2B(m any, keys *auth.Keys, apiKey string, o FrontDoorOptions) (*e2b.Han
 	return e2b.New(e2b.Options{
 		Engine: eng, Keys: keys, TokenSecret: secret[:], Domain: o.E2B.Domain, Templates: templates,
 		// The in-sandbox services, by port (internal/e2b/envd, internal/e2b/interp).
-		Services: map[int]http.Handler{e2bwire.EnvdPort: envd.New(envd.Options{Engine: eng})},
+		Services: map[int]http.Handler{
+			e2bwire.EnvdPort:   envd.New(envd.Options{Engine: eng}),
+			e2bwire.InterpPort: interp.New(interp.Options{Engine: eng}),
+		},
 		Logger:   o.Logger,
 	})
 }
