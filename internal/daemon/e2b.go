@@ -61,7 +61,7 @@ func newE2B(m any, keys *auth.Keys, apiKey string, o FrontDoorOptions) (*e2b.Han
 			e2bwire.EnvdPort:   envd.New(envd.Options{Engine: eng}),
 			e2bwire.InterpPort: interp.New(interp.Options{Engine: eng}),
 		},
-		Logger:   o.Logger,
+		Logger: o.Logger,
 	})
 }
 
