@@ -71,7 +71,8 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*daemon
 		logFile.Close()
 		return nil, dc, "", err
 	}
-	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: hex.EncodeToString(key), Logger: log, Version: "bench"})
+	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: hex.EncodeToString(key), Logger: log, Version: "bench",
+		E2B: daemon.E2BOptionsFrom(cfg.E2B)})
 	if err != nil {
 		m.Close()
 		logFile.Close()
@@ -90,6 +91,7 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*daemon
 	stop := func() error {
 		cancel()
 		err := <-served
+		_ = srv.Close()
 		if cerr := m.Close(); err == nil {
 			err = cerr
 		}
@@ -103,6 +105,7 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*daemon
 	}
 	t.stop = stop
 	t.memory = selfMemory
+	t.doors, t.key = srv, hex.EncodeToString(key)
 	progress("in-process daemon ready in %v at %s", time.Since(start).Round(time.Millisecond), ln.Addr())
 	return t, dc, logPath, nil
 }

@@ -20,6 +20,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, out io.Wri
 	"steps":    mainSteps,
 	"stream":   mainStream,
 	"packages": mainPackages,
+	"e2b":      mainE2B,
 }
 
 // Main runs `agentbox bench SUBCOMMAND [flags]`, writing the report to out and progress to stderr.

@@ -15,8 +15,8 @@ func TestMainSubcommands(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"no subcommand", nil, "name a benchmark: egress, heavy, mcp, nano"},
-		{"unknown lists the known ones", []string{"heavyy"}, `unknown benchmark "heavyy": the benchmarks are egress, heavy, mcp, nano`},
+		{"no subcommand", nil, "name a benchmark: e2b, egress, heavy, mcp, nano"},
+		{"unknown lists the known ones", []string{"heavyy"}, `unknown benchmark "heavyy": the benchmarks are e2b, egress, heavy, mcp, nano`},
 		{"bad flag", []string{"nano", "-bogus"}, "flag provided but not defined"},
 		{"bad pace", []string{"nano", "-pace", "soon"}, `-pace must be "health" or a duration`},
 		{"cold url alone", []string{"nano", "-url", "", "-cold-url", "http://x"}, "-cold-url needs -url"},

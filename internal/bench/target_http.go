@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/daemon"
 )
 
 // httpTarget reaches a daemon through the public Go client, as any user of the API would.
@@ -21,6 +22,10 @@ type httpTarget struct {
 	// memory, when set, reads the PSS of the daemon's processes: set for daemons the bench
 	// starts, whose processes it knows.
 	memory func(ctx context.Context) (memSample, error)
+	// doors and key are the front doors and key of a daemon the bench started (bench e2b serves
+	// the E2B front door's own listener with them).
+	doors *daemon.FrontDoors
+	key   string
 }
 
 // Interface guards.

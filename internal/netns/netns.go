@@ -67,6 +67,12 @@ func (h *PublicHost) Close() {
 	h.undo = nil
 }
 
+// Command is a command that runs inside the namespace (ip netns exec): a server of the test's
+// (a DNS resolver, say) on the host's address.
+func (h *PublicHost) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", h.name, name}, args...)...)
+}
+
 // Listen opens a TCP listener on the host's address. A socket belongs to the namespace it was
 // made in, so the listener serves from any goroutine afterwards.
 func (h *PublicHost) Listen(port int) (net.Listener, error) {
