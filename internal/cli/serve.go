@@ -90,6 +90,10 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		return err
 	}
 	defer ln.Close()
+	if cfg.Cluster.Role == config.RoleNode && cfg.Cluster.Advertise == "" {
+		// The address other nodes find this one at, written into its sessions' shared records.
+		cfg.Cluster.Advertise = "http://" + ln.Addr().String()
+	}
 	var e2bLn net.Listener
 	if cfg.E2B.Listen != "" {
 		if e2bLn, err = daemon.Listen(cfg.E2B.Listen, log); err != nil {

@@ -15,6 +15,9 @@ import (
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/internal/cli"
+	"github.com/agentbox-dev/agentbox/internal/jail"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/worker"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -28,6 +31,11 @@ import (
 const asCLI = "AGENTBOX_TEST_AS_CLI"
 
 func TestMain(m *testing.M) {
+	// The nodes the cluster tests start are this binary too: their nano workers start as it.
+	jail.MaybeInit()
+	if len(os.Args) > 1 && os.Args[1] == nano.WorkerArg {
+		os.Exit(worker.Main(os.Args[2:]))
+	}
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}

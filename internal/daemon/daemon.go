@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
 	"github.com/agentbox-dev/agentbox/internal/config"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/sharedstore"
 	"github.com/agentbox-dev/agentbox/internal/snapstore"
 	"github.com/agentbox-dev/agentbox/internal/volumes"
 )
@@ -99,7 +101,17 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		closeAll()
 		return nil, err
 	}
-	if sessionsLock != nil {
+	// A cluster node keeps its sessions' records and snapshots in the shared store, where another
+	// node can adopt them (node.go).
+	var shared *sharedstore.Dir
+	if sessionsLock != nil && cfg.Cluster.Role == config.RoleNode {
+		if shared, err = sharedstore.OpenDir(cfg.Cluster.SharedDir); err != nil {
+			sessionsLock.Close()
+			closeAll()
+			return nil, err
+		}
+		w.snaps = shared.Snapshots()
+	} else if sessionsLock != nil {
 		if w.snaps, err = snapstore.Open(filepath.Join(cfg.SessionsPath(), "snapshots")); err != nil {
 			sessionsLock.Close()
 			closeAll()
@@ -161,6 +173,12 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 	if w.snaps != nil {
 		mopts.StateDir, mopts.Snapshots = filepath.Join(cfg.SessionsPath(), "records"), w.snaps
 		mopts.Closers = append(mopts.Closers, sessionsLock) // after the Manager wrote its last records
+	}
+	if shared != nil {
+		// Records every node sees, written at the epoch this node owns each session at; the
+		// store's collection keeps what any node's sessions refer to.
+		mopts.Records = sharedstore.NewNodeRecords(shared, cfg.Cluster.NodeID, strings.TrimRight(cfg.Cluster.Advertise, "/"))
+		mopts.Snapshots = shared
 	}
 	if rt != nil {
 		mopts.Router = rt

@@ -70,6 +70,15 @@ func newNodeAPI(m httpapi.Engine, keys *auth.Keys, opts FrontDoorOptions) *nodea
 	if e, ok := m.(nodeapi.Engine); ok {
 		no.Engine = e
 	}
+	// Moving sessions: the Manager adopts and drains, over its records in the shared store.
+	if mv, ok := m.(nodeapi.Mover); ok {
+		no.Mover = mv
+		if r, ok := m.(interface{ Records() sandbox.SessionRecords }); ok {
+			if own, ok := r.Records().(nodeapi.Owners); ok {
+				no.Owners = own
+			}
+		}
+	}
 	if a, ok := m.(*sandbox.Audited); ok {
 		if l := auditLogOf(a.Sink()); l != nil {
 			no.AuditKey = l.PublicKey()

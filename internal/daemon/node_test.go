@@ -58,10 +58,14 @@ func TestNodesShareADataDir(t *testing.T) {
 		if node, ok := cluster.NodeOfSession(info.ID); !ok || node != id {
 			t.Errorf("node %s made session %s, which names node %q", id, info.ID, node)
 		}
-		for _, sub := range []string{"sessions/records", "audit/audit.jsonl"} {
+		for _, sub := range []string{"sessions/lock", "audit/audit.jsonl"} {
 			if _, err := os.Stat(filepath.Join(data, "nodes", id, sub)); err != nil {
 				t.Errorf("node %s: %v", id, err)
 			}
+		}
+		// Its sessions' records are in the shared store, where another node can adopt them.
+		if _, err := os.Stat(filepath.Join(data, "shared", "records", info.ID)); err != nil {
+			t.Errorf("node %s: session %s has no shared record: %v", id, info.ID, err)
 		}
 		doors, err := NewFrontDoors(ms[i], FrontDoorOptions{APIKey: "boot", Logger: log, Node: NodeOptionsOf(cfgs[i], nil)})
 		if err != nil {

@@ -37,14 +37,18 @@ type Options struct {
 	Token string
 	// AuditKey is the verifier key of the node's audit log; "" when it keeps none.
 	AuditKey string
-	// Draining says whether the node stopped taking new work. Nil: never.
+	// Draining says whether the node stopped taking new work. Nil: never (or Mover's).
 	Draining func() bool
-	Logger   *slog.Logger
+	// Mover and Owners, both set, serve POST /v1/node/adopt and /v1/node/drain (adopt.go).
+	Mover  Mover
+	Owners Owners
+	Logger *slog.Logger
 }
 
 // Handler serves the node's endpoints.
 type Handler struct {
 	opts   Options
+	client *http.Client // asks other nodes whether they are there (adopt.go)
 	bearer *auth.Bearer
 	token  [32]byte
 	mux    *http.ServeMux
@@ -64,11 +68,19 @@ func New(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &Handler{opts: opts, bearer: auth.NewBearerFor(opts.Keys), mux: http.NewServeMux()}
+	if opts.Draining == nil && opts.Mover != nil {
+		opts.Draining = opts.Mover.Draining
+	}
+	h := &Handler{opts: opts, bearer: auth.NewBearerFor(opts.Keys), mux: http.NewServeMux(),
+		client: &http.Client{Timeout: ownerCheckTimeout}}
 	if opts.Token != "" {
 		h.token = sha256.Sum256([]byte(opts.Token))
 	}
 	h.mux.HandleFunc("GET /v1/node", h.info)
+	if opts.Mover != nil && opts.Owners != nil {
+		h.mux.HandleFunc("POST /v1/node/adopt", h.adopt)
+		h.mux.HandleFunc("POST /v1/node/drain", h.drain)
+	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		Fail(w, r, sandbox.Errorf(sandbox.KindNotFound, "no route %s %s on this node", r.Method, r.URL.Path).
 			WithHint("a node serves GET /v1/node"))

@@ -87,6 +87,9 @@ func (m *Manager) Adopt(id string, record []byte, notice Notice) (SessionInfo, e
 	return m.describe(s, info), nil
 }
 
+// Records is where the Manager keeps its sessions' records (nil: in memory only).
+func (m *Manager) Records() SessionRecords { return m.records }
+
 // takeNotice returns the session's pending notice, if any, and clears it.
 func (m *Manager) takeNotice(s *session) *Notice {
 	m.mu.Lock()
