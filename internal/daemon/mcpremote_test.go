@@ -218,6 +218,18 @@ func TestRemoteMCPServer(t *testing.T) {
 	if res, err := hosted.Call(ctx, "remote", "echo", json.RawMessage(`{"message":"approved"}`)); err != nil || res.IsError || textOf(res) != "echo: approved" {
 		t.Fatalf("after the approval: %+v %v", res, err)
 	}
+	// The change reached the gateway's open connection to the same server under its other name
+	// as notifications/tools/list_changed: the gateway listed again and refuses there too,
+	// without waiting for a reconnect.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := hosted.Call(ctx, "remote-tls", "echo", json.RawMessage(`{"message":"after the change"}`))
+		if err != nil && strings.Contains(err.Error(), "changed since they were pinned") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("remote-tls after the change: %v", err)
+		}
+	}
 
 	// Under a profile that does not allow its host: refused by the gateway, typed, and the
 	// server never reached (over HTTP the request is refused, over HTTPS the CONNECT).
@@ -283,7 +295,7 @@ func TestRemoteMCPServer(t *testing.T) {
 		kinds[k]++
 	}
 	t.Logf("audit: %v", kinds)
-	if kinds["mcp.call allow"] < 2 || kinds["mcp.call block"] != 1 || kinds["mcp.call redact"] != 1 || kinds["mcp.pin allow"] != 2 || kinds["mcp.refused refuse"] != 1 || kinds["mcp.approve allow"] != 1 ||
+	if kinds["mcp.call allow"] < 2 || kinds["mcp.call block"] != 1 || kinds["mcp.call redact"] != 1 || kinds["mcp.pin allow"] != 2 || kinds["mcp.refused refuse"] != 2 || kinds["mcp.approve allow"] != 1 ||
 		kinds["egress allow mcp:remote remote-ok"] == 0 || kinds["egress deny mcp:blocked remote-no"] == 0 ||
 		kinds["egress allow mcp:remote-tls remote-ok"] == 0 || kinds["egress deny mcp:blocked-tls remote-no"] == 0 {
 		t.Errorf("audit records: %v", kinds)

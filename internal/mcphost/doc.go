@@ -47,6 +47,8 @@
 //
 // Handler serves one server at /mcp/servers/NAME as an MCP server of its own (streamable HTTP
 // with sessions bound to the key that opened them, sessions.go) whose tools are the hosted
-// server's, each call governed as above, and which carries the server's resource subscriptions. The daemon also
+// server's, each call governed as above, and which carries the server's resource subscriptions
+// and its list-changed notifications (listchanged.go: a tool list that changes while the server
+// runs is listed again by the gateway and held to the pin, refused until approved). The daemon also
 // lists every server's tools on its own /mcp as NAME__tool (internal/mcpserver's Hosted).
 package mcphost

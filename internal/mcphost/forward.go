@@ -42,19 +42,22 @@ const (
 	methodComplete          = "completion/complete"
 )
 
-// capabilitiesOf are the capabilities /mcp/servers/NAME advertises: the hosted server's, less
-// list-changed notifications (not relayed).
+// capabilitiesOf are the capabilities /mcp/servers/NAME advertises: the hosted server's, its
+// list-changed notifications relayed (listchanged.go).
 func capabilitiesOf(cs *mcp.ClientSession) *mcp.ServerCapabilities {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}}
 	if cs == nil || cs.InitializeResult() == nil || cs.InitializeResult().Capabilities == nil {
 		return caps
 	}
 	hc := cs.InitializeResult().Capabilities
+	if hc.Tools != nil {
+		caps.Tools.ListChanged = hc.Tools.ListChanged
+	}
 	if hc.Resources != nil {
-		caps.Resources = &mcp.ResourceCapabilities{Subscribe: hc.Resources.Subscribe}
+		caps.Resources = &mcp.ResourceCapabilities{Subscribe: hc.Resources.Subscribe, ListChanged: hc.Resources.ListChanged}
 	}
 	if hc.Prompts != nil {
-		caps.Prompts = &mcp.PromptCapabilities{}
+		caps.Prompts = &mcp.PromptCapabilities{ListChanged: hc.Prompts.ListChanged}
 	}
 	if hc.Completions != nil {
 		caps.Completions = &mcp.CompletionCapabilities{}

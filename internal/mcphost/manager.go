@@ -368,11 +368,13 @@ func (m *Manager) start(ctx context.Context, s Server, h *host) error {
 	var imageHash string
 	var cs *mcp.ClientSession
 	name := s.Name
-	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox", Version: "1"}, &mcp.ClientOptions{
+	copts := &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			m.relayUpdated(ctx, name, req.Params)
 		},
-	})
+	}
+	m.listChangedHandlers(name, copts)
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentbox", Version: "1"}, copts)
 	closeAll := func() {
 		if cs != nil {
 			_ = cs.Close()
