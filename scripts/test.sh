@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # chromium: the web console's browser tests drive it with playwright-core (scripts/ui-tools.sh);
 # fonts-dejavu-core: text in its screenshots (chromium only recommends fonts);
-# e2fsprogs: mkfs.ext4 makes the named volumes (internal/volumes).
-scripts/host-deps.sh npm ca-certificates gcc libc6-dev chromium fonts-dejavu-core e2fsprogs
+# e2fsprogs: mkfs.ext4 makes the named volumes (internal/volumes);
+# dnsmasq-base: the resolver of the E2B SDK test (TestE2BSDK), which answers its test domain.
+scripts/host-deps.sh npm ca-certificates gcc libc6-dev chromium fonts-dejavu-core e2fsprogs dnsmasq-base
 scripts/build.sh
 bin/agentbox setup
 # The hosted MCP servers' tests run the node-mcp image (Node 22 and the reference MCP servers from

