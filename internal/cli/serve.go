@@ -69,7 +69,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	}
 	switch cfg.Cluster.Role {
 	case config.RoleGateway:
-		return fmt.Errorf("--role gateway: not in this build yet; serve nodes with --role node, or a single machine without --role")
+		return serveGateway(ctx, opts, cfg, log)
 	case config.RoleNode:
 		if err := os.MkdirAll(cfg.Cluster.SharedDir, 0o700); err != nil {
 			return fmt.Errorf("shared dir: %w", err)
@@ -231,9 +231,10 @@ clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running req
 	fs.StringVar(&opts.E2B.Listen, "e2b-listen", "", "a listener `ADDR` of the E2B front door's own (or AGENTBOX_E2B_LISTEN)")
 	fs.StringVar(&opts.E2B.TLSCert, "e2b-tls-cert", "", "certificate `FILE` (PEM) for --e2b-listen: api.DOMAIN and *.DOMAIN")
 	fs.StringVar(&opts.E2B.TLSKey, "e2b-tls-key", "", "private key `FILE` (PEM) of --e2b-tls-cert")
-	fs.StringVar(&opts.Cluster.Role, "role", "", "`ROLE` in a cluster: node (runs sandboxes for a gateway); default a single machine (or AGENTBOX_ROLE)")
+	fs.StringVar(&opts.Cluster.Role, "role", "", "`ROLE` in a cluster: node (runs sandboxes for a gateway) or gateway (stateless, before the nodes); default a single machine (or AGENTBOX_ROLE)")
 	fs.StringVar(&opts.Cluster.NodeID, "node-id", "", "a node's `ID` ([a-z0-9]{1,32}); its session ids carry it and its state is DATA_DIR/nodes/ID (or AGENTBOX_NODE_ID)")
 	fs.StringVar(&opts.Cluster.Advertise, "advertise", "", "the base `URL` a node is reached at (default http:// + the listen address, or AGENTBOX_ADVERTISE)")
+	fs.StringVar(&opts.Cluster.Discovery, "discovery", "", "how a gateway finds its nodes (`SPEC`): static:n1=URL,n2=URL | nomad:SERVICE | kube:NAMESPACE/SERVICE (or AGENTBOX_DISCOVERY)")
 	fs.StringVar(&opts.Cluster.SharedDir, "shared-dir", "", "storage every node sees (`DIR`), for sessions that move between nodes (or AGENTBOX_SHARED_DIR)")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running requests may take to finish at shutdown")
 	pos, err := parseInterleaved(fs, args)
@@ -265,4 +266,40 @@ func clusterFlags(c config.ClusterConfig) func(*config.Config) {
 			}
 		}
 	}
+}
+
+// serveGateway runs `agentbox serve --role gateway`: no engine, no state on disk; the same key
+// (AGENTBOX_API_KEY, or the data directory's key file) and keys file as the nodes.
+func serveGateway(ctx context.Context, opts ServeOptions, cfg config.Config, log *slog.Logger) error {
+	key, err := ensureAPIKey(cfg.APIKey, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if key.warning != "" {
+		log.Warn(key.warning)
+	}
+	ln, err := daemon.Listen(cfg.Listen, log)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	start := time.Now()
+	doors, gw, err := daemon.NewGatewayDoors(ctx, cfg, daemon.FrontDoorOptions{
+		APIKey: key.key, KeysFile: cfg.KeysPath(), MaxBodyBytes: cfg.MaxBodyBytes, Version: version(),
+		Logger: log, ShutdownTimeout: opts.ShutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	fmt.Fprintf(opts.Stderr, "agentbox: gateway listening on http://%s (nodes from %s, ready in %v)\n",
+		ln.Addr(), cfg.Cluster.Discovery, time.Since(start).Round(time.Millisecond))
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr())
+	}
+	if err := doors.Serve(ctx, ln); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
 }

@@ -13,7 +13,7 @@ const module = "github.com/agentbox-dev/agentbox/"
 
 // The front doors the daemon mounts (http.go), and what they share.
 var (
-	frontDoors = []string{"internal/httpapi", "internal/mcpserver", "internal/webui", "internal/e2b", "internal/nodeapi"}
+	frontDoors = []string{"internal/httpapi", "internal/mcpserver", "internal/webui", "internal/e2b", "internal/nodeapi", "internal/gateway"}
 	shared     = []string{"internal/apiwire", "internal/auth"}
 )
 

@@ -1,11 +1,14 @@
 package daemon
 
 import (
+	"context"
+	"errors"
 	"hash/fnv"
 	"net"
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/audit"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/httpapi"
@@ -81,8 +84,27 @@ func newNodeAPI(m httpapi.Engine, keys *auth.Keys, opts FrontDoorOptions) *nodea
 	}
 	if a, ok := m.(*sandbox.Audited); ok {
 		if l := auditLogOf(a.Sink()); l != nil {
-			no.AuditKey = l.PublicKey()
+			no.AuditKey, no.Prove = l.PublicKey(), proveIn(l)
 		}
 	}
 	return nodeapi.New(no)
+}
+
+// proveIn proves a record of l, signing a checkpoint first when the record is newer than the
+// last one (so a record just written can be proved at once).
+func proveIn(l *audit.Log) func(ctx context.Context, seq int64) (*audit.Proof, error) {
+	return func(ctx context.Context, seq int64) (*audit.Proof, error) {
+		p, err := audit.Prove(ctx, l.Dir(), l.PublicKey(), seq)
+		if errors.Is(err, audit.ErrNotSigned) && seq < l.Records() {
+			if err := l.Checkpoint(); err != nil {
+				return nil, err
+			}
+			p, err = audit.Prove(ctx, l.Dir(), l.PublicKey(), seq)
+		}
+		if errors.Is(err, audit.ErrNotSigned) {
+			return nil, sandbox.Errorf(sandbox.KindNotFound, "the audit log has no record %d", seq).
+				WithHint("records are numbered from 0; GET /v1/audit lists them with their seq")
+		}
+		return p, err
+	}
 }

@@ -1,15 +1,18 @@
 package nodeapi
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
+	"github.com/agentbox-dev/agentbox/internal/audit"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -37,6 +40,9 @@ type Options struct {
 	Token string
 	// AuditKey is the verifier key of the node's audit log; "" when it keeps none.
 	AuditKey string
+	// Prove proves the inclusion of record seq of the node's audit log (audit.Prove, signing a
+	// checkpoint first when the record is newer than the last). Nil: the node keeps no log.
+	Prove func(ctx context.Context, seq int64) (*audit.Proof, error)
 	// Draining says whether the node stopped taking new work. Nil: never (or Mover's).
 	Draining func() bool
 	// Mover and Owners, both set, serve POST /v1/node/adopt and /v1/node/drain (adopt.go).
@@ -81,9 +87,10 @@ func New(opts Options) *Handler {
 		h.mux.HandleFunc("POST /v1/node/adopt", h.adopt)
 		h.mux.HandleFunc("POST /v1/node/drain", h.drain)
 	}
+	h.mux.HandleFunc("GET /v1/node/audit/proof", h.proof)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		Fail(w, r, sandbox.Errorf(sandbox.KindNotFound, "no route %s %s on this node", r.Method, r.URL.Path).
-			WithHint("a node serves GET /v1/node"))
+			WithHint("a node serves GET /v1/node and GET /v1/node/audit/proof?seq=N"))
 	})
 	return h
 }
@@ -143,6 +150,27 @@ func (h *Handler) Info() cluster.NodeInfo {
 // GET /v1/node
 func (h *Handler) info(w http.ResponseWriter, _ *http.Request) {
 	WriteJSON(w, http.StatusOK, h.Info())
+}
+
+// GET /v1/node/audit/proof?seq=N: the inclusion proof of record N of the node's audit log. The
+// gateway checks it with the node's audit_key and decides who may see the record.
+func (h *Handler) proof(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Prove == nil {
+		Fail(w, r, sandbox.Errorf(sandbox.KindNotFound, "node %s keeps no audit log", h.opts.ID).WithHint("enable audit.enabled on the node"))
+		return
+	}
+	seq, err := strconv.ParseInt(r.URL.Query().Get("seq"), 10, 64)
+	if err != nil || seq < 0 {
+		Fail(w, r, sandbox.Errorf(sandbox.KindInvalidRequest, "seq %q is not a record number", r.URL.Query().Get("seq")).
+			WithHint("give seq=N, a record's seq from GET /v1/audit"))
+		return
+	}
+	p, err := h.opts.Prove(r.Context(), seq)
+	if err != nil {
+		Fail(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, p)
 }
 
 // WriteJSON writes v as the answer.

@@ -1,0 +1,245 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// replayLimit is the largest body the gateway keeps to send a second time (to another node,
+// or to a session's new owner). Larger bodies are streamed through once.
+const replayLimit = 1 << 20
+
+// body is a request's body, kept when small enough to send again.
+type body struct {
+	buf    []byte    // the whole body, when kept
+	stream io.Reader // otherwise: what was read, then the rest
+}
+
+// readBody keeps r's body when it is at most replayLimit.
+func readBody(r *http.Request) (*body, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return &body{buf: []byte{}}, nil
+	}
+	if r.ContentLength > replayLimit {
+		return &body{stream: r.Body}, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, replayLimit+1))
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.KindInvalidRequest, "reading the request body: %v", err)
+	}
+	if len(b) > replayLimit {
+		return &body{stream: io.MultiReader(bytes.NewReader(b), r.Body)}, nil
+	}
+	return &body{buf: b}, nil
+}
+
+// replayable says whether the body can be sent again.
+func (b *body) replayable() bool { return b.buf != nil }
+
+func (b *body) reader() (io.Reader, int64) {
+	if b.buf != nil {
+		return bytes.NewReader(b.buf), int64(len(b.buf))
+	}
+	s := b.stream
+	b.stream = nil // once
+	return s, -1
+}
+
+// hopHeaders are a connection's own headers, not forwarded (RFC 9110 7.6.1).
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// outRequest builds the request to a node: the client's method, path, query and headers (its
+// Authorization included), and the body.
+func outRequest(ctx context.Context, r *http.Request, addr, path string, b *body) (*http.Request, error) {
+	var rd io.Reader
+	n := int64(0)
+	if b != nil {
+		rd, n = b.reader()
+	}
+	u := addr + path
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	out, err := http.NewRequestWithContext(ctx, r.Method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	out.ContentLength = n
+	if n == 0 {
+		out.Body = http.NoBody
+	}
+	for k, vs := range r.Header {
+		out.Header[k] = vs
+	}
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := r.Header.Get("X-Forwarded-For"); prior != "" {
+			ip = prior + ", " + ip
+		}
+		out.Header.Set("X-Forwarded-For", ip)
+	}
+	return out, nil
+}
+
+// send sends r (with body b) to n and returns the node's answer. notSent reports an error that
+// happened before the node could have read the request (a refused or failed dial), after which
+// sending it elsewhere is safe.
+func (g *Gateway) send(r *http.Request, n *node, path string, b *body) (resp *http.Response, notSent bool, err error) {
+	out, err := outRequest(r.Context(), r, n.Addr, path, b)
+	if err != nil {
+		return nil, false, err
+	}
+	n.inflight.Add(1)
+	resp, err = g.tr.RoundTrip(out)
+	if err != nil {
+		n.inflight.Add(-1)
+		if isDialError(err) {
+			n.down.Store(true) // until the next poll reaches it
+			return nil, true, err
+		}
+		return nil, false, err
+	}
+	resp.Body = &doneBody{ReadCloser: resp.Body, n: n}
+	return resp, false, nil
+}
+
+// doneBody ends the node's in-flight count when the answer has been read.
+type doneBody struct {
+	io.ReadCloser
+	n    *node
+	done bool
+}
+
+func (d *doneBody) Close() error {
+	if !d.done {
+		d.done = true
+		d.n.inflight.Add(-1)
+	}
+	return d.ReadCloser.Close()
+}
+
+// isDialError says whether err happened while connecting: the request was not sent.
+func isDialError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// unreachable is the error for a node that could not be reached.
+func unreachable(n *node, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled while node %s answered", n.ID)
+	}
+	return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "node %s did not answer: %v", n.ID, err).
+		WithHint("retry; a one-shot run or a new session goes to another node")
+}
+
+// relay writes a node's answer to the client: status, headers, then the body, flushed after
+// every chunk when it is a stream (or of unknown length), so events reach the client as the
+// node sends them.
+func relay(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = vs
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+	w.WriteHeader(resp.StatusCode)
+	if !isStream(resp) {
+		buf := make([]byte, 32<<10)
+		_, _ = io.CopyBuffer(w, resp.Body, buf)
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			_ = rc.Flush()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// isStream says whether an answer is streamed: events, NDJSON, or a body of unknown length.
+func isStream(resp *http.Response) bool {
+	ct := resp.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "text/event-stream") || strings.HasPrefix(ct, "application/x-ndjson") || resp.ContentLength < 0
+}
+
+// placed sends a request that may go to any node (a one-shot run, a new session) to the first
+// node placement picks, and to the next once when that one refuses the connection.
+func (g *Gateway) placed(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	g.placedWith(w, r, b)
+}
+
+// placedWith is placed with the body already read.
+func (g *Gateway) placedWith(w http.ResponseWriter, r *http.Request, b *body) {
+	start := time.Now()
+	order, err := g.place(wantOf(b))
+	g.metrics.placement.Observe(time.Since(start).Seconds())
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	for i, n := range order {
+		resp, notSent, err := g.send(r, n, r.URL.Path, b)
+		if err == nil {
+			relay(w, resp)
+			return
+		}
+		if !notSent || i == 1 || !b.replayable() || i+1 == len(order) {
+			fail(w, unreachable(n, err))
+			return
+		}
+		g.log.Warn("node refused a placed request; trying the next", "node", n.ID, "err", err)
+	}
+}
+
+// anyNode sends a request any node answers alike (images, keys, a node's typed 404) to the
+// first placed node, and to the next once when it refuses the connection.
+func (g *Gateway) anyNode(w http.ResponseWriter, r *http.Request) { g.placed(w, r) }
+
+// wantOf reads what a run or session asks for from its JSON body: its runtime and image.
+// A body it cannot read asks for nothing in particular.
+func wantOf(b *body) want {
+	if !b.replayable() || len(b.buf) == 0 {
+		return want{}
+	}
+	var req struct {
+		Runtime string `json:"runtime"`
+		Image   string `json:"image"`
+	}
+	if json.Unmarshal(b.buf, &req) != nil || req.Runtime == "auto" {
+		return want{image: req.Image}
+	}
+	return want{tier: req.Runtime, image: req.Image}
+}

@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentbox-dev/agentbox/internal/cluster"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
+
+// AdoptRequest and AdoptAnswer are POST /v1/node/adopt's body and answer (the node side is
+// internal/nodeapi's).
+type AdoptRequest struct {
+	Session string `json:"session"`
+}
+
+// AdoptAnswer names the node that owns the session now.
+type AdoptAnswer struct {
+	Owner   string `json:"owner"`
+	Addr    string `json:"addr"`
+	Adopted bool   `json:"adopted"`
+	Step    string `json:"step"`
+}
+
+// session forwards a request under /v1/sessions/{id} to the node the id names. When that node
+// is gone from discovery, unhealthy, draining, or refuses the connection, a healthy node adopts
+// the session (POST /v1/node/adopt) and the request goes to the owner it names.
+func (g *Gateway) session(w http.ResponseWriter, r *http.Request, id string) {
+	owner, ok := cluster.NodeOfSession(id)
+	if !ok {
+		fail(w, sandbox.Errorf(sandbox.KindNotFound, "session %q is not a session of this cluster", id).
+			WithHint("a cluster's session ids name their node (sb_<node>-<hex>); create one with POST /v1/sessions"))
+		return
+	}
+	b, err := readBody(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	g.routeSession(w, r, id, owner, b)
+}
+
+// sessionWith forwards a request about session id (a tool call that names it) with its body
+// already read.
+func (g *Gateway) sessionWith(w http.ResponseWriter, r *http.Request, id string, b *body) {
+	owner, _ := cluster.NodeOfSession(id)
+	g.routeSession(w, r, id, owner, b)
+}
+
+// routeSession sends the request to the session's owner, or to the node that adopts it.
+func (g *Gateway) routeSession(w http.ResponseWriter, r *http.Request, id, owner string, b *body) {
+	n := g.byID(owner)
+	if n != nil && n.healthy() {
+		resp, notSent, err := g.send(r, n, r.URL.Path, b)
+		if err == nil {
+			relay(w, resp)
+			return
+		}
+		if !notSent || !b.replayable() {
+			fail(w, unreachable(n, err))
+			return
+		}
+		g.log.Warn("a session's node refused the connection; asking another to adopt it", "session", id, "node", owner, "err", err)
+	}
+	to, err := g.adopt(r, id, owner)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	resp, _, err := g.send(r, to, r.URL.Path, b)
+	if err != nil {
+		fail(w, unreachable(to, err))
+		return
+	}
+	relay(w, resp)
+}
+
+// adopt asks healthy nodes, in placement order, to take over session id from node from; the
+// first that answers names the owner. A node's refusal (the session is unknown, or another
+// tenant's) is passed on as it is.
+func (g *Gateway) adopt(r *http.Request, id, from string) (*node, error) {
+	order, err := g.place(want{})
+	if err != nil {
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "session %s is on node %s, which cannot be reached, and no node can take it over: %v", id, from, sandbox.AsError(err).Message).
+			WithHint("retry shortly: the session resumes from its latest durable step when a node is back")
+	}
+	var lastErr error
+	for _, n := range order {
+		if n.ID == from {
+			continue
+		}
+		ans, err := g.askAdopt(r, n, id)
+		if err != nil {
+			if k := sandbox.KindOf(err); k == sandbox.KindNotFound || k == sandbox.KindForbidden {
+				return nil, err
+			}
+			lastErr = err
+			continue
+		}
+		g.metrics.adoptions.WithLabelValues(n.ID).Inc()
+		if to := g.byID(ans.Owner); to != nil {
+			return to, nil
+		}
+		if ans.Addr != "" {
+			return &node{Node: cluster.Node{ID: ans.Owner, Addr: strings.TrimRight(ans.Addr, "/"), Healthy: true, Source: "adopt"}}, nil
+		}
+		lastErr = fmt.Errorf("node %s named owner %q, which discovery does not list", n.ID, ans.Owner)
+	}
+	if lastErr == nil {
+		lastErr = fmt.Errorf("no other node is healthy")
+	}
+	return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "session %s is on node %s, which cannot be reached, and no node took it over: %v", id, from, lastErr).
+		WithHint("retry shortly: the session resumes from its latest durable step when a node can take it")
+}
+
+// askAdopt is POST /v1/node/adopt on n, with the cluster token.
+func (g *Gateway) askAdopt(r *http.Request, n *node, id string) (AdoptAnswer, error) {
+	var ans AdoptAnswer
+	body, _ := json.Marshal(AdoptRequest{Session: id})
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, n.Addr+"/v1/node/adopt", bytes.NewReader(body))
+	if err != nil {
+		return ans, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if g.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+g.opts.Token)
+	}
+	resp, err := g.tr.RoundTrip(req)
+	if err != nil {
+		return ans, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return ans, fmt.Errorf("node %s: %w", n.ID, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return ans, nodeError(n, resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, &ans); err != nil || ans.Owner == "" {
+		return ans, fmt.Errorf("node %s: an adopt answer without an owner: %s", n.ID, b)
+	}
+	return ans, nil
+}
+
+// nodeError turns a node's typed error body back into an error of its kind.
+func nodeError(n *node, status int, b []byte) error {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Hint    string `json:"hint"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil || e.Error.Code == "" {
+		return fmt.Errorf("node %s: HTTP %d: %s", n.ID, status, bytes.TrimSpace(b))
+	}
+	err := sandbox.Errorf(sandbox.Kind(e.Error.Code), "%s", e.Error.Message) // a kind's name is its wire code
+	if e.Error.Hint != "" {
+		err = err.WithHint("%s", e.Error.Hint)
+	}
+	return err
+}
