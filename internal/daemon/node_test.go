@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/audit"
 	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
@@ -81,6 +82,26 @@ func TestNodesShareADataDir(t *testing.T) {
 		}
 		if ni.ID != id || ni.Sessions != 1 || ni.Tiers["toy"].Sessions != 1 || ni.Tiers["toy"].MaxSessions != 32 || ni.AuditKey == "" {
 			t.Errorf("node info %+v", ni)
+		}
+		// The session's create record is proved at once (a checkpoint is signed for it), and the
+		// proof verifies with the key the node reports.
+		rec = httptest.NewRecorder()
+		req = httptest.NewRequest("GET", "/v1/node/audit/proof?seq=0", nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		doors.ServeHTTP(rec, req)
+		var p audit.Proof
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &p) != nil {
+			t.Fatalf("GET /v1/node/audit/proof: %d %s", rec.Code, rec.Body)
+		}
+		if err := p.Verify(ni.AuditKey); err != nil || !strings.Contains(p.Record, info.ID) {
+			t.Errorf("proof of record 0 (%s): %v", p.Record, err)
+		}
+		rec = httptest.NewRecorder()
+		req = httptest.NewRequest("GET", "/v1/node/audit/proof?seq=99", nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		doors.ServeHTTP(rec, req)
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("proof of a record the log does not have: %d %s", rec.Code, rec.Body)
 		}
 	}
 	// The egress CA both created at once is one CA: a sandbox moved between them keeps trusting it.
