@@ -17,7 +17,8 @@
   :class:`PolicyViolation`, ...); an exception in the user's code is ``result.error`` instead.
 - :class:`Client` is the low-level API client the rest is built on; ``Client.mcp_servers()``,
   ``mcp_list_tools(server)`` and ``mcp_call(server, tool, arguments)`` reach hosted MCP servers;
-  ``Client.mcp(server)`` and ``Sandbox.mcp(server)`` give one as an object (:class:`HostedMCP`).
+  ``Client.mcp(server)`` and ``Sandbox.mcp(server)`` give one as an object (:class:`HostedMCP`);
+  ``AsyncClient.mcp(server)`` and ``AsyncSandbox.mcp(server)`` the same awaited (:class:`AsyncHostedMCP`).
 
 The daemon is found at AGENTBOX_URL (default http://127.0.0.1:8420) with the key
 AGENTBOX_API_KEY, else the api_key file that ``agentbox serve`` keeps in its data directory, else
@@ -32,7 +33,7 @@ from .errors import (ERROR_CLASSES, AgentboxError, CodeError, Conflict, DaemonUn
                      RuntimeUnavailable, TimeoutError, Unauthorized)
 from .models import (Notice, Artifact, FileInfo, Health, Image, InputFile, Intent, Output, OutputFile, PyError, Result, Routing,
                      Session, Step, StepDiff, StepInspection, Timings, Variable)
-from .mcp import HostedMCP, MCPError, MCPTool, MCPToolResult
+from .mcp import AsyncHostedMCP, HostedMCP, MCPError, MCPTool, MCPToolResult
 from .sandbox import Files, Sandbox
 from .aio import AsyncClient, AsyncCommands, AsyncFiles, AsyncSandbox
 from .task import Task, TaskError, task
@@ -47,5 +48,5 @@ __all__ = [
     "AgentboxError", "CodeError", "ERROR_CLASSES", "InvalidRequest", "Unauthorized", "PolicyViolation", "Forbidden", "NotFound",
     "TimeoutError", "Conflict", "MemoryLimitExceeded", "OutputLimitExceeded", "InternalError",
     "RuntimeUnavailable", "DaemonUnreachable",
-    "HostedMCP", "MCPError", "MCPTool", "MCPToolResult",
+    "AsyncHostedMCP", "HostedMCP", "MCPError", "MCPTool", "MCPToolResult",
 ]

@@ -35,8 +35,10 @@ from ._version import __version__
 from .client import DEFAULT_TIMEOUT, ROUTES, RUN_MARGIN, route, RUN_TIMEOUT_UNKNOWN, Client, api_key_from_env, url_from_env
 from .config import SandboxConfig, parse_duration
 from .errors import STATUS_OF_CODE, AgentboxError, DaemonUnreachable, NotFound, from_response
+from .mcp import AsyncHostedMCP, AsyncMCPSession, MCPTool, MCPToolResult
 from .models import (Notice, Artifact, Command, CommandList, CommandRequest, CreateSessionRequest, FileInfo, FileList,
-                     Health, Image, ImageList, Intent, Output, Result, Routing, RunRequest, Session, SessionList,
+                     Health, Image, ImageList, Intent, MCPServer, MCPServerList, Output, Result, Routing, RunRequest,
+                     Session, SessionList,
                      SetIntentRequest, Step, StepDiff, StepInspection, StepList, StepRequest, StreamEvent)
 from .sandbox import FilesArg, _as_written, _ended_hint, _follow, _input_files
 
@@ -340,6 +342,42 @@ class AsyncClient:
     async def health(self) -> Health:
         return await self._json("health", Health, ok=(200, 503))
 
+    # --- hosted MCP servers ---------------------------------------------------------------
+
+    async def mcp_servers(self) -> List[MCPServer]:
+        """The hosted MCP servers, by name (``GET /v1/mcp/servers``; a key with the admin scope)."""
+        return (await self._json("listMCPServers", MCPServerList)).servers
+
+    async def mcp_session(self, server: str, *, timeout: Optional[float] = None) -> AsyncMCPSession:
+        """An initialized MCP exchange with hosted server ``server`` at ``/mcp/servers/NAME``, for
+        several requests after one ``initialize``; ``await s.close()`` ends it."""
+        return await AsyncMCPSession(self, server, timeout=timeout).initialize()
+
+    async def mcp_list_tools(self, server: str) -> List[MCPTool]:
+        """The tools of hosted server ``server`` (see :meth:`agentbox.Client.mcp_list_tools`)."""
+        s = await self.mcp_session(server)
+        try:
+            return await s.list_tools()
+        finally:
+            await s.close()
+
+    async def mcp_call(self, server: str, tool: str, arguments: Optional[Dict[str, Any]] = None, *,
+                       timeout: Optional[float] = None) -> MCPToolResult:
+        """Call ``tool`` of hosted server ``server`` in a session of its own (see
+        :meth:`agentbox.Client.mcp_call`): a tool error or a refusal is a result with ``is_error``."""
+        s = await self.mcp_session(server, timeout=timeout)
+        try:
+            return await s.call(tool, arguments)
+        finally:
+            await s.close()
+
+    def mcp(self, server: str, *, timeout: Optional[float] = None) -> AsyncHostedMCP:
+        """Hosted (or remote) MCP server ``server`` as an object whose methods are awaited:
+        ``list_tools()``, ``call(tool, args)``, ``list_resources()``, ``read_resource(uri)``,
+        ``list_prompts()``, ``get_prompt(name, args)``. Nothing is asked of the daemon until the
+        first of those. Needs a key with the run scope."""
+        return AsyncHostedMCP(self, server, timeout=timeout)
+
 
 def _event_handler(on_stdout: Optional[Callable[[str], Any]], on_stderr: Optional[Callable[[str], Any]],
                    on_result: Optional[Callable[[Output], Any]],
@@ -592,6 +630,13 @@ class AsyncSandbox:
 
     async def clear_intent(self) -> None:
         await self._session_call(self.client.clear_intent)
+
+    def mcp(self, server: str) -> AsyncHostedMCP:
+        """Hosted (or remote) MCP server ``server`` of this sandbox's daemon, with its key:
+        ``await box.mcp("memory").list_tools()``, ``await box.mcp("memory").call("read_graph")``.
+        The server runs in a gVisor sandbox of its own (not this one); every call passes the
+        daemon's gateway. See :meth:`agentbox.AsyncClient.mcp` and :meth:`agentbox.Sandbox.mcp`."""
+        return self.client.mcp(server)
 
     async def close(self) -> None:
         """End the session (if there is one); close the client if this sandbox made it. Idempotent."""

@@ -14,6 +14,7 @@ These are MCP's own shapes, not the agentbox API's: they are not in api/openapi.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import socket
@@ -99,12 +100,11 @@ def _sse_messages(body: str) -> Iterator[Any]:
             data.append(v[1:] if v.startswith(" ") else v)
 
 
-class MCPSession:
-    """One exchange with a hosted server's endpoint: initialize, then requests. Made by
-    :meth:`agentbox.Client.mcp_list_tools` and :meth:`agentbox.Client.mcp_call`; use it directly to
-    make several requests after one initialize."""
+class _Exchange:
+    """What the blocking and the asyncio sessions share: the endpoint, the session's id and
+    protocol revision, the request ids, the headers, and reading an answer."""
 
-    def __init__(self, client: Any, server: str, *, timeout: Optional[float] = None) -> None:
+    def __init__(self, client: Any, server: str, timeout: Optional[float]) -> None:
         if not server:
             raise ValueError("agentbox: an MCP server's name is needed")
         self.client = client
@@ -116,8 +116,8 @@ class MCPSession:
         self.session_id = ""
         self._ids = itertools.count(1)
 
-    def _post(self, msg: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-        headers = {"User-Agent": f"agentbox-python/{__version__}", "Content-Type": "application/json",
+    def _headers(self, agent: str = "") -> Dict[str, str]:
+        headers = {"User-Agent": f"agentbox-python/{__version__}{agent}", "Content-Type": "application/json",
                    "Accept": "application/json, text/event-stream"}
         if self.protocol_version:
             headers["MCP-Protocol-Version"] = self.protocol_version
@@ -125,32 +125,48 @@ class MCPSession:
             headers["Mcp-Session-Id"] = self.session_id
         if self.client.api_key:
             headers["Authorization"] = "Bearer " + self.client.api_key
-        req = urllib.request.Request(self.url, data=json.dumps(msg).encode("utf-8"), headers=headers, method="POST")
+        return headers
+
+    def _message(self, method: str, params: Optional[Dict[str, Any]], call: bool) -> Dict[str, Any]:
+        msg: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if call:
+            msg["id"] = next(self._ids)
+        if params is not None:
+            msg["params"] = params
+        return msg
+
+    @staticmethod
+    def _initialize_params() -> Dict[str, Any]:
+        return {"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                "clientInfo": {"name": "agentbox-python", "version": __version__}}
+
+    def _initialized(self, res: Dict[str, Any]) -> None:
+        self.protocol_version = res.get("protocolVersion") or PROTOCOL_VERSION
+        self.server_info = res.get("serverInfo") or {}
+
+    def _refused(self, status: int, payload: bytes, rid: str, bind: Any = None) -> AgentboxError:
+        """The error of an HTTP answer that is not a success."""
         try:
-            with self.client._opener.open(req, timeout=self.timeout) as resp:
-                status, payload, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
-                if msg.get("method") == "initialize":
-                    self.session_id = resp.headers.get("Mcp-Session-Id", "") or ""
-        except urllib.error.HTTPError as e:
-            status, payload, rid = e.code, e.read(), e.headers.get("X-Request-Id", "")
-            e.close()
-            try:
-                doc = json.loads(payload.decode("utf-8"))
-            except (ValueError, UnicodeDecodeError):
-                doc = None
-            if isinstance(doc, dict) and isinstance(doc.get("error"), dict) and "jsonrpc" in doc:
-                err = doc["error"]
-                raise MCPError(str(err.get("message", "")), rpc_code=int(err.get("code") or 0),
-                               data=err.get("data"), status=status) from None
-            if status == 404 and not (isinstance(doc, dict) and "error" in doc):
-                raise MCPError(f"HTTP 404 at {self.url}", status=status,
-                               hint="no hosted MCP server of that name (Client.mcp_servers() lists them), "
-                                    "or a daemon without hosted MCP servers") from None
-            raise from_response(status, payload, rid, self.client) from None
-        except (urllib.error.URLError, HTTPException, OSError, socket.timeout) as e:
-            reason = getattr(e, "reason", e)
-            raise DaemonUnreachable(None, f"POST {self.url}: {reason}",
-                                    hint="is `agentbox serve` running there? AGENTBOX_URL sets the address") from e
+            doc = json.loads(payload.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("error"), dict) and "jsonrpc" in doc:
+            err = doc["error"]
+            return MCPError(str(err.get("message", "")), rpc_code=int(err.get("code") or 0),
+                            data=err.get("data"), status=status)
+        if status == 404 and not (isinstance(doc, dict) and "error" in doc):
+            return MCPError(f"HTTP 404 at {self.url}", status=status,
+                            hint="no hosted MCP server of that name (Client.mcp_servers() lists them), "
+                                 "or a daemon without hosted MCP servers")
+        return from_response(status, payload, rid, bind)
+
+    def _unreachable(self, method: str, reason: Any) -> DaemonUnreachable:
+        return DaemonUnreachable(None, f"{method} {self.url}: {reason}",
+                                 hint="is `agentbox serve` running there? AGENTBOX_URL sets the address")
+
+    @staticmethod
+    def _answer(msg: Dict[str, Any], status: int, payload: bytes, ctype: str) -> Optional[Dict[str, Any]]:
+        """The result of msg in a successful HTTP answer (JSON or an SSE stream)."""
         if "id" not in msg:
             return None  # a notification: 202 and no body
         text = payload.decode("utf-8", "replace")
@@ -171,30 +187,45 @@ class MCPSession:
                 return m["result"] or {}
         raise MCPError(f"no answer to {msg['method']} in the server's response", status=status)
 
+
+class MCPSession(_Exchange):
+    """One exchange with a hosted server's endpoint: initialize, then requests. Made by
+    :meth:`agentbox.Client.mcp_list_tools` and :meth:`agentbox.Client.mcp_call`; use it directly to
+    make several requests after one initialize."""
+
+    def __init__(self, client: Any, server: str, *, timeout: Optional[float] = None) -> None:
+        super().__init__(client, server, timeout)
+
+    def _post(self, msg: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        req = urllib.request.Request(self.url, data=json.dumps(msg).encode("utf-8"), headers=self._headers(), method="POST")
+        try:
+            with self.client._opener.open(req, timeout=self.timeout) as resp:
+                status, payload, ctype = resp.status, resp.read(), resp.headers.get("Content-Type", "")
+                if msg.get("method") == "initialize":
+                    self.session_id = resp.headers.get("Mcp-Session-Id", "") or ""
+        except urllib.error.HTTPError as e:
+            status, payload, rid = e.code, e.read(), e.headers.get("X-Request-Id", "")
+            e.close()
+            raise self._refused(status, payload, rid, self.client) from None
+        except (urllib.error.URLError, HTTPException, OSError, socket.timeout) as e:
+            raise self._unreachable("POST", getattr(e, "reason", e)) from e
+        return self._answer(msg, status, payload, ctype)
+
     def request(self, method: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Send a JSON-RPC request and return its result."""
-        msg: Dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
-        if params is not None:
-            msg["params"] = params
-        out = self._post(msg)
+        out = self._post(self._message(method, params, True))
         return out or {}
 
     def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
-        msg: Dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            msg["params"] = params
-        self._post(msg)
+        self._post(self._message(method, params, False))
 
     def close(self) -> None:
         """End the session on the gateway (``DELETE`` with its ``Mcp-Session-Id``); nothing to do
         when the gateway gave none. Errors are ignored: an idle session ends by itself."""
         if not self.session_id:
             return
-        headers = {"User-Agent": f"agentbox-python/{__version__}", "Mcp-Session-Id": self.session_id}
-        if self.protocol_version:
-            headers["MCP-Protocol-Version"] = self.protocol_version
-        if self.client.api_key:
-            headers["Authorization"] = "Bearer " + self.client.api_key
+        headers = self._headers()
+        del headers["Content-Type"], headers["Accept"]
         self.session_id = ""
         req = urllib.request.Request(self.url, headers=headers, method="DELETE")
         try:
@@ -204,26 +235,13 @@ class MCPSession:
             pass
 
     def initialize(self) -> "MCPSession":
-        res = self.request("initialize", {
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "agentbox-python", "version": __version__},
-        })
-        self.protocol_version = res.get("protocolVersion") or PROTOCOL_VERSION
-        self.server_info = res.get("serverInfo") or {}
+        self._initialized(self.request("initialize", self._initialize_params()))
         self.notify("notifications/initialized")
         return self
 
     def list_tools(self) -> List[MCPTool]:
         """Every tool, following ``nextCursor`` pages."""
-        tools: List[MCPTool] = []
-        cursor: Optional[str] = None
-        while True:
-            res = self.request("tools/list", {"cursor": cursor} if cursor else {})
-            tools.extend(MCPTool._from(t) for t in res.get("tools") or [])
-            cursor = res.get("nextCursor")
-            if not cursor:
-                return tools
+        return [MCPTool._from(t) for t in self._pages("tools/list", "tools")]
 
     def call(self, tool: str, arguments: Optional[Dict[str, Any]] = None) -> MCPToolResult:
         return MCPToolResult._from(self.request("tools/call", {"name": tool, "arguments": arguments or {}}))
@@ -319,3 +337,164 @@ class HostedMCP:
 
     def get_prompt(self, name: str, arguments: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
         return self.session.get_prompt(name, arguments)
+
+
+class AsyncMCPSession(_Exchange):
+    """:class:`MCPSession` on asyncio, over an :class:`agentbox.AsyncClient`'s connection pool:
+    the same requests, awaited. Made by :meth:`agentbox.AsyncClient.mcp_session`."""
+
+    def __init__(self, client: Any, server: str, *, timeout: Optional[float] = None) -> None:
+        super().__init__(client, server, timeout)
+        self._target = client._prefix + "/mcp/servers/" + urllib.parse.quote(server, safe="")
+
+    async def _post(self, msg: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        resp = await self._send("POST", self._headers(" (asyncio)"), json.dumps(msg).encode("utf-8"))
+        if resp.status >= 300:
+            raise self._refused(resp.status, resp.body, resp.headers.get("x-request-id", ""))
+        if msg.get("method") == "initialize":
+            self.session_id = resp.headers.get("mcp-session-id", "") or ""
+        return self._answer(msg, resp.status, resp.body, resp.headers.get("content-type", ""))
+
+    async def _send(self, method: str, headers: Dict[str, str], body: Optional[bytes]) -> Any:
+        try:
+            return await asyncio.wait_for(self.client._pool.request(method, self._target, headers, body), self.timeout)
+        except asyncio.TimeoutError:
+            raise self._unreachable(method, f"no answer within {self.timeout:g}s") from None
+        except (OSError, asyncio.IncompleteReadError, ValueError) as e:
+            raise self._unreachable(method, e or type(e).__name__) from e
+
+    async def request(self, method: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """Send a JSON-RPC request and return its result."""
+        out = await self._post(self._message(method, params, True))
+        return out or {}
+
+    async def notify(self, method: str, params: Optional[Dict[str, Any]] = None) -> None:
+        await self._post(self._message(method, params, False))
+
+    async def close(self) -> None:
+        """End the session on the gateway (``DELETE``); errors are ignored."""
+        if not self.session_id:
+            return
+        headers = self._headers(" (asyncio)")
+        del headers["Content-Type"], headers["Accept"]
+        self.session_id = ""
+        try:
+            await self._send("DELETE", headers, None)
+        except AgentboxError:
+            pass
+
+    async def initialize(self) -> "AsyncMCPSession":
+        self._initialized(await self.request("initialize", self._initialize_params()))
+        await self.notify("notifications/initialized")
+        return self
+
+    async def _pages(self, method: str, member: str) -> List[Dict[str, Any]]:
+        out: List[Dict[str, Any]] = []
+        cursor: Optional[str] = None
+        while True:
+            res = await self.request(method, {"cursor": cursor} if cursor else {})
+            out.extend(res.get(member) or [])
+            cursor = res.get("nextCursor")
+            if not cursor:
+                return out
+
+    async def list_tools(self) -> List[MCPTool]:
+        return [MCPTool._from(t) for t in await self._pages("tools/list", "tools")]
+
+    async def call(self, tool: str, arguments: Optional[Dict[str, Any]] = None) -> MCPToolResult:
+        return MCPToolResult._from(await self.request("tools/call", {"name": tool, "arguments": arguments or {}}))
+
+    async def list_resources(self) -> List[Dict[str, Any]]:
+        return await self._pages("resources/list", "resources")
+
+    async def list_resource_templates(self) -> List[Dict[str, Any]]:
+        return await self._pages("resources/templates/list", "resourceTemplates")
+
+    async def read_resource(self, uri: str) -> List[Dict[str, Any]]:
+        return list((await self.request("resources/read", {"uri": uri})).get("contents") or [])
+
+    async def list_prompts(self) -> List[Dict[str, Any]]:
+        return await self._pages("prompts/list", "prompts")
+
+    async def get_prompt(self, name: str, arguments: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return await self.request("prompts/get", {"name": name, "arguments": arguments or {}})
+
+
+class AsyncHostedMCP:
+    """:class:`HostedMCP` on asyncio: ``client.mcp("memory")`` of an :class:`agentbox.AsyncClient`,
+    or ``box.mcp("memory")`` of an :class:`agentbox.AsyncSandbox`. The same methods, awaited;
+    every call governed by the daemon's gateway. It initializes once, on first use (concurrent
+    first uses share that one initialize), and ``aclose()`` ends the gateway's session.
+
+    Example::
+
+        mem = client.mcp("memory")
+        tools = await mem.list_tools()
+        res = await mem.call("read_graph")
+    """
+
+    def __init__(self, client: Any, server: str, *, timeout: Optional[float] = None) -> None:
+        if not server:
+            raise ValueError("agentbox: an MCP server's name is needed")
+        self.client = client
+        self.server = server
+        self._timeout = timeout
+        self._session: Optional[AsyncMCPSession] = None
+        self._starting: Optional["asyncio.Future[AsyncMCPSession]"] = None
+
+    def __repr__(self) -> str:
+        return f"<AsyncHostedMCP {self.server} at {self.client.url}/mcp/servers/{self.server}>"
+
+    async def session(self) -> AsyncMCPSession:
+        """The initialized exchange the requests go through."""
+        if self._session is not None:
+            return self._session
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(
+                AsyncMCPSession(self.client, self.server, timeout=self._timeout).initialize())
+        try:
+            self._session = await asyncio.shield(self._starting)
+        except BaseException:
+            if self._starting.done():
+                self._starting = None  # a failed initialize is tried again on the next use
+            raise
+        return self._session
+
+    async def aclose(self) -> None:
+        """End the gateway's session, if one was opened."""
+        s, self._session, self._starting = self._session, None, None
+        if s is not None:
+            await s.close()
+
+    async def __aenter__(self) -> "AsyncHostedMCP":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def list_tools(self) -> List[MCPTool]:
+        """The server's tools (``tools/list``)."""
+        return await (await self.session()).list_tools()
+
+    async def call(self, tool: str, arguments: Optional[Dict[str, Any]] = None, **kwargs: Any) -> MCPToolResult:
+        """Call ``tool`` with ``arguments`` (a dict, or keyword arguments). A tool error, and a
+        call the gateway refused, is a result with ``is_error`` set and the reason in ``text``."""
+        args = dict(arguments or {})
+        args.update(kwargs)
+        return await (await self.session()).call(tool, args)
+
+    async def list_resources(self) -> List[Dict[str, Any]]:
+        return await (await self.session()).list_resources()
+
+    async def list_resource_templates(self) -> List[Dict[str, Any]]:
+        return await (await self.session()).list_resource_templates()
+
+    async def read_resource(self, uri: str) -> List[Dict[str, Any]]:
+        """A resource's contents; a URI the gateway blocks (DLP) raises MCPError."""
+        return await (await self.session()).read_resource(uri)
+
+    async def list_prompts(self) -> List[Dict[str, Any]]:
+        return await (await self.session()).list_prompts()
+
+    async def get_prompt(self, name: str, arguments: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+        return await (await self.session()).get_prompt(name, arguments)

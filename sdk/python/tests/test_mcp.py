@@ -213,3 +213,122 @@ def test_client_mcp_object_refusal_of_a_resource_raises(stub):
     with pytest.raises(MCPError) as e:
         Client(stub.url, "k").mcp("files").read_resource("file:///4111111111111111")
     assert e.value.data["error"]["code"] == "policy_violation"
+
+
+# --- AsyncClient / AsyncSandbox ----------------------------------------------------------------
+
+
+def test_async_mcp_object(stub):
+    """AsyncClient.mcp(server) and AsyncSandbox.mcp(server): the same object, its methods awaited;
+    nothing is sent until one is used, and concurrent first uses share one initialize."""
+    import asyncio
+
+    from agentbox import AsyncClient, AsyncHostedMCP, AsyncSandbox
+
+    def answer(r):
+        m, p = r["body"]["method"], r["body"].get("params") or {}
+        if m == "initialize":
+            return (200, sse(rpc(r, INIT)), "text/event-stream")
+        if m == "notifications/initialized":
+            return (202, b"")
+        if m == "tools/list":
+            return (200, rpc(r, {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}))
+        if m == "tools/call":
+            if p["name"] == "delete_entities":
+                return (200, rpc(r, {"content": [{"type": "text", "text": "denied by the profile"}], "isError": True}))
+            return (200, sse(rpc(r, {"content": [{"type": "text", "text": json.dumps(p["arguments"], sort_keys=True)}]})),
+                    "text/event-stream")
+        if m == "resources/read":
+            return (200, {"jsonrpc": "2.0", "id": r["body"]["id"], "error": {"code": -32603, "message": "blocked",
+                                                                              "data": {"error": {"code": "policy_violation"}}}})
+        if m == "prompts/get":
+            return (200, rpc(r, {"messages": [{"role": "user", "content": {"type": "text", "text": "hi " + p["arguments"]["who"]}}]}))
+        raise AssertionError(m)
+
+    async def main():
+        async with AsyncClient(stub.url, "k") as c:
+            ev = c.mcp("everything")
+            assert isinstance(ev, AsyncHostedMCP) and stub.requests == []
+            assert isinstance(AsyncSandbox(client=c).mcp("everything"), AsyncHostedMCP) and stub.requests == []
+            results = await asyncio.gather(*(ev.call("echo", message=str(i)) for i in range(5)))
+            assert [r.text for r in results] == [json.dumps({"message": str(i)}) for i in range(5)]
+            assert [t.name for t in await ev.list_tools()] == ["echo"]
+            refused = await ev.call("delete_entities")
+            assert refused.is_error and "denied" in refused.text
+            with pytest.raises(MCPError) as e:
+                await ev.read_resource("file:///4111111111111111")
+            assert e.value.data["error"]["code"] == "policy_violation"
+            assert (await ev.get_prompt("greet", {"who": "Ada"}))["messages"][0]["content"]["text"] == "hi Ada"
+            await ev.aclose()
+            one = await c.mcp_call("everything", "echo", {"message": "once"})
+            assert one.text == '{"message": "once"}'
+
+    stub.script(answer)
+    asyncio.run(main())
+    methods = [r["body"]["method"] for r in stub.requests]
+    assert methods[:2] == ["initialize", "notifications/initialized"] and methods.count("initialize") == 2
+    assert methods.count("tools/call") == 7
+    for r in stub.requests:
+        assert r["path"] == "/mcp/servers/everything" and r["headers"]["Authorization"] == "Bearer k"
+        assert "asyncio" in r["headers"]["User-Agent"]
+    hdr = [{k.lower(): v for k, v in r["headers"].items()} for r in stub.requests]
+    assert "mcp-protocol-version" not in hdr[0] and hdr[2]["mcp-protocol-version"] == PROTOCOL_VERSION
+
+
+def test_async_mcp_http_errors_are_typed(stub):
+    import asyncio
+
+    from agentbox import AsyncClient
+
+    async def main():
+        async with AsyncClient(stub.url, "") as c:
+            with pytest.raises(Unauthorized):
+                await c.mcp("memory").list_tools()
+            stub.script((404, b"404 page not found\n", "text/plain"))
+            with pytest.raises(MCPError) as e:
+                await c.mcp_list_tools("nope")
+            assert e.value.status == 404 and "mcp_servers" in e.value.hint
+
+    stub.script((401, {"error": {"code": "unauthorized", "message": "no key", "hint": "h"}}))
+    asyncio.run(main())
+
+
+def test_async_mcp_hosted_everything(heavy):
+    """server-everything hosted in gVisor, through AsyncClient.mcp and AsyncSandbox.mcp: listed,
+    called concurrently on one session (which the gateway keeps, and aclose ends), governed and
+    audited. Skips without the node-mcp image."""
+    import asyncio
+
+    from conftest import KEY, missing
+
+    from agentbox import AsyncClient, AsyncSandbox
+
+    c = Client(heavy.url, KEY)
+    if not any(i.name == "node-mcp" for i in c.images()):
+        missing("no node-mcp image here: `agentbox image build node-mcp` builds it")
+    body = json.dumps({"name": "everything", "image": "node-mcp", "command": ["mcp-server-everything"]}).encode()
+    req = urllib.request.Request(heavy.url + "/v1/mcp/servers", data=body, method="POST",
+                                 headers={"Authorization": "Bearer " + KEY, "Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=30).close()
+    except urllib.error.HTTPError as e:
+        if e.code != 409:
+            raise
+
+    async def main():
+        async with AsyncClient(heavy.url, KEY, timeout=120) as ac:
+            assert "everything" in [s.name for s in await ac.mcp_servers()]
+            ev = AsyncSandbox(client=ac).mcp("everything")
+            assert "echo" in [t.name for t in await ev.list_tools()]
+            session = await ev.session()
+            assert session.session_id, "the gateway gave no Mcp-Session-Id"
+            results = await asyncio.gather(*(ev.call("echo", message=f"async {i}") for i in range(4)))
+            assert all(not r.is_error and r.text.endswith(f"async {i}") for i, r in enumerate(results))
+            assert (await ev.list_resources())
+            await ev.aclose()
+            assert session.session_id == ""
+            res = await ac.mcp_call("everything", "echo", {"message": "one call"})
+            assert not res.is_error and res.text.endswith("one call")
+
+    asyncio.run(main())
+    assert sum(1 for r in c.audit(kind="mcp.call") if r.mcp and r.mcp.tool == "echo") >= 5
