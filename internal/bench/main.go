@@ -21,6 +21,7 @@ var subcommands = map[string]func(ctx context.Context, args []string, out io.Wri
 	"stream":   mainStream,
 	"packages": mainPackages,
 	"e2b":      mainE2B,
+	"cluster":  mainCluster,
 }
 
 // Main runs `agentbox bench SUBCOMMAND [flags]`, writing the report to out and progress to stderr.

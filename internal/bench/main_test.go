@@ -15,8 +15,10 @@ func TestMainSubcommands(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"no subcommand", nil, "name a benchmark: e2b, egress, heavy, mcp, nano"},
-		{"unknown lists the known ones", []string{"heavyy"}, `unknown benchmark "heavyy": the benchmarks are e2b, egress, heavy, mcp, nano`},
+		{"no subcommand", nil, "name a benchmark: cluster, e2b, egress, heavy, mcp, nano"},
+		{"unknown lists the known ones", []string{"heavyy"}, `unknown benchmark "heavyy": the benchmarks are cluster, e2b, egress, heavy, mcp, nano`},
+		{"cluster extra args", []string{"cluster", "more"}, "unexpected arguments"},
+		{"cluster rounds zero", []string{"cluster", "-rounds", "0"}, "at least 1"},
 		{"bad flag", []string{"nano", "-bogus"}, "flag provided but not defined"},
 		{"bad pace", []string{"nano", "-pace", "soon"}, `-pace must be "health" or a duration`},
 		{"cold url alone", []string{"nano", "-url", "", "-cold-url", "http://x"}, "-cold-url needs -url"},

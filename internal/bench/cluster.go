@@ -1,0 +1,300 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+)
+
+// ClusterOptions are the settings of `agentbox bench cluster`.
+type ClusterOptions struct {
+	// Rounds is how many times a node is killed and its sessions moved. Default 5.
+	Rounds int `json:"rounds"`
+	// Steps is the heavy steps timed per pattern for the durable checkpoint's cost. Default 10.
+	Steps int `json:"steps"`
+	// Heavy also measures heavy sessions ("on", "off", or "auto": when this machine runs it).
+	Heavy   string    `json:"heavy"`
+	DataDir string    `json:"data_dir"`
+	JSON    bool      `json:"-"`
+	Log     io.Writer `json:"-"`
+}
+
+// ClusterResults are the figures of one run.
+type ClusterResults struct {
+	Started time.Time `json:"started"`
+	Host    Host      `json:"host"`
+	Load    string    `json:"load"`
+	Rounds  int       `json:"rounds"`
+	// Move is the session move rows (cluster_move.go).
+	Move []MoveRow `json:"move"`
+	// Durable is the cost of heavy steps made durable behind their results.
+	Durable *DurableRow `json:"durable,omitempty"`
+	Failed  int         `json:"failed"`
+}
+
+const clusterUsage = `usage: agentbox bench cluster [flags]
+
+Starts two local nodes (this binary's serve --role node, on loopback, sharing the data directory
+and a shared directory of the bench's) and measures, in the same run:
+  - session move time: a node with a nano and a heavy session (pandas loaded) is killed with
+    SIGKILL; from then until each session answers its next run on the other node (POST
+    /v1/node/adopt, as the gateway asks, then the run), beside the same run on the live session
+    before the kill; the next node is started again for the next round (not timed);
+  - the durable heavy step: how long after its result a heavy step is durable (runsc checkpoint
+    --leave-running, pandas loaded), its bytes, and what it adds to runs: back-to-back runs (no
+    checkpoint between them), runs after 1.5 s of think time (the checkpoint ran in it), and runs
+    that arrive 300 ms after the previous result, while its checkpoint runs (the worst case).
+Target: a session moved and answering <= 2 s after its node is gone (issue 18).
+
+flags:
+`
+
+func clusterDefaults() ClusterOptions {
+	return ClusterOptions{Rounds: 5, Steps: 10, Heavy: "auto", DataDir: config.DefaultDataDir(), Log: os.Stderr}
+}
+
+func mainCluster(ctx context.Context, args []string, out io.Writer) error {
+	d := clusterDefaults()
+	var o ClusterOptions
+	fs := newFlagSet("cluster", clusterUsage, out)
+	fs.IntVar(&o.Rounds, "rounds", d.Rounds, "nodes killed (sessions moved)")
+	fs.IntVar(&o.Steps, "steps", d.Steps, "heavy steps timed per pattern for the durable checkpoint")
+	fs.StringVar(&o.Heavy, "heavy", d.Heavy, "measure heavy sessions too: on, off or auto")
+	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "the data directory with the runtimes' artifacts")
+	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench cluster: unexpected arguments %q", fs.Args())
+	}
+	if o.Rounds < 1 || o.Steps < 1 {
+		return fmt.Errorf("bench cluster: -rounds and -steps must be at least 1")
+	}
+	res, err := RunCluster(ctx, o)
+	if err != nil {
+		return err
+	}
+	return emit(ctx, out, "cluster", o.JSON, res, writeClusterReport, res.Failed)
+}
+
+// cluster is the bench's nodes: processes of this binary, sharing dirs.
+type benchCluster struct {
+	exe, data, shared, config, key, token string
+	log                                   io.Writer
+	progress                              func(string, ...any)
+}
+
+// clusterNode is one node process.
+type clusterNode struct {
+	id, url string
+	cmd     *exec.Cmd
+	c       *client.Client
+	done    chan struct{}
+}
+
+// RunCluster starts the nodes and measures.
+func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) {
+	fillDefaults(&o, clusterDefaults())
+	progress := func(format string, args ...any) { fmt.Fprintf(o.Log, "bench cluster: "+format+"\n", args...) }
+	withHeavy := o.Heavy == "on"
+	if o.Heavy == "auto" {
+		l := heavy.LayoutFor(o.DataDir)
+		if _, err := os.Stat(l.Runsc(heavy.RunscVersion)); err == nil {
+			withHeavy = true
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp("", "agentbox-bench-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	cfg := `{"egress": {"enabled": false}, "heavy": {"enabled": "off"}}`
+	if withHeavy {
+		cfg = `{"egress": {"enabled": false}, "heavy": {"enabled": "on", "warm": 1}}`
+	}
+	cfgFile := filepath.Join(tmp, "node.json")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	cl := &benchCluster{exe: exe, data: o.DataDir, shared: filepath.Join(tmp, "shared"), config: cfgFile,
+		key: randomHex(16), token: randomHex(16), log: o.Log, progress: progress}
+	res := &ClusterResults{Started: time.Now(), Host: thisHost(), Rounds: o.Rounds}
+	ids := []string{"bench" + randomHex(3), "bench" + randomHex(3)}
+	defer func() {
+		for _, id := range ids {
+			os.RemoveAll(filepath.Join(o.DataDir, "nodes", id))
+		}
+	}()
+	nodes := make([]*clusterNode, 2)
+	for i, id := range ids {
+		if nodes[i], err = cl.start(ctx, id); err != nil {
+			for _, n := range nodes[:i] {
+				n.stop()
+			}
+			return nil, err
+		}
+	}
+	defer func() {
+		for _, n := range nodes {
+			if n != nil {
+				n.stop()
+			}
+		}
+	}()
+	if withHeavy {
+		if res.Durable, err = measureDurable(ctx, nodes[0], o.Steps, progress); err != nil {
+			return nil, err
+		}
+	}
+	if res.Move, res.Failed, err = measureMoves(ctx, cl, nodes, o.Rounds, withHeavy); err != nil {
+		return nil, err
+	}
+	res.Load = loadAvg()
+	return res, ctx.Err()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// start runs `agentbox serve --role node` for id and waits until it listens.
+func (cl *benchCluster) start(ctx context.Context, id string) (*clusterNode, error) {
+	cmd := exec.Command(cl.exe, "serve", "--role", "node", "--node-id", id, "--shared-dir", cl.shared,
+		"--data-dir", cl.data, "--config", cl.config, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "AGENTBOX_API_KEY="+cl.key, "AGENTBOX_CLUSTER_TOKEN="+cl.token)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start node %s: %w", id, err)
+	}
+	n := &clusterNode{id: id, cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(n.done) }()
+	urls := make(chan string, 1)
+	var tail bytes.Buffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sent := false
+		for sc.Scan() {
+			line := sc.Text()
+			if !sent {
+				tail.WriteString(line + "\n")
+			}
+			if _, rest, ok := strings.Cut(line, "listening on "); ok && !sent {
+				url, _, _ := strings.Cut(rest, " ")
+				urls <- url
+				sent = true
+			}
+		}
+		if !sent {
+			close(urls)
+		}
+	}()
+	select {
+	case url, ok := <-urls:
+		if !ok {
+			return nil, fmt.Errorf("node %s did not start: %s", id, tail.String())
+		}
+		n.url = url
+	case <-time.After(3 * time.Minute):
+		n.stop()
+		return nil, fmt.Errorf("node %s did not start within 3 minutes", id)
+	case <-ctx.Done():
+		n.stop()
+		return nil, ctx.Err()
+	}
+	if n.c, err = client.New(n.url, cl.key); err != nil {
+		n.stop()
+		return nil, err
+	}
+	cl.progress("node %s at %s, ready in %v", id, n.url, time.Since(start).Round(time.Millisecond))
+	return n, nil
+}
+
+// kill ends the node with SIGKILL, no shutdown at all, and waits for it.
+func (n *clusterNode) kill() {
+	_ = n.cmd.Process.Signal(syscall.SIGKILL)
+	<-n.done
+}
+
+// stop ends the node as Ctrl-C would (its sessions are paused for the next start).
+func (n *clusterNode) stop() {
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(60 * time.Second):
+		n.kill()
+	}
+}
+
+// nodePost calls a node's own endpoint with the cluster token.
+func (cl *benchCluster) nodePost(ctx context.Context, url, path string, in, out any) error {
+	b, _ := json.Marshal(in)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+cl.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, raw)
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// waitDurableHead waits until the session's head step is durable and returns it.
+func waitDurableHead(ctx context.Context, c *client.Client, id string, within time.Duration) (api.Step, error) {
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		l, err := c.Steps(ctx, id)
+		if err != nil {
+			return api.Step{}, err
+		}
+		for _, st := range l.Steps {
+			if st.ID == l.Head && st.Snapshot.State == "durable" {
+				return st, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return api.Step{}, errors.New("session " + id + ": its head step was not durable in time")
+		}
+	}
+}
+
+func writeClusterReport(w io.Writer, r *ClusterResults) {
+	fmt.Fprintf(w, "# agentbox bench cluster\n\n%s, %d CPUs, %s; load %s; two nodes on loopback, %d rounds\n\n",
+		r.Started.UTC().Format(time.RFC3339), r.Host.CPUs, r.Host.Kernel, r.Load, r.Rounds)
+	writeMoveReport(w, r)
+}

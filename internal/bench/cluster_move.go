@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/cluster"
+)
+
+// MoveRow is one tier's session move: from the SIGKILL of its node until its next run answered
+// on the other node (the adopt call and the run: what a client behind the gateway waits), and
+// the adopt call alone, beside the same run on the live session before the kill.
+type MoveRow struct {
+	Tier          string  `json:"tier"`
+	MoveP50MS     float64 `json:"move_p50_ms"`
+	MoveMaxMS     float64 `json:"move_max_ms"`
+	AdoptP50MS    float64 `json:"adopt_p50_ms"`
+	BaselineP50MS float64 `json:"baseline_p50_ms"`
+	Moved         int     `json:"moved"`
+	Failed        int     `json:"failed"`
+}
+
+// DurableRow is the cost of heavy steps made durable behind their results (pandas loaded, a
+// 100,000 × 6 DataFrame).
+type DurableRow struct {
+	// DurableP50MS is how long after its result a step was durable; BytesP50 what its checkpoint
+	// added to the store.
+	DurableP50MS float64 `json:"durable_p50_ms"`
+	DurableP99MS float64 `json:"durable_p99_ms"`
+	BytesP50     float64 `json:"bytes_p50"`
+	// Run latencies: back-to-back (no checkpoint between runs: the baseline), after 1.5 s of
+	// think time (the checkpoint ran in it), and 300 ms after the previous result (while it runs).
+	BackToBackP50MS float64 `json:"back_to_back_p50_ms"`
+	BackToBackP99MS float64 `json:"back_to_back_p99_ms"`
+	ThinkP50MS      float64 `json:"think_p50_ms"`
+	ThinkP99MS      float64 `json:"think_p99_ms"`
+	MidP50MS        float64 `json:"mid_checkpoint_p50_ms"`
+	MidP99MS        float64 `json:"mid_checkpoint_p99_ms"`
+	Steps           int     `json:"steps"`
+}
+
+const pandasSetup = "import pandas as pd, numpy as np\ndf = pd.DataFrame(np.random.rand(100000, 6))\nx = 0\n"
+
+func msOf(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = float64(d) / float64(time.Millisecond)
+	}
+	return out
+}
+
+func sessionRun(ctx context.Context, c *client.Client, id, code string) (time.Duration, *api.Result, error) {
+	start := time.Now()
+	res, err := c.RunInSession(ctx, id, api.RunRequest{Code: code, Timeout: 120})
+	took := time.Since(start)
+	if err == nil && res.Error != nil {
+		err = fmt.Errorf("%s: %s", res.Error.Name, res.Error.Value)
+	}
+	return took, res, err
+}
+
+// measureDurable times heavy steps in three patterns and reads each checkpoint's cost.
+func measureDurable(ctx context.Context, n *clusterNode, steps int, progress func(string, ...any)) (*DurableRow, error) {
+	progress("durable heavy steps: a session with pandas on node %s, %d steps per pattern", n.id, steps)
+	s, err := n.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "heavy"})
+	if err != nil {
+		return nil, err
+	}
+	defer n.c.CloseSession(context.Background(), s.ID)
+	if _, _, err := sessionRun(ctx, n.c, s.ID, pandasSetup); err != nil {
+		return nil, err
+	}
+	if _, err := waitDurableHead(ctx, n.c, s.ID, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	row := &DurableRow{Steps: steps}
+	step := "x += 1\ndf.iloc[x % len(df), 0] = x"
+	var b2b, think, mid, durable []time.Duration
+	var bytes []float64
+	for range steps {
+		d, _, err := sessionRun(ctx, n.c, s.ID, step)
+		if err != nil {
+			return nil, err
+		}
+		b2b = append(b2b, d)
+	}
+	for range steps {
+		st, err := waitDurableHead(ctx, n.c, s.ID, 2*time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		durable = append(durable, time.Duration(st.Snapshot.DurableMS*float64(time.Millisecond)))
+		bytes = append(bytes, float64(st.Snapshot.Bytes))
+		time.Sleep(1500 * time.Millisecond)
+		d, _, err := sessionRun(ctx, n.c, s.ID, step)
+		if err != nil {
+			return nil, err
+		}
+		think = append(think, d)
+	}
+	for range steps {
+		time.Sleep(300 * time.Millisecond)
+		d, _, err := sessionRun(ctx, n.c, s.ID, step)
+		if err != nil {
+			return nil, err
+		}
+		mid = append(mid, d)
+	}
+	row.DurableP50MS, row.DurableP99MS = Median(msOf(durable)), Percentile(msOf(durable), 99)
+	row.BytesP50 = Median(bytes)
+	row.BackToBackP50MS, row.BackToBackP99MS = Median(msOf(b2b)), Percentile(msOf(b2b), 99)
+	row.ThinkP50MS, row.ThinkP99MS = Median(msOf(think)), Percentile(msOf(think), 99)
+	row.MidP50MS, row.MidP99MS = Median(msOf(mid)), Percentile(msOf(mid), 99)
+	return row, nil
+}
+
+// movingSession is a session of the node about to be killed.
+type movingSession struct {
+	tier, id, check, want string
+}
+
+// measureMoves kills a node per round and times its sessions' move to the other node.
+func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, rounds int, withHeavy bool) ([]MoveRow, int, error) {
+	tiers := []string{api.RuntimeNano}
+	if withHeavy {
+		tiers = append(tiers, api.RuntimeHeavy)
+	}
+	type sample struct{ move, adopt, base time.Duration }
+	samples := map[string][]sample{}
+	failedBy := map[string]int{}
+	failed := 0
+	for r := range rounds {
+		if ctx.Err() != nil {
+			break
+		}
+		owner, other := r%2, (r+1)%2
+		on, to := nodes[owner], nodes[other]
+		cl.progress("round %d: sessions on node %s, killing it, moving them to %s", r+1, on.id, to.id)
+		var sessions []movingSession
+		base := map[string]time.Duration{}
+		for _, tier := range tiers {
+			s, err := on.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: tier})
+			if err != nil {
+				return nil, failed, fmt.Errorf("round %d: %s session: %w", r+1, tier, err)
+			}
+			setup := "x = 41\nopen('/home/user/m.txt', 'w').write('moved')\n"
+			check, want := "x += 1\nprint(x, open('/home/user/m.txt').read())", "42 moved\n"
+			if tier == api.RuntimeHeavy {
+				setup = pandasSetup + setup
+				check, want = "x += 1\nprint(x, len(df), open('/home/user/m.txt').read())", "42 100000 moved\n"
+			}
+			if _, _, err := sessionRun(ctx, on.c, s.ID, setup); err != nil {
+				return nil, failed, fmt.Errorf("round %d: %s: %w", r+1, tier, err)
+			}
+			// The baseline: the same run on the live session (then undone, for the moved one).
+			d, _, err := sessionRun(ctx, on.c, s.ID, check)
+			if err != nil {
+				return nil, failed, err
+			}
+			if _, _, err := sessionRun(ctx, on.c, s.ID, "x -= 1"); err != nil {
+				return nil, failed, err
+			}
+			base[tier] = d
+			if _, err := waitDurableHead(ctx, on.c, s.ID, 2*time.Minute); err != nil {
+				return nil, failed, err
+			}
+			sessions = append(sessions, movingSession{tier: tier, id: s.ID, check: check, want: want})
+		}
+		on.kill()
+		killed := time.Now()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for _, s := range sessions {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var res cluster.AdoptResult
+				err := cl.nodePost(ctx, to.url, "/v1/node/adopt", cluster.AdoptRequest{Session: s.id}, &res)
+				adopted := time.Since(killed)
+				var out *api.Result
+				if err == nil {
+					_, out, err = sessionRun(ctx, to.c, s.id, s.check)
+				}
+				moved := time.Since(killed)
+				if err == nil && (out.Stdout != s.want || out.Notice == nil || out.Notice.Kind != api.NoticeSessionMoved) {
+					err = fmt.Errorf("after the move: %q (want %q), notice %+v", out.Stdout, s.want, out.Notice)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed++
+					failedBy[s.tier]++
+					cl.progress("round %d: %s session %s: %v", r+1, s.tier, s.id, err)
+					return
+				}
+				samples[s.tier] = append(samples[s.tier], sample{moved, adopted, base[s.tier]})
+			}()
+		}
+		wg.Wait()
+		for _, s := range sessions {
+			_ = to.c.CloseSession(ctx, s.id)
+		}
+		n, err := cl.start(ctx, on.id)
+		if err != nil {
+			return nil, failed, err
+		}
+		nodes[owner] = n
+	}
+	var rows []MoveRow
+	for _, tier := range tiers {
+		var mv, ad, bs []time.Duration
+		for _, s := range samples[tier] {
+			mv, ad, bs = append(mv, s.move), append(ad, s.adopt), append(bs, s.base)
+		}
+		row := MoveRow{Tier: tier, Moved: len(mv), Failed: failedBy[tier]}
+		if len(mv) > 0 {
+			row.MoveP50MS, row.MoveMaxMS = Median(msOf(mv)), Percentile(msOf(mv), 100)
+			row.AdoptP50MS, row.BaselineP50MS = Median(msOf(ad)), Median(msOf(bs))
+		}
+		rows = append(rows, row)
+	}
+	return rows, failed, nil
+}
+
+func writeMoveReport(w io.Writer, r *ClusterResults) {
+	fmt.Fprintf(w, "## Session move (node killed with SIGKILL → session answering on the other node)\n\n")
+	fmt.Fprintf(w, "| tier | moved | move p50 | move max | of which adopt p50 | same run on the live session p50 | target | failed |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, m := range r.Move {
+		fmt.Fprintf(w, "| %s | %d | %s ms | %s ms | %s ms | %s ms | ≤ 2000 ms | %d |\n", m.Tier, m.Moved,
+			fmtMS(m.MoveP50MS), fmtMS(m.MoveMaxMS), fmtMS(m.AdoptP50MS), fmtMS(m.BaselineP50MS), m.Failed)
+	}
+	fmt.Fprintf(w, "\nE2B resumes a paused sandbox in ~1 s; agent-sandbox has no move. The heavy session holds pandas and a 100,000 × 6 DataFrame.\n")
+	if d := r.Durable; d != nil {
+		fmt.Fprintf(w, "\n## Durable heavy steps (runsc checkpoint --leave-running of the latest step, pandas loaded)\n\n")
+		fmt.Fprintf(w, "| figure | p50 | p99 |\n| --- | --- | --- |\n")
+		fmt.Fprintf(w, "| step durable after its result | %s ms | %s ms |\n", fmtMS(d.DurableP50MS), fmtMS(d.DurableP99MS))
+		fmt.Fprintf(w, "| run, back-to-back (no checkpoint between runs: baseline) | %s ms | %s ms |\n", fmtMS(d.BackToBackP50MS), fmtMS(d.BackToBackP99MS))
+		fmt.Fprintf(w, "| run after 1.5 s of think time (the checkpoint ran in it) | %s ms | %s ms |\n", fmtMS(d.ThinkP50MS), fmtMS(d.ThinkP99MS))
+		fmt.Fprintf(w, "| run 300 ms after the previous result (its checkpoint running: worst case) | %s ms | %s ms |\n", fmtMS(d.MidP50MS), fmtMS(d.MidP99MS))
+		fmt.Fprintf(w, "\nBytes per durable checkpoint (p50): %.1f MB; each replaces the session's previous one. %d steps per pattern.\n",
+			d.BytesP50/(1<<20), d.Steps)
+	}
+}
