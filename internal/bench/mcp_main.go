@@ -75,7 +75,7 @@ connection:
   - directly over streamable HTTP: the same, with the package's own HTTP transport (Express,
     sessions, SSE answers), for a client that would reach it without agentbox;
   - through /mcp/servers/everything on a daemon started in this process with the heavy tier: the
-    server runs in a gVisor sandbox of its own and speaks stdio over the guest channel; every call
+    server runs in a gVisor sandbox of its own and speaks stdio on host pipes passed into it; every call
     passes the gateway's governance (the pin check, allow and deny lists, DLP of the arguments
     and of the result, prompt scanning, an audit record in the daemon's signed log);
   - through agentbox's own /mcp as everything__echo, the same path behind the namespacing.
@@ -187,7 +187,7 @@ func writeMCPReport(w io.Writer, r *MCPReport) {
 		header: []string{
 			fmt.Sprintf("server-everything's echo tool, %d timed calls per scenario after %d untimed, one client each, the scenarios interleaved call by call; direct on %s; node-mcp image %.12s; load average %s",
 				r.Settings.N, warmup, orDash(r.Machine.Node), r.Machine.Image, orDash(r.Machine.Load)),
-			"overhead and ÷ = against the direct call over stdio, the transport the gateway itself speaks to a hosted server: what remains is the daemon's HTTP, the gateway's governance and the gVisor sandbox's stdio over the guest channel together",
+			"overhead and ÷ = against the direct call over stdio, the transport the gateway itself speaks to a hosted server: what remains is the daemon's HTTP, the gateway's governance and the gVisor sandbox's stdio together",
 		},
 		tables: []table{
 			{group: mgCall, title: "Tool call on a warm server", cols: []column{colN, colMedian, colP99, colMin,

@@ -39,7 +39,7 @@ const (
 	mcpRowHTTP   = "the daemon's HTTP and MCP handling (hosted row − Manager.Call)"
 	mcpRowCall   = "Manager.Call in process (governance + the server's round trip, no HTTP)"
 	mcpRowGov    = "governance in Manager.Call (its duration − the round trip)"
-	mcpRowServer = "the server's round trip (gVisor stdio over the guest channel, and node)"
+	mcpRowServer = "the server's round trip (stdio into gVisor, and node)"
 )
 
 // mcpEverything is the entry point of server-everything in the node-mcp image.
@@ -429,7 +429,7 @@ func managerCall(d *mcpDaemon) call {
 // the others) is the gateway without the daemon's HTTP and MCP handling, which is the hosted
 // row's median minus Manager.Call's. The gateway's own records of the timed calls (every call of
 // echo that went through Manager.Call: by /mcp/servers/everything, by /mcp and in process; the
-// records after the first skip) hold the server's round trip (over the guest channel to node in
+// records after the first skip) hold the server's round trip (over its stdio to node in
 // gVisor and back) and Manager.Call's duration, whose difference is governance: pin and policy
 // checks, DLP both ways, prompt scanning, the audit records.
 func mcpSplit(d *mcpDaemon, skip int, hosted, callRow Row) []Row {

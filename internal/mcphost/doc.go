@@ -4,7 +4,7 @@
 // A server is registered by name (`agentbox mcp add NAME --image IMAGE [--profile P] -- CMD...`,
 // stored in DATA_DIR/mcp/servers.json, read again whenever another process such as the CLI
 // rewrites it). Its process is started on first use (heavy.Runtime.Spawn:
-// a sandbox of the image, the command's stdio carried over the guest channel), kept warm,
+// a sandbox of the image, the command's stdin and stdout host pipes passed into it), kept warm,
 // started again after it ended (a crash), and stopped after Options.Idle without calls. Its
 // network is the egress gateway's with its profile; without one it has none (--network=none and
 // no tunnel).
