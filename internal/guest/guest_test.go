@@ -19,6 +19,13 @@ import (
 // the daemon's ends of its stdio.
 func serve(t *testing.T) (io.WriteCloser, io.Reader, chan error) {
 	t.Helper()
+	in, out, done, _ := serveWith(t, nil)
+	return in, out, done
+}
+
+// serveWith is serve with the agent's configuration changed by edit, returning its hello too.
+func serveWith(t *testing.T, edit func(*Config)) (io.WriteCloser, io.Reader, chan error, proto.Frame) {
+	t.Helper()
 	testenv.RequireRoot(t) // the agent starts Python as another user
 	if _, err := os.Stat("/usr/bin/python3"); err != nil {
 		testenv.Skip(t, "needs /usr/bin/python3")
@@ -33,8 +40,12 @@ func serve(t *testing.T) (io.WriteCloser, io.Reader, chan error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
+	cfg := Config{WorkDir: dir + "/work", UID: 65534, GID: 65534}
+	if edit != nil {
+		edit(&cfg)
+	}
 	go func() {
-		done <- Serve(Config{WorkDir: dir + "/work", UID: 65534, GID: 65534}, inR, outW)
+		done <- Serve(cfg, inR, outW)
 		outW.Close()
 	}()
 	var hello proto.Frame
@@ -45,7 +56,7 @@ func serve(t *testing.T) (io.WriteCloser, io.Reader, chan error) {
 		}
 		t.Fatalf("hello: %+v %v", hello, err)
 	}
-	return inW, outR, done
+	return inW, outR, done, hello
 }
 
 // A run streams its output, then its result, in order; the files it wrote come back.
