@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/cluster"
+	"github.com/agentbox-dev/agentbox/internal/cluster/kube"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	clustergw "github.com/agentbox-dev/agentbox/internal/gateway"
 )
@@ -15,6 +16,7 @@ import (
 // is a package with its cluster.Kind and one line here, as builtinTiers lists the tiers.
 var discoveryKinds = []cluster.Kind{
 	cluster.StaticKind,
+	kube.Kind,
 }
 
 // OpenDiscovery builds the Discovery cfg's spec names (--discovery); its watches end with ctx.
