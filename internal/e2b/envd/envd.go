@@ -23,6 +23,8 @@ type Engine interface {
 	CloseCommandStdin(id, cid string) error
 	FollowCommand(id, cid string, out sandbox.OutputSink) (sandbox.CommandInfo, <-chan struct{}, func(), error)
 
+	Policy() sandbox.Policy
+
 	ReadFile(ctx context.Context, id, path string) ([]byte, error)
 	WriteFile(ctx context.Context, id, path string, content []byte) error
 	ListFiles(ctx context.Context, id, path string) ([]sandbox.FileInfo, error)
@@ -87,6 +89,11 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	case p == "/files":
 		h.serveFiles(w, r, t)
 		return
+	case (strings.HasPrefix(p, "/process.") || strings.HasPrefix(p, "/filesystem.")) && !jsonCodec(r):
+		// The SDKs send JSON; binary protobuf and gRPC are not spoken (Connect's answer: 415).
+		w.Header().Set("Accept-Post", "application/json, application/connect+json")
+		writeHTTPError(w, http.StatusUnsupportedMediaType, "agentbox's envd speaks Connect with JSON messages (application/json, application/connect+json), not %q", r.Header.Get("Content-Type"))
+		return
 	case strings.HasPrefix(p, "/process.Process/"):
 		h.serveProcess(w, r, t, strings.TrimPrefix(p, "/process.Process/"))
 		return
@@ -96,6 +103,12 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	// envd's other HTTP endpoints: /metrics, /envs, /init and the like.
 	writeHTTPError(w, http.StatusNotImplemented, "agentbox does not implement envd's %s %s: it serves /health, /files, process.Process and filesystem.Filesystem", r.Method, p)
+}
+
+// jsonCodec says whether r's messages are JSON (or it has none).
+func jsonCodec(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	return ct == "" || strings.Contains(ct, "json")
 }
 
 // homeDir is the sandbox user's home, where envd resolves relative paths: agentbox's work

@@ -153,7 +153,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, t Target) {
 		return
 	}
 	c := sandbox.Command{Argv: append([]string{req.Process.Cmd}, req.Process.Args...), Env: req.Process.Envs,
-		OpenStdin: req.Stdin != nil && *req.Stdin, Background: true, Timeout: timeoutOf(r)}
+		OpenStdin: req.Stdin != nil && *req.Stdin, Background: true, Timeout: processTimeout(r, t.Engine.Policy())}
 	if req.Process.Cwd != nil && *req.Process.Cwd != "" {
 		c.Dir = resolve(*req.Process.Cwd)
 	}
@@ -163,6 +163,17 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, t Target) {
 		return
 	}
 	h.follow(w, r, t, info.ID, false)
+}
+
+// processTimeout is how long a process may run: the SDK's timeoutMs (Connect-Timeout-Ms; envd
+// kills the process then), within the server's maximum. No timeout (timeoutMs 0, a long-running
+// server) or one above the maximum gets the maximum: agentbox has no process without a bound.
+func processTimeout(r *http.Request, p sandbox.Policy) time.Duration {
+	d, max := timeoutOf(r), p.Max.Timeout
+	if max > 0 && (d == 0 || d > max) {
+		return max
+	}
+	return d
 }
 
 func (h *Handler) connect(w http.ResponseWriter, r *http.Request, t Target) {
