@@ -104,7 +104,11 @@ func (h *Handler) Adopt(ctx context.Context, id, reason string) (cluster.AdoptRe
 		}
 		won, err := own.Claim(ctx, id, rec.Epoch)
 		if cur, fenced := sharedstore.Current(err); fenced {
-			if cur.Owner == h.opts.ID || attempt > 2 {
+			if cur.Owner == h.opts.ID {
+				// A concurrent adopt on this node won: answer once the Manager holds the session.
+				return h.whenHeld(ctx, id, me)
+			}
+			if attempt > 2 {
 				return cluster.AdoptResult{Owner: cur.Owner, Addr: cur.Addr}, nil
 			}
 			if cur.Epoch > rec.Epoch {
@@ -133,6 +137,19 @@ func (h *Handler) Adopt(ctx context.Context, id, reason string) (cluster.AdoptRe
 		me.Adopted, me.Step = true, info.Head
 		return me, nil
 	}
+}
+
+// whenHeld waits (a few seconds at most) until the Manager holds the session another adopt on
+// this node just won, and answers with this node.
+func (h *Handler) whenHeld(ctx context.Context, id string, me cluster.AdoptResult) (cluster.AdoptResult, error) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(5 * time.Millisecond) {
+		if info, err := h.opts.Mover.Session(id); err == nil {
+			me.Step = info.Head
+			return me, nil
+		}
+	}
+	return cluster.AdoptResult{}, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "session %s is being adopted by this node; it did not come up", id).
+		WithHint("retry")
 }
 
 // ownerUp asks the owner's GET /v1/node whether it is there and whether it drains. Any HTTP
