@@ -26,8 +26,10 @@ const (
 	KindSessionFork   Kind = "session.fork"
 	KindSessionPause  Kind = "session.pause"
 	KindSessionResume Kind = "session.resume"
-	KindEgress        Kind = "egress"
-	KindPolicyChange  Kind = "policy.change"
+	// KindSessionAdopt: a cluster node took a session whose node was gone or drained.
+	KindSessionAdopt Kind = "session.adopt"
+	KindEgress       Kind = "egress"
+	KindPolicyChange Kind = "policy.change"
 	// KindAlert is the log speaking about itself: Open found the file altered.
 	KindAlert Kind = "alert"
 	// KindRepair records that Open cut a torn last line (a write the daemon did not finish).

@@ -322,6 +322,11 @@ func TestSessionsSurviveNodeKill(t *testing.T) {
 		t.Fatalf("the heavy session's next run: %q, notice %+v", again.Stdout, again.Notice)
 	}
 	t.Logf("node killed → nano session answering on the other node: %v", moved)
+	// Node b's audit log records the adoption, then the session's runs there.
+	recs, err := b.c.Audit(ctx, client.AuditQuery{Session: ns.ID, Kind: "session.adopt"})
+	if err != nil || len(recs) != 1 || recs[0].Lifecycle == nil || !strings.Contains(recs[0].Lifecycle.Reason, "adopted from node "+a.id+" at step "+nanoHead) {
+		t.Fatalf("node b's audit of the adoption: %+v %v", recs, err)
+	}
 
 	// Adopting again is idempotent; node a, started again, does not take its old sessions back
 	// (they are node b's now) and, asked to adopt one, names b.

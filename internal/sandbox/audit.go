@@ -46,6 +46,9 @@ const (
 	AuditSessionFork   AuditKind = "session.fork"
 	AuditSessionPause  AuditKind = "session.pause"
 	AuditSessionResume AuditKind = "session.resume"
+	// AuditSessionAdopt: this node took a session whose node was gone or drained (adopt.go); the
+	// reason names the node it came from and the step it resumes at.
+	AuditSessionAdopt AuditKind = "session.adopt"
 	// AuditPolicyChange: the egress policy was reloaded, or a session's intent set or cleared.
 	AuditPolicyChange AuditKind = "policy.change"
 )

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -34,6 +35,15 @@ func (a *Audited) Pause(ctx context.Context, id string) (SessionInfo, error) {
 func (a *Audited) Resume(ctx context.Context, id string) (SessionInfo, error) {
 	info, err := a.Manager.Resume(ctx, id)
 	a.timeTravel(ctx, AuditSessionResume, id, "resumed", err)
+	return info, err
+}
+
+// Adopt takes a session from another node and records it in this node's log (the runs it makes
+// here follow it there).
+func (a *Audited) Adopt(id string, record []byte, notice Notice) (SessionInfo, error) {
+	info, err := a.Manager.Adopt(id, record, notice)
+	ctx := WithCaller(context.Background(), Caller{Tenant: info.Tenant, Agent: info.Agent})
+	a.timeTravel(ctx, AuditSessionAdopt, id, fmt.Sprintf("adopted from node %s at step %s (%s)", notice.FromNode, info.Head, notice.Reason), err)
 	return info, err
 }
 
