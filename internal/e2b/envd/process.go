@@ -158,6 +158,11 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, t Target) {
 		c.Dir = resolve(*req.Process.Cwd)
 	}
 	info, err := t.Engine.RunCommand(r.Context(), t.Session, c, nil)
+	if err != nil && timeoutOf(r) == 0 && tenantRefusedTimeout(err) {
+		// The server's maximum is above the tenant's: no timeout asked, the session's own.
+		c.Timeout = 0
+		info, err = t.Engine.RunCommand(r.Context(), t.Session, c, nil)
+	}
 	if err != nil {
 		newStream(w).end(err)
 		return
@@ -174,6 +179,12 @@ func processTimeout(r *http.Request, p sandbox.Policy) time.Duration {
 		return max
 	}
 	return d
+}
+
+// tenantRefusedTimeout says whether err is the refusal of a timeout above the tenant's maximum.
+func tenantRefusedTimeout(err error) bool {
+	e := sandbox.AsError(err)
+	return e != nil && e.Kind == sandbox.KindInvalidRequest && strings.HasPrefix(e.Message, "timeout ") && strings.Contains(e.Message, "tenant")
 }
 
 func (h *Handler) connect(w http.ResponseWriter, r *http.Request, t Target) {

@@ -305,8 +305,24 @@ func (h *Handler) runPython(ctx context.Context, out *lines, t Target, session s
 	s := newSink()
 	rl := &relay{out: out, eng: t.Engine, sent: map[string]bool{}}
 	rl.run(s, func() (*sandbox.Result, error) {
-		return t.Engine.RunInSession(ctx, session, &sandbox.RunRequest{Code: req.Code, Env: req.EnvVars, Output: s})
+		// A cell runs as long as the client waits for it (the SDK's timeoutMs, which it does not
+		// send: it ends the request, and so the run), within the server's maximum, as E2B's
+		// kernel has no limit of its own; not a run's short default. A tenant whose maximum is
+		// lower gets the session's own timeout.
+		run := &sandbox.RunRequest{Code: req.Code, Env: req.EnvVars, Output: s, Limits: sandbox.Limits{Timeout: t.Engine.Policy().Max.Timeout}}
+		res, err := t.Engine.RunInSession(ctx, session, run)
+		if res == nil && tenantRefusedTimeout(err) {
+			run.Limits = sandbox.Limits{}
+			res, err = t.Engine.RunInSession(ctx, session, run)
+		}
+		return res, err
 	})
+}
+
+// tenantRefusedTimeout says whether err is the refusal of a timeout above the tenant's maximum.
+func tenantRefusedTimeout(err error) bool {
+	e := sandbox.AsError(err)
+	return e != nil && e.Kind == sandbox.KindInvalidRequest && strings.HasPrefix(e.Message, "timeout ") && strings.Contains(e.Message, "tenant")
 }
 
 // runBash runs the code as a shell command in the session (no state is kept between cells, unlike

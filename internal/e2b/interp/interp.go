@@ -21,6 +21,7 @@ type Engine interface {
 	Session(id string) (sandbox.SessionInfo, error)
 	CreateSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.SessionInfo, error)
 	CloseSession(id string) error
+	Policy() sandbox.Policy
 }
 
 // Callers is the core as the front door's callers see it: *sandbox.Manager and *sandbox.Audited
