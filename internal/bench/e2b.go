@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/e2b/e2bcert"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
@@ -58,6 +59,7 @@ type E2BReport = Report[E2BMachine, E2BOptions, mcpCompute]
 const (
 	egFirst      = "e2b-first"
 	e2bRowE2B    = "E2B SDK (@e2b/code-interpreter): Sandbox.create → runCode"
+	e2bRowE2BOff = "E2B SDK, allowInternetAccess: false"
 	e2bRowOwnSDK = "agentbox JS SDK: new Sandbox → run"
 )
 
@@ -67,9 +69,13 @@ Create → first result through E2B's official code interpreter SDK (@e2b/code-i
 in scripts/e2b-tools, Node 22) against agentbox's E2B front door, beside agentbox's own JavaScript
 SDK (sdk/js) doing the same against the same daemon in the same run: a new sandbox of the heavy
 tier's python-datascience image (E2B's code-interpreter-v1 template), then print(1 + 1) in it,
-timed from the SDK call to its result; the sandbox is then ended, untimed. The two alternate round
-by round (their order swapped every round), in one Node process, so load that changes during the
-run weighs on both alike. The daemon runs in this process with nano and heavy; the E2B front door
+timed from the SDK call to its result; the sandbox is then ended, untimed. E2B's SDK runs twice:
+with its default (the sandbox on the internet, through agentbox's egress gateway) and with
+allowInternetAccess: false, as agentbox's SDK's sandbox (no network). They alternate round
+by round (their order rotated every round), in one Node process, so load that changes during the
+run weighs on both alike; before each create the bench waits until the heavy pool is as full as at
+rest (the daemon's health), so both meet a warm sandbox and the figures are what the SDKs and front
+doors add, not the pool's refill rate (bench heavy measures that). The daemon runs in this process with nano and heavy; the E2B front door
 has a listener of its own with TLS from a throwaway CA (NODE_EXTRA_CA_CERTS), reached as the SDK's
 E2B_API_URL and E2B_SANDBOX_URL (one address, the sandbox named by the SDK's headers); agentbox's
 SDK speaks plain HTTP to the daemon's loopback listener, as it does by default.
@@ -229,13 +235,24 @@ func runE2B(ctx context.Context, o E2BOptions, node string, rep *E2BReport, prog
 		base     bool
 		lat      []time.Duration
 		err      error
-	}{{row: e2bRowOwnSDK, cmd: "agentbox", base: true}, {row: e2bRowE2B, cmd: "e2b"}}
-	progress("%d untimed and %d timed rounds of create → first result, the two SDKs alternating", warmup, o.N)
+	}{{row: e2bRowOwnSDK, cmd: "agentbox", base: true}, {row: e2bRowE2B, cmd: "e2b"}, {row: e2bRowE2BOff, cmd: "e2b-offline"}}
+	// Paced: before each create the heavy pool is as full as at rest, so each create meets a warm
+	// sandbox and no refill competes with it; back to back, the figures would be the pool's refill
+	// rate (bench heavy measures that), not what each SDK and front door add.
+	tgt.tier = api.RuntimeHeavy
+	pace, err := newPacer(ctx, tgt, "health", rep.addNote)
+	if err != nil {
+		return err
+	}
+	progress("%d untimed and %d timed rounds of create → first result, the two SDKs alternating, %s", warmup, o.N, pace.how())
 	for round := -warmup; round < o.N; round++ {
 		for i := range paths {
 			p := &paths[(i+round+warmup)%len(paths)]
 			if p.err != nil {
 				continue
+			}
+			if err := pace.wait(ctx); err != nil {
+				return err
 			}
 			el, err := call(p.cmd)
 			if err != nil {
@@ -263,7 +280,7 @@ func runE2B(ctx context.Context, o E2BOptions, node string, rep *E2BReport, prog
 	}
 	rep.Machine.SDKs = sdkVersions(node, o.Tools)
 	rep.addNote("the daemon: in this process, nano and heavy (warm pool %d), log %s; E2B front door on %s (TLS, a throwaway CA), agentbox's API on http://%s", o.Warm, logPath, e2bURL, dc.Listen)
-	rep.addNote("E2B: Sandbox.create() (template code-interpreter-v1 → heavy, python-datascience) then sbx.runCode('print(1 + 1)'), the sandbox killed after, untimed; agentbox: new Sandbox({runtime: 'heavy', image: 'python-datascience'}) then box.run('print(1 + 1)') (the session is made by the first run), box.close() after, untimed")
+	rep.addNote("E2B: Sandbox.create() (template code-interpreter-v1 → heavy, python-datascience; E2B's default allowInternetAccess: true, so the sandbox is attached to agentbox's egress gateway, and once with false, as agentbox's own SDK's sandbox is without network) then sbx.runCode('print(1 + 1)'), the sandbox killed after, untimed; agentbox: new Sandbox({runtime: 'heavy', image: 'python-datascience'}) then box.run('print(1 + 1)') (the session is made by the first run), box.close() after, untimed")
 	return nil
 }
 
@@ -309,7 +326,7 @@ func writeE2BReport(w io.Writer, r *E2BReport) {
 		name: "e2b",
 		host: r.Machine.Host,
 		header: []string{
-			fmt.Sprintf("create → first result, %d timed rounds after %d untimed, the two SDKs alternating; %s; load average %s at the start, %s at the end",
+			fmt.Sprintf("create → first result, %d timed rounds after %d untimed, the paths alternating, each create paced until the heavy pool is as full as at rest; %s; load average %s at the start, %s at the end",
 				r.Settings.N, warmup, orDash(r.Machine.SDKs), orDash(r.Machine.Load), orDash(r.Machine.LoadEnd)),
 			"÷ = against agentbox's own JavaScript SDK doing the same against the same daemon: what speaking E2B costs (the control plane's create, TLS, the code interpreter's /execute and its streamed results) over agentbox's own API",
 		},

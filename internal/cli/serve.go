@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -101,6 +102,17 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		}
 		defer e2bLn.Close()
 	}
+	var debugLns []debugListener
+	if cfg.E2B.Debug {
+		if debugLns, err = listenE2BDebug(); err != nil {
+			return err
+		}
+		defer func() {
+			for _, d := range debugLns {
+				d.ln.Close()
+			}
+		}()
+	}
 
 	start := time.Now()
 	m, err := opts.NewManager(ctx, cfg, log)
@@ -121,7 +133,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		Version:         version(),
 		Logger:          log,
 		ShutdownTimeout: opts.ShutdownTimeout,
-		E2B:             daemon.E2BOptionsFrom(cfg.E2B),
+		E2B:             e2bOptions(cfg, key.path),
 		Node:            daemon.NodeOptionsOf(cfg, ln.Addr()),
 	})
 	if err != nil {
@@ -174,17 +186,73 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 			}
 		}
 	}()
+	debugDone := make(chan error, len(debugLns))
+	for _, d := range debugLns {
+		go func() { debugDone <- doors.ServeE2BDebug(ctx, d.ln, d.port) }()
+	}
+	if len(debugLns) > 0 {
+		fmt.Fprintf(opts.Stderr, "agentbox: E2B debug mode (E2B_DEBUG=true) on localhost ports 3000, 49983, 49999\n")
+	}
 	if err := doors.Serve(ctx, ln); err != nil {
 		return err
 	}
 	if err := <-e2bDone; err != nil {
 		log.Warn("E2B front door", "err", err)
 	}
+	for range debugLns {
+		if err := <-debugDone; err != nil {
+			log.Warn("E2B debug listener", "err", err)
+		}
+	}
 	if err := m.Close(); err != nil {
 		log.Warn("closing the engine", "err", err)
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// debugListener is a listener of the E2B SDKs' debug mode and the port it serves.
+type debugListener struct {
+	ln   net.Listener
+	port int
+}
+
+// listenE2BDebug opens the debug mode's listeners: ports 3000, 49983 and 49999 of 127.0.0.1 and
+// of ::1 (the SDK connects to "localhost", which may be either); ::1 is skipped on a machine
+// without IPv6.
+func listenE2BDebug() ([]debugListener, error) {
+	var out []debugListener
+	for _, port := range daemon.E2BDebugPorts {
+		for _, host := range []string{"127.0.0.1", "::1"} {
+			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				if host == "::1" {
+					continue
+				}
+				for _, d := range out {
+					d.ln.Close()
+				}
+				return nil, fmt.Errorf("E2B debug mode: %w", err)
+			}
+			out = append(out, debugListener{ln, port})
+		}
+	}
+	return out, nil
+}
+
+// e2bOptions are the E2B front door's options: the configuration's, and the users allowed in
+// debug mode: root, this process's user and the owner of the key file.
+func e2bOptions(cfg config.Config, keyPath string) daemon.E2BOptions {
+	o := daemon.E2BOptionsFrom(cfg.E2B)
+	o.DebugUIDs = append(o.DebugUIDs, uint32(os.Geteuid()))
+	if keyPath != "" {
+		if st, err := os.Stat(keyPath); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+				o.DebugUIDs = append(o.DebugUIDs, sys.Uid)
+			}
+		}
+	}
+	return o
 }
 
 // overrideE2B applies the E2B flags over the configuration.
@@ -195,6 +263,7 @@ func overrideE2B(cfg *config.Config, o config.E2BConfig) error {
 			*dst = v
 		}
 	}
+	cfg.E2B.Debug = cfg.E2B.Debug || o.Debug
 	return cfg.Validate()
 }
 
@@ -230,6 +299,7 @@ clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running req
 	fs.StringVar(&opts.E2B.Domain, "e2b-domain", "", "serve E2B's SDKs for `DOMAIN` (E2B_DOMAIN): api.DOMAIN and PORT-SANDBOXID.DOMAIN (or AGENTBOX_E2B_DOMAIN)")
 	fs.StringVar(&opts.E2B.Listen, "e2b-listen", "", "a listener `ADDR` of the E2B front door's own (or AGENTBOX_E2B_LISTEN)")
 	fs.StringVar(&opts.E2B.TLSCert, "e2b-tls-cert", "", "certificate `FILE` (PEM) for --e2b-listen: api.DOMAIN and *.DOMAIN")
+	fs.BoolVar(&opts.E2B.Debug, "e2b-debug", false, "serve E2B's SDKs in debug mode (E2B_DEBUG=true): localhost ports 3000, 49983 and 49999 (or AGENTBOX_E2B_DEBUG=1)")
 	fs.StringVar(&opts.E2B.TLSKey, "e2b-tls-key", "", "private key `FILE` (PEM) of --e2b-tls-cert")
 	fs.StringVar(&opts.Cluster.Role, "role", "", "`ROLE` in a cluster: node (runs sandboxes for a gateway) or gateway (stateless, before the nodes); default a single machine (or AGENTBOX_ROLE)")
 	fs.StringVar(&opts.Cluster.NodeID, "node-id", "", "a node's `ID` ([a-z0-9]{1,32}); its session ids carry it and its state is DATA_DIR/nodes/ID (or AGENTBOX_NODE_ID)")

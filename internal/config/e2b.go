@@ -23,6 +23,11 @@ type E2BConfig struct {
 	// AGENTBOX_E2B_TLS_KEY, flags --e2b-tls-cert and --e2b-tls-key.
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
+	// Debug serves the SDKs' debug mode (E2B_DEBUG=true): loopback listeners on ports 3000
+	// (control plane), 49983 (envd) and 49999 (code interpreter), where a process of root or of
+	// the owner of the daemon's key file uses sandboxes without a credential, as the daemon's own
+	// key (docs/E2B.md). Env AGENTBOX_E2B_DEBUG=1, flag --e2b-debug.
+	Debug bool `json:"debug"`
 	// Templates adds to or replaces the E2B templates: id → tier and image. The defaults map
 	// "base" and "code-interpreter-v1" to the heavy tier's python-datascience image.
 	Templates map[string]E2BTemplate `json:"templates"`
@@ -35,7 +40,7 @@ type E2BTemplate struct {
 }
 
 // Enabled says whether the E2B front door runs.
-func (e E2BConfig) Enabled() bool { return e.Domain != "" || e.Listen != "" }
+func (e E2BConfig) Enabled() bool { return e.Domain != "" || e.Listen != "" || e.Debug }
 
 // fromEnv reads the E2B front door's environment variables.
 func (e *E2BConfig) fromEnv() {
@@ -46,6 +51,9 @@ func (e *E2BConfig) fromEnv() {
 		if v := os.Getenv(name); v != "" {
 			*dst = v
 		}
+	}
+	if v := os.Getenv("AGENTBOX_E2B_DEBUG"); v == "1" || v == "true" {
+		e.Debug = true
 	}
 }
 

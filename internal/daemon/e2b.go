@@ -1,7 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"crypto/sha256"
+	"errors"
+	"net"
 	"net/http"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
@@ -25,11 +28,14 @@ type E2BOptions struct {
 	Domain string
 	// Templates adds to or replaces defaultE2BTemplates.
 	Templates map[string]config.E2BTemplate
+	// DebugUIDs are the users whose processes may use the SDKs' debug mode (ServeE2BDebug)
+	// without a credential, as the daemon's own key: root and the owner of the key file.
+	DebugUIDs []uint32
 }
 
 // E2BOptionsFrom is the E2B front door's part of a configuration.
 func E2BOptionsFrom(c config.E2BConfig) E2BOptions {
-	return E2BOptions{Enabled: c.Enabled(), Domain: c.Domain, Templates: c.Templates}
+	return E2BOptions{Enabled: c.Enabled(), Domain: c.Domain, Templates: c.Templates, DebugUIDs: []uint32{0}}
 }
 
 // defaultE2BTemplates are the E2B templates every daemon has: E2B's default templates of the
@@ -63,6 +69,27 @@ func newE2B(m any, keys *auth.Keys, apiKey string, o FrontDoorOptions) (*e2b.Han
 		},
 		Logger: o.Logger,
 	})
+}
+
+// E2BDebugPorts are the ports of the SDKs' debug mode: the control plane, envd, the code
+// interpreter (on localhost; ServeE2BDebug serves each).
+var E2BDebugPorts = []int{e2b.DebugAPIPort, e2bwire.EnvdPort, e2bwire.InterpPort}
+
+// ServeE2BDebug serves a listener of the SDKs' debug mode on ln (127.0.0.1 or ::1, port
+// e2b.DebugAPIPort, e2bwire.EnvdPort or e2bwire.InterpPort), as Serve does the whole: see
+// internal/e2b/debug.go. Requests without a credential act as the daemon's own key, and only
+// for processes of E2BOptions.DebugUIDs.
+func (d *FrontDoors) ServeE2BDebug(ctx context.Context, ln net.Listener, port int) error {
+	if d.e2b == nil {
+		return errors.New("the E2B front door is not enabled")
+	}
+	admin := auth.Identity{Caller: sandbox.Caller{Admin: true}, Scopes: []auth.Scope{auth.ScopeAdmin}}
+	h := d.e2b.DebugHandler(port, e2b.DebugOptions{UIDs: d.debugUIDs, Identity: admin})
+	return d.serve(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.inflight.Add(1)
+		defer d.inflight.Add(-1)
+		h.ServeHTTP(w, r)
+	}), "", "")
 }
 
 // Interface guards.

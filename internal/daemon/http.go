@@ -73,11 +73,12 @@ type FrontDoorOptions struct {
 // FrontDoors is what the daemon serves on its listener: every front door, mounted by path. It is
 // an http.Handler; Serve runs it on a listener with graceful shutdown.
 type FrontDoors struct {
-	handler  http.Handler
-	e2b      *e2b.Handler
-	log      *slog.Logger
-	shutTO   time.Duration
-	inflight atomic.Int64
+	handler   http.Handler
+	e2b       *e2b.Handler
+	debugUIDs []uint32
+	log       *slog.Logger
+	shutTO    time.Duration
+	inflight  atomic.Int64
 }
 
 // Interface guards.
@@ -158,7 +159,7 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 		more = append(more, mount{path: "/v1/node", h: node}, mount{path: "/v1/node/", h: node})
 	}
 	doors := newFrontDoors(byHost(e2bDoor, mountAll(api, mcp, ui, more...)), opts)
-	doors.e2b = e2bDoor
+	doors.e2b, doors.debugUIDs = e2bDoor, opts.E2B.DebugUIDs
 	return doors, nil
 }
 
