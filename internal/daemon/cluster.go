@@ -8,6 +8,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/cluster/kube"
+	"github.com/agentbox-dev/agentbox/internal/cluster/nomad"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	clustergw "github.com/agentbox-dev/agentbox/internal/gateway"
 )
@@ -17,6 +18,7 @@ import (
 var discoveryKinds = []cluster.Kind{
 	cluster.StaticKind,
 	kube.Kind,
+	nomad.Kind,
 }
 
 // OpenDiscovery builds the Discovery cfg's spec names (--discovery); its watches end with ctx.

@@ -69,6 +69,7 @@ func RequireMCPTools(t testing.TB) MCPTools {
 type npmInstall struct {
 	script string // relative to the module root
 	what   string // what it installs, for the skip message
+	from   string // where from, for the skip message (default "npm")
 
 	once sync.Once
 	path string
@@ -104,7 +105,11 @@ func (n *npmInstall) dir(t testing.TB) string {
 	})
 	switch {
 	case n.skip:
-		Skip(t, "needs "+n.what+" from npm: "+n.err.Error())
+		from := n.from
+		if from == "" {
+			from = "npm"
+		}
+		Skip(t, "needs "+n.what+" from "+from+": "+n.err.Error())
 	case n.err != nil:
 		t.Fatal(n.err)
 	}

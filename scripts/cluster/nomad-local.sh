@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# A real Nomad cluster on this one machine, for tests and for trying deploy/nomad: one server
+# and two client agents (c1, c2) with the raw_exec driver, all on 127.0.0.1.
+#
+#   scripts/cluster/nomad-local.sh up DIR     start it (or find it running), print NOMAD_ADDR=...
+#   scripts/cluster/nomad-local.sh down DIR   stop its jobs, then the clients, then the server
+#
+# DIR holds everything the agents own (configs, state, alloc dirs, logs, pids, TMPDIR); `up`
+# writes DIR/env (NOMAD_ADDR=...) and is ready when both clients are ready with a healthy
+# raw_exec. Every wait is bounded (NOMAD_LOCAL_TIMEOUT seconds, default 90); on a timeout the
+# script says what it waited for, prints the agents' last log lines and exits 1 (call `down`).
+# NOMAD is the binary (default: scripts/cluster/nomad-build.sh builds or finds it). Must run as
+# root: the clients run agentbox, whose sandboxes need root, as their own user.
+#
+# The traps this avoids (see shared notes): the AWS fingerprinter makes an agent exit when
+# AWS_CA_BUNDLE is set, so agents start without it; each agent has its own TMPDIR, ports, state
+# and alloc dirs, and advertises 127.0.0.1; the two clients hand out disjoint dynamic port
+# ranges, since both think they own the same loopback address.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:-}
+dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || { sed -n '2,9p' "$0" >&2; exit 2; }
+timeout=${NOMAD_LOCAL_TIMEOUT:-90}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+agents="server c1 c2"
+
+alive() { [ -f "$dir/$1.pid" ] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
+nomad_bin() {
+	if [ -n "${NOMAD:-}" ]; then echo "$NOMAD"; elif [ -f "$dir/nomad-bin" ]; then cat "$dir/nomad-bin"; else "$here/nomad-build.sh"; fi
+}
+logs() { for a in $agents; do [ -f "$dir/$a.log" ] && { echo "--- $a.log (last 20 lines)"; tail -n 20 "$dir/$a.log"; }; done >&2; }
+
+# wait_for DESCRIPTION COMMAND...: runs COMMAND every 0.25 s until it succeeds, at most $timeout s.
+wait_for() {
+	local what=$1 deadline=$((SECONDS + timeout))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		if [ "$SECONDS" -ge "$deadline" ]; then
+			echo "nomad-local: gave up after ${timeout}s waiting for $what" >&2
+			logs
+			return 1
+		fi
+		sleep 0.25
+	done
+}
+
+# free_base picks B so that B..B+9 (the agents' ports) and B+100..B+1099 (the clients' dynamic
+# ports) are free now.
+free_base() {
+	local b i
+	for i in $(seq 1 30); do
+		b=$(( (RANDOM % 18 + 21) * 1000 ))
+		if [ -z "$(ss -Hltn "( sport >= :$b and sport <= :$((b + 1099)) )" 2>/dev/null)" ]; then echo "$b"; return; fi
+	done
+	echo "nomad-local: found no free port range" >&2
+	return 1
+}
+
+write_configs() {
+	local b=$1 i=0 a
+	cat >"$dir/server.hcl" <<HCL
+name = "server"
+data_dir = "$dir/server/data"
+bind_addr = "127.0.0.1"
+advertise {
+  http = "127.0.0.1"
+  rpc  = "127.0.0.1"
+  serf = "127.0.0.1"
+}
+ports {
+  http = $b
+  rpc  = $((b + 1))
+  serf = $((b + 2))
+}
+disable_update_check = true
+server {
+  enabled          = true
+  bootstrap_expect = 1
+}
+client {
+  enabled = false
+}
+HCL
+	for a in c1 c2; do
+		i=$((i + 1))
+		cat >"$dir/$a.hcl" <<HCL
+name = "$a"
+data_dir = "$dir/$a/data"
+bind_addr = "127.0.0.1"
+advertise {
+  http = "127.0.0.1"
+  rpc  = "127.0.0.1"
+  serf = "127.0.0.1"
+}
+ports {
+  http = $((b + 3 * i))
+  rpc  = $((b + 3 * i + 1))
+  serf = $((b + 3 * i + 2))
+}
+disable_update_check = true
+server {
+  enabled = false
+}
+client {
+  enabled           = true
+  servers           = ["127.0.0.1:$((b + 1))"]
+  state_dir         = "$dir/$a/state"
+  alloc_dir         = "$dir/$a/alloc"
+  network_interface = "lo"
+  min_dynamic_port  = $((b + 100 + (i - 1) * 500))
+  max_dynamic_port  = $((b + 599 + (i - 1) * 500))
+}
+plugin "raw_exec" {
+  config {
+    enabled = true
+  }
+}
+HCL
+	done
+}
+
+ready_clients() {
+	local out
+	out=$(NOMAD_ADDR=$addr "$nomad" node status -t '{{range .}}{{.Name}}={{.Status}}/{{with index .Drivers "raw_exec"}}{{.Healthy}}{{end}} {{end}}')
+	[[ "$out" == *"c1=ready/true"* && "$out" == *"c2=ready/true"* ]]
+}
+
+up() {
+	[ "$(id -u)" = 0 ] || { echo "nomad-local: run as root (the clients run agentbox's sandboxes)" >&2; exit 1; }
+	nomad=$(nomad_bin)
+	echo "$nomad" >"$dir/nomad-bin"
+	if alive server; then
+		. "$dir/env"
+		addr=$NOMAD_ADDR
+	else
+		local b
+		b=$(free_base)
+		write_configs "$b"
+		addr=http://127.0.0.1:$b
+		printf 'NOMAD_ADDR=%s\n' "$addr" >"$dir/env"
+	fi
+	for a in $agents; do
+		alive "$a" && continue
+		mkdir -p "$dir/$a/tmp"
+		# setsid: the agents outlive this script and get no signal meant for its caller's group.
+		env -u AWS_CA_BUNDLE TMPDIR="$dir/$a/tmp" setsid "$nomad" agent -config "$dir/$a.hcl" \
+			>>"$dir/$a.log" 2>&1 </dev/null &
+		echo $! >"$dir/$a.pid"
+		if [ "$a" = server ]; then
+			wait_for "the server's leader ($addr)" sh -c "curl -fsS $addr/v1/status/leader | grep -q :"
+		fi
+	done
+	wait_for "clients c1 and c2 ready with raw_exec" ready_clients
+	echo "NOMAD_ADDR=$addr"
+}
+
+# stop_agent NAME: SIGINT (a graceful leave), then SIGKILL after 15 s.
+stop_agent() {
+	alive "$1" || { rm -f "$dir/$1.pid"; return 0; }
+	local pid i
+	pid=$(cat "$dir/$1.pid")
+	kill -INT "$pid" 2>/dev/null || true
+	for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+	kill -KILL "$pid" 2>/dev/null || true
+	rm -f "$dir/$1.pid"
+}
+
+no_running_allocs() {
+	! NOMAD_ADDR=$addr "$nomad" alloc status -namespace '*' -t '{{range .}}{{.ClientStatus}} {{end}}' 2>/dev/null | grep -qw -e running -e pending
+}
+
+down() {
+	nomad=$(cat "$dir/nomad-bin" 2>/dev/null || echo nomad)
+	if alive server && [ -f "$dir/env" ]; then
+		. "$dir/env"
+		addr=$NOMAD_ADDR
+		# Jobs first, so the clients stop their tasks (and what those started) before they go.
+		local jobs j
+		jobs=$(NOMAD_ADDR=$addr "$nomad" job status -namespace '*' -t '{{range .}}{{.ID}}@{{.Namespace}} {{end}}' 2>/dev/null || true)
+		for j in $jobs; do
+			NOMAD_ADDR=$addr timeout 30 "$nomad" job stop -namespace "${j#*@}" -detach -purge "${j%@*}" >/dev/null 2>&1 || true
+		done
+		timeout=${NOMAD_LOCAL_STOP_TIMEOUT:-45} wait_for "the allocations to stop" no_running_allocs || true
+	fi
+	stop_agent c1
+	stop_agent c2
+	stop_agent server
+	# Tasks outlive their client (raw_exec's executor keeps them for the client's restart): kill
+	# what is left in the cgroups of this cluster's allocations (named by their ids, under
+	# /nomad on cgroup v1 and nomad.slice on v2, whichever client made them).
+	local alloc f
+	for alloc in "$dir"/c1/alloc/*/ "$dir"/c2/alloc/*/; do
+		alloc=$(basename "$alloc")
+		[[ "$alloc" =~ ^[0-9a-f-]{36}$ ]] || continue
+		for f in $(find /sys/fs/cgroup -path "*$alloc*" -name cgroup.procs 2>/dev/null); do
+			xargs -r kill -KILL <"$f" 2>/dev/null || true
+		done
+	done
+}
+
+case "$cmd" in
+up) up ;;
+down) down ;;
+*) echo "nomad-local: unknown command $cmd (up or down)" >&2; exit 2 ;;
+esac
