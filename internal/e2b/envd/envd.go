@@ -58,6 +58,7 @@ type Options struct {
 type Handler struct {
 	opts     Options
 	watchers *watchers
+	pids     pidCache
 }
 
 // New returns a Handler.

@@ -55,13 +55,19 @@ func pidOf(cid string) uint32 {
 	return uint32(n)
 }
 
-// find returns the command a selector names.
-func find(t Target, sel *processSelector) (sandbox.CommandInfo, error) {
+// find returns the command a selector names: by the pid cache, else by listing the session's
+// commands (each with its logs so far, so the cache spares SendInput that copy).
+func (h *Handler) find(t Target, sel *processSelector) (sandbox.CommandInfo, error) {
 	if sel == nil || (sel.Pid == nil && sel.Tag == nil) {
 		return sandbox.CommandInfo{}, errorf(codeInvalidArgument, "the process selector is empty: give its pid")
 	}
 	if sel.Pid == nil {
 		return sandbox.CommandInfo{}, errorf(codeNotFound, "no process has tag %q: agentbox does not keep process tags (select processes by pid)", *sel.Tag)
+	}
+	if cid, ok := h.pids.get(t.Session, *sel.Pid); ok {
+		if c, err := t.Engine.CommandStatus(t.Session, cid); err == nil {
+			return c, nil
+		}
 	}
 	cs, err := t.Engine.Commands(t.Session)
 	if err != nil {
@@ -69,15 +75,45 @@ func find(t Target, sel *processSelector) (sandbox.CommandInfo, error) {
 	}
 	for i := len(cs) - 1; i >= 0; i-- {
 		if pidOf(cs[i].ID) == *sel.Pid {
+			h.pids.put(t.Session, cs[i].ID)
 			return cs[i], nil
 		}
 	}
 	return sandbox.CommandInfo{}, errorf(codeNotFound, "process with pid %d not found in sandbox", *sel.Pid)
 }
 
+// pidCache remembers which command a pid of a session is. It is only a cache (a miss lists the
+// session's commands), bounded by starting over when full.
+type pidCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const maxPids = 8192
+
+func pidKey(session string, pid uint32) string {
+	return session + "/" + strconv.FormatUint(uint64(pid), 10)
+}
+
+func (c *pidCache) get(session string, pid uint32) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cid, ok := c.m[pidKey(session, pid)]
+	return cid, ok
+}
+
+func (c *pidCache) put(session, cid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxPids {
+		c.m = map[string]string{}
+	}
+	c.m[pidKey(session, pidOf(cid))] = cid
+}
+
 // findRunning is find for a process that must still run.
-func findRunning(t Target, sel *processSelector) (sandbox.CommandInfo, error) {
-	c, err := find(t, sel)
+func (h *Handler) findRunning(t Target, sel *processSelector) (sandbox.CommandInfo, error) {
+	c, err := h.find(t, sel)
 	if err == nil && c.Status != sandbox.CommandRunning {
 		err = errorf(codeNotFound, "process with pid %d has ended (%s)", pidOf(c.ID), c.Status)
 	}
@@ -167,6 +203,7 @@ func (h *Handler) start(w http.ResponseWriter, r *http.Request, t Target) {
 		newStream(w).end(err)
 		return
 	}
+	h.pids.put(t.Session, info.ID)
 	h.follow(w, r, t, info.ID, false)
 }
 
@@ -192,7 +229,7 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, t Target) {
 	err := readStreamRequest(r, &req)
 	var info sandbox.CommandInfo
 	if err == nil {
-		info, err = find(t, req.Process)
+		info, err = h.find(t, req.Process)
 	}
 	if err != nil {
 		newStream(w).end(err)
@@ -327,7 +364,7 @@ func (h *Handler) input(t Target, sel *processSelector, in *processInput) error 
 	if in != nil && len(in.Pty) > 0 {
 		return notImplemented("process.Process/SendInput to a pty", "agentbox's commands have no pseudo-terminal")
 	}
-	c, err := findRunning(t, sel)
+	c, err := h.findRunning(t, sel)
 	if err != nil {
 		return err
 	}
@@ -382,7 +419,7 @@ func (h *Handler) closeStdin(w http.ResponseWriter, r *http.Request, t Target) {
 	err := readUnary(r, &req)
 	var c sandbox.CommandInfo
 	if err == nil {
-		c, err = findRunning(t, req.Process)
+		c, err = h.findRunning(t, req.Process)
 	}
 	if err == nil {
 		err = t.Engine.CloseCommandStdin(t.Session, c.ID)
@@ -405,7 +442,7 @@ func (h *Handler) sendSignal(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	var c sandbox.CommandInfo
 	if err == nil {
-		c, err = findRunning(t, req.Process)
+		c, err = h.findRunning(t, req.Process)
 	}
 	if err == nil {
 		_, err = t.Engine.KillCommand(t.Session, c.ID)
