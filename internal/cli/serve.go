@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -240,10 +241,15 @@ func listenE2BDebug() ([]debugListener, error) {
 	return out, nil
 }
 
-// e2bOptions are the E2B front door's options: the configuration's, and the users allowed in
-// debug mode: root, this process's user and the owner of the key file.
+// e2bOptions are the E2B front door's options: the configuration's, its records kept in the data
+// directory (unless sessions are ephemeral), and the users allowed in debug mode: root, this process's user and the owner of the
+// key file.
 func e2bOptions(cfg config.Config, keyPath string) daemon.E2BOptions {
 	o := daemon.E2BOptionsFrom(cfg.E2B)
+	if !cfg.Sessions.Ephemeral {
+		// In the node's own data directory: sessions outlive the daemon, and so do these.
+		o.StateFile = filepath.Join(cfg.DataDir, "e2b", "sandboxes.json")
+	}
 	o.DebugUIDs = append(o.DebugUIDs, uint32(os.Geteuid()))
 	if keyPath != "" {
 		if st, err := os.Stat(keyPath); err == nil {

@@ -28,6 +28,9 @@ type E2BOptions struct {
 	Domain string
 	// Templates adds to or replaces defaultE2BTemplates.
 	Templates map[string]config.E2BTemplate
+	// StateFile keeps the sandboxes' E2B records (template, metadata, timeout) across restarts;
+	// empty keeps them in memory (sessions.ephemeral).
+	StateFile string
 	// DebugUIDs are the users whose processes may use the SDKs' debug mode (ServeE2BDebug)
 	// without a credential, as the daemon's own key: root and the owner of the key file.
 	DebugUIDs []uint32
@@ -61,7 +64,7 @@ func newE2B(m any, keys *auth.Keys, apiKey string, o FrontDoorOptions) (*e2b.Han
 	// retires every token issued under the old one.
 	secret := sha256.Sum256([]byte("agentbox e2b access tokens\x00" + apiKey))
 	return e2b.New(e2b.Options{
-		Engine: eng, Keys: keys, TokenSecret: secret[:], Domain: o.E2B.Domain, Templates: templates,
+		Engine: eng, Keys: keys, TokenSecret: secret[:], Domain: o.E2B.Domain, Templates: templates, StateFile: o.E2B.StateFile,
 		// The in-sandbox services, by port (internal/e2b/envd, internal/e2b/interp).
 		Services: map[int]http.Handler{
 			e2bwire.EnvdPort:   envd.New(envd.Options{Engine: eng}),

@@ -27,6 +27,7 @@ const bootstrap = "abk_test-bootstrap-key-0123456789"
 // and a service on envd's port that reports the Target it was given.
 type fixture struct {
 	t      *testing.T
+	opts   e2b.Options
 	srv    *httptest.Server
 	h      *e2b.Handler
 	keyA   string
@@ -65,13 +66,15 @@ func newFixture(t *testing.T) *fixture {
 		f.target.Store(&tg)
 		_, _ = io.WriteString(w, "envd:"+r.URL.Path)
 	})
-	f.h, err = e2b.New(e2b.Options{
+	f.opts = e2b.Options{
 		Engine: m, Keys: keys, TokenSecret: []byte("0123456789abcdef0123456789abcdef"), Domain: "e2b.test",
 		Templates: map[string]e2b.Template{"base": {Tier: "heavy"}, "code-interpreter-v1": {Tier: "heavy"}},
 		Services:  map[int]http.Handler{e2bwire.EnvdPort: envd},
 		Logger:    slog.New(slog.DiscardHandler),
 		Now:       func() time.Time { return *f.now.Load() },
-	})
+		StateFile: filepath.Join(t.TempDir(), "e2b", "sandboxes.json"),
+	}
+	f.h, err = e2b.New(f.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,4 +338,36 @@ func TestNotImplemented(t *testing.T) {
 	wantStatus(t, "create with a wrong key", resp, b, 401)
 	resp, b = f.api("POST", "/v2/sandboxes", f.keyA, map[string]any{"templateID": "base", "timeout": 999999})
 	wantStatus(t, "create with a timeout over the bound", resp, b, 400)
+}
+
+// TestRecordsSurviveRestart: a sandbox's template, metadata and timeout are kept in the state
+// file, so a front door started again over the same sessions (a restarted daemon) knows them.
+func TestRecordsSurviveRestart(t *testing.T) {
+	f := newFixture(t)
+	sb := f.create(f.keyA, map[string]any{"templateID": "code-interpreter-v1", "timeout": 120,
+		"metadata": map[string]string{"job": "nightly"}, "allow_internet_access": false})
+	f.h.Close()
+	h2, err := e2b.New(f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h2.Close() })
+	srv := httptest.NewServer(h2)
+	t.Cleanup(srv.Close)
+	f.srv = srv
+	resp, b := f.api("GET", "/sandboxes/"+sb.SandboxID, f.keyA, nil)
+	wantStatus(t, "get after a restart", resp, b, 200)
+	var info struct {
+		TemplateID, StartedAt, EndAt string
+		Metadata                     map[string]string
+	}
+	_ = json.Unmarshal(b, &info)
+	start, _ := time.Parse(time.RFC3339, info.StartedAt)
+	end, _ := time.Parse(time.RFC3339, info.EndAt)
+	if info.TemplateID != "code-interpreter-v1" || info.Metadata["job"] != "nightly" || end.Sub(start) < 119*time.Second {
+		t.Errorf("after a restart: %s", b)
+	}
+	// The access token issued before the restart still opens the sandbox.
+	resp, b = f.do("GET", "49983-"+sb.SandboxID+".e2b.test", "/health", map[string]string{"X-Access-Token": sb.EnvdAccessToken}, nil)
+	wantStatus(t, "the old token after a restart", resp, b, 200)
 }

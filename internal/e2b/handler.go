@@ -51,6 +51,9 @@ type Options struct {
 	// DefaultTimeout is a sandbox's life when create names none (E2B's default, 300s);
 	// MaxTimeout bounds what create, connect and setTimeout may ask (default 24h, E2B's longest).
 	DefaultTimeout, MaxTimeout time.Duration
+	// StateFile keeps what E2B knows of the sandboxes beyond their sessions (template, metadata,
+	// timeout) across restarts, as the sessions are kept. Empty: in memory only.
+	StateFile string
 	// MaxBodyBytes bounds a control-plane request body. Default 1 MiB.
 	MaxBodyBytes int64
 	// Logger receives internal errors and the timeout reaper's actions. Default slog.Default().
@@ -75,6 +78,8 @@ type Handler struct {
 
 	mu        sync.Mutex
 	sandboxes map[string]*record // by session id
+	stateFile string
+	saveMu    sync.Mutex // serialises writes of stateFile
 
 	// debugMu guards debugSession, the session of the SDKs' debug mode's sandbox (debug.go).
 	debugMu      sync.Mutex
@@ -121,8 +126,11 @@ func New(opts Options) (*Handler, error) {
 		templates: opts.Templates, services: opts.Services,
 		defTO: opts.DefaultTimeout, maxTO: opts.MaxTimeout, maxBody: opts.MaxBodyBytes,
 		log: opts.Logger, now: opts.Now,
-		sandboxes: map[string]*record{},
-		stop:      make(chan struct{}), done: make(chan struct{}),
+		sandboxes: map[string]*record{}, stateFile: opts.StateFile,
+		stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if err := h.load(); err != nil {
+		return nil, err
 	}
 	go h.reap()
 	return h, nil
@@ -286,7 +294,11 @@ func (h *Handler) reap() {
 				err = v.CloseSession(rec.sessionID)
 				h.forget(rec.sessionID)
 			}
-			if err != nil && sandbox.KindOf(err) != sandbox.KindNotFound {
+			if sandbox.KindOf(err) == sandbox.KindNotFound {
+				h.forget(rec.sessionID) // ended by other means: its record goes too
+				continue
+			}
+			if err != nil {
 				h.log.Warn("e2b: ending a sandbox at its timeout", "session", rec.sessionID, "pause", rec.autoPause, "err", err)
 			} else {
 				h.log.Info("e2b: sandbox timed out", "session", rec.sessionID, "paused", rec.autoPause)

@@ -9,8 +9,9 @@ import (
 )
 
 // record is what E2B knows of a sandbox that an agentbox session does not: its template, alias,
-// metadata and timeout. Kept in memory: after a restart a session is still a sandbox (get, list,
-// connect, kill), with the template its tier names, no metadata and the idle timeout its end.
+// metadata and timeout (kept in Options.StateFile, store.go). A session without one (made through
+// agentbox's own API) is a sandbox too, with the template its tier names, no metadata and its idle
+// timeout as its end.
 type record struct {
 	sessionID  string
 	templateID string
@@ -29,12 +30,17 @@ func (h *Handler) remember(rec *record) {
 	h.mu.Lock()
 	h.sandboxes[rec.sessionID] = rec
 	h.mu.Unlock()
+	h.save()
 }
 
 func (h *Handler) forget(sessionID string) {
 	h.mu.Lock()
+	_, ok := h.sandboxes[sessionID]
 	delete(h.sandboxes, sessionID)
 	h.mu.Unlock()
+	if ok {
+		h.save()
+	}
 }
 
 // recordOf returns a copy of the record of a session, or one made from the session alone (a
@@ -71,6 +77,7 @@ func (h *Handler) templateOf(info sandbox.SessionInfo) string {
 
 // setEnd sets a sandbox's end to now+d; with extendOnly, only when that is later than its end.
 func (h *Handler) setEnd(sessionID string, d time.Duration, extendOnly bool, info sandbox.SessionInfo) {
+	defer h.save()
 	end := h.now().Add(d)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -106,6 +113,9 @@ func (h *Handler) expired() []record {
 		if rec.autoPause {
 			rec.endAt = time.Time{}
 		}
+	}
+	if len(out) > 0 {
+		go h.save() // not under h.mu, which save takes
 	}
 	return out
 }
