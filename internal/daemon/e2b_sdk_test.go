@@ -29,7 +29,8 @@ import (
 const e2bDomain = "e2b.test"
 
 // TestE2BSDK runs E2B's official JavaScript SDKs, unmodified (scripts/e2b-tools: pinned, Node 22),
-// through the program testdata/e2b-sdk/program.test.cjs against a daemon with both tiers and the
+// through the programs testdata/e2b-sdk/program.test.cjs (and inside.test.cjs: what runs inside a
+// sandbox, in more detail) against a daemon with both tiers and the
 // E2B front door: create, code with a DataFrame and a chart, streamed stdout, a command, files,
 // pause and resume, a refused egress request and its audit record, another tenant, kill. The
 // SDKs address api.e2b.test and <port>-<id>.e2b.test over HTTPS as they would E2B's cloud: the
@@ -109,7 +110,7 @@ func TestE2BSDK(t *testing.T) {
 	runCtx, stop := context.WithTimeout(ctx, 15*time.Minute)
 	defer stop()
 	cmd := exec.CommandContext(runCtx, "unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount --bind "$0" /etc/resolv.conf && exec "$@"`, resolv, tools.Node, "--test", "--test-reporter=spec", program)
+		`mount --bind "$0" /etc/resolv.conf && exec "$@"`, resolv, tools.Node, "--test", "--test-reporter=spec", program, filepath.Join(filepath.Dir(program), "inside.test.cjs"))
 	cmd.Env = append(withoutE2BEnv(tools.Env()), "E2B_DOMAIN="+e2bDomain, "E2B_API_KEY="+keyA, "E2B_OTHER_TENANT_KEY="+keyB,
 		"AGENTBOX_URL="+ts.URL, "NODE_EXTRA_CA_CERTS="+caFile)
 	cmd.Dir = dir
