@@ -26,6 +26,12 @@ import (
 
 // ClusterOptions are the settings of `agentbox bench cluster`.
 type ClusterOptions struct {
+	// N is the timed rounds of each gateway overhead row (through the gateway and to a node
+	// directly, alternating). Default 200.
+	N int `json:"n"`
+	// Claims is the timed session claims from a warm slot per tier and path. Default 30 (heavy:
+	// at most 10, each waiting for a warm sandbox).
+	Claims int `json:"claims"`
 	// Rounds is how many times a node is killed and its sessions moved. Default 5.
 	Rounds int `json:"rounds"`
 	// Steps is the heavy steps timed per pattern for the durable checkpoint's cost. Default 10.
@@ -47,7 +53,11 @@ type ClusterResults struct {
 	Move []MoveRow `json:"move"`
 	// Durable is the cost of heavy steps made durable behind their results.
 	Durable *DurableRow `json:"durable,omitempty"`
-	Failed  int         `json:"failed"`
+	// N, Gateway and Targets are the gateway's rows (cluster_gateway.go).
+	N       int          `json:"n"`
+	Gateway []GatewayRow `json:"gateway"`
+	Targets []Target     `json:"targets"`
+	Failed  int          `json:"failed"`
 }
 
 const clusterUsage = `usage: agentbox bench cluster [flags]
@@ -62,19 +72,26 @@ and a shared directory of the bench's) and measures, in the same run:
     --leave-running, pandas loaded), its bytes, and what it adds to runs: back-to-back runs (no
     checkpoint between them), runs after 1.5 s of think time (the checkpoint ran in it), and runs
     that arrive 300 ms after the previous result, while its checkpoint runs (the worst case).
-Target: a session moved and answering <= 2 s after its node is gone (issue 18).
+  - the gateway (two more nodes and a gateway in this process, static discovery): a request that
+    touches no sandbox and a one-shot nano run through the gateway against the same request to
+    the node it chose, alternating; placement itself; a session claimed from a warm slot (create
+    and first result) per tier, through the gateway and directly.
+Targets: a session moved and answering <= 2 s after its node is gone; gateway overhead <= 1 ms
+p50; claim from a warm slot <= 20 ms p99 (issue 18).
 
 flags:
 `
 
 func clusterDefaults() ClusterOptions {
-	return ClusterOptions{Rounds: 5, Steps: 10, Heavy: "auto", DataDir: config.DefaultDataDir(), Log: os.Stderr}
+	return ClusterOptions{N: 200, Claims: 30, Rounds: 5, Steps: 10, Heavy: "auto", DataDir: config.DefaultDataDir(), Log: os.Stderr}
 }
 
 func mainCluster(ctx context.Context, args []string, out io.Writer) error {
 	d := clusterDefaults()
 	var o ClusterOptions
 	fs := newFlagSet("cluster", clusterUsage, out)
+	fs.IntVar(&o.N, "n", d.N, "timed rounds of each gateway overhead row")
+	fs.IntVar(&o.Claims, "claims", d.Claims, "timed session claims per tier and path")
 	fs.IntVar(&o.Rounds, "rounds", d.Rounds, "nodes killed (sessions moved)")
 	fs.IntVar(&o.Steps, "steps", d.Steps, "heavy steps timed per pattern for the durable checkpoint")
 	fs.StringVar(&o.Heavy, "heavy", d.Heavy, "measure heavy sessions too: on, off or auto")
@@ -86,8 +103,8 @@ func mainCluster(ctx context.Context, args []string, out io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench cluster: unexpected arguments %q", fs.Args())
 	}
-	if o.Rounds < 1 || o.Steps < 1 {
-		return fmt.Errorf("bench cluster: -rounds and -steps must be at least 1")
+	if o.Rounds < 1 || o.Steps < 1 || o.N < 1 || o.Claims < 1 {
+		return fmt.Errorf("bench cluster: -n, -claims, -rounds and -steps must be at least 1")
 	}
 	res, err := RunCluster(ctx, o)
 	if err != nil {
@@ -141,7 +158,15 @@ func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) 
 	}
 	cl := &benchCluster{exe: exe, data: o.DataDir, shared: filepath.Join(tmp, "shared"), config: cfgFile,
 		key: randomHex(16), token: randomHex(16), log: o.Log, progress: progress}
-	res := &ClusterResults{Started: time.Now(), Host: thisHost(), Rounds: o.Rounds}
+	res := &ClusterResults{Started: time.Now(), Host: thisHost(), Rounds: o.Rounds, N: o.N}
+	// The gateway's rows first, on nodes of their own in this process (stopped before the
+	// move rounds start theirs).
+	if res.Gateway, res.Targets, err = measureGateway(ctx, o, withHeavy); err != nil {
+		return nil, fmt.Errorf("gateway rows: %w", err)
+	}
+	for _, r := range res.Gateway {
+		res.Failed += r.Failed
+	}
 	ids := []string{"bench" + randomHex(3), "bench" + randomHex(3)}
 	defer func() {
 		for _, id := range ids {
@@ -297,4 +322,6 @@ func writeClusterReport(w io.Writer, r *ClusterResults) {
 	fmt.Fprintf(w, "# agentbox bench cluster\n\n%s, %d CPUs, %s; load %s; two nodes on loopback, %d rounds\n\n",
 		r.Started.UTC().Format(time.RFC3339), r.Host.CPUs, r.Host.Kernel, r.Load, r.Rounds)
 	writeMoveReport(w, r)
+	fmt.Fprintln(w)
+	writeGatewayReport(w, r)
 }

@@ -65,21 +65,27 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*daemon
 		logFile.Close()
 		return nil, dc, "", fmt.Errorf("start an in-process daemon: %w", err)
 	}
-	key := make([]byte, 16)
-	if _, err := rand.Read(key); err != nil {
-		m.Close()
-		logFile.Close()
-		return nil, dc, "", err
-	}
-	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: hex.EncodeToString(key), Logger: log, Version: "bench",
-		E2B: daemon.E2BOptionsFrom(cfg.E2B)})
-	if err != nil {
-		m.Close()
-		logFile.Close()
-		return nil, dc, "", err
+	// A random key, unless the caller gives one (the nodes and gateway of bench cluster share it).
+	key := cfg.APIKey
+	if key == "" {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			m.Close()
+			logFile.Close()
+			return nil, dc, "", err
+		}
+		key = hex.EncodeToString(b)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		m.Close()
+		logFile.Close()
+		return nil, dc, "", err
+	}
+	srv, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: key, Logger: log, Version: "bench",
+		E2B: daemon.E2BOptionsFrom(cfg.E2B), Node: daemon.NodeOptionsOf(cfg, ln.Addr())})
+	if err != nil {
+		ln.Close()
 		m.Close()
 		logFile.Close()
 		return nil, dc, "", err
@@ -98,14 +104,14 @@ func startDaemon(ctx context.Context, dataDir, logName string, edit func(*daemon
 		logFile.Close()
 		return err
 	}
-	t, err := newHTTPTarget("http://"+ln.Addr().String(), hex.EncodeToString(key))
+	t, err := newHTTPTarget("http://"+ln.Addr().String(), key)
 	if err != nil {
 		stop()
 		return nil, dc, "", err
 	}
 	t.stop = stop
 	t.memory = selfMemory
-	t.doors, t.key = srv, hex.EncodeToString(key)
+	t.doors, t.key = srv, key
 	progress("in-process daemon ready in %v at %s", time.Since(start).Round(time.Millisecond), ln.Addr())
 	return t, dc, logPath, nil
 }

@@ -83,6 +83,9 @@ type TierInfo struct {
 	// WarmFree counts sandboxes started ahead and free now, by image ("default" for a tier
 	// without images): a run or session placed here starts in one of them.
 	WarmFree map[string]int `json:"warm_free"`
+	// WarmSessions, when the tier keeps sandboxes for new sessions apart from those of one-shot
+	// runs, counts those by image; absent, WarmFree serves both.
+	WarmSessions map[string]int `json:"warm_sessions,omitempty"`
 	// Sessions is the tier's open sessions; MaxSessions the node's cap on sessions (all tiers).
 	Sessions    int `json:"sessions"`
 	MaxSessions int `json:"max_sessions"`

@@ -98,11 +98,25 @@ func TestPlacementPrefersWarm(t *testing.T) {
 		{`{"code":"print(1)","runtime":"nano"}`, "b"},
 		{`{"code":"import pandas","runtime":"heavy"}`, "a"},
 		{`{"code":"import pandas","runtime":"heavy","image":"python-datascience"}`, "a"},
-		{`{"code":"print(1)"}`, "b"}, // auto: the most free warm sandboxes of any tier
 	} {
 		var out struct{ Node string }
 		if st := c.do(t, clientKey, "POST", "/v1/run", tc.body, &out); st != 200 || out.Node != tc.node {
 			t.Errorf("%s went to %q (%d), want %s", tc.body, out.Node, st, tc.node)
+		}
+	}
+}
+
+func TestAutoRunGoesWhereAnythingIsWarm(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "a", "b")
+	c.nodes[0].setWarm("nano", "default", 0)
+	c.nodes[1].setWarm("heavy", "python-datascience", 1)
+	c.nodes[1].setWarm("nano", "default", 0)
+	waitPolled()
+	for range 4 {
+		var out struct{ Node string }
+		if st := c.do(t, clientKey, "POST", "/v1/run", `{"code":"print(1)"}`, &out); st != 200 || out.Node != "b" {
+			t.Fatalf("an auto run went to %q (%d), want b, the only node with a warm sandbox", out.Node, st)
 		}
 	}
 }
@@ -430,5 +444,23 @@ func TestMCPToolCallGoesToItsSession(t *testing.T) {
 				t.Fatalf("a tool call on %s went to %q (%d)", sid, out.Node, st)
 			}
 		}
+	}
+}
+
+func TestNewSessionGoesToTheLeastLoaded(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "a", "b")
+	c.nodes[0].mu.Lock()
+	for i := range 3 {
+		c.nodes[0].sessions[cluster.SessionPrefix("a")+"f"+string(rune('0'+i))] = true
+	}
+	c.nodes[0].mu.Unlock()
+	waitPolled()
+	var s struct{ ID string }
+	if st := c.do(t, clientKey, "POST", "/v1/sessions", `{"runtime":"nano"}`, &s); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	if node, _ := cluster.NodeOfSession(s.ID); node != "b" {
+		t.Errorf("a new session went to %s (3 sessions) rather than b (none)", node)
 	}
 }

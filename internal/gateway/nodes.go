@@ -175,32 +175,58 @@ func (g *Gateway) byID(id string) *node {
 	return g.nodes[id]
 }
 
-// want is what a request asks of a node: a tier ("" for auto) and an image ("" for the default).
-type want struct{ tier, image string }
+// want is what a request asks of a node: a tier ("" for auto), an image ("" for the default),
+// and whether it starts a session.
+type want struct {
+	tier, image string
+	session     bool
+}
 
 // warm is how many free warm sandboxes n has for w, less the requests the gateway has in flight
-// to it (each may be taking one).
+// to it (each may be taking one). A new session counts the sandboxes a tier keeps for sessions
+// (warm_sessions) where it says them apart.
 func (n *node) warm(w want) int64 {
 	tiers := n.info().Tiers
+	slots := func(t cluster.TierInfo) map[string]int {
+		if w.session && t.WarmSessions != nil {
+			return t.WarmSessions
+		}
+		return t.WarmFree
+	}
+	sum := func(m map[string]int) (n int) {
+		for _, v := range m {
+			n += v
+		}
+		return n
+	}
 	var free int
 	switch t, ok := tiers[w.tier]; {
 	case ok && w.image != "":
-		free = t.WarmFree[w.image]
+		free = slots(t)[w.image]
 	case ok:
-		free = t.Warm()
+		free = sum(slots(t))
 	case w.tier == "":
 		for _, t := range tiers {
-			free += t.Warm()
+			free += sum(slots(t))
 		}
 	}
 	return int64(free) - n.inflight.Load()
 }
 
-// load is the node's open sessions plus the gateway's requests in flight to it.
-func (n *node) load() int64 { return int64(n.info().Sessions) + n.inflight.Load() }
+// load is the gateway's requests in flight to the node, plus its open sessions when w starts a
+// session (an idle session costs a one-shot run nothing, and a new session adds to the node's
+// count of them).
+func (n *node) load(w want) int64 {
+	l := n.inflight.Load()
+	if w.session {
+		l += int64(n.info().Sessions)
+	}
+	return l
+}
 
-// place orders the healthy nodes for a request: those with a free warm sandbox for it first
-// (most free first), then the least loaded; ties rotate, so equal nodes share the work. An
+// place orders the healthy nodes for a request: those with a free warm sandbox for it first,
+// each group the least loaded first (requests in flight; and open sessions, for a new session);
+// ties rotate, so equal nodes share the work. An
 // error, when no node is healthy, names each node and why.
 func (g *Gateway) place(w want) ([]*node, error) {
 	all := g.snapshot()
@@ -222,16 +248,16 @@ func (g *Gateway) place(w want) ([]*node, error) {
 	for _, n := range ok {
 		warm[n] = n.warm(w)
 	}
+	// Every node with a warm sandbox is as good as another for the request itself: among them,
+	// and among those without, the least loaded first, so that work spreads.
 	sort.SliceStable(ok, func(i, j int) bool {
 		a, b := ok[i], ok[j]
 		aw, bw := warm[a] > 0, warm[b] > 0
 		switch {
 		case aw != bw:
 			return aw
-		case aw && warm[a] != warm[b]:
-			return warm[a] > warm[b]
-		case a.load() != b.load():
-			return a.load() < b.load()
+		case a.load(w) != b.load(w):
+			return a.load(w) < b.load(w)
 		}
 		return rank[a] < rank[b]
 	})
@@ -259,4 +285,15 @@ func plural(n int, what string) string {
 		return "on 1 " + what
 	}
 	return fmt.Sprintf("on %d %ss", n, what)
+}
+
+// Place orders the healthy nodes for a run of tier and image ("" for auto and the default), as
+// a placed request would be, by their ids: for benchmarks and tests of placement itself.
+func (g *Gateway) Place(tier, image string) ([]string, error) {
+	order, err := g.place(want{tier: tier, image: image})
+	ids := make([]string, len(order))
+	for i, n := range order {
+		ids[i] = n.ID
+	}
+	return ids, err
 }

@@ -149,6 +149,10 @@ func unreachable(n *node, err error) error {
 		WithHint("retry; a one-shot run or a new session goes to another node")
 }
 
+// NodeHeader names, in the gateway's answers, the node that answered (for debugging, tests and
+// benchmarks; the session id already names it for sessions).
+const NodeHeader = "Agentbox-Node"
+
 // relay writes a node's answer to the client: status, headers, then the body, flushed after
 // every chunk when it is a stream (or of unknown length), so events reach the client as the
 // node sends them.
@@ -160,6 +164,9 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 	}
 	for _, k := range hopHeaders {
 		h.Del(k)
+	}
+	if d, ok := resp.Body.(*doneBody); ok {
+		h.Set(NodeHeader, d.n.ID)
 	}
 	w.WriteHeader(resp.StatusCode)
 	if !isStream(resp) {
@@ -204,7 +211,9 @@ func (g *Gateway) placed(w http.ResponseWriter, r *http.Request) {
 // placedWith is placed with the body already read.
 func (g *Gateway) placedWith(w http.ResponseWriter, r *http.Request, b *body) {
 	start := time.Now()
-	order, err := g.place(wantOf(b))
+	wt := wantOf(b)
+	wt.session = r.URL.Path == "/v1/sessions"
+	order, err := g.place(wt)
 	g.metrics.placement.Observe(time.Since(start).Seconds())
 	if err != nil {
 		fail(w, err)

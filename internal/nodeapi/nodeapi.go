@@ -138,7 +138,7 @@ func (h *Handler) Info() cluster.NodeInfo {
 	info := cluster.NodeInfo{ID: h.opts.ID, Addr: h.opts.Addr, Version: h.opts.Version, Role: "node",
 		Started: h.opts.Started, Tiers: map[string]cluster.TierInfo{}, Sessions: sessions, AuditKey: h.opts.AuditKey}
 	for _, t := range tiers {
-		info.Tiers[string(t.Tier)] = cluster.TierInfo{WarmFree: t.WarmFree, Sessions: t.Sessions, MaxSessions: maxSessions}
+		info.Tiers[string(t.Tier)] = cluster.TierInfo{WarmFree: t.WarmFree, WarmSessions: t.WarmSessions, Sessions: t.Sessions, MaxSessions: maxSessions}
 	}
 	if h.opts.Draining != nil {
 		info.Draining = h.opts.Draining()

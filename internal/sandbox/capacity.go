@@ -7,6 +7,12 @@ type WarmReporter interface {
 	WarmFree() map[string]int
 }
 
+// SessionWarmReporter is an optional ability of a WarmReporter whose tier keeps sandboxes for
+// new sessions apart from those of one-shot runs: it counts those, by image.
+type SessionWarmReporter interface {
+	WarmSessions() map[string]int
+}
+
 // DefaultImage is the image key of WarmReporter for a tier that runs no images.
 const DefaultImage = "default"
 
@@ -14,7 +20,9 @@ const DefaultImage = "default"
 type TierLoad struct {
 	Tier     Tier
 	WarmFree map[string]int
-	Sessions int
+	// WarmSessions is nil unless the tier keeps sandboxes for sessions apart (SessionWarmReporter).
+	WarmSessions map[string]int
+	Sessions     int
 }
 
 // Load says what this Manager could take now: per tier (in the Manager's order), its free warm
@@ -32,6 +40,9 @@ func (m *Manager) Load() (tiers []TierLoad, sessions, maxSessions int) {
 		l := TierLoad{Tier: t.caps.Tier, Sessions: byTier[t.caps.Tier], WarmFree: map[string]int{}}
 		if w, ok := t.rt.(WarmReporter); ok {
 			l.WarmFree = w.WarmFree()
+		}
+		if w, ok := t.rt.(SessionWarmReporter); ok {
+			l.WarmSessions = w.WarmSessions()
 		}
 		tiers = append(tiers, l)
 	}

@@ -67,14 +67,22 @@ func (r *Runtime) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReplaced, prometheus.CounterValue, float64(r.stats.replaced.Load()))
 }
 
-// WarmFree is the interpreters parked in free one-shot workers plus the session workers started
-// ahead (sandbox.WarmReporter): nano runs no images.
+// WarmFree is the interpreters parked in free one-shot workers (sandbox.WarmReporter): nano runs
+// no images.
 func (r *Runtime) WarmFree() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := len(r.spares.ready)
+	n := 0
 	for _, p := range r.free {
 		n += int(p.warm.Load())
 	}
 	return map[string]int{sandbox.DefaultImage: n}
+}
+
+// WarmSessions is the session workers started ahead, each with its interpreter parked
+// (sandbox.SessionWarmReporter): a new session's first run claims one.
+func (r *Runtime) WarmSessions() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return map[string]int{sandbox.DefaultImage: len(r.spares.ready)}
 }

@@ -86,14 +86,15 @@ type Runtime struct {
 
 // Interface guards.
 var (
-	_ sandbox.Runtime      = (*Runtime)(nil)
-	_ sandbox.Health       = (*Runtime)(nil)
-	_ sandbox.Explainer    = (*Runtime)(nil)
-	_ sandbox.Session      = (*session)(nil)
-	_ sandbox.Snapshotter  = (*session)(nil)
-	_ sandbox.Pauser       = (*session)(nil)
-	_ sandbox.Restorer     = (*Runtime)(nil)
-	_ sandbox.WarmReporter = (*Runtime)(nil)
+	_ sandbox.Runtime             = (*Runtime)(nil)
+	_ sandbox.Health              = (*Runtime)(nil)
+	_ sandbox.Explainer           = (*Runtime)(nil)
+	_ sandbox.Session             = (*session)(nil)
+	_ sandbox.Snapshotter         = (*session)(nil)
+	_ sandbox.Pauser              = (*session)(nil)
+	_ sandbox.Restorer            = (*Runtime)(nil)
+	_ sandbox.WarmReporter        = (*Runtime)(nil)
+	_ sandbox.SessionWarmReporter = (*Runtime)(nil)
 )
 
 // New starts the one-shot workers and waits until they are ready.
