@@ -140,3 +140,36 @@ func TestMounts(t *testing.T) {
 		})
 	}
 }
+
+// TestE2BMountedByHost: on the main listener the E2B front door's names (api.DOMAIN,
+// PORT-ID.DOMAIN) go to it, every other name to agentbox's own front doors.
+func TestE2BMountedByHost(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{sleeper()}, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	doors, err := daemon.NewFrontDoors(m, daemon.FrontDoorOptions{APIKey: key, Logger: log,
+		E2B: daemon.E2BOptions{Enabled: true, Domain: "e2b.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { doors.Close() })
+	for _, tt := range []struct{ host, path, want string }{
+		{"api.e2b.test", "/health", `{"message":"ok"}`},
+		{"api.e2b.test:443", "/v1/health", `"code":501`}, // E2B's names are E2B's, whatever the path
+		{"49983-sbnope.e2b.test", "/health", `"code":502`},
+		{"127.0.0.1:8420", "/v1/health", `"status"`},
+		{"agentbox.test", "/health", `"not_found"`},
+	} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest("GET", "http://"+tt.host+tt.path, nil)
+		r.Header.Set("X-API-Key", key)
+		doors.ServeHTTP(w, r)
+		if !strings.Contains(w.Body.String(), tt.want) {
+			t.Errorf("%s%s: %d %s, want %s", tt.host, tt.path, w.Code, w.Body.String(), tt.want)
+		}
+	}
+}
