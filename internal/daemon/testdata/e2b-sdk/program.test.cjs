@@ -125,6 +125,24 @@ except Exception as e:
   assert.ok(records.some((r) => JSON.stringify(r).includes('exfil.example.net')), JSON.stringify(body).slice(0, 2000))
 })
 
+test('the sandbox and its runs are in the audit log, under the key\'s tenant', async () => {
+  const session = 'sb_' + sbx.sandboxId.slice(2)
+  const get = async (kind) => {
+    const res = await fetch(`${agentbox}/v1/audit?session=${session}&kind=${kind}`, {
+      headers: { Authorization: `Bearer ${process.env.E2B_API_KEY}` },
+    })
+    assert.equal(res.status, 200)
+    const body = await res.json()
+    return body.records ?? body
+  }
+  const created = await get('session.create')
+  assert.equal(created.length, 1, JSON.stringify(created))
+  assert.equal(created[0].tenant, 'acme')
+  const runs = await get('run')
+  assert.ok(runs.length >= 5, `${runs.length} run records`)
+  assert.ok(runs.every((r) => r.tenant === 'acme'))
+})
+
 test('calls agentbox does not serve are a typed not_implemented naming the call', async () => {
   await assert.rejects(sbx.getMetrics(), (e) => /not implemented/.test(e.message) && /getMetrics/.test(e.message))
   await assert.rejects(sbx.createSnapshot(), (e) => /not implemented/.test(e.message) && /createSnapshot/.test(e.message))
