@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
+	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 )
@@ -32,7 +34,8 @@ type ClusterOptions struct {
 	// Claims is the timed session claims from a warm slot per tier and path. Default 30 (heavy:
 	// at most 10, each waiting for a warm sandbox).
 	Claims int `json:"claims"`
-	// Rounds is how many times a node is killed and its sessions moved. Default 5.
+	// Rounds is how many times a node is killed and its sessions moved, half of them through the
+	// gateway, half to the adopting node directly. Default 6.
 	Rounds int `json:"rounds"`
 	// Steps is the heavy steps timed per pattern for the durable checkpoint's cost. Default 10.
 	Steps int `json:"steps"`
@@ -63,11 +66,13 @@ type ClusterResults struct {
 const clusterUsage = `usage: agentbox bench cluster [flags]
 
 Starts two local nodes (this binary's serve --role node, on loopback, sharing the data directory
-and a shared directory of the bench's) and measures, in the same run:
+and a shared directory of the bench's) and a gateway over them (static discovery), and measures,
+in the same run:
   - session move time: a node with a nano and a heavy session (pandas loaded) is killed with
-    SIGKILL; from then until each session answers its next run on the other node (POST
-    /v1/node/adopt, as the gateway asks, then the run), beside the same run on the live session
-    before the kill; the next node is started again for the next round (not timed);
+    SIGKILL; from then until each session's next run, sent to the gateway, is answered by the
+    other node (the gateway finds the node gone and has the other adopt the session), beside the
+    same run through the gateway on the live session before the kill; the killed node is started
+    again for the next round (not timed);
   - the durable heavy step: how long after its result a heavy step is durable (runsc checkpoint
     --leave-running, pandas loaded), its bytes, and what it adds to runs: back-to-back runs (no
     checkpoint between them), runs after 1.5 s of think time (the checkpoint ran in it), and runs
@@ -83,7 +88,7 @@ flags:
 `
 
 func clusterDefaults() ClusterOptions {
-	return ClusterOptions{N: 200, Claims: 30, Rounds: 5, Steps: 10, Heavy: "auto", DataDir: config.DefaultDataDir(), Log: os.Stderr}
+	return ClusterOptions{N: 200, Claims: 30, Rounds: 6, Steps: 10, Heavy: "auto", DataDir: config.DefaultDataDir(), Log: os.Stderr}
 }
 
 func mainCluster(ctx context.Context, args []string, out io.Writer) error {
@@ -118,6 +123,9 @@ type benchCluster struct {
 	exe, data, shared, config, key, token string
 	log                                   io.Writer
 	progress                              func(string, ...any)
+	// ports are the nodes' fixed loopback ports: a node started again listens where the
+	// gateway's static discovery says it is.
+	ports map[string]int
 }
 
 // clusterNode is one node process.
@@ -157,7 +165,7 @@ func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) 
 		return nil, err
 	}
 	cl := &benchCluster{exe: exe, data: o.DataDir, shared: filepath.Join(tmp, "shared"), config: cfgFile,
-		key: randomHex(16), token: randomHex(16), log: o.Log, progress: progress}
+		key: randomHex(16), token: randomHex(16), log: o.Log, progress: progress, ports: map[string]int{}}
 	res := &ClusterResults{Started: time.Now(), Host: thisHost(), Rounds: o.Rounds, N: o.N}
 	// The gateway's rows first, on nodes of their own in this process (stopped before the
 	// move rounds start theirs).
@@ -168,6 +176,13 @@ func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) 
 		res.Failed += r.Failed
 	}
 	ids := []string{"bench" + randomHex(3), "bench" + randomHex(3)}
+	var discovery []string
+	for _, id := range ids {
+		if cl.ports[id], err = freePort(); err != nil {
+			return nil, err
+		}
+		discovery = append(discovery, fmt.Sprintf("%s=http://127.0.0.1:%d", id, cl.ports[id]))
+	}
 	defer func() {
 		for _, id := range ids {
 			os.RemoveAll(filepath.Join(o.DataDir, "nodes", id))
@@ -189,12 +204,18 @@ func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) 
 			}
 		}
 	}()
+	gw, err := cl.startProcess(ctx, "gateway", "serve", "--role", "gateway", "--discovery", "static:"+strings.Join(discovery, ","),
+		"--listen", "127.0.0.1:0", "--log-level", "warn")
+	if err != nil {
+		return nil, err
+	}
+	defer gw.stop()
 	if withHeavy {
 		if res.Durable, err = measureDurable(ctx, nodes[0], o.Steps, progress); err != nil {
 			return nil, err
 		}
 	}
-	if res.Move, res.Failed, err = measureMoves(ctx, cl, nodes, o.Rounds, withHeavy); err != nil {
+	if res.Move, res.Failed, err = measureMoves(ctx, cl, nodes, gw, o.Rounds, withHeavy); err != nil {
 		return nil, err
 	}
 	res.Load = loadAvg()
@@ -207,10 +228,25 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// start runs `agentbox serve --role node` for id and waits until it listens.
+// freePort is a loopback port free now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs `agentbox serve --role node` for id on its port and waits until it listens.
 func (cl *benchCluster) start(ctx context.Context, id string) (*clusterNode, error) {
-	cmd := exec.Command(cl.exe, "serve", "--role", "node", "--node-id", id, "--shared-dir", cl.shared,
-		"--data-dir", cl.data, "--config", cl.config, "--listen", "127.0.0.1:0", "--log-level", "warn")
+	return cl.startProcess(ctx, id, "serve", "--role", "node", "--node-id", id, "--shared-dir", cl.shared,
+		"--data-dir", cl.data, "--config", cl.config, "--listen", fmt.Sprintf("127.0.0.1:%d", cl.ports[id]), "--log-level", nodeLogLevel())
+}
+
+// startProcess runs this binary with args (a node or the gateway) and waits until it listens.
+func (cl *benchCluster) startProcess(ctx context.Context, id string, args ...string) (*clusterNode, error) {
+	cmd := exec.Command(cl.exe, args...)
 	cmd.Env = append(os.Environ(), "AGENTBOX_API_KEY="+cl.key, "AGENTBOX_CLUSTER_TOKEN="+cl.token)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
@@ -232,6 +268,8 @@ func (cl *benchCluster) start(ctx context.Context, id string) (*clusterNode, err
 			line := sc.Text()
 			if !sent {
 				tail.WriteString(line + "\n")
+			} else {
+				fmt.Fprintf(cl.log, "bench cluster: [%s] %s\n", id, line) // its warnings, after the start
 			}
 			if _, rest, ok := strings.Cut(line, "listening on "); ok && !sent {
 				url, _, _ := strings.Cut(rest, " ")
@@ -260,8 +298,39 @@ func (cl *benchCluster) start(ctx context.Context, id string) (*clusterNode, err
 		n.stop()
 		return nil, err
 	}
-	cl.progress("node %s at %s, ready in %v", id, n.url, time.Since(start).Round(time.Millisecond))
+	if args[1] == "--role" && args[2] == "node" {
+		// Measure a warm node: its pools filled, as a node that has run a while is.
+		cl.waitWarm(ctx, n)
+	}
+	cl.progress("%s at %s, ready in %v", id, n.url, time.Since(start).Round(time.Millisecond))
 	return n, nil
+}
+
+// waitWarm waits (a minute at most) until every tier of the node has warm sandboxes free.
+func (cl *benchCluster) waitWarm(ctx context.Context, n *clusterNode) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url+"/v1/node", nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+cl.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		var info cluster.NodeInfo
+		err = json.NewDecoder(resp.Body).Decode(&info)
+		resp.Body.Close()
+		warm := err == nil && len(info.Tiers) > 0
+		for _, t := range info.Tiers {
+			if t.Warm() == 0 {
+				warm = false
+			}
+		}
+		if warm {
+			return
+		}
+	}
 }
 
 // kill ends the node with SIGKILL, no shutdown at all, and waits for it.
@@ -324,4 +393,13 @@ func writeClusterReport(w io.Writer, r *ClusterResults) {
 	writeMoveReport(w, r)
 	fmt.Fprintln(w)
 	writeGatewayReport(w, r)
+}
+
+// nodeLogLevel is the nodes' log level: warn, or AGENTBOX_BENCH_NODE_LOG (their lines are
+// passed on to the bench's progress output).
+func nodeLogLevel() string {
+	if l := os.Getenv("AGENTBOX_BENCH_NODE_LOG"); l != "" {
+		return l
+	}
+	return "warn"
 }

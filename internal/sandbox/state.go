@@ -94,56 +94,76 @@ func (d dirRecords) Load() (map[string][]byte, error) {
 	return out, nil
 }
 
-// record is s's record as saved, and the snapshot references it holds. Call with m.mu held.
-func (m *Manager) record(s *session) (savedSession, []string) {
+// record is s's record as saved. Call with m.mu held.
+func (m *Manager) record(s *session) savedSession {
 	v := savedSession{Info: s.info, Opts: s.opts, Requested: s.requested, Auto: s.auto, State: s.tl.state,
 		Head: s.tl.head, Ref: s.tl.ref, ForkedFrom: s.tl.forkedFrom}
 	v.Opts.Env = nil
-	var refs []string
 	for _, st := range s.tl.steps {
 		c := *st
 		v.Steps = append(v.Steps, &c)
-		if st.Snapshot.Ref != "" {
-			refs = append(refs, st.Snapshot.Ref)
-		}
 	}
 	if h := s.tl.step(s.tl.head); h != nil && v.State != SessionPaused {
 		v.Ref = h.Snapshot.Ref
 	}
+	return v
+}
+
+// refs are the durable snapshot references a record holds.
+func (v *savedSession) refs() []string {
+	var refs []string
+	for _, st := range v.Steps {
+		if st.Snapshot.Ref != "" {
+			refs = append(refs, st.Snapshot.Ref)
+		}
+	}
 	if v.Ref != "" {
 		refs = append(refs, v.Ref)
 	}
-	return v, refs
+	return refs
 }
 
 // saveSession writes s's record. Errors are logged: the session goes on, it just would not
 // survive a restart in its latest state. A record another node owns now (ErrMoved) makes this
 // Manager let the session go.
-func (m *Manager) saveSession(s *session) {
+func (m *Manager) saveSession(s *session) { m.saveSessionWith(s, nil, nil) }
+
+// saveSessionWith writes s's record with change applied to it first, then calls then (when
+// set) before any other write of the record: a state the Manager makes visible only once it is
+// written. It reports whether the record was written.
+func (m *Manager) saveSessionWith(s *session, change func(*savedSession), then func()) bool {
 	if m.records == nil {
-		return
+		return false
 	}
 	s.saveMu.Lock()
 	defer s.saveMu.Unlock()
 	m.mu.Lock()
 	if m.sessions[s.info.ID] != s {
 		m.mu.Unlock()
-		return
+		return false
 	}
-	v, refs := m.record(s)
+	v := m.record(s)
 	m.mu.Unlock()
+	if change != nil {
+		change(&v)
+	}
 	b, err := json.Marshal(v)
 	if err == nil {
-		err = m.records.Save(v.Info.ID, b, refs)
+		err = m.records.Save(v.Info.ID, b, v.refs())
 	}
 	if errors.Is(err, ErrMoved) {
 		m.log.Warn("another node owns this session now; letting it go", "session", v.Info.ID, "err", err)
 		m.letGo(s)
-		return
+		return false
 	}
 	if err != nil {
 		m.log.Warn("session state not saved", "session", v.Info.ID, "err", err)
+		return false
 	}
+	if then != nil {
+		then()
+	}
+	return true
 }
 
 // letGo drops s from this Manager without ending it for its owner: its record stays where it

@@ -147,23 +147,27 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 			if err != nil && ctx.Err() != nil {
 				err = nil // the session paused or the daemon stops: not a failure of the step
 			}
-			m.mu.Lock()
-			switch {
-			case err != nil:
-				st.Snapshot.Reason = "kept in memory only: " + err.Error()
-			case ref.Ref != "" && st.Snapshot.State == SnapshotKept:
-				st.Snapshot.State, st.Snapshot.Ref, st.Snapshot.Bytes = SnapshotDurable, ref.Ref, ref.Bytes
-				st.Snapshot.Durable = time.Since(st.Started.Add(st.Took))
-				if ref.Latest {
-					for _, o := range s.tl.steps {
-						if o != st && o.Snapshot.State == SnapshotDurable {
-							o.Snapshot.State, o.Snapshot.Ref, o.Snapshot.Bytes = SnapshotKept, "", 0
-							superseded = true
-						}
-					}
+			durable := time.Since(st.Started.Add(st.Took))
+			apply := func() {
+				m.mu.Lock()
+				switch {
+				case err != nil:
+					st.Snapshot.Reason = "kept in memory only: " + err.Error()
+				case ref.Ref != "" && st.Snapshot.State == SnapshotKept:
+					superseded = markDurable(s.tl.steps, st.ID, ref, durable)
 				}
+				m.mu.Unlock()
 			}
-			m.mu.Unlock()
+			// The record says so before the API does: a step shown durable survives a kill -9
+			// from then on.
+			if err != nil || ref.Ref == "" || !m.saveSessionWith(s, func(v *savedSession) {
+				markDurable(v.Steps, st.ID, ref, durable)
+				if v.Head == st.ID && v.State != SessionPaused {
+					v.Ref = ref.Ref
+				}
+			}, apply) {
+				apply()
+			}
 			if err != nil {
 				m.log.Info("step snapshot not durable", "session", st.Session, "step", st.ID, "err", err)
 			}
@@ -175,6 +179,23 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 		}
 		s.tl.persisting.Done()
 	}
+}
+
+// markDurable makes step id of steps durable at ref; with ref.Latest, the steps durable before
+// go back to kept. It reports whether any did.
+func markDurable(steps []*Step, id string, ref SnapshotRef, durable time.Duration) (superseded bool) {
+	for _, o := range steps {
+		switch {
+		case o.ID == id:
+			if o.Snapshot.State == SnapshotKept {
+				o.Snapshot.State, o.Snapshot.Ref, o.Snapshot.Bytes, o.Snapshot.Durable = SnapshotDurable, ref.Ref, ref.Bytes, durable
+			}
+		case ref.Latest && o.Snapshot.State == SnapshotDurable:
+			o.Snapshot.State, o.Snapshot.Ref, o.Snapshot.Bytes = SnapshotKept, "", 0
+			superseded = true
+		}
+	}
+	return superseded
 }
 
 // flush waits until every snapshot queued for s is durable (or failed).
