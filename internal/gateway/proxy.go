@@ -106,7 +106,10 @@ func (g *Gateway) send(r *http.Request, n *node, path string, b *body) (resp *ht
 	resp, err = g.tr.RoundTrip(out)
 	if err != nil {
 		n.inflight.Add(-1)
-		if isDialError(err) {
+		// A refused dial; or a kept-alive connection the node's process left (reset, or closed
+		// before any answer) to a node that now refuses new connections: it is gone and never
+		// ran the request.
+		if isDialError(err) || isConnLost(err) && r.Context().Err() == nil && g.gone(r.Context(), n) {
 			n.down.Store(true) // until the next poll reaches it
 			return nil, true, err
 		}
@@ -138,6 +141,29 @@ func isDialError(err error) bool {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// isConnLost says whether err is a connection that ended before the node answered.
+func isConnLost(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// gone says whether n no longer answers: GET /v1/health (which needs no key and touches no
+// sandbox) fails or does not answer 200 within a second. A node that reset a connection as its
+// process ended may still accept one for a moment, so this asks for an answer, not a connection.
+func (g *Gateway) gone(ctx context.Context, n *node) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.Addr+"/v1/health", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := g.tr.RoundTrip(req)
+	if err != nil {
+		return ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)
+	}
+	resp.Body.Close()
+	return resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable
 }
 
 // unreachable is the error for a node that could not be reached.
