@@ -55,7 +55,7 @@ func (h *Handler) DebugHandler(port int, o DebugOptions) http.Handler {
 	if o.Template == "" {
 		o.Template = "code-interpreter-v1"
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return h.withRequest(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if port == DebugAPIPort {
 			h.control(w, r)
 			return
@@ -75,7 +75,7 @@ func (h *Handler) DebugHandler(port int, o DebugOptions) http.Handler {
 			}
 		}
 		h.serviceAs(w, r, address{sandboxID: id, port: port}, &o.Identity)
-	})
+	}))
 }
 
 // debugSandbox returns the id of the debug sandbox, making it when there is none (or it is gone).

@@ -300,8 +300,11 @@ func TestAddressing(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != "envd:/health" {
 		t.Errorf("by headers: %d %s", resp.StatusCode, b)
 	}
-	resp, b = f.do("GET", "agentbox.internal:8443", "/v2/sandboxes", map[string]string{"X-API-Key": f.keyA}, nil)
+	resp, b = f.do("GET", "agentbox.internal:8443", "/v2/sandboxes", map[string]string{"X-API-Key": f.keyA, "X-Request-Id": "req-42"}, nil)
 	wantStatus(t, "control plane on another name", resp, b, 200)
+	if got := resp.Header.Get("X-Request-Id"); got != "req-42" {
+		t.Errorf("X-Request-Id %q, want the client's req-42", got)
+	}
 	resp, b = f.do("GET", "nope.e2b.test", "/health", nil, nil)
 	wantStatus(t, "an unknown name under the domain", resp, b, 404)
 	if !f.h.Owns("api.e2b.test:443") || !f.h.Owns("49999-sbabc.e2b.test") || f.h.Owns("e2b.test") || f.h.Owns("a.b.e2b.test") || f.h.Owns("127.0.0.1:8420") {

@@ -85,6 +85,8 @@ type Handler struct {
 	debugMu      sync.Mutex
 	debugSession string
 
+	serve http.Handler // dispatch behind withRequest
+
 	stop chan struct{}
 	done chan struct{}
 	once sync.Once
@@ -132,6 +134,7 @@ func New(opts Options) (*Handler, error) {
 	if err := h.load(); err != nil {
 		return nil, err
 	}
+	h.serve = h.withRequest(http.HandlerFunc(h.dispatch))
 	go h.reap()
 	return h, nil
 }
@@ -143,8 +146,11 @@ func (h *Handler) Close() error {
 	return nil
 }
 
-// ServeHTTP sends r to the control plane or to a service of a sandbox (addressOf).
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// ServeHTTP sends r to the control plane or to a service of a sandbox (addressOf), with a request
+// id and a log line (request.go).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.serve.ServeHTTP(w, r) }
+
+func (h *Handler) dispatch(w http.ResponseWriter, r *http.Request) {
 	a, ok := h.addressOf(r)
 	switch {
 	case !ok:
