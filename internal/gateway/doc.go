@@ -17,7 +17,10 @@
 //     fan out and merge; changes every node must see (egress reload, hosted MCP registry) fan
 //     out to all;
 //   - /mcp: by the session id a tool call names, else placement; /mcp/servers/NAME keeps an MCP
-//     session on its node by prefixing its Mcp-Session-Id with the node's id.
+//     session on its node by prefixing its Mcp-Session-Id with the node's id;
+//   - /ui/: the first healthy node in discovery's order, every time (the console keeps its logins
+//     in that node's memory);
+//   - /v1/volumes: not_implemented (volumes are per node).
 //
 // Capacity comes from each node's GET /v1/node, polled in the background (default every 500 ms,
 // so at most a second stale); the only other state is counters of requests in flight per node.

@@ -464,3 +464,19 @@ func TestNewSessionGoesToTheLeastLoaded(t *testing.T) {
 		t.Errorf("a new session went to %s (3 sessions) rather than b (none)", node)
 	}
 }
+
+func TestConsoleStaysOnOneNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "a", "b")
+	for range 4 {
+		req, _ := http.NewRequest("GET", c.srv.URL+"/ui/", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get(gateway.NodeHeader); got != "a" {
+			t.Fatalf("the console was served by %q, want a, the first node, every time", got)
+		}
+	}
+}

@@ -278,3 +278,22 @@ func wantOf(b *body) want {
 	}
 	return want{tier: req.Runtime, image: req.Image}
 }
+
+// stable sends a request to the first healthy node in discovery's order, the same node every
+// time while it is healthy: the web console keeps its logins in the memory of the node that
+// served the login.
+func (g *Gateway) stable(w http.ResponseWriter, r *http.Request) {
+	for _, n := range g.snapshot() {
+		if !n.healthy() {
+			continue
+		}
+		resp, _, err := g.send(r, n, r.URL.Path, &body{stream: r.Body})
+		if err != nil {
+			fail(w, unreachable(n, err))
+			return
+		}
+		relay(w, resp)
+		return
+	}
+	fail(w, noNode(g.snapshot()))
+}
