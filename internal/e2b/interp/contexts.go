@@ -27,6 +27,8 @@ type codeContext struct {
 	Cwd      string `json:"cwd"`
 	session  string
 	owner    Engine
+	// setup counts the runs made to set the context up (its cwd), which are not its cells.
+	setup int
 }
 
 // context returns context id of t's sandbox.
@@ -56,15 +58,11 @@ func (h *Handler) sweep() {
 		if _, err := cs[0].owner.Session(parent); sandbox.KindOf(err) == sandbox.KindNotFound {
 			gone = append(gone, cs...)
 			delete(h.contexts, parent)
-			delete(h.counts, parent)
 		}
 	}
 	h.mu.Unlock()
 	for _, c := range gone {
 		_ = c.owner.CloseSession(c.session)
-		h.mu.Lock()
-		delete(h.counts, c.session)
-		h.mu.Unlock()
 	}
 }
 
@@ -73,18 +71,20 @@ type createContextRequest struct {
 	Cwd      *string `json:"cwd"`
 }
 
-// newSession starts a context's session like the sandbox's, in cwd.
-func newSession(r *http.Request, t Target, cwd string) (string, error) {
+// newSession starts a context's session like the sandbox's, in cwd; setup is how many runs that
+// took.
+func newSession(r *http.Request, t Target, cwd string) (id string, setup int, err error) {
 	info, err := t.Engine.Session(t.Session)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	s, err := t.Engine.CreateSession(r.Context(), sandbox.SessionOptions{Tier: info.Tier, Limits: info.Limits,
 		Network: info.Network, EgressProfile: info.EgressProfile})
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if cwd != sandbox.WorkDir {
+		setup = 1
 		code := "import os as _o\n_o.makedirs(" + strconv.Quote(cwd) + ", exist_ok=True)\n_o.chdir(" + strconv.Quote(cwd) + ")\ndel _o\n"
 		res, err := t.Engine.RunInSession(r.Context(), s.ID, &sandbox.RunRequest{Code: code})
 		if err == nil && res.Error != nil {
@@ -92,10 +92,10 @@ func newSession(r *http.Request, t Target, cwd string) (string, error) {
 		}
 		if err != nil {
 			_ = t.Engine.CloseSession(s.ID)
-			return "", err
+			return "", 0, err
 		}
 	}
-	return s.ID, nil
+	return s.ID, setup, nil
 }
 
 func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, t Target) {
@@ -130,14 +130,14 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, t Target
 			WithHint("remove contexts you no longer use (Sandbox.removeCodeContext)"))
 		return
 	}
-	session, err := newSession(r, t, cwd)
+	session, setup, err := newSession(r, t, cwd)
 	if err != nil {
 		e2bwire.WriteError(w, err)
 		return
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	c := &codeContext{ID: "ctx-" + hex.EncodeToString(b[:]), Language: lang, Cwd: cwd, session: session, owner: t.Engine}
+	c := &codeContext{ID: "ctx-" + hex.EncodeToString(b[:]), Language: lang, Cwd: cwd, session: session, owner: t.Engine, setup: setup}
 	h.mu.Lock()
 	h.contexts[t.Session] = append(h.contexts[t.Session], c)
 	h.mu.Unlock()
@@ -164,15 +164,14 @@ func (h *Handler) restartContext(w http.ResponseWriter, r *http.Request, t Targe
 		http.Error(w, "Context "+id+" not found", http.StatusNotFound)
 		return
 	}
-	session, err := newSession(r, t, c.Cwd)
+	session, setup, err := newSession(r, t, c.Cwd)
 	if err != nil {
 		e2bwire.WriteError(w, err)
 		return
 	}
 	h.mu.Lock()
 	old := c.session
-	c.session = session
-	delete(h.counts, old)
+	c.session, c.setup = session, setup
 	h.mu.Unlock()
 	_ = t.Engine.CloseSession(old)
 	w.WriteHeader(http.StatusOK)
@@ -190,7 +189,6 @@ func (h *Handler) removeContext(w http.ResponseWriter, r *http.Request, t Target
 		if c.ID == id {
 			found = c
 			h.contexts[t.Session] = append(cs[:i:i], cs[i+1:]...)
-			delete(h.counts, c.session)
 			break
 		}
 	}

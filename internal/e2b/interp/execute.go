@@ -59,7 +59,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, t Target) {
 		http.Error(w, "Only one of context_id or language can be provided", http.StatusBadRequest)
 		return
 	}
-	session, lang := t.Session, "python"
+	session, lang, setup := t.Session, "python", 0
 	if req.Language != nil {
 		lang = normalize(*req.Language)
 	}
@@ -69,10 +69,12 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, t Target) {
 			http.Error(w, fmt.Sprintf("Context %s not found", *req.ContextID), http.StatusNotFound)
 			return
 		}
-		session, lang = c.session, c.Language
+		h.mu.Lock()
+		session, lang, setup = c.session, c.Language, c.setup
+		h.mu.Unlock()
 	}
 	out := newLines(w)
-	out.send(map[string]any{"type": "number_of_executions", "execution_count": h.nextCount(session)})
+	out.send(map[string]any{"type": "number_of_executions", "execution_count": executionCount(t.Engine, session) - setup})
 	switch lang {
 	case "python":
 		h.runPython(r.Context(), out, t, session, req)
@@ -84,11 +86,14 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, t Target) {
 	out.send(map[string]any{"type": "end_of_execution"})
 }
 
-func (h *Handler) nextCount(key string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.counts[key]++
-	return h.counts[key]
+// executionCount is the number this cell will have: the interpreter's runs so far, plus one
+// (Jupyter's count, kept by the session itself, so it survives pause and the daemon's restart).
+func executionCount(eng Engine, session string) int {
+	info, err := eng.Session(session)
+	if err != nil {
+		return 0
+	}
+	return info.Runs + 1
 }
 
 // lines writes NDJSON, each line flushed.

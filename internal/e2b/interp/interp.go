@@ -51,8 +51,6 @@ type Handler struct {
 	opts Options
 
 	mu sync.Mutex
-	// counts are the execution counts, by context (a session id).
-	counts map[string]int
 	// contexts are the contexts created in each sandbox, by the sandbox's session id.
 	contexts map[string][]*codeContext
 }
@@ -62,7 +60,7 @@ func New(opts Options) *Handler {
 	if opts.MaxContexts <= 0 {
 		opts.MaxContexts = 8
 	}
-	return &Handler{opts: opts, counts: map[string]int{}, contexts: map[string][]*codeContext{}}
+	return &Handler{opts: opts, contexts: map[string][]*codeContext{}}
 }
 
 // ServeHTTP answers a request internal/e2b resolved to a sandbox (e2bwire.TargetOf), as the
