@@ -22,7 +22,7 @@ const linuxCapabilityVersion3 = 0x20080522
 // thread, and the worker's first thread (and every thread it creates) starts
 // with that thread's credentials. The other threads of this init stage stay
 // root for those few microseconds, but run nothing but the Go runtime.
-func execWorker(exe int, args, env []string, rl Rlimits, nice, uid, gid, extraFiles int) error {
+func execWorker(exe int, args, env []string, rl Rlimits, nice, uid, gid, extraFiles, keep int) error {
 	empty, err := syscall.BytePtrFromString("")
 	if err != nil {
 		return err
@@ -49,9 +49,15 @@ func execWorker(exe int, args, env []string, rl Rlimits, nice, uid, gid, extraFi
 	}
 
 	// Every fd but 0..2 and the ExtraFiles (checked by checkFDs) closes at
-	// execve, including any the Go runtime of this stage still uses until then.
+	// execve, including any the Go runtime of this stage still uses until then;
+	// so does keep (Spec.ProcSelf's mount, above them), unless it is set.
 	if err := unix.CloseRange(uint(3+extraFiles), ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("close_range: %w", err)
+	}
+	if keep >= 3+extraFiles {
+		if _, err := unix.FcntlInt(uintptr(keep), unix.F_SETFD, 0); err != nil {
+			return fmt.Errorf("keep fd %d open: %w", keep, err)
+		}
 	}
 	// Rlimits are per process. Set late: a low RLIMIT_AS could starve this
 	// stage's own Go runtime; only raw syscalls follow.

@@ -35,6 +35,7 @@ const (
 	offNr   = 0
 	offArch = 4
 	offArg0 = 16
+	offArg1 = 16 + 8
 	offArg2 = 16 + 2*8
 )
 
@@ -57,13 +58,14 @@ func bpfJump(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
 //	x32 syscall number (amd64)          -> kill process
 //	clone, if allowed                   -> allow only with CLONE_THREAD, else kill
 //	mmap, mprotect, if allowed          -> EPERM if PROT_EXEC is asked, else allow
+//	ioctl, if requests are given        -> allow only those requests, else kill
 //	any other allowed syscall           -> allow
 //	an errnoRules syscall               -> that errno
 //	anything else                       -> kill process
 //
-// Each test jumps at most one instruction ahead, so the program needs no
+// Each test jumps at most a few instructions ahead, so the program needs no
 // long jumps however long the list is.
-func buildFilter(allow []string) ([]unix.SockFilter, error) {
+func buildFilter(allow []string, ioctls ...uint32) ([]unix.SockFilter, error) {
 	if auditArch == 0 {
 		return nil, errors.New("seccomp filter: unsupported architecture")
 	}
@@ -120,6 +122,23 @@ func buildFilter(allow []string) ([]unix.SockFilter, error) {
 		}
 		prog = append(prog,
 			bpfJump(jeq, nr, 0, 1),
+			bpfStmt(ret, retAllow))
+	}
+	if len(ioctls) > 0 && !slices.Contains(nrs, unix.SYS_IOCTL) {
+		// ioctl(fd, request, arg): only the given requests (the kernel reads request as
+		// 32 bits, so its low word is all there is to check).
+		k := len(ioctls)
+		if k > 32 {
+			return nil, errors.New("seccomp filter: more than 32 ioctl requests")
+		}
+		prog = append(prog,
+			bpfJump(jeq, unix.SYS_IOCTL, 0, uint8(k+3)),
+			bpfStmt(ldW, offArg1))
+		for i, req := range ioctls {
+			prog = append(prog, bpfJump(jeq, req, uint8(k-i), 0))
+		}
+		prog = append(prog,
+			bpfStmt(ret, retKill),
 			bpfStmt(ret, retAllow))
 	}
 	for _, r := range errnoRules {

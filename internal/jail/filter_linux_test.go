@@ -145,3 +145,45 @@ func TestFilterUnknownName(t *testing.T) {
 		t.Fatalf("got %v, want ErrUnknownSyscall", err)
 	}
 }
+
+// TestFilterIoctlRequests: LockDownIoctl allows ioctl with the given requests only; LockDown
+// allows none.
+func TestFilterIoctlRequests(t *testing.T) {
+	if auditArch == 0 {
+		t.Skip("LockDown does not support this architecture")
+	}
+	allowed := []uint32{0xc020aa00, 0xc018aa06, 0xc0606610}
+	prog, err := buildFilter(DefaultAllowlist, allowed...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := buildFilter(DefaultAllowlist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ioctl := func(req uint64) seccompData {
+		return seccompData{nr: nr(t, "ioctl"), arch: auditArch, args: [6]uint64{5, req, 0x1000}}
+	}
+	for _, req := range allowed {
+		if got := runBPF(t, prog, ioctl(uint64(req))); got != retAllow {
+			t.Errorf("ioctl %#x: %#x, want allow", req, got)
+		}
+		if got := runBPF(t, plain, ioctl(uint64(req))); got != retKill {
+			t.Errorf("ioctl %#x without requests allowed: %#x, want kill", req, got)
+		}
+	}
+	for _, req := range []uint64{unix.TIOCSTI, unix.TCGETS, 0xc018aa3f /* UFFDIO_API */, 0} {
+		if got := runBPF(t, prog, ioctl(req)); got != retKill {
+			t.Errorf("ioctl %#x: %#x, want kill", req, got)
+		}
+	}
+	// Other syscalls decide as before the ioctl rule.
+	for _, name := range []string{"read", "futex", "exit_group"} {
+		if got := runBPF(t, prog, seccompData{nr: nr(t, name), arch: auditArch}); got != retAllow {
+			t.Errorf("%s: %#x, want allow", name, got)
+		}
+	}
+	if got := runBPF(t, prog, seccompData{nr: nr(t, "userfaultfd"), arch: auditArch}); got != retKill {
+		t.Errorf("userfaultfd: %#x, want kill", got)
+	}
+}

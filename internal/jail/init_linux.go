@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -81,7 +82,67 @@ func runInit() error {
 	if deps.libPath != "" {
 		env = append(env, "LD_LIBRARY_PATH="+deps.libPath)
 	}
-	return execWorker(exe, p.Args, append(env, spec.Env...), spec.Rlimits, spec.Nice, spec.UID, spec.GID, p.ExtraFiles)
+	keep := -1
+	if spec.ProcSelf {
+		if keep, err = procMount(); err != nil {
+			return err
+		}
+		env = append(env, procSelfEnv+"="+strconv.Itoa(keep))
+	}
+	return execWorker(exe, p.Args, append(env, spec.Env...), spec.Rlimits, spec.Nice, spec.UID, spec.GID, p.ExtraFiles, keep)
+}
+
+// procSelfEnv names the fd of Spec.ProcSelf's proc mount in the worker's environment.
+const procSelfEnv = "_AGENTBOX_JAIL_PROC"
+
+// procMount makes Spec.ProcSelf's proc file system, detached: an fd of its root.
+func procMount() (int, error) {
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("proc for the worker: fsopen: %w", err)
+	}
+	defer unix.Close(fs)
+	for _, kv := range [][2]string{{"subset", "pid"}, {"hidepid", "invisible"}} {
+		if err := unix.FsconfigSetString(fs, kv[0], kv[1]); err != nil {
+			return -1, fmt.Errorf("proc for the worker: %s=%s: %w", kv[0], kv[1], err)
+		}
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("proc for the worker: create: %w", err)
+	}
+	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("proc for the worker: fsmount: %w", err)
+	}
+	return fd, nil
+}
+
+// TakeProcSelf opens the calling worker's own /proc/self/NAME files (read-only) from the proc
+// mount Spec.ProcSelf gave it, then closes that mount for good. Outside a jail with ProcSelf it
+// returns nil files and no error: the caller opens /proc itself if it has one.
+func TakeProcSelf(names ...string) ([]*os.File, error) {
+	v, ok := os.LookupEnv(procSelfEnv)
+	if !ok {
+		return nil, nil
+	}
+	os.Unsetenv(procSelfEnv)
+	fd, err := strconv.Atoi(v)
+	if err != nil {
+		return nil, fmt.Errorf("jail: bad %s=%q", procSelfEnv, v)
+	}
+	defer unix.Close(fd)
+	var out []*os.File
+	for _, n := range names {
+		f, err := unix.Openat(fd, "self/"+n, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, fmt.Errorf("jail: open /proc/self/%s: %w", n, err)
+		}
+		out = append(out, os.NewFile(uintptr(f), "/proc/self/"+n))
+	}
+	return out, nil
 }
 
 // checkFDs makes sure fds 0..n-1 are open, none is a directory, and none is

@@ -4,6 +4,7 @@ package jail
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 )
 
@@ -18,3 +19,9 @@ func MaybeInit() {}
 
 // LockDown is not supported off Linux.
 func LockDown(allow []string) error { return ErrUnsupported }
+
+// LockDownIoctl is not supported off Linux.
+func LockDownIoctl(allow []string, ioctls []uint32) error { return ErrUnsupported }
+
+// TakeProcSelf opens nothing off Linux.
+func TakeProcSelf(names ...string) ([]*os.File, error) { return nil, nil }

@@ -31,8 +31,13 @@ import (
 //
 // A name unknown on this architecture is an error wrapping ErrUnknownSyscall;
 // nothing is installed then.
-func LockDown(allow []string) error {
-	prog, err := buildFilter(allow)
+func LockDown(allow []string) error { return LockDownIoctl(allow, nil) }
+
+// LockDownIoctl is LockDown that also allows ioctl, but only with one of the
+// given request numbers (any other request kills the process). Nil allows no
+// ioctl, as LockDown.
+func LockDownIoctl(allow []string, ioctls []uint32) error {
+	prog, err := buildFilter(allow, ioctls...)
 	if err != nil {
 		return err
 	}

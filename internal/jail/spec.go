@@ -57,6 +57,14 @@ type Spec struct {
 	// inherited or leaked without close-on-exec. Directories are refused: an
 	// open directory fd reaches outside the jail's root.
 	ExtraFiles []*os.File `json:"-"`
+
+	// ProcSelf gives the worker, for its first moments, a proc file system of its own PID
+	// namespace showing nothing but processes (subset=pid, hidepid=invisible, read-only: no
+	// /proc/sys, no kernel files; the worker is the namespace's only process), as a detached
+	// mount no path leads to. The worker opens the /proc/self files it needs with
+	// TakeProcSelf before it runs anything untrusted, which closes it. The jail has no /proc
+	// otherwise. (The nano worker's dirty-page tracking needs its own /proc/self/pagemap.)
+	ProcSelf bool
 }
 
 // Bind is a read-only bind mount of a host file or directory.

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/dirtypages"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -50,6 +51,10 @@ type Config struct {
 	// NoReset switches Instance.Reset off (it then always refuses): every one-shot run takes a
 	// newly started interpreter.
 	NoReset bool
+	// DirtyPages, when set, tracks which pages of each instance's memory its guest writes, so
+	// that a snapshot or a rewind looks at those pages only (snapshot.go). Nil: they compare
+	// the whole memory.
+	DirtyPages *dirtypages.Tracker
 }
 
 // DefaultMemoryReserve is Config.MemoryReserveBytes's default.

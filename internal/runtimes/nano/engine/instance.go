@@ -125,6 +125,13 @@ type Instance struct {
 	pristineNow bool
 	open0       []*memFile // the files open at the first park
 	resets      int
+	// tracked is the snapshot the memory held at the last look at its written pages (the
+	// pages not written since are its pages); nil when unknown (snapshot.go).
+	tracked *snapshot
+	// trackedWritten are the pages written between the snapshot before tracked and tracked,
+	// and trackedFrom that snapshot: what a delta between the two needs to look at.
+	trackedWritten []uint32
+	trackedFrom    *snapshot
 }
 
 type runCtl struct{ done <-chan struct{} }
@@ -164,6 +171,7 @@ func (e *Engine) NewInstance(ctx context.Context, opts InstanceOptions) (*Instan
 		k, v, _ := strings.Cut(kv, "=")
 		cfg = cfg.WithEnv(k, v)
 	}
+	i.mem.dirty = e.cfg.DirtyPages
 	mctx := experimental.WithMemoryAllocator(ctx, i.mem.allocator(e.reserve, i.memLimit.Load))
 	mod, err := instantiate(mctx, e.rt, e.compiled, cfg)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/agentbox-dev/agentbox/internal/dirtypages"
 	"github.com/tetratelabs/wazero/experimental"
 )
 
@@ -23,6 +24,10 @@ type linearMemory struct {
 	limit     func() uint64
 	freed     bool
 	unmapped  bool
+	// dirty, when set before the allocation, is told about the mapping, so that written (and
+	// snapshots) know which pages were written; tracked says it took it.
+	dirty   *dirtypages.Tracker
+	tracked bool
 }
 
 func (m *linearMemory) allocator(reserve uint64, limit func() uint64) experimental.MemoryAllocator {
@@ -36,6 +41,7 @@ func (m *linearMemory) allocator(reserve uint64, limit func() uint64) experiment
 			return failedMemory{}
 		}
 		m.buf, m.limit = b, limit
+		m.tracked = m.dirty != nil && m.dirty.Register(b) == nil
 		return m
 	})
 }
@@ -110,4 +116,27 @@ func (m *linearMemory) zero(b []byte) {
 	if syscall.Madvise(b, syscall.MADV_DONTNEED) != nil {
 		clear(b)
 	}
+}
+
+// written calls fn with the offset of each page of the first n bytes written since the last call
+// (or since the mapping was made), in order, and counts them as unwritten again. The guest must
+// not run meanwhile. false: the pages are not tracked (fn was not called, or not for all).
+func (m *linearMemory) written(n int, fn func(off int)) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.tracked || m.unmapped || n > m.committed {
+		return false
+	}
+	return m.dirty.Written(m.buf[:n], func(off, l int) {
+		for p := off; p < off+l; p += dirtypages.Page {
+			fn(p)
+		}
+	}) == nil
+}
+
+// clean counts every page of the first n bytes as unwritten; false when they are not tracked.
+func (m *linearMemory) clean(n int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.tracked && !m.unmapped && n <= m.committed && m.dirty.Clean(m.buf[:n]) == nil
 }

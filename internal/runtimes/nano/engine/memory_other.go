@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"sync"
 
+	"github.com/agentbox-dev/agentbox/internal/dirtypages"
 	"github.com/tetratelabs/wazero/experimental"
 )
 
@@ -14,6 +15,7 @@ type linearMemory struct {
 	mu    sync.Mutex
 	buf   []byte
 	limit func() uint64
+	dirty *dirtypages.Tracker // unused: no tracking off Linux
 }
 
 func (m *linearMemory) allocator(reserve uint64, limit func() uint64) experimental.MemoryAllocator {
@@ -55,3 +57,6 @@ func (m *linearMemory) storeOnes(addrs []uint32) {
 		}
 	}
 }
+
+func (m *linearMemory) written(n int, fn func(off int)) bool { return false }
+func (m *linearMemory) clean(n int) bool                     { return false }

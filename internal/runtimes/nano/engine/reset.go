@@ -168,6 +168,8 @@ func (i *Instance) Reset() error {
 	i.clearRunState()
 	i.resets++
 	i.pristineNow = true
+	// The memory is pristine's: a snapshot with no pages.
+	i.trackAs(&snapshot{Build: i.snap.sum, Size: len(buf)}, len(buf))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"time"
 
@@ -84,6 +85,24 @@ func (i *Instance) SnapshotParts() (*SnapshotParts, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the memory could not be read", ErrNoSnapshot)
 	}
+	if s := i.snapshotWritten(buf); s != nil {
+		i.snapshotHost(s)
+		return s, nil
+	}
+	// Without dirty-page tracking (or the first time): compare the whole memory with pristine,
+	// and count it all as unwritten from here (the guest is parked: nothing writes meanwhile).
+	i.tracked, i.trackedFrom, i.trackedWritten = nil, nil, nil
+	cleaned := i.mem.clean(len(buf))
+	s := i.pagesFull(buf)
+	i.snapshotHost(&s)
+	if cleaned {
+		i.tracked = &s
+	}
+	return &s, nil
+}
+
+// pagesFull is the memory part of a snapshot by comparing every page with pristine.
+func (i *Instance) pagesFull(buf []byte) snapshot {
 	s := snapshot{Build: i.snap.sum, Size: len(buf)}
 	pristine := i.snap.mem
 	var zero [snapPage]byte
@@ -100,10 +119,90 @@ func (i *Instance) SnapshotParts() (*SnapshotParts, error) {
 	for _, off := range s.Offsets {
 		s.Data = append(s.Data, buf[off:off+snapPage]...)
 	}
+	return s
+}
+
+// snapshotHost fills in the host's side of a snapshot: the files and the clock.
+func (i *Instance) snapshotHost(s *snapshot) {
 	s.Files = i.fs.snapshotFiles()
 	c := i.clock.save()
 	s.Clock = snapClock{Fixed: c.fixed, Step: c.step, Wall: c.wall, Mono: i.clock.now(clockMonotonic), RNG: c.rng}
-	return &s, nil
+}
+
+// snapshotWritten is the memory part of a snapshot from the one taken at the last look at the
+// written pages (i.tracked) and the pages written since: only those are read and compared with
+// pristine, where the full comparison reads the whole memory. nil when the pages are not
+// tracked or that snapshot is unknown.
+func (i *Instance) snapshotWritten(buf []byte) *snapshot {
+	base := i.tracked
+	if base == nil || base.Build != i.snap.sum || len(buf) < base.Size {
+		return nil
+	}
+	var written []uint32
+	if !i.mem.written(len(buf), func(off int) { written = append(written, uint32(off)) }) {
+		i.tracked = nil
+		return nil
+	}
+	s := &snapshot{Build: i.snap.sum, Size: len(buf),
+		Offsets: make([]uint32, 0, len(base.Offsets)+len(written)),
+		Data:    make([]byte, 0, len(base.Data)+len(written)*snapPage)}
+	pristine := i.snap.mem
+	var zero [snapPage]byte
+	j, k := 0, 0
+	for j < len(base.Offsets) || k < len(written) {
+		if k == len(written) || j < len(base.Offsets) && base.Offsets[j] < written[k] {
+			// Not written since: the page is base's.
+			s.Offsets = append(s.Offsets, base.Offsets[j])
+			s.Data = append(s.Data, base.Data[j*snapPage:(j+1)*snapPage]...)
+			j++
+			continue
+		}
+		off := written[k]
+		k++
+		if j < len(base.Offsets) && base.Offsets[j] == off {
+			j++
+		}
+		want := zero[:]
+		if int(off) < len(pristine) {
+			want = pristine[off : off+snapPage]
+		}
+		if page := buf[off : off+snapPage]; !bytes.Equal(page, want) {
+			s.Offsets = append(s.Offsets, off)
+			s.Data = append(s.Data, page...)
+		}
+	}
+	i.tracked, i.trackedFrom, i.trackedWritten = s, base, written
+	return s
+}
+
+// Delta is Diff(base, cur) for cur the snapshot the instance took last. When base is the one it
+// took just before, with dirty-page tracking, only the pages written between the two are
+// compared.
+func (i *Instance) Delta(base, cur *SnapshotParts) *SnapshotDelta {
+	if base == nil || cur != i.tracked || base != i.trackedFrom {
+		return Diff(base, cur)
+	}
+	d := &SnapshotDelta{Build: cur.Build, Size: cur.Size, Relative: true, Offsets: cur.Offsets, Files: cur.Files, Clock: cur.Clock}
+	written := i.trackedWritten
+	w, j := 0, 0
+	for k, off := range cur.Offsets {
+		for w < len(written) && written[w] < off {
+			w++
+		}
+		if w == len(written) || written[w] != off {
+			continue // not written since base: base's page
+		}
+		page := cur.Data[k*snapPage : (k+1)*snapPage]
+		for j < len(base.Offsets) && base.Offsets[j] < off {
+			j++
+		}
+		if j < len(base.Offsets) && base.Offsets[j] == off && bytes.Equal(base.Data[j*snapPage:(j+1)*snapPage], page) {
+			continue
+		}
+		d.Changed = append(d.Changed, uint32(k))
+		d.Data = append(d.Data, page...)
+	}
+	return d
 }
 
 // Pristine reports whether the instance is as NewInstance or Reset returned it, never run since:
@@ -159,7 +258,17 @@ func (i *Instance) RestoreParts(s *SnapshotParts) error {
 	i.clock.restore(clockState{fixed: s.Clock.Fixed, step: s.Clock.Step, wall: s.Clock.Wall,
 		mono: s.Clock.Mono, monoBase: s.Clock.Mono, realBase: time.Now(), rng: s.Clock.RNG})
 	i.pristineNow = false
+	i.trackAs(s, len(buf))
 	return nil
+}
+
+// trackAs records that the memory (its first n bytes) now holds exactly s, counting every page
+// as unwritten from here.
+func (i *Instance) trackAs(s *snapshot, n int) {
+	i.tracked, i.trackedFrom, i.trackedWritten = nil, nil, nil
+	if i.mem.clean(n) {
+		i.tracked = s
+	}
 }
 
 // parkedCleanly says why the instance's state is more than its memory, files and clock, or "".
@@ -357,6 +466,92 @@ func (i *Instance) RewindTo(s *SnapshotParts) error {
 	if !ok {
 		return fmt.Errorf("%w: the memory could not be read", ErrNoSnapshot)
 	}
+	if !i.rewindWritten(buf, s) {
+		if err := i.rewindAll(buf, s); err != nil {
+			return err
+		}
+	}
+	i.trackAs(s, len(buf))
+	i.fs.mu.Lock()
+	i.fs.clear()
+	i.fs.mu.Unlock()
+	if err := i.layout(); err != nil {
+		i.dead = true
+		return err
+	}
+	if err := i.fs.restoreFiles(s.Files); err != nil {
+		i.dead = true
+		return fmt.Errorf("%w: %v", ErrNoSnapshot, err)
+	}
+	i.clock.restore(clockState{fixed: s.Clock.Fixed, step: s.Clock.Step, wall: s.Clock.Wall,
+		mono: s.Clock.Mono, monoBase: s.Clock.Mono, realBase: time.Now(), rng: s.Clock.RNG})
+	i.clearRunState()
+	i.pristineNow = false
+	return nil
+}
+
+// rewindWritten writes s's memory in place looking only at the pages that can differ from it:
+// those written since the last look (the others hold i.tracked's pages) and those in which
+// i.tracked and s differ. false (nothing written) when the pages are not tracked.
+func (i *Instance) rewindWritten(buf []byte, s *snapshot) bool {
+	cur := i.tracked
+	if cur == nil || cur.Build != s.Build || cur.Size > len(buf) || !pagesInside(cur, len(buf)) || !pagesInside(s, len(buf)) {
+		return false
+	}
+	var cand []uint32
+	if !i.mem.written(len(buf), func(off int) { cand = append(cand, uint32(off)) }) {
+		i.tracked = nil
+		return false
+	}
+	if cur != s {
+		j, k := 0, 0
+		for j < len(cur.Offsets) || k < len(s.Offsets) {
+			switch {
+			case k == len(s.Offsets) || j < len(cur.Offsets) && cur.Offsets[j] < s.Offsets[k]:
+				cand = append(cand, cur.Offsets[j])
+				j++
+			case j == len(cur.Offsets) || s.Offsets[k] < cur.Offsets[j]:
+				cand = append(cand, s.Offsets[k])
+				k++
+			default:
+				if !bytes.Equal(cur.Data[j*snapPage:(j+1)*snapPage], s.Data[k*snapPage:(k+1)*snapPage]) {
+					cand = append(cand, s.Offsets[k])
+				}
+				j++
+				k++
+			}
+		}
+		slices.Sort(cand)
+		cand = slices.Compact(cand)
+	}
+	pristine := i.snap.mem
+	var zero [snapPage]byte
+	for _, off := range cand {
+		want := zero[:]
+		if k, ok := slices.BinarySearch(s.Offsets, off); ok {
+			want = s.Data[k*snapPage : (k+1)*snapPage]
+		} else if int(off) < len(pristine) {
+			want = pristine[off : off+snapPage]
+		}
+		if page := buf[off : off+snapPage]; !bytes.Equal(page, want) {
+			copy(page, want)
+		}
+	}
+	return true
+}
+
+// pagesInside says whether s's pages are whole pages inside n bytes.
+func pagesInside(s *snapshot, n int) bool {
+	for _, off := range s.Offsets {
+		if off%snapPage != 0 || int(off)+snapPage > n {
+			return false
+		}
+	}
+	return true
+}
+
+// rewindAll writes s's memory in place comparing every page.
+func (i *Instance) rewindAll(buf []byte, s *snapshot) error {
 	pristine := i.snap.mem
 	var zero [snapPage]byte
 	k := 0
@@ -376,20 +571,5 @@ func (i *Instance) RewindTo(s *SnapshotParts) error {
 	if k != len(s.Offsets) {
 		return fmt.Errorf("%w: a page at %d is outside the memory", ErrNoSnapshot, s.Offsets[k])
 	}
-	i.fs.mu.Lock()
-	i.fs.clear()
-	i.fs.mu.Unlock()
-	if err := i.layout(); err != nil {
-		i.dead = true
-		return err
-	}
-	if err := i.fs.restoreFiles(s.Files); err != nil {
-		i.dead = true
-		return fmt.Errorf("%w: %v", ErrNoSnapshot, err)
-	}
-	i.clock.restore(clockState{fixed: s.Clock.Fixed, step: s.Clock.Step, wall: s.Clock.Wall,
-		mono: s.Clock.Mono, monoBase: s.Clock.Mono, realBase: time.Now(), rng: s.Clock.RNG})
-	i.clearRunState()
-	i.pristineNow = false
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/dirtypages"
 	"github.com/agentbox-dev/agentbox/internal/jail"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
@@ -39,9 +40,10 @@ type Options struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-	// LockDown is called once the engine is loaded and before any guest starts. Nil: nothing
-	// (tests). Main passes jail.LockDown with Allowlist unless -seccomp=false.
-	LockDown func() error
+	// LockDown is called once the engine is loaded and before any guest starts, with the ioctl
+	// requests the worker makes after it (dirty-page tracking's). Nil: nothing (tests). Main
+	// passes jail.LockDownIoctl with Allowlist unless -seccomp=false.
+	LockDown func(ioctls []uint32) error
 }
 
 // Main is `agentbox __nano-worker [flags]`: it returns the process's exit code.
@@ -53,7 +55,7 @@ func Main(args []string) int {
 	}
 	opts := Options{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	if cfg.Seccomp {
-		opts.LockDown = func() error { return jail.LockDown(Allowlist) }
+		opts.LockDown = func(ioctls []uint32) error { return jail.LockDownIoctl(Allowlist, ioctls) }
 	}
 	return Run(context.Background(), cfg, opts)
 }
@@ -72,6 +74,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 	// refill's next host call.
 	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 3))
 	start := time.Now()
+	dirty, ioctls := openDirtyPages(log)
 	eng, err := engine.New(ctx, engine.Config{
 		WasmPath:           cfg.Wasm,
 		StdlibPath:         cfg.Stdlib,
@@ -80,6 +83,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 		MemoryReserveBytes: cfg.MemoryMaxBytes,
 		Logger:             log,
 		NoReset:            cfg.NoReset,
+		DirtyPages:         dirty,
 	})
 	if err != nil {
 		log.Error("nano worker: cannot load the engine", "err", err)
@@ -89,7 +93,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 	// while files may still be opened.
 	_, _ = time.Now().Zone()
 	if opts.LockDown != nil {
-		if err := opts.LockDown(); err != nil {
+		if err := opts.LockDown(ioctls); err != nil {
 			log.Error("nano worker: lock-down failed", "err", err)
 			return ExitFailed
 		}
@@ -381,6 +385,27 @@ func (w *worker) checkStopped(inst *engine.Instance) {
 	}
 }
 
+// openDirtyPages sets up dirty-page tracking for the engine's snapshots (dirtypages), with
+// this process's /proc/self/pagemap: from the jail's proc mount (jail.Spec.ProcSelf), or from
+// /proc outside a jail. It says once in the log when there is none: snapshots then compare
+// whole memories. It returns the ioctl requests lock-down must allow for it.
+func openDirtyPages(log *slog.Logger) (*dirtypages.Tracker, []uint32) {
+	files, err := jail.TakeProcSelf("pagemap")
+	var pagemap *os.File
+	if len(files) == 1 {
+		pagemap = files[0]
+	}
+	var t *dirtypages.Tracker
+	if err == nil {
+		t, err = dirtypages.Open(pagemap)
+	}
+	if err != nil {
+		log.Info("nano worker: no dirty-page tracking, snapshots and rewinds compare whole memories", "why", err)
+		return nil, nil
+	}
+	return t, dirtypages.Requests()
+}
+
 // hibernate answers OpHibernate: the session's state goes to the daemon in resp.Snapshot, and the
 // worker makes its interpreter pristine again (reset, or a new one started in the background).
 func (w *worker) hibernate(ctx context.Context, resp *wire.Response) {
@@ -411,7 +436,7 @@ func (w *worker) snapshot(ctx context.Context, req *wire.Request, resp *wire.Res
 		if !req.Base {
 			base = nil
 		}
-		resp.Snapshot, err = engine.EncodeDelta(engine.Diff(base, parts))
+		resp.Snapshot, err = engine.EncodeDelta(inst.Delta(base, parts))
 	}
 	if err != nil {
 		resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("no snapshot of the session: %v", err)}

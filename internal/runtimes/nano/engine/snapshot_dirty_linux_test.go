@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/dirtypages"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine/enginetest"
+)
+
+var (
+	trackedOnce sync.Once
+	trackedEng  *Engine
+	trackedErr  error
+)
+
+// trackedInstance is an instance of an engine with dirty-page tracking; the test skips on a
+// kernel without it (userfaultfd's asynchronous write-protect and PAGEMAP_SCAN came in 6.7).
+func trackedInstance(t *testing.T) *Instance {
+	t.Helper()
+	b := enginetest.Find(t)
+	trackedOnce.Do(func() {
+		var tr *dirtypages.Tracker
+		if tr, trackedErr = dirtypages.Open(nil); trackedErr != nil {
+			return
+		}
+		trackedEng, trackedErr = New(context.Background(), Config{WasmPath: b.Wasm, StdlibPath: b.Stdlib, CacheDir: b.Cache,
+			MemoryReserveBytes: 1 << 30, DirtyPages: tr})
+	})
+	if errors.Is(trackedErr, dirtypages.ErrUnsupported) {
+		t.Skipf("this kernel cannot track written pages: %v", trackedErr)
+	}
+	if trackedErr != nil {
+		t.Fatal(trackedErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	inst, err := trackedEng.NewInstance(ctx, InstanceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inst.Close() })
+	if !inst.mem.tracked {
+		t.Fatal("the tracker did not take the instance's memory")
+	}
+	return inst
+}
+
+// memoryNow is the instance's memory as the full comparison with pristine sees it.
+func memoryNow(inst *Instance) snapshot {
+	mem := inst.mod.Memory()
+	buf, _ := mem.Read(0, mem.Size())
+	return inst.pagesFull(buf)
+}
+
+func samePages(a, b *snapshot) bool {
+	return a.Size == b.Size && slices.Equal(a.Offsets, b.Offsets) && bytes.Equal(a.Data, b.Data)
+}
+
+// TestSnapshotDirtyPages: snapshots and rewinds that look only at the pages the kernel saw
+// written give byte for byte the memory the full comparison gives, step after step (memory
+// that grows, pages written back to their pristine bytes, files), and a rewind in place to any
+// step restores exactly its memory and its session, the same as the full path in an instance
+// without tracking that ran the same steps.
+func TestSnapshotDirtyPages(t *testing.T) {
+	steps := []string{
+		"import json, random\nrows = []\nrng = random.Random(1)",
+		"rows.append({'i': len(rows), 'v': rng.random()})\nprint(len(rows))",
+		"big = bytearray(48 << 20)  # grows the memory\nbig[-1] = 9\nprint(len(big))",
+		"del big\nimport gc; gc.collect()\nrows.append(json.dumps(rows))\nprint(len(rows))",
+		"open('/home/user/f.txt', 'w').write('x' * 100000)\nrows = rows[:1]\nprint(len(rows))",
+		"rows.extend(range(50000))\nprint(sum(1 for r in rows if r))",
+	}
+	check := "print(len(rows), rng.random(), 'big' in globals(), __import__('os').path.exists('/home/user/f.txt'))"
+	tracked, full := trackedInstance(t), newInstance(t)
+	if full.mem.tracked {
+		t.Fatal("the plain engine's instance is tracked")
+	}
+	var snapsT, snapsF []*SnapshotParts
+	for k, code := range steps {
+		outT := runIn(t, tracked, &Request{KeepGlobals: true, Code: code}).Stdout
+		outF := runIn(t, full, &Request{KeepGlobals: true, Code: code}).Stdout
+		if outT != outF {
+			t.Fatalf("step %d printed %q tracked, %q not", k, outT, outF)
+		}
+		prev := tracked.tracked
+		st, err := tracked.SnapshotParts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k > 0 && tracked.trackedFrom != prev {
+			t.Errorf("step %d: the snapshot did not come from the written pages", k)
+		}
+		if now := memoryNow(tracked); !samePages(st, &now) {
+			t.Fatalf("step %d: the snapshot from written pages has %d pages, the full comparison %d (or other bytes)", k, len(st.Offsets), len(now.Offsets))
+		}
+		if k > 0 {
+			fast, slow := tracked.Delta(snapsT[k-1], st), Diff(snapsT[k-1], st)
+			if !slices.Equal(fast.Changed, slow.Changed) || !bytes.Equal(fast.Data, slow.Data) {
+				t.Fatalf("step %d: the delta from written pages has %d pages, Diff %d", k, len(fast.Changed), len(slow.Changed))
+			}
+			t.Logf("step %d: %d pages differ from pristine, %d written, %d changed", k, len(st.Offsets), len(tracked.trackedWritten), len(fast.Changed))
+		}
+		sf, err := full.SnapshotParts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		snapsT, snapsF = append(snapsT, st), append(snapsF, sf)
+	}
+	// The state each step left, as printed by both after rewinding to it.
+	// Steps 0 and 1 had a smaller memory: no rewind in place there, but a restore into new
+	// instances.
+	for _, k := range []int{4, 2, 5, 3, 3, 1, 1} {
+		if int(tracked.mod.Memory().Size()) != snapsT[k].Size {
+			if !errors.Is(tracked.RewindTo(snapsT[k]), ErrNoSnapshot) {
+				t.Fatalf("rewind in place to step %d with a smaller memory: not refused", k)
+			}
+			tracked, full = trackedInstance(t), newInstance(t)
+			if err := tracked.RestoreParts(snapsT[k]); err != nil {
+				t.Fatal(err)
+			}
+			if err := full.RestoreParts(snapsF[k]); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err := tracked.RewindTo(snapsT[k]); err != nil {
+				t.Fatalf("rewind to step %d: %v", k, err)
+			}
+			if err := full.RewindTo(snapsF[k]); err != nil {
+				t.Fatalf("full rewind to step %d: %v", k, err)
+			}
+		}
+		if now := memoryNow(tracked); !samePages(snapsT[k], &now) {
+			t.Fatalf("after the rewind to step %d the memory differs from its snapshot", k)
+		}
+		got := runIn(t, tracked, &Request{KeepGlobals: true, Code: check}).Stdout
+		want := runIn(t, full, &Request{KeepGlobals: true, Code: check}).Stdout
+		if got != want {
+			t.Errorf("after the rewind to step %d: tracked %q, full %q", k, got, want)
+		}
+		// The run changed the session: a snapshot now, from the written pages, is still exact.
+		st, err := tracked.SnapshotParts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now := memoryNow(tracked); !samePages(st, &now) {
+			t.Fatalf("the snapshot after a run after the rewind to step %d differs from the memory", k)
+		}
+		if tracked.trackedFrom == nil {
+			t.Errorf("the snapshot after the rewind to step %d compared the whole memory", k)
+		}
+		if _, err := full.SnapshotParts(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A reset instance tracks from pristine.
+	if err := tracked.Reset(); err != nil {
+		// Its memory grew: a new one.
+		tracked = trackedInstance(t)
+	}
+	runIn(t, tracked, &Request{KeepGlobals: true, Code: steps[0]})
+	st, err := tracked.SnapshotParts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now := memoryNow(tracked); !samePages(st, &now) {
+		t.Fatal("after a reset the snapshot from written pages differs from the memory")
+	}
+}
