@@ -261,3 +261,27 @@ func TestEnvironment(t *testing.T) {
 		"cwd":        "/",
 	})
 }
+
+// TestProcSelf: a worker given Spec.ProcSelf sees only its own process in it (no /proc/sys, no
+// kernel files), takes its /proc/self/pagemap, holds no directory after, and tracks written
+// pages with it under the seccomp filter that allows the tracker's ioctls only. Without
+// ProcSelf it gets nothing.
+func TestProcSelf(t *testing.T) {
+	testenv.RequireRoot(t)
+	t.Parallel()
+	r := runJail(t, testSpec(), "procself")
+	mustSucceed(t, r)
+	expect(t, r, map[string]string{"procfd": "none"})
+
+	spec := testSpec()
+	spec.ProcSelf = true
+	r = runJail(t, spec, "procself")
+	mustSucceed(t, r)
+	expect(t, r, map[string]string{
+		"entries":  "1,self,thread-self",
+		"pagemap":  "ok",
+		"dirs":     "none",
+		"again":    "0",
+		"tracking": "[2 1]",
+	})
+}

@@ -12,12 +12,14 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/agentbox-dev/agentbox/internal/dirtypages"
 	"github.com/agentbox-dev/agentbox/internal/jail"
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +40,7 @@ var probes = map[string]func(args []string){
 	"open-after": probeOpenAfter,
 	"spin":       probeSpin,
 	"hang":       probeHang,
+	"procself":   probeProcSelf,
 }
 
 // runProbe runs the named probe and exits.
@@ -405,4 +408,71 @@ func probeSpin([]string) {
 func probeHang([]string) {
 	say("ready", "yes")
 	time.Sleep(time.Hour)
+}
+
+// probeProcSelf lists what Spec.ProcSelf's proc mount shows, takes /proc/self/pagemap from it
+// with TakeProcSelf, and tracks written pages with it.
+func probeProcSelf([]string) {
+	v, ok := os.LookupEnv("_AGENTBOX_JAIL_PROC")
+	if !ok {
+		say("procfd", "none")
+		return
+	}
+	var fd int
+	fmt.Sscan(v, &fd)
+	dup, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		say("entries", "%s", errText(err))
+		return
+	}
+	d := os.NewFile(uintptr(dup), "proc")
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		say("entries", "%s", errText(err))
+		return
+	}
+	slices.Sort(names)
+	say("entries", "%s", strings.Join(names, ","))
+	files, err := jail.TakeProcSelf("pagemap")
+	if err != nil || len(files) != 1 {
+		say("pagemap", "%v", err)
+		return
+	}
+	say("pagemap", "ok")
+	dirs := "none"
+	for fd := 0; fd < 1024; fd++ {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			dirs = fmt.Sprint(fd)
+		}
+	}
+	say("dirs", "%s", dirs)
+	again, _ := jail.TakeProcSelf("pagemap")
+	say("again", "%d", len(again))
+	tr, err := dirtypages.Open(files[0])
+	if err != nil {
+		say("tracking", "%v", err)
+		return
+	}
+	if err := jail.LockDownIoctl(append(slices.Clone(jail.DefaultAllowlist), "mprotect"), dirtypages.Requests()); err != nil {
+		say("tracking", "lockdown: %v", err)
+		return
+	}
+	b, err := unix.Mmap(-1, 0, 64<<10, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		say("tracking", "%v", err)
+		return
+	}
+	if err := tr.Register(b); err != nil {
+		say("tracking", "%v", err)
+		return
+	}
+	b[2*dirtypages.Page] = 1
+	var got []int
+	if err := tr.Written(b, func(off, n int) { got = append(got, off/dirtypages.Page, n/dirtypages.Page) }); err != nil {
+		say("tracking", "%v", err)
+		return
+	}
+	say("tracking", "%v", got)
 }

@@ -172,3 +172,69 @@ func TestSnapshotDirtyPages(t *testing.T) {
 		t.Fatal("after a reset the snapshot from written pages differs from the memory")
 	}
 }
+
+// BenchmarkStepSnapshot times what a session worker does for a step's snapshot (the snapshot
+// and its delta from the one before) and for a rewind one step back, with and without
+// dirty-page tracking, after a typical small step each time.
+func BenchmarkStepSnapshot(b *testing.B) {
+	const setup = "import json, random\nrows = []\nrng = random.Random(1)"
+	const step = "rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)"
+	for _, mode := range []string{"full", "tracked"} {
+		var inst *Instance
+		if mode == "full" {
+			inst = newInstance(b)
+		} else {
+			inst = trackedInstanceB(b)
+		}
+		runIn(b, inst, &Request{KeepGlobals: true, Code: setup})
+		prev, err := inst.SnapshotParts()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(mode+"/snapshot", func(b *testing.B) {
+			var pages int
+			for n := 0; n < b.N; n++ {
+				b.StopTimer()
+				runIn(b, inst, &Request{KeepGlobals: true, Code: step})
+				b.StartTimer()
+				s, err := inst.SnapshotParts()
+				if err != nil {
+					b.Fatal(err)
+				}
+				d := inst.Delta(prev, s)
+				pages += len(d.Changed)
+				prev = s
+			}
+			b.ReportMetric(float64(pages)/float64(b.N), "pages/op")
+		})
+		b.Run(mode+"/rewind", func(b *testing.B) {
+			for n := 0; n < b.N; n++ {
+				b.StopTimer()
+				runIn(b, inst, &Request{KeepGlobals: true, Code: step})
+				b.StartTimer()
+				if err := inst.RewindTo(prev); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func trackedInstanceB(b *testing.B) *Instance {
+	tr, err := dirtypages.Open(nil)
+	if err != nil {
+		b.Skip(err)
+	}
+	bin := enginetest.Find(b)
+	e, err := New(context.Background(), Config{WasmPath: bin.Wasm, StdlibPath: bin.Stdlib, CacheDir: bin.Cache,
+		MemoryReserveBytes: 1 << 30, DirtyPages: tr})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inst, err := e.NewInstance(context.Background(), InstanceOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { inst.Close() })
+	return inst
+}
