@@ -2,7 +2,7 @@
 // compiles and types a program that uses the SDK the way its README does.
 
 import {
-  AgentboxError, Artifact, Client, CodeError, ERROR_CLASSES, InvalidRequest, NotFound, Output, Result, Routing,
+  AgentboxError, Artifact, Client, CodeError, ERROR_CLASSES, InvalidRequest, NotFound, Notice, Output, Result, Routing,
   Sandbox, Step, StepDiff, StepInspection, StreamEvent, TimeoutError, run,
 } from 'agentbox';
 
@@ -22,6 +22,9 @@ export async function useTheSDK(): Promise<number> {
   const reasons: string[] = why.reasons;
   const seconds: number = r.duration + r.timings.total_ms;
   if (r.error) console.log(r.error.name, r.error.value, r.error.traceback);
+  const moved: Notice | undefined = r.notice;
+  if (moved) console.log(moved.kind, moved.from_node, moved.to_node, moved.step, moved.reason);
+  const notices: Notice[] = box.notices;
   for (const f of r.files) await f.save(f.path.split('/').pop() ?? 'out');
   for (const a of r.artifacts) {
     const png: Buffer = await a.read();
@@ -33,7 +36,7 @@ export async function useTheSDK(): Promise<number> {
   const ls = await box.commands.run('ls -la', { cwd: 'data', timeout: '10s', onStdout: (t: string) => console.log(t) });
   const bg = await box.commands.run(['sleep', '60'], { background: true });
   const status: string = (await box.commands.get(bg.id)).status + (await box.commands.kill(bg.id)).status + ls.stdout;
-  console.log(status, (await box.commands.list()).length);
+  console.log(status, (await box.commands.list()).length, notices.length);
   const steps: Step[] = await box.steps();
   await box.rewind(steps[0]);
   const forked: Sandbox = await box.fork(steps[0].id);
