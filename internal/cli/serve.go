@@ -347,6 +347,12 @@ func clusterFlags(c config.ClusterConfig) func(*config.Config) {
 // serveGateway runs `agentbox serve --role gateway`: no engine, no state on disk; the same key
 // (AGENTBOX_API_KEY, or the data directory's key file) and keys file as the nodes.
 func serveGateway(ctx context.Context, opts ServeOptions, cfg config.Config, log *slog.Logger) error {
+	// A key of its own would match no node's: the gateway reads the nodes' key, never makes one.
+	if cfg.APIKey == "" {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, apiKeyFile)); err != nil {
+			return fmt.Errorf("a gateway needs the nodes' API key: set AGENTBOX_API_KEY (or give --data-dir of a node whose api_key it should use)")
+		}
+	}
 	key, err := ensureAPIKey(cfg.APIKey, cfg.DataDir)
 	if err != nil {
 		return err
