@@ -17,6 +17,10 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
 // rpc is a Connect client as E2B's JS SDK is one: JSON messages, envelopes for streams.
 type rpc struct {
 	t   *testing.T
@@ -302,6 +306,17 @@ func TestEnvd(t *testing.T) {
 		r.Body.Close()
 		if b, err := acme.ReadFile(ctx, s.ID, "/home/user/raw.bin"); r.StatusCode != 200 || err != nil || string(b) != "raw" {
 			t.Fatalf("octet-stream upload: %d %q %v", r.StatusCode, b, err)
+		}
+		// A file over the session's file cap is refused before it is all read.
+		big := m.Policy().MaxFileBytes + 1
+		r, err = http.Post(srv.URL+"/files?path=big.bin", "application/octet-stream", io.LimitReader(zeros{}, big))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != 400 || !strings.Contains(string(msg), "max_file_bytes") {
+			t.Fatalf("a file over the cap: %d %s", r.StatusCode, msg)
 		}
 	})
 

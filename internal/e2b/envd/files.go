@@ -1,7 +1,6 @@
 package envd
 
 import (
-	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -113,13 +112,24 @@ func (h *Handler) upload(r *http.Request, t Target) ([]uploaded, error) {
 		}
 		return uploaded{Path: p, Name: path.Base(p), Type: "file"}, nil
 	}
+	// A file is read up to the most a session file may have, so one too large is refused
+	// before it is all in memory.
+	maxFile := t.Engine.Policy().MaxFileBytes
 	read := func(r io.Reader) ([]byte, error) {
+		if maxFile > 0 {
+			r = io.LimitReader(r, maxFile+1)
+		}
 		b, err := io.ReadAll(r)
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, errorf(codeInvalidArgument, "the upload is over %d bytes, the most a POST /files may carry", h.opts.MaxUpload)
+		case err != nil:
+			return nil, errorf(codeInvalidArgument, "reading the upload: %v", err)
+		case maxFile > 0 && int64(len(b)) > maxFile:
+			return nil, errorf(codeInvalidArgument, "a file of the upload is over the %d bytes a file may have (limits.max_file_bytes in the daemon's configuration)", maxFile)
 		}
-		return b, err
+		return b, nil
 	}
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "multipart/form-data" {
@@ -174,15 +184,11 @@ func (h *Handler) upload(r *http.Request, t Target) ([]uploaded, error) {
 			return out, errorf(codeInvalidArgument, "you cannot upload multiple files to the same path '%s' in one upload request", resolve(p))
 		}
 		seen[resolve(p)] = true
-		var buf bytes.Buffer
-		if _, err := buf.ReadFrom(part); err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return out, errorf(codeInvalidArgument, "the upload is over %d bytes, the most a POST /files may carry", h.opts.MaxUpload)
-			}
-			return out, errorf(codeInvalidArgument, "reading a file part: %v", err)
+		b, err := read(part)
+		if err != nil {
+			return out, err
 		}
-		u, err := write(p, buf.Bytes())
+		u, err := write(p, b)
 		if err != nil {
 			return out, err
 		}
