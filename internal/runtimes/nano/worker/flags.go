@@ -40,6 +40,9 @@ type Config struct {
 	NoReset bool
 	// Seccomp says whether to lock the process down after loading. Off only for debugging.
 	Seccomp bool
+	// NoDirtyPages switches dirty-page tracking off: snapshots and rewinds compare whole
+	// memories (for measuring, and for a kernel whose tracking misbehaves).
+	NoDirtyPages bool
 	Verbose bool
 }
 
@@ -66,8 +69,12 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	reset := fs.Bool("reset", true, "one-shot: reset an interpreter that finished its run cleanly to a fresh one instead of starting a new one")
 	fs.BoolVar(&c.Seccomp, "seccomp", true, "install the seccomp filter after loading (turn off only to debug outside the jail)")
 	fs.BoolVar(&c.Verbose, "v", false, "log debug lines")
+	dirty := fs.Bool("dirty-pages", true, "track the pages guests write (userfaultfd, PAGEMAP_SCAN), so that snapshots and rewinds look at those only")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if !*dirty {
+		c.NoDirtyPages = true
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -74,7 +74,11 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 	// refill's next host call.
 	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 3))
 	start := time.Now()
-	dirty, ioctls := openDirtyPages(log)
+	var dirty *dirtypages.Tracker
+	var ioctls []uint32
+	if !cfg.NoDirtyPages {
+		dirty, ioctls = openDirtyPages(log)
+	}
 	eng, err := engine.New(ctx, engine.Config{
 		WasmPath:           cfg.Wasm,
 		StdlibPath:         cfg.Stdlib,
