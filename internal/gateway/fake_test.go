@@ -32,6 +32,8 @@ type fakeNode struct {
 	warm     map[string]map[string]int // tier → image → free
 	sessions map[string]bool
 	adopts   []string
+	// movedTo names, by session, the node that owns it now: adopt answers with it.
+	movedTo  map[string]*fakeNode
 	draining bool
 	records  []string // audit lines
 	log      *audit.Log
@@ -99,6 +101,14 @@ func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 		var req struct{ Session string }
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		f.adopts = append(f.adopts, req.Session)
+		if to := f.movedTo[req.Session]; to != nil {
+			writeJSON(w, 200, map[string]any{"owner": to.id, "addr": to.srv.URL, "adopted": false})
+			return
+		}
+		if !f.sessions[req.Session] && strings.Contains(req.Session, "-none") {
+			writeJSON(w, 404, errBody("not_found", "session "+req.Session+" is not in the shared store"))
+			return
+		}
 		f.sessions[req.Session] = true
 		writeJSON(w, 200, map[string]any{"owner": f.id, "addr": f.srv.URL, "adopted": true, "step": "st_1"})
 	case p == "/v1/node/audit/proof":

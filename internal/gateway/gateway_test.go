@@ -480,3 +480,31 @@ func TestConsoleStaysOnOneNode(t *testing.T) {
 		}
 	}
 }
+
+// A session adopted by b while a was away: a, back, answers not_found for it, says b owns it, and
+// the gateway sends the request to b.
+func TestSessionFoundAfterItsNodeCameBack(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "a", "b")
+	a, b := c.nodes[0], c.nodes[1]
+	sid := cluster.SessionPrefix("a") + "cafe"
+	b.mu.Lock()
+	b.sessions[sid] = true
+	b.mu.Unlock()
+	a.mu.Lock()
+	a.movedTo = map[string]*fakeNode{sid: b}
+	a.mu.Unlock()
+	var out struct{ Node string }
+	if st := c.do(t, clientKey, "POST", "/v1/sessions/"+sid+"/run", `{"code":"x"}`, &out); st != 200 || out.Node != "b" {
+		t.Fatalf("a session that moved to b: %d on %q", st, out.Node)
+	}
+	// Another tenant still finds nothing (b applies the tenant), and an unknown session stays
+	// not found.
+	var e errorBody
+	if st := c.do(t, c.tenantKey, "POST", "/v1/sessions/"+sid+"/run", `{"code":"x"}`, &e); st != 404 || e.Error.Code != "not_found" {
+		t.Errorf("another tenant: %d %+v", st, e)
+	}
+	if st := c.do(t, clientKey, "POST", "/v1/sessions/"+cluster.SessionPrefix("a")+"0-none/run", `{"code":"x"}`, &e); st != 404 || e.Error.Code != "not_found" {
+		t.Errorf("an unknown session: %d %+v", st, e)
+	}
+}

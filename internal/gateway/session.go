@@ -56,6 +56,10 @@ func (g *Gateway) routeSession(w http.ResponseWriter, r *http.Request, id, owner
 	n := g.byID(owner)
 	if n != nil && n.healthy() {
 		resp, notSent, err := g.send(r, n, r.URL.Path, b)
+		if err == nil && resp.StatusCode == http.StatusNotFound && b.replayable() {
+			g.movedAway(w, r, id, n, resp, b)
+			return
+		}
 		if err == nil {
 			relay(w, resp)
 			return
@@ -164,4 +168,47 @@ func nodeError(n *node, status int, b []byte) error {
 		err = err.WithHint("%s", e.Error.Hint)
 	}
 	return err
+}
+
+// movedAway handles a not_found from the node a session id names: the session may have moved
+// while that node was away (another node adopted it, and the node, back, no longer holds it).
+// The node itself is asked where the session is now (POST /v1/node/adopt answers with its
+// owner when that owner is alive); when it names another node, the request goes there (which
+// applies the caller's tenant as any node does), else the not_found is the answer.
+func (g *Gateway) movedAway(w http.ResponseWriter, r *http.Request, id string, n *node, resp *http.Response, b *body) {
+	notFound, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	answer := func() {
+		for k, vs := range resp.Header {
+			w.Header()[k] = vs
+		}
+		w.Header().Del("Content-Length")
+		w.Header().Set(NodeHeader, n.ID)
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(notFound)
+	}
+	if err != nil {
+		fail(w, unreachable(n, err))
+		return
+	}
+	ans, err := g.askAdopt(r, n, id)
+	if err != nil || ans.Owner == "" || ans.Owner == n.ID && !ans.Adopted {
+		answer()
+		return
+	}
+	// Another node owns it; or this one just took it back (its record was still its own).
+	to := g.byID(ans.Owner)
+	if to == nil && ans.Addr != "" {
+		to = &node{Node: cluster.Node{ID: ans.Owner, Addr: strings.TrimRight(ans.Addr, "/"), Healthy: true, Source: "adopt"}}
+	}
+	if to == nil {
+		answer()
+		return
+	}
+	resp2, _, err := g.send(r, to, r.URL.Path, b)
+	if err != nil {
+		fail(w, unreachable(to, err))
+		return
+	}
+	relay(w, resp2)
 }
