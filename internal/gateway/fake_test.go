@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -159,7 +160,14 @@ func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"records": recs})
 	case p == "/metrics":
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		fmt.Fprintf(w, "# HELP agentbox_runs_total Runs.\n# TYPE agentbox_runs_total counter\nagentbox_runs_total{tier=\"nano\"} %d\n", f.runs.Load())
+		var out io.Writer = w
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") { // as promhttp does
+			w.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(w)
+			defer gz.Close()
+			out = gz
+		}
+		fmt.Fprintf(out, "# HELP agentbox_runs_total Runs.\n# TYPE agentbox_runs_total counter\nagentbox_runs_total{tier=\"nano\"} %d\n", f.runs.Load())
 	case p == "/mcp":
 		writeJSON(w, 200, map[string]any{"node": f.id})
 	case strings.HasPrefix(p, "/mcp/servers/"):

@@ -35,6 +35,13 @@ func (g *Gateway) fanOut(r *http.Request, path string, b *body, limit int64) ([]
 	if len(ok) == 0 {
 		return nil, noNode(g.snapshot())
 	}
+	// The answers are read and merged here, not passed on: the client's Accept-Encoding would
+	// get them compressed (promhttp gzips /metrics) past the transport, which decompresses only
+	// what it asked for itself.
+	if r.Header.Get("Accept-Encoding") != "" {
+		r = r.Clone(r.Context())
+		r.Header.Del("Accept-Encoding")
+	}
 	out := make([]answer, len(ok))
 	var wg sync.WaitGroup
 	for i, n := range ok {
