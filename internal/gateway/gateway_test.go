@@ -121,6 +121,28 @@ func TestAutoRunGoesWhereAnythingIsWarm(t *testing.T) {
 	}
 }
 
+// A burst of new sessions, faster than the nodes are polled, follows one node's last answer
+// (two warm sandboxes) only as far as that answer goes, then spreads.
+func TestSessionBurstSpreads(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "a", "b")
+	c.nodes[0].setWarm("heavy", "python-datascience", 2)
+	c.nodes[1].setWarm("heavy", "python-datascience", 0)
+	waitPolled()
+	seen := map[string]int{}
+	for range 6 {
+		var out struct{ ID string }
+		if st := c.do(t, clientKey, "POST", "/v1/sessions", `{"runtime":"heavy"}`, &out); st/100 != 2 {
+			t.Fatalf("status %d", st)
+		}
+		node, _ := cluster.NodeOfSession(out.ID)
+		seen[node]++
+	}
+	if seen["a"] == 0 || seen["b"] == 0 {
+		t.Errorf("6 sessions at once over a node with 2 warm sandboxes and one with none: %v, want both", seen)
+	}
+}
+
 func TestRunsSpreadOverNodes(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "a", "b")

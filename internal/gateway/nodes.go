@@ -23,6 +23,10 @@ type node struct {
 	cluster.Node
 	state    atomic.Pointer[nodeState]
 	inflight atomic.Int64
+	// opened counts the sessions the gateway opened on the node since the poll under way or the
+	// last one began: each holds a sandbox the node's last answer still counted as warm and free,
+	// so a burst of new sessions spreads instead of all following one stale answer.
+	opened atomic.Int64
 	// down is set when a request found the node refusing connections, until the next poll that
 	// reaches it.
 	down atomic.Bool
@@ -102,6 +106,7 @@ func (g *Gateway) poll(ctx context.Context) {
 			if n != nil && n.Addr == f.Addr {
 				nn.state.Store(n.state.Load())
 				nn.inflight.Store(n.inflight.Load())
+				nn.opened.Store(n.opened.Load())
 			}
 			n = nn
 		}
@@ -116,8 +121,12 @@ func (g *Gateway) poll(ctx context.Context) {
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
+			opened := n.opened.Load() // the answer counts these
 			info, err := g.readInfo(pctx, n)
 			n.state.Store(&nodeState{info: info, err: err, polled: time.Now()})
+			if err == nil {
+				n.opened.Add(-opened)
+			}
 			if err == nil {
 				n.down.Store(false)
 			}
@@ -210,7 +219,7 @@ func (n *node) warm(w want) int64 {
 			free += sum(slots(t))
 		}
 	}
-	return int64(free) - n.inflight.Load()
+	return int64(free) - n.inflight.Load() - n.opened.Load()
 }
 
 // load is the gateway's requests in flight to the node, plus its open sessions when w starts a
@@ -219,7 +228,7 @@ func (n *node) warm(w want) int64 {
 func (n *node) load(w want) int64 {
 	l := n.inflight.Load()
 	if w.session {
-		l += int64(n.info().Sessions)
+		l += int64(n.info().Sessions) + n.opened.Load()
 	}
 	return l
 }

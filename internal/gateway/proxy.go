@@ -248,6 +248,9 @@ func (g *Gateway) placedWith(w http.ResponseWriter, r *http.Request, b *body) {
 	for i, n := range order {
 		resp, notSent, err := g.send(r, n, r.URL.Path, b)
 		if err == nil {
+			if wt.session && resp.StatusCode/100 == 2 {
+				n.opened.Add(1)
+			}
 			relay(w, resp)
 			return
 		}
