@@ -8,12 +8,17 @@ cd "$(dirname "$0")/.."
 # fonts-dejavu-core: text in its screenshots (chromium only recommends fonts);
 # e2fsprogs: mkfs.ext4 makes the named volumes (internal/volumes);
 # dnsmasq-base: the resolver of the E2B SDK test (TestE2BSDK), which answers its test domain.
-scripts/host-deps.sh npm ca-certificates gcc libc6-dev chromium fonts-dejavu-core e2fsprogs dnsmasq-base
+# curl, jq: scripts/cluster/nomad-local.sh talks to Nomad's HTTP API with them.
+scripts/host-deps.sh npm ca-certificates gcc libc6-dev chromium fonts-dejavu-core e2fsprogs curl jq dnsmasq-base
 scripts/build.sh
 bin/agentbox setup
 # The hosted MCP servers' tests run the node-mcp image (Node 22 and the reference MCP servers from
 # npm); setup does not build it for everyone, the tests need it. Cached by its recipe's hash.
 bin/agentbox image build node-mcp
+# The Nomad cluster test (internal/cluster/nomad) runs Nomad built from its Go module: about 6.5
+# minutes the first time on a machine (2 cores), then cached by version under the data directory.
+# Exit 3 (the Go module proxy unreachable) leaves the test to skip, or to fail in CI.
+scripts/cluster/nomad-build.sh >/dev/null || [ $? = 3 ]
 if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then
 	export AGENTBOX_REQUIRE_PRIVILEGED=1
 fi

@@ -131,7 +131,9 @@ up() {
 	[ "$(id -u)" = 0 ] || { echo "nomad-local: run as root (the clients run agentbox's sandboxes)" >&2; exit 1; }
 	nomad=$(nomad_bin)
 	echo "$nomad" >"$dir/nomad-bin"
-	if alive server; then
+	if [ -f "$dir/env" ] && [ -f "$dir/server.hcl" ]; then
+		# Again on the same DIR (an agent came back): the same ports, since the server's raft
+		# state remembers its address.
 		. "$dir/env"
 		addr=$NOMAD_ADDR
 	else
@@ -167,9 +169,15 @@ stop_agent() {
 	rm -f "$dir/$1.pid"
 }
 
-no_running_allocs() {
-	! NOMAD_ADDR=$addr "$nomad" alloc status -namespace '*' -t '{{range .}}{{.ClientStatus}} {{end}}' 2>/dev/null | grep -qw -e running -e pending
+# running_allocs lists the allocations a live client still runs (or is starting), as
+# ID@client=status; a dead client's allocations do not count: nothing will stop them.
+running_allocs() {
+	local up
+	up=$(curl -fsS "$addr/v1/nodes" | jq -r '[.[] | select(.Status == "ready") | .ID] | join(" ")')
+	curl -fsS "$addr/v1/allocations?namespace=*" |
+		jq -r --arg up "$up" '.[] | select((.ClientStatus == "running" or .ClientStatus == "pending") and (.NodeID as $n | $up | split(" ") | index($n))) | "\(.ID[0:8])@\(.NodeName)=\(.ClientStatus)"'
 }
+no_running_allocs() { [ -z "$(running_allocs)" ]; }
 
 down() {
 	nomad=$(cat "$dir/nomad-bin" 2>/dev/null || echo nomad)
@@ -178,11 +186,13 @@ down() {
 		addr=$NOMAD_ADDR
 		# Jobs first, so the clients stop their tasks (and what those started) before they go.
 		local jobs j
-		jobs=$(NOMAD_ADDR=$addr "$nomad" job status -namespace '*' -t '{{range .}}{{.ID}}@{{.Namespace}} {{end}}' 2>/dev/null || true)
+		jobs=$(curl -fsS "$addr/v1/jobs?namespace=*" | jq -r '.[] | "\(.ID)@\(.Namespace)"' || true)
 		for j in $jobs; do
-			NOMAD_ADDR=$addr timeout 30 "$nomad" job stop -namespace "${j#*@}" -detach -purge "${j%@*}" >/dev/null 2>&1 || true
+			curl -fsS -X DELETE "$addr/v1/job/${j%@*}?namespace=${j#*@}&purge=true" >/dev/null || true
 		done
-		timeout=${NOMAD_LOCAL_STOP_TIMEOUT:-45} wait_for "the allocations to stop" no_running_allocs || true
+		if ! timeout=${NOMAD_LOCAL_STOP_TIMEOUT:-45} wait_for "the allocations to stop" no_running_allocs; then
+			echo "nomad-local: still running: $(running_allocs | tr '\n' ' ')" >&2
+		fi
 	fi
 	stop_agent c1
 	stop_agent c2
@@ -198,6 +208,9 @@ down() {
 			xargs -r kill -KILL <"$f" 2>/dev/null || true
 		done
 	done
+	# A client mounts each task's secrets and private directories (tmpfs) and unmounts them only
+	# when it collects the allocation: unmount what is left under DIR.
+	grep -o " $dir/[^ ]*" /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null || true
 }
 
 case "$cmd" in

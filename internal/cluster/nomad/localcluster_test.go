@@ -47,7 +47,7 @@ func startLocalCluster(t *testing.T) *localCluster {
 		if err != nil {
 			t.Errorf("nomad-local.sh down: %v\n%s", err, out)
 		}
-		t.Logf("cluster stopped in %s", time.Since(start).Round(time.Millisecond))
+		t.Logf("cluster stopped in %s\n%s", time.Since(start).Round(time.Millisecond), out)
 		if t.Failed() {
 			for _, a := range []string{"server", "c1", "c2"} {
 				b, _ := os.ReadFile(filepath.Join(dir, a+".log"))
@@ -160,6 +160,22 @@ func (c *localCluster) allocEvents(id, ns string) string {
 		for _, e := range st.Events {
 			fmt.Fprintf(&b, "\n%s: %s %s", task, e.Type, e.DisplayMessage)
 		}
+	}
+	return b.String()
+}
+
+// taskLogs is the end of the stderr of a task in each of the job's allocations, for a failure.
+func (c *localCluster) taskLogs(ns, job, task string) string {
+	allocs, _, err := c.api.Jobs().Allocations(job, true, &api.QueryOptions{Namespace: ns})
+	if err != nil {
+		return job + ": " + err.Error()
+	}
+	var b strings.Builder
+	for _, a := range allocs {
+		x := exec.Command(c.nomad, "alloc", "logs", "-namespace", ns, "-stderr", "-tail", "-n", "30", a.ID, task)
+		x.Env = append(withoutEnv(os.Environ(), "AWS_CA_BUNDLE"), "NOMAD_ADDR="+c.addr)
+		out, _ := x.CombinedOutput()
+		fmt.Fprintf(&b, "--- %s/%s allocation %s on %s (%s):\n%s\n", job, task, a.ID[:8], a.NodeName, a.ClientStatus, out)
 	}
 	return b.String()
 }

@@ -61,6 +61,11 @@ type Discovery struct {
 	read    time.Time // when nodes was read
 	err     error     // the last read's error, nil after a good one
 	reading chan struct{}
+
+	// checked is each listed allocation's health as last read from its checks, for a read
+	// that Nomad does not answer in time (a loaded server is not a sick node). Only the list
+	// reader touches it.
+	checked map[string]bool
 }
 
 // Interface guards.
@@ -177,15 +182,24 @@ func (d *Discovery) list(ctx context.Context) ([]cluster.Node, error) {
 		return nil, fmt.Errorf("nomad service %s: %w", d.o.Service, err)
 	}
 	healthy := make([]bool, len(regs))
+	known := make([]bool, len(regs))
 	var wg sync.WaitGroup
 	for i, r := range regs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			healthy[i] = d.checksPass(ctx, r)
+			healthy[i], known[i] = d.checksPass(ctx, r)
 		}()
 	}
 	wg.Wait()
+	checked := make(map[string]bool, len(regs))
+	for i, r := range regs {
+		if !known[i] {
+			healthy[i] = d.checked[r.AllocID] // unknown before: unhealthy
+		}
+		checked[r.AllocID] = healthy[i]
+	}
+	d.checked = checked
 	byID := map[string]int{}
 	var nodes []cluster.Node
 	var created []uint64
@@ -214,20 +228,24 @@ func (d *Discovery) list(ctx context.Context) ([]cluster.Node, error) {
 }
 
 // checksPass says whether every Nomad check of the registration's service in its allocation
-// passes. An allocation whose checks cannot be read (its Nomad client is down or cut off) is
-// unhealthy; a service without checks is healthy while Nomad lists it (its task runs).
-func (d *Discovery) checksPass(ctx context.Context, r *api.ServiceRegistration) bool {
+// passes. When Nomad answers that it cannot read them (the allocation's client is down or cut
+// off: "No path to node"), the node is unhealthy; when Nomad does not answer in time, known is
+// false and the caller keeps what it knew. A service without checks is healthy while Nomad lists
+// it (its task runs).
+func (d *Discovery) checksPass(ctx context.Context, r *api.ServiceRegistration) (healthy, known bool) {
 	checks, err := d.client.Allocations().Checks(r.AllocID, (&api.QueryOptions{Namespace: r.Namespace}).WithContext(ctx))
 	if err != nil {
-		d.o.Log.Debug("nomad discovery: checks unreadable", "alloc", r.AllocID, "err", err)
-		return false
+		var answered api.UnexpectedResponseError
+		known = errors.As(err, &answered) && answered.HasStatusCode()
+		d.o.Log.Debug("nomad discovery: checks unreadable", "alloc", r.AllocID, "answered", known, "err", err)
+		return false, known
 	}
 	for _, c := range checks {
 		if c.Service == r.ServiceName && c.Status != "success" {
-			return false
+			return false, true
 		}
 	}
-	return true
+	return true, true
 }
 
 // nodeOf turns a registration into a node: its id (the tag, else the Nomad node id without
