@@ -43,7 +43,7 @@ type Config struct {
 	// NoDirtyPages switches dirty-page tracking off: snapshots and rewinds compare whole
 	// memories (for measuring, and for a kernel whose tracking misbehaves).
 	NoDirtyPages bool
-	Verbose bool
+	Verbose      bool
 }
 
 // Defaults of the flags.
