@@ -267,6 +267,9 @@ func (h *Handler) serviceIdentity(r *http.Request, sessionID string) (auth.Ident
 	if r.Header.Get("X-API-Key") != "" || r.Header.Get("Authorization") != "" {
 		return h.identity(r)
 	}
+	if id, ok, err := h.signedFile(r, sessionID); ok {
+		return id, err
+	}
 	return auth.Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "a request to a sandbox needs its access token").
 		WithHint("the SDKs send it (X-Access-Token) from the sandbox Sandbox.create or Sandbox.connect returned; by hand, send X-API-Key with an agentbox key")
 }

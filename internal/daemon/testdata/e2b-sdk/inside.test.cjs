@@ -1,6 +1,6 @@
 // What the E2B SDKs call inside a sandbox, beyond program.test.cjs: background processes with
 // stdin, reattaching, listing and killing them; the file system service (list with depth, stat,
-// exists, make directories, rename, remove, watch); code contexts; and the calls agentbox answers
+// exists, make directories, rename, remove, watch); signed file URLs; code contexts; and the calls agentbox answers
 // not implemented, naming them. Run by TestE2BSDK beside program.test.cjs, with the same
 // environment (E2B_DOMAIN or E2B_API_URL/E2B_SANDBOX_URL, E2B_API_KEY).
 'use strict'
@@ -69,6 +69,24 @@ test('the file system: write many, list with depth, stat, make, rename, remove',
   await sbx.files.remove('tree/elsewhere')
   assert.equal(await sbx.files.exists('tree/elsewhere/a2.txt'), false)
   await assert.rejects(sbx.files.read('tree/none.txt'), (e) => e.name === 'FileNotFoundError')
+})
+
+test('signed URLs: download and upload without headers, refused when altered or expired', async () => {
+  const down = await sbx.downloadUrl('tree/sub/b.txt')
+  assert.match(down, /signature=v1_/)
+  let res = await fetch(down)
+  assert.equal(res.status, 200)
+  assert.equal(await res.text(), 'beta')
+  const up = await sbx.uploadUrl('tree/uploaded.txt')
+  const form = new FormData()
+  form.append('file', new Blob(['sent by url']), 'uploaded.txt')
+  res = await fetch(up, { method: 'POST', body: form })
+  assert.equal(res.status, 200, await res.text())
+  assert.equal(await sbx.files.read('tree/uploaded.txt'), 'sent by url')
+  res = await fetch(down.replace('b.txt', 'a.txt'))
+  assert.equal(res.status, 401)
+  res = await fetch(await sbx.downloadUrl('tree/sub/b.txt', { useSignatureExpiration: -60 }))
+  assert.equal(res.status, 401)
 })
 
 test('watch a directory', async () => {
