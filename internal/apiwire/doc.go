@@ -6,4 +6,6 @@
 // local engine of `agentbox run` (internal/cli), and the MCP and web-console front doors to come.
 // So a request is read, and an error is answered, the same way whichever door it came through,
 // and no front door imports another to get that.
+// It also holds the two pieces every front door's request wrapper shares (request.go): the
+// request id a client may give, and the writer that remembers the status for the log line.
 package apiwire

@@ -115,8 +115,8 @@ func (g *Gateway) Close() error {
 // ServeHTTP authenticates the request and sends it where it goes.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
-	defer func() { g.metrics.observe(r, sw.status, time.Since(start)) }()
+	sw := &apiwire.StatusWriter{ResponseWriter: w}
+	defer func() { g.metrics.observe(r, sw.Status, time.Since(start)) }()
 	p := r.URL.Path
 	if p == "/v1/health" && r.Method == http.MethodGet {
 		g.health(sw, r)
@@ -234,29 +234,6 @@ func fail(w http.ResponseWriter, err error) {
 	status, body := apiwire.ErrorResponse(err)
 	writeJSON(w, status, body)
 }
-
-// statusWriter remembers the status for the metrics; it passes flushes on.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the real writer (Flush).
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 type identityKey struct{}
 

@@ -2,8 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -33,48 +31,26 @@ func infoOf(r *http.Request) *reqInfo {
 	return &reqInfo{}
 }
 
-// statusWriter remembers the status written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // withRequest gives every request an id (the client's X-Request-Id if it is sane), turns panics
 // into internal errors, and logs and counts the request when it is done.
 func (s *API) withRequest(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		info := &reqInfo{id: requestID(r.Header.Get("X-Request-Id")), route: "unmatched"}
+		info := &reqInfo{id: apiwire.RequestID(r.Header.Get("X-Request-Id"), ""), route: "unmatched"}
 		r = r.WithContext(context.WithValue(r.Context(), infoKey{}, info))
 		w.Header().Set("X-Request-Id", info.id)
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &apiwire.StatusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
 				s.log.Error("panic in handler", "request_id", info.id, "panic", p, "stack", string(debug.Stack()))
-				if sw.status == 0 {
+				if sw.Status == 0 {
 					s.fail(sw, r, fmt.Errorf("panic: %v", p))
 				}
 			}
-			status := sw.status
+			status := sw.Status
 			if status == 0 {
 				status = http.StatusOK
 			}
@@ -101,26 +77,6 @@ func (s *API) withRequest(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(sw, r)
 	})
-}
-
-// requestID keeps a client's id when it is short and plain, so it can be searched for in logs,
-// and makes one otherwise.
-func requestID(given string) string {
-	if n := len(given); n > 0 && n <= 64 {
-		ok := true
-		for _, c := range given {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return given
-		}
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 func statusLabel(status int) string { return strconv.Itoa(status) }
