@@ -36,15 +36,9 @@ var ErrNotSigned = errors.New("audit: the record is newer than the last checkpoi
 // (the log's own signing.pub when empty). It reads the records up to that checkpoint once, so
 // it costs a read of the log; a record past the last checkpoint is ErrNotSigned.
 func Prove(ctx context.Context, dir, vkey string, seq int64) (*Proof, error) {
-	if vkey == "" {
-		var err error
-		if vkey, err = ReadPub(filepath.Join(dir, PubFile)); err != nil {
-			return nil, err
-		}
-	}
-	v, err := note.NewVerifier(vkey)
+	v, err := verifierOf(dir, vkey)
 	if err != nil {
-		return nil, fmt.Errorf("audit public key: %w", err)
+		return nil, err
 	}
 	cp, err := lastCheckpoint(filepath.Join(dir, CheckpointsFile), v)
 	if err != nil {

@@ -92,15 +92,9 @@ func (r *Report) String() string {
 // checkpoint's root is the root of the tree of that size. Records after the last checkpoint are
 // vouched for by the chain only.
 func Verify(ctx context.Context, dir, vkey string) (*Report, error) {
-	if vkey == "" {
-		var err error
-		if vkey, err = ReadPub(filepath.Join(dir, PubFile)); err != nil {
-			return nil, err
-		}
-	}
-	v, err := note.NewVerifier(vkey)
+	v, err := verifierOf(dir, vkey)
 	if err != nil {
-		return nil, fmt.Errorf("audit public key: %w", err)
+		return nil, err
 	}
 	f, err := os.Open(filepath.Join(dir, RecordsFile))
 	if err != nil {
@@ -441,4 +435,19 @@ func (s *scan) finish() {
 		}
 		return pa.Record < pb.Record
 	})
+}
+
+// verifierOf is the verifier of vkey, or of the log's own signing.pub in dir when vkey is empty.
+func verifierOf(dir, vkey string) (note.Verifier, error) {
+	if vkey == "" {
+		var err error
+		if vkey, err = ReadPub(filepath.Join(dir, PubFile)); err != nil {
+			return nil, err
+		}
+	}
+	v, err := note.NewVerifier(vkey)
+	if err != nil {
+		return nil, fmt.Errorf("audit public key: %w", err)
+	}
+	return v, nil
 }

@@ -165,18 +165,7 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, c *callCtx)
 		h.fail(w, r, sandbox.Errorf(sandbox.KindInvalidRequest, "timeout is required (seconds from now)"))
 		return
 	}
-	d, err := h.timeoutOf(body.Timeout, 0)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	info, err := h.session(c)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	h.setEnd(info.ID, d, false, info)
-	w.WriteHeader(http.StatusNoContent)
+	h.endIn(w, r, c, body.Timeout, 0, false)
 }
 
 // refresh extends the sandbox's end to now + duration, never shortening it.
@@ -186,7 +175,13 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, c *callCtx) {
 		h.fail(w, r, err)
 		return
 	}
-	d, err := h.timeoutOf(body.Duration, h.defTO)
+	h.endIn(w, r, c, body.Duration, h.defTO, true)
+}
+
+// endIn sets the sandbox's end to now + secs (def when nil), never shortening it when
+// extendOnly, and answers 204: setTimeout and refresh.
+func (h *Handler) endIn(w http.ResponseWriter, r *http.Request, c *callCtx, secs *int64, def time.Duration, extendOnly bool) {
+	d, err := h.timeoutOf(secs, def)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -196,7 +191,7 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, c *callCtx) {
 		h.fail(w, r, err)
 		return
 	}
-	h.setEnd(info.ID, d, true, info)
+	h.setEnd(info.ID, d, extendOnly, info)
 	w.WriteHeader(http.StatusNoContent)
 }
 
