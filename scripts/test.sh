@@ -19,6 +19,9 @@ bin/agentbox image build node-mcp
 # minutes the first time on a machine (2 cores), then cached by version under the data directory.
 # Exit 3 (the Go module proxy unreachable) leaves the test to skip, or to fail in CI.
 scripts/cluster/nomad-build.sh >/dev/null || [ $? = 3 ]
+# The Kubernetes test (internal/cluster/kube) runs a real single-node cluster: its binaries are
+# built from their Go modules at pinned versions, cached by version (cold 10+ minutes); exit 3 as above.
+scripts/cluster/kube-build.sh >/dev/null || [ $? = 3 ]
 if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then
 	export AGENTBOX_REQUIRE_PRIVILEGED=1
 fi
