@@ -142,6 +142,25 @@ func TestGatewayOverTwoNodes(t *testing.T) {
 		t.Errorf("sessions through the gateway: %d, %v", len(list), err)
 	}
 
+	// An MCP client's tool call on a session reaches the session's node through /mcp.
+	for _, id := range ids {
+		call := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"session_run","arguments":{"session_id":"` + id + `","code":"print(x * 10)"}}}`
+		req, _ := http.NewRequest(http.MethodPost, gw+"/mcp", strings.NewReader(call))
+		req.Header.Set("Authorization", "Bearer "+clusterKey)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(out), `stdout:\n40\n`) || resp.Header.Get("Agentbox-Node") != nodes[id] {
+			t.Errorf("session_run on %s through /mcp: %d on %q: %.300s", id, resp.StatusCode, resp.Header.Get("Agentbox-Node"), out)
+		}
+	}
+
 	// Another tenant's key: the session is not found through the gateway, as on its node, and
 	// the tenant's list does not hold it.
 	if _, err := other.RunInSession(bg, ids[0], api.RunRequest{Code: "print(x)"}); !isCode(err, api.CodeNotFound) {
