@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -78,6 +79,11 @@ func toRPC(err error) *rpcError {
 	msg := err.Error()
 	if e := sandbox.AsError(err); e != nil && e.Hint != "" {
 		msg += " (" + e.Hint + ")"
+	}
+	if sandbox.KindOf(err) == sandbox.KindInternal {
+		// As agentbox's own API: a fault's text is for the daemon's log, not for the caller.
+		slog.Error("e2b envd: internal error", "err", err)
+		msg = "internal error: the daemon's log has the details"
 	}
 	code := codeInternal
 	switch sandbox.KindOf(err) {

@@ -53,10 +53,7 @@ func httpErrorOf(w http.ResponseWriter, err error) {
 			status = http.StatusNotImplemented
 		}
 	}
-	msg := err.Error()
-	if e := sandbox.AsError(err); e != nil && e.Hint != "" {
-		msg += " (" + e.Hint + ")"
-	}
+	msg := toRPC(err).Message
 	writeHTTPError(w, status, "%s", msg)
 }
 

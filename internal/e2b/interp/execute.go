@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -272,6 +273,11 @@ func runErrorLine(err error) map[string]any {
 	msg := err.Error()
 	if e := sandbox.AsError(err); e != nil && e.Hint != "" {
 		msg += " (" + e.Hint + ")"
+	}
+	if sandbox.KindOf(err) == sandbox.KindInternal {
+		// As agentbox's own API: a fault's text is for the daemon's log, not for the caller.
+		slog.Error("e2b code interpreter: internal error", "err", err)
+		msg = "internal error: the daemon's log has the details"
 	}
 	return errorLine(name, msg, "")
 }
