@@ -26,9 +26,12 @@ type StepsOptions struct {
 	// Tier is the tier measured: one of stepsTiers. Default nano.
 	Tier string `json:"tier"`
 	// DataDir holds the runtimes' artifacts. Default: the configuration's.
-	DataDir string    `json:"data_dir"`
-	JSON    bool      `json:"-"`
-	Log     io.Writer `json:"-"`
+	DataDir string `json:"data_dir"`
+	// CPUProfile, when set, is a file for a CPU profile of the timed part (this process: the
+	// daemon's side; workers are processes of their own).
+	CPUProfile string    `json:"-"`
+	JSON       bool      `json:"-"`
+	Log        io.Writer `json:"-"`
 }
 
 // StepsTier is a tier `agentbox bench steps` can measure: how to start its runtime with a
@@ -100,6 +103,7 @@ func mainSteps(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.Tier, "tier", d.Tier, "the tier to measure: nano, or heavy (its own rows, steps_heavy.go)")
 	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "data `DIR` with the runtimes' artifacts")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part (this process) to `FILE` (go tool pprof)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -215,6 +219,13 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 	id, err := open(m)
 	if err != nil {
 		return nil, err
+	}
+	if o.CPUProfile != "" {
+		stop, err := startCPUProfile(o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	var baseLat, snapLat []time.Duration
 	var runErr error

@@ -50,9 +50,9 @@ func jailedLauncher(opts Options) launcher {
 			// daemon and interrupt the guest at its deadline on the third (worker.Run sets at
 			// least 3 in any case).
 			Env: []string{"GOMAXPROCS=3"},
-			// The worker's own /proc/self/pagemap, taken at its start, for dirty-page
+			// A session worker's own /proc/self/pagemap, taken at its start, for dirty-page
 			// tracking (snapshots and rewinds read only the pages a step wrote).
-			ProcSelf: true,
+			ProcSelf: session,
 		}
 		a := Artifacts{Dir: jailDir}
 		args := []string{WorkerArg,

@@ -76,8 +76,13 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 	start := time.Now()
 	var dirty *dirtypages.Tracker
 	var ioctls []uint32
-	if !cfg.NoDirtyPages {
+	// Only session workers take snapshots; in a one-shot worker tracking would only cost every
+	// run a kernel-resolved fault for each page it writes first after a reset.
+	if cfg.Mode == ModeSession && !cfg.NoDirtyPages {
 		dirty, ioctls = openDirtyPages(log)
+	} else if _, err := jail.TakeProcSelf(); err != nil { // closes the jail's proc mount, if any
+		log.Error("nano worker: jail", "err", err)
+		return ExitFailed
 	}
 	eng, err := engine.New(ctx, engine.Config{
 		WasmPath:           cfg.Wasm,
