@@ -208,6 +208,15 @@ down() {
 			xargs -r kill -KILL <"$f" 2>/dev/null || true
 		done
 	done
+	# And each task's executor (a `nomad executor` process of the client's, which a stopped client
+	# leaves behind when its task had not ended yet): those naming a file under DIR.
+	local p
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" = $$ ] && continue
+		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "^[^ ]*nomad executor .*$dir/"; then
+			kill -KILL "${p#/proc/}" 2>/dev/null || true
+		fi
+	done
 	# A client mounts each task's secrets and private directories (tmpfs) and unmounts them only
 	# when it collects the allocation: unmount what is left under DIR.
 	grep -o " $dir/[^ ]*" /proc/mounts | sort -r | xargs -r umount -l 2>/dev/null || true

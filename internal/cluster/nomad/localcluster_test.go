@@ -48,6 +48,17 @@ func startLocalCluster(t *testing.T) *localCluster {
 			t.Errorf("nomad-local.sh down: %v\n%s", err, out)
 		}
 		t.Logf("cluster stopped in %s\n%s", time.Since(start).Round(time.Millisecond), out)
+		// Whatever still names the cluster's directory (a task's executor) goes too; twice, for
+		// one that a dying client was starting.
+		for i := range 2 {
+			for _, pid := range pidsWithArg(dir + "/") {
+				t.Logf("left behind after down: pid %d, killed", pid)
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+			if i == 0 {
+				time.Sleep(3 * time.Second)
+			}
+		}
 		if t.Failed() {
 			for _, a := range []string{"server", "c1", "c2"} {
 				b, _ := os.ReadFile(filepath.Join(dir, a+".log"))
@@ -69,7 +80,7 @@ func startLocalCluster(t *testing.T) *localCluster {
 	if c.addr == "" {
 		t.Fatalf("nomad-local.sh up printed no NOMAD_ADDR:\n%s", out)
 	}
-	t.Logf("cluster up in %s at %s", time.Since(start).Round(time.Millisecond), c.addr)
+	t.Logf("cluster up in %s at %s (in %s)", time.Since(start).Round(time.Millisecond), c.addr, dir)
 	conf := api.DefaultConfig()
 	conf.Address = c.addr
 	if c.api, err = api.NewClient(conf); err != nil {
@@ -198,6 +209,23 @@ func pidsWithEnv(kv string) []int {
 				pids = append(pids, pid)
 				break
 			}
+		}
+	}
+	return pids
+}
+
+// pidsWithArg lists the processes whose command line holds s.
+func pidsWithArg(s string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
