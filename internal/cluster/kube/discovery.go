@@ -97,15 +97,31 @@ var _ cluster.Discovery = (*Discovery)(nil)
 // New starts the watches (they end with ctx) and waits for their first lists, at most
 // SyncTimeout.
 func New(ctx context.Context, client kubernetes.Interface, spec Spec, log *slog.Logger) (*Discovery, error) {
+	return newWithin(ctx, client, spec, log, SyncTimeout)
+}
+
+// newWithin is New waiting at most within for the API server: its first question (may this
+// client list Nodes?) and the watches' first lists both, so an API server that accepts the
+// connection and never answers fails the start instead of hanging it. On failure the watches it
+// started are stopped.
+func newWithin(ctx context.Context, client kubernetes.Interface, spec Spec, log *slog.Logger, within time.Duration) (_ *Discovery, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	wait, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	ctx, stop := context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
 	d := &Discovery{spec: spec, log: log, dirty: true}
 	selector := discoveryv1.LabelServiceName + "=" + spec.Service
 	d.slices = discoveryinformers.NewFilteredEndpointSliceInformer(client, spec.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
 	// Node health is an extra: a gateway given only the namespaced Role still works.
-	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+	if _, err := client.CoreV1().Nodes().List(wait, metav1.ListOptions{Limit: 1}); err == nil {
 		d.nodes = coreinformers.NewNodeInformer(client, 0, cache.Indexers{})
 	} else if apierrors.IsForbidden(err) {
 		log.Info("kube discovery: may not list Nodes, so health comes from the EndpointSlices alone", "err", err)
@@ -128,10 +144,8 @@ func New(ctx context.Context, client kubernetes.Interface, spec Spec, log *slog.
 		go inf.Run(ctx.Done())
 		synced = append(synced, inf.HasSynced)
 	}
-	wait, cancel := context.WithTimeout(ctx, SyncTimeout)
-	defer cancel()
 	if !cache.WaitForCacheSync(wait.Done(), synced...) {
-		return nil, fmt.Errorf("no list of the EndpointSlices of service %s/%s within %v: check the API server and that this service account may list and watch endpointslices (deploy/k8s/rbac.yaml)", spec.Namespace, spec.Service, SyncTimeout)
+		return nil, fmt.Errorf("no list of the EndpointSlices of service %s/%s within %v: check the API server and that this service account may list and watch endpointslices (deploy/k8s/rbac.yaml)", spec.Namespace, spec.Service, within)
 	}
 	return d, nil
 }
