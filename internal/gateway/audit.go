@@ -33,30 +33,18 @@ func (g *Gateway) audit(w http.ResponseWriter, r *http.Request) {
 		raw json.RawMessage
 		t   time.Time
 	}
+	lists, ok := listsOf(w, ans, "records", "audit records that do not parse")
+	if !ok {
+		return
+	}
 	var all []rec
-	for i := range ans {
-		a := &ans[i]
-		if a.err != nil {
-			fail(w, unreachable(a.n, a.err))
-			return
-		}
-		if a.status != http.StatusOK {
-			writeRaw(w, a)
-			return
-		}
-		var list struct {
-			Records []json.RawMessage `json:"records"`
-		}
-		if err := json.Unmarshal(a.body, &list); err != nil {
-			fail(w, sandbox.Errorf(sandbox.KindInternal, "node %s: audit records that do not parse: %v", a.n.ID, err))
-			return
-		}
-		for _, raw := range list.Records {
+	for i, list := range lists {
+		for _, raw := range list {
 			var h struct {
 				Time time.Time `json:"time"`
 			}
 			_ = json.Unmarshal(raw, &h)
-			all = append(all, rec{raw: withNode(raw, a.n.ID), t: h.Time})
+			all = append(all, rec{raw: withNode(raw, ans[i].n.ID), t: h.Time})
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].t.Before(all[j].t) })

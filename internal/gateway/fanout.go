@@ -165,28 +165,16 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	lists, ok := listsOf(w, ans, "sessions", "a session list that does not parse")
+	if !ok {
+		return
+	}
 	var all []json.RawMessage
 	type created struct {
 		CreatedAt time.Time `json:"created_at"`
 	}
-	for i := range ans {
-		a := &ans[i]
-		if a.err != nil {
-			fail(w, unreachable(a.n, a.err))
-			return
-		}
-		if a.status != http.StatusOK {
-			writeRaw(w, a)
-			return
-		}
-		var list struct {
-			Sessions []json.RawMessage `json:"sessions"`
-		}
-		if err := json.Unmarshal(a.body, &list); err != nil {
-			fail(w, sandbox.Errorf(sandbox.KindInternal, "node %s: a session list that does not parse: %v", a.n.ID, err))
-			return
-		}
-		all = append(all, list.Sessions...)
+	for _, list := range lists {
+		all = append(all, list...)
 	}
 	times := make([]time.Time, len(all))
 	for i, s := range all {
@@ -206,6 +194,34 @@ func (g *Gateway) listSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Sessions []json.RawMessage `json:"sessions"`
 	}{Sessions: out})
+}
+
+// listsOf reads the JSON list in member ("sessions") of every node's answer, in ans's order.
+// When a node did not answer, refused, or sent what does not parse, it answers the client
+// itself (what says what did not parse) and returns false.
+func listsOf(w http.ResponseWriter, ans []answer, member, what string) ([][]json.RawMessage, bool) {
+	out := make([][]json.RawMessage, len(ans))
+	for i := range ans {
+		a := &ans[i]
+		if a.err != nil {
+			fail(w, unreachable(a.n, a.err))
+			return nil, false
+		}
+		if a.status != http.StatusOK {
+			writeRaw(w, a)
+			return nil, false
+		}
+		var obj map[string]json.RawMessage
+		err := json.Unmarshal(a.body, &obj)
+		if raw, ok := obj[member]; err == nil && ok {
+			err = json.Unmarshal(raw, &out[i])
+		}
+		if err != nil {
+			fail(w, sandbox.Errorf(sandbox.KindInternal, "node %s: %s: %v", a.n.ID, what, err))
+			return nil, false
+		}
+	}
+	return out, true
 }
 
 // withNode adds "node":ID to a JSON object, as its first member.
