@@ -41,6 +41,7 @@ kubelet_port=10350
 cgroup_root=/agentbox-kube
 sock=$dir/containerd/containerd.sock
 lockfile=/run/agentbox-kube.lock
+ownerfile=/run/agentbox-kube.dir
 log() { echo "kube-local: $*" >&2; }
 
 bins() { bin=$("$root/scripts/cluster/kube-build.sh"); export PATH="$bin:$PATH"; }
@@ -68,7 +69,7 @@ start() {
 	local name=$1
 	shift
 	if [ -f "$dir/pids/$name" ] && kill -0 "$(cat "$dir/pids/$name")" 2>/dev/null; then return 0; fi
-	setsid "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null &
+	setsid "$@" >>"$dir/logs/$name.log" 2>&1 </dev/null 8>&- &
 	echo $! >"$dir/pids/$name"
 }
 
@@ -133,6 +134,8 @@ network() {
 	ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
 	ip addr show dev "$bridge" | grep -q "$node_ip/" || ip addr add "$node_ip/24" dev "$bridge"
 	ip link set "$bridge" up
+	# Nothing for these addresses ever leaves the machine, even while the bridge is gone.
+	ip route replace unreachable 198.18.0.0/15
 	mkdir -p "$dir/cni/net.d" "$dir/cni/ipam"
 	cat >"$dir/cni/net.d/10-agentbox.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "agentbox-kube", "plugins": [
@@ -242,14 +245,31 @@ pause_image() {
 	echo "$out"
 }
 
+# owner is the DIR of the cluster that holds the machine-wide parts (bridge, route, cgroups), if
+# one is running; alive says whether a DIR's cluster still has a process.
+owner() { cat "$ownerfile" 2>/dev/null || true; }
+alive() {
+	local f
+	for f in "$1"/pids/*; do
+		[ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && return 0
+	done
+	return 1
+}
+
 up() {
+	# One cluster per machine: wait (bounded) while another DIR's cluster runs, e.g. a test of
+	# another checkout; a dead one's leftovers are taken over.
 	exec 8>"$lockfile"
-	flock -n 8 || { log "another kube-local.sh holds $lockfile"; exit 1; }
-	if [ -f /run/agentbox-kube.dir ] && [ "$(cat /run/agentbox-kube.dir)" != "$dir" ] && [ -d "$(cat /run/agentbox-kube.dir)/pids" ] && [ -n "$(ls "$(cat /run/agentbox-kube.dir)/pids")" ]; then
-		log "a local cluster is already running in $(cat /run/agentbox-kube.dir): run \`$0 down $(cat /run/agentbox-kube.dir)\` first"
-		exit 1
-	fi
-	echo "$dir" >/run/agentbox-kube.dir
+	local end=$((SECONDS + ${AGENTBOX_KUBE_WAIT:-900})) o
+	while :; do
+		flock -w 60 8 || { log "cannot lock $lockfile"; exit 1; }
+		o=$(owner)
+		if [ -z "$o" ] || [ "$o" = "$dir" ] || ! alive "$o"; then break; fi
+		flock -u 8
+		[ $SECONDS -lt $end ] || { log "a local cluster is running in $o: run \`$0 down $o\` first"; exit 1; }
+		sleep 5
+	done
+	echo "$dir" >"$ownerfile"
 	bins
 	mkdir -p "$dir/logs" "$dir/pids"
 	local t0=$SECONDS
@@ -304,6 +324,7 @@ metadata: {name: runsc}
 handler: runsc
 EOF
 	wait_for 60 kube-controller-manager kc -n default get serviceaccount default
+	flock -u 8
 	log "up in $((SECONDS - t0))s: node $node_name ($node_ip) Ready; logs in $dir/logs"
 	echo "export KUBECONFIG=$dir/kubeconfig"
 }
@@ -352,11 +373,21 @@ down() {
 		{ grep -o " $dir/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
 	done
 	rm -rf "$dir/cni/ipam"
-	ip link del "$bridge" 2>/dev/null || true
-	for c in /sys/fs/cgroup/*/"${cgroup_root#/}"; do
-		[ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
-	done
-	rm -f /run/agentbox-kube.dir
+	# The machine-wide parts belong to the cluster that owns them: another DIR's stay.
+	exec 8>"$lockfile"
+	flock -w 60 8 || true
+	local o
+	o=$(owner)
+	if [ -z "$o" ] || [ "$o" = "$dir" ]; then
+		ip link del "$bridge" 2>/dev/null || true
+		ip route del unreachable 198.18.0.0/15 2>/dev/null || true
+		for c in /sys/fs/cgroup/*/"${cgroup_root#/}"; do
+			[ -d "$c" ] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		done
+		rm -f "$ownerfile"
+	else
+		log "the bridge and cgroups belong to the cluster in $o: left alone"
+	fi
 	log "down in $((SECONDS - t0))s"
 }
 

@@ -136,7 +136,7 @@ func startCluster(t *testing.T) *localCluster {
 		}
 	})
 	start := time.Now()
-	run(t, 5*time.Minute, k.Script("kube-local.sh"), "up", dir)
+	run(t, 20*time.Minute, k.Script("kube-local.sh"), "up", dir) // waits while another checkout's cluster runs
 	t.Logf("cluster up in %v", time.Since(start).Round(100*time.Millisecond))
 	run(t, 3*time.Minute, k.Script("kube-local.sh"), "import", image, dir)
 
