@@ -376,9 +376,14 @@ func (h *Handler) input(t Target, sel *processSelector, in *processInput) error 
 
 // streamInput is the client-streaming form of SendInput: a start naming the process, then
 // data. (The JS SDK does not use it: fetch cannot stream a request body both ways.)
+// maxStreamInput bounds the bytes of one StreamInput request.
+const maxStreamInput = 16 * maxMessage
+
 func (h *Handler) streamInput(w http.ResponseWriter, r *http.Request, t Target) {
 	var sel *processSelector
-	body := io.LimitReader(r.Body, 16*maxMessage)
+	// The stream may carry up to maxStreamInput bytes; one byte more fails the call instead of
+	// ending it as if the client had finished.
+	body := &io.LimitedReader{R: r.Body, N: maxStreamInput + 1}
 	var err error
 	for {
 		var b []byte
@@ -403,6 +408,9 @@ func (h *Handler) streamInput(w http.ResponseWriter, r *http.Request, t Target) 
 		if err != nil {
 			break
 		}
+	}
+	if body.N == 0 {
+		err = errorf(codeResourceExhausted, "a StreamInput request is over %d bytes; send the rest in another request", maxStreamInput)
 	}
 	s := newStream(w)
 	if err == io.EOF {

@@ -1,8 +1,11 @@
 package envd
 
 import (
+	"bytes"
+	"encoding/binary"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +95,29 @@ func TestResolve(t *testing.T) {
 		if got := resolve(in); got != want {
 			t.Errorf("resolve(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A StreamInput request longer than its bound fails with resource_exhausted instead of ending
+// as if the client had sent all of it (the input past the bound would be lost unsaid).
+func TestStreamInputOverBound(t *testing.T) {
+	t.Parallel()
+	// Envelopes of exactly 1 MiB, so that the bound falls between two of them: the case a plain
+	// io.LimitReader ends as a clean end of the stream.
+	head := `{"start":{"process":{"pid":1}},"pad":"`
+	msg := []byte(head + strings.Repeat("x", maxMessage-5-len(head)-2) + `"}`)
+	var body bytes.Buffer
+	for body.Len() <= maxStreamInput {
+		var h [5]byte
+		binary.BigEndian.PutUint32(h[1:], uint32(len(msg)))
+		body.Write(h[:])
+		body.Write(msg)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/process.Process/StreamInput", &body)
+	r.Header.Set("Content-Type", "application/connect+json")
+	w := httptest.NewRecorder()
+	New(Options{}).Serve(w, r, Target{})
+	if !strings.Contains(w.Body.String(), "resource_exhausted") {
+		t.Fatalf("answer %q, want a resource_exhausted end of stream", w.Body.String())
 	}
 }
