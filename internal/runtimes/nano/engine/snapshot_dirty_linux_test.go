@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/dirtypages"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine/enginetest"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 var (
@@ -33,7 +34,7 @@ func trackedInstance(t *testing.T) *Instance {
 			MemoryReserveBytes: 1 << 30, DirtyPages: tr})
 	})
 	if errors.Is(trackedErr, dirtypages.ErrUnsupported) {
-		t.Skipf("this kernel cannot track written pages: %v", trackedErr)
+		testenv.Skip(t, "this kernel cannot track written pages (Linux 6.7+ with userfaultfd): "+trackedErr.Error())
 	}
 	if trackedErr != nil {
 		t.Fatal(trackedErr)
