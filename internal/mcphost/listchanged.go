@@ -55,15 +55,7 @@ func (m *Manager) listChangedHandlers(name string, opts *mcp.ClientOptions) {
 // toolsChanged lists the tools of server name again after it said they changed, holds them to
 // the pin, and tells the gateway's sessions.
 func (m *Manager) toolsChanged(name string) {
-	m.mu.Lock()
-	h := m.hosts[name]
-	m.mu.Unlock()
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	cs := h.session
-	h.mu.Unlock()
+	h, cs := m.upstream(name)
 	if cs == nil {
 		return
 	}

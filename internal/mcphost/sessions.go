@@ -205,16 +205,7 @@ func (m *Manager) unsubscribe(ctx context.Context, server string, g *gwSession, 
 }
 
 func (m *Manager) unsubscribeUpstream(ctx context.Context, server, uri string) {
-	m.mu.Lock()
-	h := m.hosts[server]
-	m.mu.Unlock()
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	cs := h.session
-	h.mu.Unlock()
-	if cs != nil {
+	if _, cs := m.upstream(server); cs != nil {
 		if err := cs.Unsubscribe(context.WithoutCancel(ctx), &mcp.UnsubscribeParams{URI: uri}); err != nil {
 			m.logf("hosted MCP server %s: resources/unsubscribe %s: %v", server, uri, err)
 		}
@@ -315,4 +306,18 @@ func loopback(hostport string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// upstream is hosted server name and its client session to the server, when it has one (nil,
+// nil when the server is not hosted; h, nil when it has not started).
+func (m *Manager) upstream(name string) (*host, *mcp.ClientSession) {
+	m.mu.Lock()
+	h := m.hosts[name]
+	m.mu.Unlock()
+	if h == nil {
+		return nil, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h, h.session
 }
