@@ -41,6 +41,8 @@ type fakeNode struct {
 	runs     atomic.Int64
 	// release, when set, holds a streamed run after its first event until closed.
 	release chan struct{}
+	// infoDelay slows GET /v1/node (a loaded node), nanoseconds.
+	infoDelay atomic.Int64
 }
 
 func newFakeNode(t *testing.T, id string) *fakeNode {
@@ -85,6 +87,9 @@ func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	} else if auth != "Bearer "+clientKey && !strings.HasPrefix(auth, "Bearer abt_") {
 		writeJSON(w, 401, errBody("unauthorized", "bad key"))
 		return
+	}
+	if p == "/v1/node" {
+		time.Sleep(time.Duration(f.infoDelay.Load()))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -530,3 +530,18 @@ func TestSessionFoundAfterItsNodeCameBack(t *testing.T) {
 		t.Errorf("an unknown session: %d %+v", st, e)
 	}
 }
+
+// A node slower than a poll to say its capacity (busy on a loaded machine) keeps its last good
+// answer for a while instead of making the gateway answer runtime_unavailable.
+func TestSlowCapacityAnswerKeepsTheNode(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, "a")
+	a := c.nodes[0]
+	waitPolled()
+	a.infoDelay.Store(int64(400 * time.Millisecond)) // longer than the 300 ms poll bound
+	time.Sleep(900 * time.Millisecond)               // polls in it time out
+	var out struct{ Node string }
+	if st := c.do(t, clientKey, "POST", "/v1/run", `{"code":"x"}`, &out); st != 200 || out.Node != "a" {
+		t.Fatalf("a run while a's capacity answers are late: %d on %q, want 200 on a", st, out.Node)
+	}
+}

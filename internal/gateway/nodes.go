@@ -123,6 +123,13 @@ func (g *Gateway) poll(ctx context.Context) {
 			defer cancel()
 			opened := n.opened.Load() // the answer counts these
 			info, err := g.readInfo(pctx, n)
+			if err != nil && pctx.Err() != nil && n.recentlyGood(slowGrace) {
+				// Slow, not gone: a node busy restoring moved sessions on a loaded machine may
+				// take longer than a poll to answer. It keeps its last good answer for a while
+				// (a refused connection still counts at once).
+				g.log.Debug("a node's capacity answer is late; keeping its last", "node", n.ID, "err", err)
+				return
+			}
 			n.state.Store(&nodeState{info: info, err: err, polled: time.Now()})
 			if err == nil {
 				n.opened.Add(-opened)
@@ -137,6 +144,15 @@ func (g *Gateway) poll(ctx context.Context) {
 	g.nodes, g.order = next, order
 	g.mu.Unlock()
 	g.metrics.nodes(order)
+}
+
+// slowGrace is how long a node whose capacity answers time out keeps its last good answer.
+const slowGrace = 5 * time.Second
+
+// recentlyGood says whether n's last capacity answer was good and came within d.
+func (n *node) recentlyGood(d time.Duration) bool {
+	s := n.state.Load()
+	return s != nil && s.err == nil && time.Since(s.polled) < d
 }
 
 // readInfo is GET /v1/node on n, with the cluster token.
