@@ -47,12 +47,17 @@ wait_for() {
 }
 
 # free_base picks B so that B..B+9 (the agents' ports) and B+100..B+1099 (the clients' dynamic
-# ports) are free now.
+# ports) are free now. B+1099 stays below the kernel's ephemeral range (ip_local_port_range,
+# 32768 by default), as Nomad's own default range does: a port there can be taken at any moment
+# by an outgoing connection or a listener on port 0, and a node's task then fails to bind the
+# port Nomad gave it.
 free_base() {
-	local b i
+	local b i lo
+	lo=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 	for i in $(seq 1 30); do
-		b=$(( (RANDOM % 18 + 21) * 1000 ))
-		if [ -z "$(ss -Hltn "( sport >= :$b and sport <= :$((b + 1099)) )" 2>/dev/null)" ]; then echo "$b"; return; fi
+		b=$(( (RANDOM % 12 + 20) * 1000 ))
+		[ $((b + 1099)) -lt "$lo" ] || continue
+		if [ -z "$(ss -Htan "( sport >= :$b and sport <= :$((b + 1099)) )" 2>/dev/null)" ]; then echo "$b"; return; fi
 	done
 	echo "nomad-local: found no free port range" >&2
 	return 1
