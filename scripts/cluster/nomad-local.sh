@@ -213,12 +213,16 @@ down() {
 			xargs -r kill -KILL <"$f" 2>/dev/null || true
 		done
 	done
-	# And each task's executor (a `nomad executor` process of the client's, which a stopped client
-	# leaves behind when its task had not ended yet): those naming a file under DIR.
+	# And the plugins a client starts per task, which a stopped (or killed) client leaves behind:
+	# each task's `nomad executor` (it names a file under DIR) and its `nomad logmon` (~100 MB
+	# each, naming nothing; it inherits the agent's TMPDIR, which is under DIR).
 	local p
 	for p in /proc/[0-9]*; do
 		[ "${p#/proc/}" = $$ ] && continue
 		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "^[^ ]*nomad executor .*$dir/"; then
+			kill -KILL "${p#/proc/}" 2>/dev/null || true
+		elif { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "^[^ ]*nomad logmon" &&
+			{ tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qx "TMPDIR=$dir/.*"; then
 			kill -KILL "${p#/proc/}" 2>/dev/null || true
 		fi
 	done

@@ -48,6 +48,12 @@ func startLocalCluster(t *testing.T) *localCluster {
 			t.Errorf("nomad-local.sh down: %v\n%s", err, out)
 		}
 		t.Logf("cluster stopped in %s\n%s", time.Since(start).Round(time.Millisecond), out)
+		// The agents' plugins (a task's logmon, ~100 MB each) name nothing of DIR but inherit an
+		// agent's TMPDIR under it: `down` must have ended them all.
+		for _, pid := range pidsWhereEnv(func(v []byte) bool { return bytes.HasPrefix(v, []byte("TMPDIR="+dir+"/")) }) {
+			t.Errorf("left behind by nomad-local.sh down: pid %d (%s), killed", pid, cmdline(pid))
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 		// Whatever still names the cluster's directory (a task's executor) goes too; twice, for
 		// one that a dying client was starting.
 		for i := range 2 {
@@ -193,6 +199,11 @@ func (c *localCluster) taskLogs(ns, job, task string) string {
 
 // pidsWithEnv lists the processes whose environment holds kv (e.g. AGENTBOX_NODE_ID=...).
 func pidsWithEnv(kv string) []int {
+	return pidsWhereEnv(func(v []byte) bool { return string(v) == kv })
+}
+
+// pidsWhereEnv lists the processes with an environment entry that match says yes to.
+func pidsWhereEnv(match func(kv []byte) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range ents {
@@ -205,7 +216,7 @@ func pidsWithEnv(kv string) []int {
 			continue
 		}
 		for _, v := range bytes.Split(b, []byte{0}) {
-			if string(v) == kv {
+			if match(v) {
 				pids = append(pids, pid)
 				break
 			}
@@ -229,6 +240,11 @@ func pidsWithArg(s string) []int {
 		}
 	}
 	return pids
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return string(bytes.ReplaceAll(bytes.TrimRight(b, "\x00"), []byte{0}, []byte{' '}))
 }
 
 // kill9 sends SIGKILL to pid and waits (at most 10 s) until it is gone.
