@@ -26,7 +26,11 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 agents="server c1 c2"
 
-alive() { [ -f "$dir/$1.pid" ] && kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
+# running PID: the process exists and is not a zombie. An agent killed from outside (the tests
+# kill a client to play a machine that died) stays a zombie until this machine's init reaps it,
+# which can take minutes; `kill -0` alone would call it alive and `up` would not restart it.
+running() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+alive() { [ -f "$dir/$1.pid" ] && running "$(cat "$dir/$1.pid")"; }
 nomad_bin() {
 	if [ -n "${NOMAD:-}" ]; then echo "$NOMAD"; elif [ -f "$dir/nomad-bin" ]; then cat "$dir/nomad-bin"; else "$here/nomad-build.sh"; fi
 }
@@ -169,7 +173,7 @@ stop_agent() {
 	local pid i
 	pid=$(cat "$dir/$1.pid")
 	kill -INT "$pid" 2>/dev/null || true
-	for i in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+	for i in $(seq 1 60); do running "$pid" || break; sleep 0.25; done
 	kill -KILL "$pid" 2>/dev/null || true
 	rm -f "$dir/$1.pid"
 }
