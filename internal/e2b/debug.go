@@ -1,17 +1,10 @@
 package e2b
 
 import (
-	"bufio"
 	"context"
-	"encoding/hex"
-	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/e2b/e2bwire"
@@ -27,7 +20,7 @@ import (
 // a sandbox made by Sandbox.create outside debug mode is reached by its id (Sandbox.connect).
 //
 // Since the SDK sends no credential to a sandbox in debug mode, the connecting process itself is
-// checked: its user (the owner of its loopback socket in /proc/net/tcp, as identd finds it) must
+// checked: its user (the owner of its loopback socket, asked of the kernel's sock_diag) must
 // be one of DebugOptions.UIDs, which the daemon sets to root and the owner of its key file: a
 // process those users run could read the daemon's key anyway, so debug mode gives no one more
 // than they have. Requests that do carry a token or a key are checked as anywhere else.
@@ -118,64 +111,4 @@ func peerAllowed(r *http.Request, uids []uint32) error {
 			WithHint("debug mode serves root and the owner of the daemon's key file; others use E2B_API_URL and E2B_SANDBOX_URL with a key of their own (docs/E2B.md)")
 	}
 	return nil
-}
-
-// loopbackPeerUID finds the user owning the client socket of a loopback TCP connection from
-// remote (the client's address) to local (ours), in /proc/net/tcp or tcp6.
-func loopbackPeerUID(remote string, local net.Addr) (uint32, error) {
-	if local == nil {
-		return 0, fmt.Errorf("no local address")
-	}
-	ra, err := netip.ParseAddrPort(remote)
-	if err != nil {
-		return 0, err
-	}
-	la, err := netip.ParseAddrPort(local.String())
-	if err != nil {
-		return 0, err
-	}
-	if !ra.Addr().IsLoopback() {
-		return 0, fmt.Errorf("%s is not on this machine", remote)
-	}
-	want := procAddr(ra) + " " + procAddr(la)
-	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		f, err := os.Open(file)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 8 || fields[1]+" "+fields[2] != want {
-				continue
-			}
-			uid, err := strconv.ParseUint(fields[7], 10, 32)
-			f.Close()
-			if err != nil {
-				return 0, err
-			}
-			return uint32(uid), nil
-		}
-		f.Close()
-	}
-	return 0, fmt.Errorf("no socket of %s in /proc/net/tcp", remote)
-}
-
-// procAddr writes an address as /proc/net/tcp does: the address's 32-bit words in host (little
-// endian) order, hex, then ":" and the port in hex.
-func procAddr(ap netip.AddrPort) string {
-	a := ap.Addr()
-	var b []byte
-	if a.Is4() {
-		v := a.As4()
-		b = v[:]
-	} else {
-		v := a.As16()
-		b = v[:]
-	}
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i += 4 {
-		out = append(out, b[i+3], b[i+2], b[i+1], b[i])
-	}
-	return strings.ToUpper(hex.EncodeToString(out)) + fmt.Sprintf(":%04X", ap.Port())
 }
