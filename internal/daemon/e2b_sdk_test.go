@@ -16,11 +16,9 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/auth"
-	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/daemon/daemontest"
 	"github.com/agentbox-dev/agentbox/internal/e2b/e2bcert"
-	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
-	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -43,26 +41,13 @@ func TestE2BSDK(t *testing.T) {
 	dnsmasq := testenv.RequireTool(t, "dnsmasq")
 	testenv.RequireTool(t, "unshare")
 	tools := testenv.RequireE2BTools(t)
-	cfg := config.Default()
-	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
-		testenv.Skip(t, err.Error())
-	}
-	l := heavy.LayoutFor(cfg.DataDir)
-	if _, err := os.Stat(l.Runsc(heavy.RunscVersion)); err != nil {
-		testenv.Skip(t, "no runsc at "+l.Runsc(heavy.RunscVersion)+": run `agentbox setup`")
-	}
-	if _, err := l.Images().Get("python-datascience"); err != nil {
-		testenv.Skip(t, err.Error())
-	}
+	cfg := daemontest.HeavyConfig(t)
 	program, err := filepath.Abs("testdata/e2b-sdk/program.test.cjs")
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The daemon: both tiers, tenants, the E2B front door for e2b.test.
-	cfg.Sessions.Dir, cfg.ArtifactsDir, cfg.Audit.Dir, cfg.VolumesDir = t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
-	stateDir, warm := t.TempDir(), 1
-	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }))
 	keysFile := filepath.Join(t.TempDir(), auth.KeysFile)
 	keyA := e2bKey(t, keysFile, "acme", auth.ScopeSessions, auth.ScopeFiles, auth.ScopeRun, auth.ScopeAuditRead)
 	keyB := e2bKey(t, keysFile, "globex", auth.ScopeSessions, auth.ScopeFiles, auth.ScopeRun)
@@ -130,24 +115,11 @@ func TestE2BSDK(t *testing.T) {
 func TestE2BSDKDebug(t *testing.T) {
 	testenv.RequireRoot(t)
 	tools := testenv.RequireE2BTools(t)
-	cfg := config.Default()
-	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
-		testenv.Skip(t, err.Error())
-	}
-	l := heavy.LayoutFor(cfg.DataDir)
-	if _, err := os.Stat(l.Runsc(heavy.RunscVersion)); err != nil {
-		testenv.Skip(t, "no runsc at "+l.Runsc(heavy.RunscVersion)+": run `agentbox setup`")
-	}
-	if _, err := l.Images().Get("python-datascience"); err != nil {
-		testenv.Skip(t, err.Error())
-	}
+	cfg := daemontest.HeavyConfig(t)
 	program, err := filepath.Abs("testdata/e2b-sdk/debug.test.cjs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Sessions.Dir, cfg.ArtifactsDir, cfg.Audit.Dir, cfg.VolumesDir = t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
-	stateDir, warm := t.TempDir(), 1
-	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {

@@ -30,32 +30,36 @@ func Main(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// HeavyManager builds the daemon's engine (both tiers, the audit decorator) with the heavy tier
-// required, from the data directory `agentbox setup` filled; per-node state goes to the test's
-// directories.
-func HeavyManager(t *testing.T) *sandbox.Audited {
+// HeavyConfig is the daemon's default config with both tiers from the data directory `agentbox
+// setup` filled, the heavy tier required (one warm sandbox), and every directory of its own state
+// in the test's temporary directories. It skips (a failure in CI) when root or an artifact is
+// missing.
+func HeavyConfig(t *testing.T) config.Config {
 	t.Helper()
 	testenv.RequireRoot(t)
-	l := heavy.LayoutFor(config.DefaultDataDir())
+	cfg := config.Default()
+	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
+		testenv.Skip(t, err.Error())
+	}
+	l := heavy.LayoutFor(cfg.DataDir)
 	if _, err := os.Stat(l.Runsc(heavy.RunscVersion)); err != nil {
 		testenv.Skip(t, "no runsc at "+l.Runsc(heavy.RunscVersion)+": run `agentbox setup`")
 	}
 	if _, err := l.Images().Get("python-datascience"); err != nil {
 		testenv.Skip(t, err.Error())
 	}
-	cfg := config.Default()
-	cfg.Sessions.Dir = t.TempDir()
-	if err := (nano.Artifacts{Dir: nano.Dir(cfg)}).Check(); err != nil {
-		testenv.Skip(t, err.Error())
-	}
+	cfg.Sessions.Dir, cfg.ArtifactsDir, cfg.Audit.Dir, cfg.VolumesDir = t.TempDir(), t.TempDir(), t.TempDir(), t.TempDir()
 	stateDir, warm := t.TempDir(), 1
 	if err := heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }); err != nil {
 		t.Fatal(err)
 	}
-	cfg.ArtifactsDir = t.TempDir()
-	cfg.Audit.Dir = t.TempDir()
-	cfg.VolumesDir = t.TempDir()
-	m, err := daemon.NewManager(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return cfg
+}
+
+// HeavyManager builds the daemon's engine (both tiers, the audit decorator) on HeavyConfig.
+func HeavyManager(t *testing.T) *sandbox.Audited {
+	t.Helper()
+	m, err := daemon.NewManager(context.Background(), HeavyConfig(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
