@@ -5,7 +5,22 @@ type AdoptRequest struct {
 	Session string `json:"session"`
 	// Reason says why the caller asks (written into the session's notice), e.g. "node a is gone".
 	Reason string `json:"reason,omitempty"`
+	// For is the client on whose behalf the gateway asks (the caller of the request that found
+	// the session's node gone). Given, the node adopts, and names the owner of, only a session
+	// that caller may see (its tenant's; any, for an admin): another tenant's is not_found and
+	// stays where it is. Absent (an operator with the cluster token or an admin key), any session.
+	For *AdoptCaller `json:"for,omitempty"`
 }
+
+// AdoptCaller is who a gateway adopts a session for: the tenant its API key names, or an admin,
+// as sandbox.View decides ownership on a node.
+type AdoptCaller struct {
+	Tenant string `json:"tenant"`
+	Admin  bool   `json:"admin,omitempty"`
+}
+
+// Owns says whether c may see a session of tenant (a nil c is an operator: any).
+func (c *AdoptCaller) Owns(tenant string) bool { return c == nil || c.Admin || c.Tenant == tenant }
 
 // AdoptResult is its answer: who owns the session now and where to send its requests. Adopted
 // says this call moved it here; Step is the step it resumes from (when it is this node's).

@@ -11,8 +11,9 @@
 //     on another node when the first refuses the connection before the request was sent;
 //   - anything under /v1/sessions/{id}: the node the id names (sb_<node>-<hex>). When that node
 //     is not in discovery, unhealthy, draining, or refuses the connection, POST /v1/node/adopt
-//     on a healthy node (placement order) and forward to the owner it names (the node's answer
-//     then carries the move notice);
+//     on a healthy node (placement order), on behalf of the caller (the node adopts only a
+//     session of the caller's tenant, else answers not_found and moves nothing), and forward to
+//     the owner it names (the node's answer then carries the move notice);
 //   - lists and reads that span nodes (GET /v1/sessions, /v1/artifacts/{id}, /v1/audit, /metrics)
 //     fan out and merge; changes every node must see (egress reload, hosted MCP registry) fan
 //     out to all;

@@ -12,13 +12,9 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// AdoptRequest and AdoptAnswer are POST /v1/node/adopt's body and answer (the node side is
-// internal/nodeapi's).
-type AdoptRequest struct {
-	Session string `json:"session"`
-}
-
-// AdoptAnswer names the node that owns the session now.
+// AdoptAnswer is POST /v1/node/adopt's answer (the node side is internal/nodeapi's; the body is
+// cluster.AdoptRequest).
+// It names the node that owns the session now.
 type AdoptAnswer struct {
 	Owner   string `json:"owner"`
 	Addr    string `json:"addr"`
@@ -121,10 +117,13 @@ func (g *Gateway) adopt(r *http.Request, id, from string) (*node, error) {
 		WithHint("retry shortly: the session resumes from its latest durable step when a node can take it")
 }
 
-// askAdopt is POST /v1/node/adopt on n, with the cluster token.
+// askAdopt is POST /v1/node/adopt on n, with the cluster token, for the client of r: the node
+// adopts (and names the owner of) only a session that client may see, so another tenant's
+// request for a session whose node is gone is not_found and moves nothing.
 func (g *Gateway) askAdopt(r *http.Request, n *node, id string) (AdoptAnswer, error) {
 	var ans AdoptAnswer
-	body, _ := json.Marshal(AdoptRequest{Session: id})
+	c := identityOf(r.Context()).Caller
+	body, _ := json.Marshal(cluster.AdoptRequest{Session: id, For: &cluster.AdoptCaller{Tenant: c.Tenant, Admin: c.Admin}})
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, n.Addr+"/v1/node/adopt", bytes.NewReader(body))
 	if err != nil {
 		return ans, err

@@ -58,7 +58,7 @@ func (h *Handler) adopt(w http.ResponseWriter, r *http.Request) {
 			WithHint("POST /v1/node/adopt {\"session\": \"sb_n1-...\"}"))
 		return
 	}
-	res, err := h.Adopt(r.Context(), req.Session, req.Reason)
+	res, err := h.AdoptFor(r.Context(), req)
 	if err != nil {
 		Fail(w, r, err)
 		return
@@ -66,22 +66,43 @@ func (h *Handler) adopt(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, res)
 }
 
-// Adopt takes the session if its owner is gone or drained, and says who owns it now.
+// Adopt takes the session if its owner is gone or drained, and says who owns it now (for an
+// operator: any session).
 func (h *Handler) Adopt(ctx context.Context, id, reason string) (cluster.AdoptResult, error) {
+	return h.AdoptFor(ctx, cluster.AdoptRequest{Session: id, Reason: reason})
+}
+
+// AdoptFor is Adopt on behalf of req.For, when given: a session that caller may not see (another
+// tenant's) is not_found, exactly as one that does not exist, before anything about it is read
+// out or changed, so a stranger's request can neither move a session nor learn where it is.
+func (h *Handler) AdoptFor(ctx context.Context, req cluster.AdoptRequest) (cluster.AdoptResult, error) {
+	id, reason := req.Session, req.Reason
 	mv, own := h.opts.Mover, h.opts.Owners
+	notFound := func() error {
+		return sandbox.Errorf(sandbox.KindNotFound, "session %s is not in the cluster's shared store (closed, or never created)", id).
+			WithHint("create a new session")
+	}
 	me := cluster.AdoptResult{Owner: h.opts.ID, Addr: h.opts.Addr}
 	if info, err := mv.Session(id); err == nil {
+		if !req.For.Owns(info.Tenant) {
+			return cluster.AdoptResult{}, notFound()
+		}
 		me.Step = info.Head
 		return me, nil // this node has it already
 	}
 	for attempt := 0; ; attempt++ {
 		rec, err := own.Get(ctx, id)
 		if errors.Is(err, sharedstore.ErrNotFound) {
-			return cluster.AdoptResult{}, sandbox.Errorf(sandbox.KindNotFound, "session %s is not in the cluster's shared store (closed, or never created)", id).
-				WithHint("create a new session")
+			return cluster.AdoptResult{}, notFound()
 		}
 		if err != nil {
 			return cluster.AdoptResult{}, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the shared store: %v", err)
+		}
+		if req.For != nil {
+			tenant, err := sandbox.RecordTenant(rec.Data)
+			if err != nil || !req.For.Owns(tenant) {
+				return cluster.AdoptResult{}, notFound()
+			}
 		}
 		why := reason
 		if rec.Owner != h.opts.ID && !rec.Released {

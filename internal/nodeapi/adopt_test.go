@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -160,5 +161,60 @@ func TestAdoptAsksTheOwner(t *testing.T) {
 	}
 	if _, err := h.Adopt(context.Background(), "sb_nope-1", ""); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Fatalf("adopting an unknown session: %v", err)
+	}
+}
+
+// Adopting on behalf of a client (the gateway's For): a session of another tenant is not_found, as
+// one that does not exist, whether its owner is gone, alive or this node, and nothing moves; its
+// own tenant (or an admin) adopts it.
+func TestAdoptOnlyForTheOwner(t *testing.T) {
+	t.Parallel()
+	store, err := sharedstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	alive := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nodeapi.WriteJSON(w, http.StatusOK, cluster.NodeInfo{ID: "c"})
+	}))
+	defer alive.Close()
+	ctx := context.Background()
+	for id, addr := range map[string]string{"sb_a-1": gone.URL, "sb_c-1": alive.URL} {
+		if _, err := store.Create(ctx, sharedstore.Record{Session: id, Owner: id[3:4], Addr: addr,
+			Data: json.RawMessage(`{"info":{"id":"` + id + `","tenant":"acme"}}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, mv := adoptNode(t, store, "b", "http://b")
+	stranger := &cluster.AdoptCaller{Tenant: "umbrella"}
+	_, missing := h.AdoptFor(ctx, cluster.AdoptRequest{Session: "sb_a-404", For: stranger})
+	for _, id := range []string{"sb_a-1", "sb_c-1"} {
+		res, err := h.AdoptFor(ctx, cluster.AdoptRequest{Session: id, For: stranger})
+		if sandbox.KindOf(err) != sandbox.KindNotFound || res.Owner != "" ||
+			strings.ReplaceAll(err.Error(), id, "ID") != strings.ReplaceAll(missing.Error(), "sb_a-404", "ID") {
+			t.Fatalf("another tenant adopting %s: %+v %v, want not_found as for a missing session (%v)", id, res, err, missing)
+		}
+		if rec, _ := store.Get(ctx, id); rec.Epoch != 1 || rec.Owner != id[3:4] {
+			t.Fatalf("%s moved on another tenant's request: %+v", id, rec)
+		}
+	}
+	if mv.adopted != 0 {
+		t.Fatalf("the Manager adopted %d sessions for another tenant", mv.adopted)
+	}
+	res, err := h.AdoptFor(ctx, cluster.AdoptRequest{Session: "sb_c-1", For: &cluster.AdoptCaller{Tenant: "acme"}})
+	if err != nil || res.Owner != "c" || res.Adopted {
+		t.Fatalf("the owner asking for a session whose node is alive: %+v %v, want its owner c", res, err)
+	}
+	res, err = h.AdoptFor(ctx, cluster.AdoptRequest{Session: "sb_a-1", For: &cluster.AdoptCaller{Tenant: "acme"}})
+	if err != nil || !res.Adopted || res.Owner != "b" {
+		t.Fatalf("the owner adopting: %+v %v", res, err)
+	}
+	// Held here now: still not the stranger's; an admin's.
+	if _, err := h.AdoptFor(ctx, cluster.AdoptRequest{Session: "sb_a-1", For: stranger}); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Fatalf("another tenant asking for a session this node holds: %v", err)
+	}
+	if res, err := h.AdoptFor(ctx, cluster.AdoptRequest{Session: "sb_a-1", For: &cluster.AdoptCaller{Admin: true}}); err != nil || res.Owner != "b" {
+		t.Fatalf("an admin: %+v %v", res, err)
 	}
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -34,6 +35,20 @@ const NoticeSessionMoved = "session_moved"
 // (a streamed run's first event).
 type NoticeSink interface {
 	Notice(n Notice)
+}
+
+// RecordTenant is the tenant that owns the session a record (as SessionRecords.Save got it)
+// describes: who may ask another node to adopt it (internal/nodeapi checks it first).
+func RecordTenant(record []byte) (string, error) {
+	var v struct {
+		Info struct {
+			Tenant string `json:"tenant"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal(record, &v); err != nil {
+		return "", fmt.Errorf("a session record that does not parse: %w", err)
+	}
+	return v.Info.Tenant, nil
 }
 
 // Adopt takes a session from its record (as SessionRecords.Save got it on the node that owned

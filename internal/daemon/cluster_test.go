@@ -1,0 +1,255 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/auth"
+	"github.com/agentbox-dev/agentbox/internal/cluster"
+	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/sharedstore"
+)
+
+// A cluster in this process: nodes (the daemon's own Manager and front doors in node role, over a
+// toy tier whose sessions restore, on loopback listeners) sharing a data and a shared directory,
+// and the gateway role's front doors before them with static discovery. What is tested through it
+// is the wiring of the real packages (gateway, nodeapi, sharedstore, the front doors), not a
+// tier; the cluster tests in internal/cli run real node processes with nano and heavy.
+
+const (
+	clusterTestKey   = "cluster-test-key-0123456789abcdef"
+	clusterTestToken = "cluster-test-token-0123456789"
+)
+
+// restorable is the toy tier with sessions that restore (sandbox.Restorer): a restored session is
+// a new fake session, so a session that moves keeps what its record says (its tenant, its id),
+// not what its sandbox held. That is enough for where requests go and who may make them.
+type restorable struct{ *runtimetest.Fake }
+
+func (r restorable) Restore(ctx context.Context, _ string, opts sandbox.SessionOptions) (sandbox.Session, error) {
+	return r.NewSession(ctx, opts)
+}
+
+// testClusterNode is one node of an in-process cluster.
+type testClusterNode struct {
+	id  string
+	url string
+	m   *sandbox.Audited
+	srv *httptest.Server
+}
+
+// kill makes the node unreachable at once (its listener and connections closed), as a node whose
+// process died; its Manager stays in memory, unreachable, until the test ends.
+func (n *testClusterNode) kill() { n.srv.Close() }
+
+// testCluster is the in-process cluster: its nodes, the gateway's URL, the keys file.
+type testCluster struct {
+	nodes    []*testClusterNode
+	gw       string
+	keysFile string
+	shared   *sharedstore.Dir
+}
+
+// clusterOpts adapt a node's or the gateway's configuration and front doors.
+type clusterOpts struct {
+	node    func(cfg *config.Config, o *FrontDoorOptions)
+	gateway func(cfg *config.Config, o *FrontDoorOptions)
+}
+
+// startTestCluster starts nodes ids and a gateway before them.
+func startTestCluster(t *testing.T, co clusterOpts, ids ...string) *testCluster {
+	t.Helper()
+	data := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	c := &testCluster{keysFile: filepath.Join(t.TempDir(), auth.KeysFile)}
+	sharedDir := filepath.Join(data, "shared")
+	var static []string
+	for _, id := range ids {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + ln.Addr().String()
+		cfg := config.Default()
+		cfg.DataDir = data
+		cfg.Cluster = config.ClusterConfig{Role: config.RoleNode, NodeID: id, Advertise: url, SharedDir: sharedDir, Token: clusterTestToken}
+		fake := runtimetest.NewFake(sandbox.Capabilities{Tier: "toy", Sessions: true, SessionFiles: true})
+		spec := tierSpec{"toy", func(context.Context, wiring) (sandbox.Runtime, error) { return restorable{fake}, nil }}
+		fo := FrontDoorOptions{APIKey: clusterTestKey, KeysFile: c.keysFile, Logger: log}
+		if co.node != nil {
+			co.node(&cfg, &fo)
+		}
+		m, err := newManager(ctx, cfg, log, []tierSpec{spec})
+		if err != nil {
+			t.Fatalf("node %s: %v", id, err)
+		}
+		fo.Node = NodeOptionsOf(cfg, ln.Addr())
+		doors, err := NewFrontDoors(m, fo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(doors)
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
+		t.Cleanup(func() {
+			srv.Close()
+			m.Close()
+		})
+		c.nodes = append(c.nodes, &testClusterNode{id: id, url: url, m: m, srv: srv})
+		static = append(static, id+"="+url)
+	}
+	var err error
+	if c.shared, err = sharedstore.OpenDir(sharedDir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Cluster = config.ClusterConfig{Role: config.RoleGateway, Discovery: "static:" + strings.Join(static, ","), Token: clusterTestToken}
+	fo := FrontDoorOptions{APIKey: clusterTestKey, KeysFile: c.keysFile, Logger: log}
+	if co.gateway != nil {
+		co.gateway(&cfg, &fo)
+	}
+	gctx, cancel := context.WithCancel(ctx)
+	doors, closer, err := NewGatewayDoors(gctx, cfg, fo)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	gsrv := httptest.NewServer(doors)
+	t.Cleanup(func() {
+		gsrv.Close()
+		closer.Close()
+		cancel()
+	})
+	c.gw = gsrv.URL
+	return c
+}
+
+// tenantKey makes a key of tenant in the cluster's keys file (every node and the gateway read it).
+func (c *testCluster) tenantKey(t *testing.T, tenant string) string {
+	t.Helper()
+	key, _, err := auth.CreateKey(c.keysFile, tenant, "bot", []auth.Scope{auth.ScopeRun, auth.ScopeSessions, auth.ScopeFiles}, 0, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// call sends a request to base with key (as a Bearer) and decodes a JSON answer into out.
+func call(t *testing.T, base, key, method, path, body string, out any) (int, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+type apiError struct {
+	Error struct{ Code, Message, Hint string }
+}
+
+// A session whose node is gone moves only for a caller it belongs to: another tenant's request
+// for it through the gateway is not_found, exactly as for a session that does not exist, and
+// leaves it where it was (its record's owner and epoch unchanged, no node holding it); its own
+// tenant's request then moves it and answers.
+func TestGatewayAdoptsOnlyForTheOwner(t *testing.T) {
+	t.Parallel()
+	c := startTestCluster(t, clusterOpts{}, "na", "nb")
+	a, b := c.nodes[0], c.nodes[1]
+	owner, stranger := c.tenantKey(t, "acme"), c.tenantKey(t, "umbrella")
+	// A session of acme's on node a.
+	var s struct{ ID string }
+	var st int
+	for range 8 { // placement may pick either node; a session on a is what this test needs
+		if st, _ = call(t, c.gw, owner, "POST", "/v1/sessions", `{"runtime":"toy"}`, &s); st != 201 {
+			t.Fatalf("create: %d", st)
+		}
+		if node, _ := cluster.NodeOfSession(s.ID); node == a.id {
+			break
+		}
+	}
+	if node, _ := cluster.NodeOfSession(s.ID); node != a.id {
+		t.Fatalf("no session landed on %s in 8 tries (last %s)", a.id, s.ID)
+	}
+	ctx := context.Background()
+	before, err := c.shared.Get(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.kill()
+
+	// The stranger: not_found, as a session that never existed, by every route under the id.
+	var e, none apiError
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/v1/sessions/" + s.ID + "/run", `{"code":"x"}`},
+		{"GET", "/v1/sessions/" + s.ID, ""},
+		{"DELETE", "/v1/sessions/" + s.ID, ""},
+	} {
+		if st, _ = call(t, c.gw, stranger, r.method, r.path, r.body, &e); st != 404 || e.Error.Code != "not_found" {
+			t.Errorf("another tenant's %s %s on a dead node: %d %+v, want 404 not_found", r.method, r.path, st, e)
+		}
+	}
+	missing := cluster.SessionPrefix(a.id) + "0123456789abcdef"
+	if st, _ = call(t, c.gw, stranger, "POST", "/v1/sessions/"+missing+"/run", `{"code":"x"}`, &none); st != 404 ||
+		strings.ReplaceAll(none.Error.Message, missing, "ID") != strings.ReplaceAll(e.Error.Message, s.ID, "ID") {
+		t.Errorf("another tenant's session and a missing one answer differently: %d %+v vs %+v", st, none, e)
+	}
+	after, err := c.shared.Get(ctx, s.ID)
+	if err != nil || after.Owner != a.id || after.Epoch != before.Epoch {
+		t.Fatalf("after the stranger's requests the record is owned by %s at epoch %d (%v), want %s at %d", after.Owner, after.Epoch, err, a.id, before.Epoch)
+	}
+	if _, err := b.m.Session(s.ID); err == nil {
+		t.Fatalf("node %s holds the session after another tenant's requests", b.id)
+	}
+
+	// The owner: the session moves to b and answers, with the move notice.
+	var res struct {
+		Stdout string
+		Notice *sandbox.Notice
+	}
+	st, hdr := call(t, c.gw, owner, "POST", "/v1/sessions/"+s.ID+"/run", `{"code":"hello"}`, &res)
+	if st != 200 || res.Stdout != "hello" || hdr.Get("Agentbox-Node") != b.id {
+		t.Fatalf("the owner's run on a dead node: %d %+v on %q, want 200 on %s", st, res, hdr.Get("Agentbox-Node"), b.id)
+	}
+	if res.Notice == nil || res.Notice.Kind != sandbox.NoticeSessionMoved || res.Notice.FromNode != a.id || res.Notice.ToNode != b.id {
+		t.Errorf("the first answer after the move: notice %+v", res.Notice)
+	}
+	if after, err = c.shared.Get(ctx, s.ID); err != nil || after.Owner != b.id {
+		t.Errorf("after the owner's run the record is owned by %s (%v), want %s", after.Owner, err, b.id)
+	}
+	// And still not the stranger's, on its new node.
+	if st, _ = call(t, c.gw, stranger, "GET", "/v1/sessions/"+s.ID, "", &e); st != 404 {
+		t.Errorf("another tenant's read after the move: %d", st)
+	}
+}
