@@ -26,7 +26,13 @@ type Step struct {
 	ErrorCode string `json:"error_code,omitempty"`
 	// Artifacts are what the run made (GET /v1/artifacts/{id}). Never null.
 	Artifacts []Artifact `json:"artifacts"`
-	Started   time.Time  `json:"started"`
+	// Outputs are the rich values the run displayed (a DataFrame's text, HTML and JSON), each
+	// representation up to 16 KiB (a longer HTML or JSON one is left out).
+	Outputs []Output `json:"outputs,omitempty"`
+	// AuditRecords are the sequence numbers of the audit records written for the session while
+	// the step ran (GET /v1/audit), the run's own record last; absent without an audit log.
+	AuditRecords []int64   `json:"audit_records,omitempty"`
+	Started      time.Time `json:"started"`
 	// DurationMS is the run's wall time in milliseconds.
 	DurationMS float64      `json:"duration_ms"`
 	Snapshot   StepSnapshot `json:"snapshot"`
@@ -39,6 +45,8 @@ type StepSnapshot struct {
 	// be taken) or "none" (the tier keeps no snapshots).
 	State  string `json:"state"`
 	Reason string `json:"reason,omitempty"`
+	// Note says what the snapshot leaves out of the state (heavy: threads the code left running).
+	Note string `json:"note,omitempty"`
 	// Bytes is what this step's snapshot added to the store.
 	Bytes int64 `json:"bytes"`
 	// TookMS is the in-memory part (what a following run may wait for); DurableMS how long after

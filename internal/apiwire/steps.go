@@ -12,11 +12,15 @@ func StepToAPI(st sandbox.Step) api.Step {
 		Stdout: st.Stdout, Stderr: st.Stderr, Truncated: st.Truncated, ExitCode: st.ExitCode,
 		ErrorCode: string(st.ErrorKind), Artifacts: make([]api.Artifact, 0, len(st.Artifacts)),
 		Started: st.Started, DurationMS: Millis(st.Took),
-		Snapshot: api.StepSnapshot{State: string(st.Snapshot.State), Reason: st.Snapshot.Reason, Bytes: st.Snapshot.Bytes,
+		AuditRecords: st.AuditRecords,
+		Snapshot: api.StepSnapshot{State: string(st.Snapshot.State), Reason: st.Snapshot.Reason, Note: st.Snapshot.Note, Bytes: st.Snapshot.Bytes,
 			TookMS: Millis(st.Snapshot.Took), DurableMS: Millis(st.Snapshot.Durable)},
 	}
 	if e := st.Error; e != nil {
 		out.Error = &api.PyError{Name: e.Name, Value: e.Value, Traceback: e.Traceback}
+	}
+	for _, o := range st.Outputs {
+		out.Outputs = append(out.Outputs, api.Output{Text: o.Text, HTML: o.HTML, JSON: o.JSON})
 	}
 	for _, a := range st.Artifacts {
 		out.Artifacts = append(out.Artifacts, api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256})

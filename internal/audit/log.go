@@ -66,6 +66,8 @@ type Log struct {
 	// tornBytes is the torn last line Open cut, until its repair record is written.
 	tornBytes []byte
 	closed    bool
+	// watches are the sessions whose records' sequence numbers someone collects (watch.go).
+	watches map[string][]*watch
 
 	stop chan struct{}
 	done chan struct{}
@@ -280,6 +282,13 @@ func (l *Log) appendLocked(r *Record) error {
 	}
 	l.size += int64(len(buf))
 	l.last, l.lastT = hash, now
+	if r.Session != "" && l.watches != nil {
+		for _, w := range l.watches[r.Session] {
+			if len(w.seqs) < maxWatched {
+				w.seqs = append(w.seqs, r.Seq)
+			}
+		}
+	}
 	if l.opts.SyncEveryRecord {
 		return l.f.Sync()
 	}

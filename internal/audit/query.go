@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -29,6 +30,8 @@ type Filter struct {
 	Tenant, Agent string
 	// Since and Until bound the record's time: Since <= time < Until.
 	Since, Until time.Time
+	// Seqs, when set, matches only the records with these sequence numbers (a step's records).
+	Seqs []int64
 	// Limit is how many of the most recent matches to return. Default DefaultQueryLimit; at
 	// most MaxQueryLimit.
 	Limit int
@@ -54,7 +57,8 @@ func (f Filter) match(line []byte) bool {
 		f.Agent != "" && h.Agent != f.Agent,
 		f.Kind != "" && h.Kind != f.Kind && !strings.HasPrefix(h.Kind, f.Kind+"."),
 		!f.Since.IsZero() && h.Time.Before(f.Since),
-		!f.Until.IsZero() && !h.Time.Before(f.Until):
+		!f.Until.IsZero() && !h.Time.Before(f.Until),
+		f.Seqs != nil && !slices.Contains(f.Seqs, *h.Seq):
 		return false
 	}
 	return true

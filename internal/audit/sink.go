@@ -10,8 +10,9 @@ import (
 
 // Interface guards.
 var (
-	_ sandbox.AuditSink   = (*Log)(nil)
-	_ sandbox.AuditReader = (*Log)(nil)
+	_ sandbox.AuditSink    = (*Log)(nil)
+	_ sandbox.AuditReader  = (*Log)(nil)
+	_ sandbox.AuditWatcher = (*Log)(nil)
 )
 
 // Audit appends the Manager's event as a record.
@@ -22,7 +23,7 @@ func (l *Log) Audit(ctx context.Context, ev sandbox.AuditEvent) error {
 // QueryAudit answers the Manager's queries (GET /v1/audit).
 func (l *Log) QueryAudit(ctx context.Context, f sandbox.AuditFilter) ([]json.RawMessage, error) {
 	return l.Query(ctx, Filter{Session: f.Session, Kind: f.Kind, Decision: f.Decision,
-		Tenant: f.Tenant, Agent: f.Agent, Since: f.Since, Until: f.Until, Limit: f.Limit})
+		Tenant: f.Tenant, Agent: f.Agent, Since: f.Since, Until: f.Until, Limit: f.Limit, Seqs: f.Seqs})
 }
 
 // FromEvent turns a Manager's event into a record.

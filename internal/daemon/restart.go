@@ -57,8 +57,9 @@ type restartTracker struct {
 
 // Interface guards.
 var (
-	_ sandbox.AuditSink   = (*restartTracker)(nil)
-	_ sandbox.AuditReader = (*restartTracker)(nil)
+	_ sandbox.AuditSink    = (*restartTracker)(nil)
+	_ sandbox.AuditReader  = (*restartTracker)(nil)
+	_ sandbox.AuditWatcher = (*restartTracker)(nil)
 )
 
 // trackRestarts records what a daemon that did not shut down cleanly left (see above) and returns
@@ -138,6 +139,11 @@ func (t *restartTracker) recordRestart(prev runningState) {
 			t.log.Error("audit record not written", "kind", rec.Kind, "session", s.ID, "err", err)
 		}
 	}
+}
+
+// WatchSession collects the ids of a session's records (sandbox.AuditWatcher).
+func (t *restartTracker) WatchSession(session string) func() []int64 {
+	return t.l.WatchSession(session)
 }
 
 // Audit hands ev to the audit log, and notes a session that opened, moved or ended.

@@ -28,6 +28,13 @@ type AuditReader interface {
 	QueryAudit(ctx context.Context, f AuditFilter) ([]json.RawMessage, error)
 }
 
+// AuditWatcher is an optional ability of an AuditSink: the ids (sequence numbers) of the records
+// written for a session, whoever writes them (the egress gateway too), from WatchSession until
+// stop. Audited watches a session while a step runs, so the step names its records by id.
+type AuditWatcher interface {
+	WatchSession(session string) (stop func() []int64)
+}
+
 // AuditKind names what an audit event is about.
 type AuditKind string
 
@@ -141,6 +148,8 @@ type AuditFilter struct {
 	Decision      string
 	// Since and Until bound the record's time: Since <= time < Until.
 	Since, Until time.Time
+	// Seqs, when set, matches only the records with these sequence numbers (Step.AuditRecords).
+	Seqs []int64
 	// Limit is how many of the most recent matching records to return. Zero: the sink's default.
 	Limit int
 }

@@ -59,7 +59,20 @@ func (a *Audited) Run(ctx context.Context, req *RunRequest) (*Result, error) {
 func (a *Audited) RunInSession(ctx context.Context, id string, req *RunRequest) (*Result, error) {
 	start := time.Now()
 	info, _ := a.Session(id)
+	var stop func() []int64
+	if w, ok := a.sink.(AuditWatcher); ok {
+		stop = w.WatchSession(id) // the step's records by id: the run's egress, then its own
+	}
 	res, err := a.Manager.RunInSession(ctx, id, req)
+	if stop != nil {
+		defer func() {
+			if r := errResult(res, err); r != nil {
+				a.Manager.NoteAudit(id, r.Step, stop())
+			} else {
+				stop()
+			}
+		}()
+	}
 	if a.sink != nil {
 		limits := info.Limits
 		if req.Limits.Timeout != 0 {

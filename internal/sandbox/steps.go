@@ -82,11 +82,48 @@ func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Ti
 		st.Stderr, t2 = clipOut(res.Stderr)
 		st.Truncated = t1 || t2 || res.StdoutTruncated || res.StderrTruncated
 		st.ExitCode, st.Error, st.Artifacts = res.ExitCode, res.Error, slices.Clone(res.Artifacts)
+		st.Outputs = stepOutputs(res.Outputs)
 		res.Step = st.ID
 	}
 	tl.steps = append(tl.steps, st)
 	tl.head = st.ID
 	return st
+}
+
+// stepOutputs is what a step keeps of a run's rich outputs: each representation up to
+// StepOutputBytes (a longer HTML or JSON one is left out rather than cut into invalid markup; the
+// text is clipped), at most 8 outputs.
+func stepOutputs(outs []Output) []Output {
+	var kept []Output
+	for _, o := range outs[:min(len(outs), 8)] {
+		o.Text, _ = clipOut(o.Text)
+		if len(o.HTML) > StepOutputBytes {
+			o.HTML = ""
+		}
+		if len(o.JSON) > StepOutputBytes {
+			o.JSON = nil
+		}
+		kept = append(kept, o)
+	}
+	return kept
+}
+
+// NoteAudit adds the ids of audit records written for step of session id (the Audited decorator,
+// after the run's record). Unknown sessions and steps are ignored: the session may have closed.
+func (m *Manager) NoteAudit(id, step string, seqs []int64) {
+	if len(seqs) == 0 || step == "" {
+		return
+	}
+	m.mu.Lock()
+	s := m.sessions[id]
+	var st *Step
+	if s != nil {
+		st = s.tl.step(step)
+	}
+	if st != nil {
+		st.AuditRecords = append(st.AuditRecords, seqs...)
+	}
+	m.mu.Unlock()
 }
 
 func clipOut(s string) (string, bool) {
@@ -114,6 +151,9 @@ func (m *Manager) snapshotStep(s *session, sn Snapshotter, st *Step) {
 		return
 	}
 	st.Snapshot.State = SnapshotKept
+	if n, ok := sn.(SnapshotNoter); ok {
+		st.Snapshot.Note = n.SnapshotNote(st.ID)
+	}
 	s.tl.persist = append(s.tl.persist, st)
 	s.tl.persisting.Add(1)
 	start := !s.tl.draining

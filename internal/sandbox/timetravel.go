@@ -51,6 +51,13 @@ type Snapshotter interface {
 	Forget(step string)
 }
 
+// SnapshotNoter is an optional ability of a Snapshotter: a note on what the snapshot of a step
+// just taken leaves out (heavy: the threads the code left running, which a fork does not copy),
+// shown with the step (StepSnapshot.Note). "" when there is nothing to say.
+type SnapshotNoter interface {
+	SnapshotNote(step string) string
+}
+
 // Pauser is an optional ability of a Session: stop it, freeing its sandbox, and resume it later.
 type Pauser interface {
 	// Pause makes the session's current state durable, frees its sandbox and returns the state's
@@ -119,8 +126,10 @@ const (
 type StepSnapshot struct {
 	State  SnapshotState `json:"state"`
 	Reason string        `json:"reason,omitempty"`
-	Ref    string        `json:"ref,omitempty"`
-	Bytes  int64         `json:"bytes"`
+	// Note says what the snapshot leaves out of the state, when something is (SnapshotNoter).
+	Note  string `json:"note,omitempty"`
+	Ref   string `json:"ref,omitempty"`
+	Bytes int64  `json:"bytes"`
 	// Took is how long the in-memory part took (what a following run may wait for); Durable is
 	// how long after the result the snapshot was durable.
 	Took    time.Duration `json:"took"`
@@ -145,6 +154,14 @@ type Step struct {
 	ExitCode  int        `json:"exit_code"`
 	Error     *PyError   `json:"error,omitempty"`
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Outputs are the rich values the run displayed (a DataFrame's text, HTML and JSON), each
+	// representation kept up to StepOutputBytes (a longer one is left out, Text excepted, which
+	// is clipped): what a notebook would show under the cell.
+	Outputs []Output `json:"outputs,omitempty"`
+	// AuditRecords are the sequence numbers (ids) of the audit records written for this session
+	// while the step ran, its run's own record last (the egress of the run among them), when the
+	// daemon keeps an audit log.
+	AuditRecords []int64 `json:"audit_records,omitempty"`
 	// ErrorKind is the API error that ended the run (a timeout), "" when it ran to its end.
 	ErrorKind Kind          `json:"error_kind,omitempty"`
 	Started   time.Time     `json:"started"`

@@ -2,9 +2,11 @@ package webui
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -104,16 +106,20 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 			diff, diffErr = u.inspections.diff(ctx, c.view, id, st.Parent, st.ID)
 		}()
 	}
-	// The audit records of the step's run: the session's records from its start to the next
-	// step's (a session's runs do not overlap, and a run's record is written before its result
-	// is answered, so before the next run starts). The records carry no step id: the window is
-	// the link, exact for every step but the last, whose window closes 2 s after its run.
-	until := st.Started.Add(st.Took).Add(2 * time.Second)
-	if i+1 < len(steps) && steps[i+1].Started.Before(until) {
-		until = steps[i+1].Started
+	// The audit records of the step's run: by their ids, which the step keeps (the records
+	// written for the session while it ran, its egress among them). A step recorded before
+	// steps kept them shows the session's records from its start to the next step's (a
+	// session's runs do not overlap), the last step's window closing 2 s after its run.
+	f := sandbox.AuditFilter{Session: id, Seqs: st.AuditRecords, Limit: 200}
+	if len(st.AuditRecords) == 0 {
+		until := st.Started.Add(st.Took).Add(2 * time.Second)
+		if i+1 < len(steps) && steps[i+1].Started.Before(until) {
+			until = steps[i+1].Started
+		}
+		f.Since, f.Until = st.Started, until
 	}
 	if c.id.Has(auth.ScopeAuditRead) {
-		recs, err := u.records(r.Context(), c, sandbox.AuditFilter{Session: id, Since: st.Started, Until: until, Limit: 200})
+		recs, err := u.records(r.Context(), c, f)
 		if err == nil {
 			data["Records"] = recs
 		}
@@ -261,3 +267,36 @@ func (c *inspections) keep(k string) {
 		delete(c.diffs, old)
 	}
 }
+
+// outputHTML serves the HTML a step's run displayed (a DataFrame's table, as a notebook shows
+// it), for the step page's frame. It is the code's markup, so it is served as a document of its
+// own that can do nothing: a sandboxed frame (no script, no forms, an opaque origin), no
+// resource may load, only inline style applies, and only this console may frame it.
+func (u *UI) outputHTML(w http.ResponseWriter, r *http.Request, c *call) {
+	if err := allows(c, "a step's output", scopeSessions...); err != nil {
+		u.forbidden(w, r, c, err)
+		return
+	}
+	id, stepID := r.PathValue("id"), r.PathValue("step")
+	st, err := c.view.Step(id, stepID)
+	if err != nil {
+		u.fail(w, r, c, "step", err)
+		return
+	}
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 0 || n >= len(st.Outputs) || st.Outputs[n].HTML == "" {
+		u.errorPage(w, r, c, http.StatusNotFound, "No such output", "The step has no HTML output "+r.PathValue("n")+".")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; sandbox; frame-ancestors 'self'")
+	h.Set("X-Frame-Options", "SAMEORIGIN")
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "private, max-age=3600")
+	_, _ = io.WriteString(w, outputDocHead+st.Outputs[n].HTML+"</body></html>")
+}
+
+// outputDocHead opens the document a displayed output is served in.
+const outputDocHead = `<!doctype html><html><head><meta charset="utf-8"><style>` +
+	`body{margin:0.5rem;font:13px system-ui,sans-serif}table{border-collapse:collapse}` +
+	`th,td{padding:0.2rem 0.5rem;border-bottom:1px solid #e3e3e3;text-align:right}</style></head><body>`

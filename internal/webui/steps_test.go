@@ -20,13 +20,19 @@ import (
 // memTier is a tier whose sessions keep variables in a map and snapshot, rewind and fork by
 // copying it: enough of the time-travel contract for the console's pages, which are about the
 // code around the tier. Code is lines "name = value"; a line "plot" makes a PNG figure; the core's
-// inspection script prints the variables as that script would.
-type memTier struct{}
+// inspection script prints the variables as that script would; a line "table" displays a
+// DataFrame's HTML, and a line "fetch" makes a request out, which egress records in the audit log
+// while the run is in progress, as the egress gateway does.
+type memTier struct {
+	egress func(session string)
+}
 
 type memSession struct {
-	mu    sync.Mutex
-	vars  map[string]string
-	snaps map[string]map[string]string
+	mu     sync.Mutex
+	id     string
+	egress func(session string)
+	vars   map[string]string
+	snaps  map[string]map[string]string
 }
 
 // Interface guards.
@@ -43,8 +49,10 @@ func (memTier) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Resul
 	return newMemSession(nil).Run(ctx, req)
 }
 
-func (memTier) NewSession(context.Context, sandbox.SessionOptions) (sandbox.Session, error) {
-	return newMemSession(nil), nil
+func (t memTier) NewSession(_ context.Context, opts sandbox.SessionOptions) (sandbox.Session, error) {
+	s := newMemSession(nil)
+	s.id, s.egress = opts.ID, t.egress
+	return s, nil
 }
 
 func (memTier) Close() error { return nil }
@@ -81,8 +89,15 @@ func (s *memSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.R
 		if name, val, ok := strings.Cut(line, "="); ok {
 			s.vars[strings.TrimSpace(name)] = strings.TrimSpace(val)
 		}
-		if strings.TrimSpace(line) == "plot" {
+		switch strings.TrimSpace(line) {
+		case "plot":
 			res.Artifacts = append(res.Artifacts, sandbox.Artifact{Name: "figure-1.png", MIME: "image/png", Content: png})
+		case "table":
+			res.Outputs = append(res.Outputs, sandbox.Output{Text: "   a\n0  1", HTML: tableHTML})
+		case "fetch":
+			if s.egress != nil {
+				s.egress(s.id)
+			}
 		}
 	}
 	res.Stdout = fmt.Sprintf("vars: %d\n", len(s.vars))
@@ -144,6 +159,9 @@ func sortedKeys(m map[string]string) []string {
 	return out
 }
 
+// tableHTML is what pandas displays for a DataFrame, with markup a page must not run.
+const tableHTML = `<table class="dataframe"><tr><th></th><th>a</th></tr><tr><th>0</th><td>1</td></tr></table><script>parent.document.title="owned"</script>`
+
 var stepLink = regexp.MustCompile(`href="/ui/sessions/(sb_[0-9a-f]+)/steps/(st_[^"]+)"`)
 
 // stepsOf returns the step ids the timeline links to, in order, without repeats.
@@ -167,8 +185,15 @@ func stepsOf(page string) []string {
 // branch the next run opens, and a fork.
 func TestStepPages(t *testing.T) {
 	t.Parallel()
-	c := newConsoleOf(t, memTier{})
+	var c *console
 	ctx := context.Background()
+	c = newConsoleOf(t, memTier{egress: func(session string) {
+		// A request the run made through the egress gateway, recorded as it would be.
+		if err := c.log.Append(ctx, audit.Record{Kind: audit.KindEgress, Session: session, Tenant: "acme", Decision: "deny",
+			Egress: &audit.Egress{Method: "GET", URL: "https://exfil.example/", Decision: "denied", Reason: "not on the allowlist"}}); err != nil {
+			t.Error(err)
+		}
+	}})
 	acmeKey, _ := c.tenantKey(t, "acme", auth.ScopeSessions, auth.ScopeAuditRead)
 	globexKey, _ := c.tenantKey(t, "globex", auth.ScopeSessions)
 	acme := c.m.As(sandbox.Caller{Tenant: "acme", Agent: "acme-agent"})
@@ -176,13 +201,13 @@ func TestStepPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, code := range []string{"x = 1", "y = 2\nplot", "x = 3"} {
+	for i, code := range []string{"x = 1", "y = 2\nplot\nfetch\ntable", "x = 3"} {
 		if _, err := acme.RunInSession(ctx, s.ID, &sandbox.RunRequest{Code: code}); err != nil {
 			t.Fatal(err)
 		}
-		if i == 1 { // a request step 2 made through the egress gateway, recorded as it would be
+		if i == 1 { // written between the runs, while step 2's window in time was still open
 			if err := c.log.Append(ctx, audit.Record{Kind: audit.KindEgress, Session: s.ID, Tenant: "acme", Decision: "deny",
-				Egress: &audit.Egress{Method: "GET", URL: "https://exfil.example/", Decision: "denied", Reason: "not on the allowlist"}}); err != nil {
+				Egress: &audit.Egress{Method: "GET", URL: "https://between.example/", Decision: "denied", Reason: "not on the allowlist"}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -190,6 +215,14 @@ func TestStepPages(t *testing.T) {
 	steps, _, err := acme.Steps(s.ID)
 	if err != nil || len(steps) != 3 {
 		t.Fatalf("steps: %v %v", steps, err)
+	}
+	// A step names its records by id: step 2's egress, then its run's own.
+	if ids := steps[1].AuditRecords; len(ids) != 2 || ids[0] >= ids[1] || len(steps[0].AuditRecords) != 1 || len(steps[2].AuditRecords) != 1 {
+		t.Fatalf("the steps' audit record ids: %v %v %v", steps[0].AuditRecords, ids, steps[2].AuditRecords)
+	}
+	if recs, err := acme.QueryAudit(ctx, sandbox.AuditFilter{Session: s.ID, Seqs: steps[1].AuditRecords}); err != nil || len(recs) != 2 ||
+		!strings.Contains(string(recs[0]), "exfil.example") || !strings.Contains(string(recs[1]), `"kind":"run"`) {
+		t.Fatalf("step 2's records by id: %s %v", recs, err)
 	}
 	b := c.browser(t)
 	token := b.login(acmeKey)
@@ -216,8 +249,29 @@ func TestStepPages(t *testing.T) {
 	if n := strings.Count(page, `<span class="kind">run</span>`); n != 1 || !strings.Contains(page, "GET https://exfil.example/ → denied") {
 		t.Errorf("step 2's page shows %d run records (want its own one), or not its egress record", n)
 	}
-	if _, page := b.get("/ui/sessions/" + s.ID + "/steps/" + steps[2].ID); strings.Contains(page, "exfil.example") {
+	if _, page3 := b.get("/ui/sessions/" + s.ID + "/steps/" + steps[2].ID); strings.Contains(page3, "exfil.example") {
 		t.Errorf("step 3's page shows step 2's egress record")
+	}
+	if strings.Contains(page, "between.example") {
+		t.Errorf("step 2's page shows a record written after its run")
+	}
+	// The DataFrame it displayed, as a notebook shows it: in a sandboxed frame of its own, whose
+	// document may run nothing.
+	frame := "/ui/sessions/" + s.ID + "/steps/" + steps[1].ID + "/outputs/0"
+	if !strings.Contains(page, `<iframe class="output" sandbox src="`+frame+`"`) {
+		t.Errorf("step 2's page does not frame its displayed table:\n%s", page)
+	}
+	if strings.Contains(page, "<script>parent") {
+		t.Errorf("the step page carries the output's markup itself")
+	}
+	res, out := b.get(frame)
+	csp := res.Header.Get("Content-Security-Policy")
+	if res.StatusCode != 200 || !strings.Contains(out, `<table class="dataframe">`) || !strings.Contains(csp, "sandbox") ||
+		!strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") || res.Header.Get("X-Frame-Options") != "SAMEORIGIN" {
+		t.Errorf("the output's document: %d %q %q\n%s", res.StatusCode, csp, res.Header.Get("X-Frame-Options"), out)
+	}
+	if res, _ := b.get("/ui/sessions/" + s.ID + "/steps/" + steps[0].ID + "/outputs/0"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("an output step 1 did not display: %d", res.StatusCode)
 	}
 	if strings.Contains(page, `<span class="mono">x</span>`) {
 		t.Errorf("step 2's diff lists x, which step 2 did not change:\n%s", page)
@@ -239,6 +293,9 @@ func TestStepPages(t *testing.T) {
 	}
 	if res, _ := g.get("/ui/sessions/" + s.ID + "/steps/" + steps[1].ID); res.StatusCode != http.StatusNotFound {
 		t.Errorf("another tenant's step page: %d", res.StatusCode)
+	}
+	if res, _ := g.get(frame); res.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant's step output: %d", res.StatusCode)
 	}
 	res, _ = b.do("POST", rewind, url.Values{"csrf": {token}, "step": {steps[0].ID}}, nil)
 	if loc := res.Header.Get("Location"); res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/sessions/"+s.ID+"?done=") {

@@ -151,6 +151,7 @@ func (u *UI) routes() *http.ServeMux {
 	mux.Handle("GET /ui/sessions", u.page(u.sessionsPage))
 	mux.Handle("GET /ui/sessions/{id}", u.page(u.sessionPage))
 	mux.Handle("GET /ui/sessions/{id}/steps/{step}", u.page(u.stepPage))
+	mux.Handle("GET /ui/sessions/{id}/steps/{step}/outputs/{n}", u.page(u.outputHTML))
 	mux.Handle("POST /ui/sessions/{id}/rewind", u.change(u.rewind))
 	mux.Handle("POST /ui/sessions/{id}/fork", u.change(u.fork))
 	mux.Handle("POST /ui/sessions/{id}/pause", u.change(u.pause))

@@ -327,6 +327,8 @@ export interface StreamEvent {
 export interface StepSnapshot {
   state: string;
   reason?: string;
+  /** What the snapshot leaves out (heavy: threads the code left running). */
+  note?: string;
   bytes: number;
   took_ms: number;
   durable_ms: number;
@@ -348,6 +350,10 @@ export interface Step {
   error: PyError | null;
   error_code?: string;
   artifacts: Artifact[];
+  /** The rich values the run displayed (a DataFrame's text, HTML and JSON). */
+  outputs?: Output[];
+  /** The ids (`seq`) of the audit records written for the session while the step ran. */
+  audit_records?: number[];
   started: string;
   duration_ms: number;
   snapshot: StepSnapshot;

@@ -294,6 +294,9 @@ type SnapInfo struct {
 	// since the last snapshot or rewind), the rest being links to earlier snapshots' copies.
 	Files    int   `json:"files"`
 	NewBytes int64 `json:"new_bytes"`
+	// Threads counts the threads the code left running when the process forked: a fork copies
+	// the calling thread only, so a rewind to this snapshot brings back none of them.
+	Threads int `json:"threads,omitempty"`
 }
 
 // Artifact is one artifact of a run as the guest sends it. The daemon works out its size and hash

@@ -113,6 +113,7 @@ type tt struct {
 	order    []string             // kept steps, oldest first
 	taken    map[string]time.Time // when each was taken
 	dropped  map[string]string    // why a step's snapshot is gone
+	notes    map[string]string    // what a step's snapshot leaves out (SnapshotNote)
 	nextSnap uint64
 	paused   *checkpointBody // non-nil while paused
 	ref      string          // the paused checkpoint's manifest
@@ -126,6 +127,24 @@ func (t *tt) init() {
 	if t.snaps == nil {
 		t.snaps, t.taken, t.dropped = map[string]uint64{}, map[string]time.Time{}, map[string]string{}
 	}
+	if t.notes == nil {
+		t.notes = map[string]string{}
+	}
+}
+
+// threadsNote is the note on a step whose code left n threads running: a step's snapshot is a
+// fork of the Python process, which copies only the thread that forks. The alternative, a
+// checkpoint of the whole sandbox for such steps, would cost ~0.3–1 s a step and the threads
+// would still be mid-flight in whatever they were doing; the note makes the limit visible instead.
+func threadsNote(n int) string {
+	return fmt.Sprintf("the code left %d thread(s) running; the snapshot keeps the main thread's state only, so a rewind or fork to this step resumes without them (pause keeps them: it checkpoints the whole sandbox)", n)
+}
+
+// SnapshotNote says what step's snapshot leaves out (sandbox.SnapshotNoter).
+func (s *session) SnapshotNote(step string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tt.notes[step]
 }
 
 // Snapshot takes the session's state after step into the sandbox.
@@ -160,6 +179,9 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 		return err
 	}
 	s.tt.last = ans.SnapInfo
+	if ans.SnapInfo != nil && ans.SnapInfo.Threads > 0 {
+		s.tt.notes[step] = threadsNote(ans.SnapInfo.Threads)
+	}
 	s.tt.snaps[step] = id
 	s.tt.order = append(s.tt.order, step)
 	s.tt.taken[step] = time.Now()
@@ -208,6 +230,7 @@ func (s *session) dropLocked(ctx context.Context, b *box, steps []string, why ma
 		ids = append(ids, id)
 		delete(s.tt.snaps, st)
 		delete(s.tt.taken, st)
+		delete(s.tt.notes, st)
 		s.tt.dropped[st] = why[st]
 		s.tt.order = slices.DeleteFunc(s.tt.order, func(x string) bool { return x == st })
 	}

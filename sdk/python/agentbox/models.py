@@ -844,6 +844,8 @@ class StepSnapshot:
 
     state: str = ""
     reason: str = ""
+    #: What the snapshot leaves out (heavy: threads the code left running).
+    note: str = ""
     bytes: int = 0
     took_ms: float = 0.0
     durable_ms: float = 0.0
@@ -866,6 +868,10 @@ class Step:
     error: Optional[PyError] = None
     error_code: str = ""
     artifacts: List[Artifact] = field(default_factory=list)
+    #: The rich values the run displayed (a DataFrame's text, HTML and JSON).
+    outputs: List[Output] = field(default_factory=list)
+    #: The ids (``seq``) of the audit records written for the session while the step ran.
+    audit_records: List[int] = field(default_factory=list)
     started: Optional[_dt.datetime] = None
     duration_ms: float = 0.0
     snapshot: StepSnapshot = field(default_factory=StepSnapshot)

@@ -1,0 +1,34 @@
+package audit
+
+import "slices"
+
+// A watch collects the sequence numbers of the records written for one session between its start
+// and its stop: the Audited decorator watches a session while one of its steps runs, so that the
+// step names its records (its run's, the egress of the run) by id rather than by a time window.
+type watch struct{ seqs []int64 }
+
+// maxWatched bounds the ids one watch keeps (a run making thousands of requests out).
+const maxWatched = 1000
+
+// WatchSession starts collecting the sequence numbers of the records written for session; stop
+// ends it and returns them, in the order they were written (sandbox.AuditWatcher).
+func (l *Log) WatchSession(session string) (stop func() []int64) {
+	w := &watch{}
+	l.mu.Lock()
+	if l.watches == nil {
+		l.watches = map[string][]*watch{}
+	}
+	l.watches[session] = append(l.watches[session], w)
+	l.mu.Unlock()
+	return func() []int64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		ws := slices.DeleteFunc(l.watches[session], func(x *watch) bool { return x == w })
+		if len(ws) == 0 {
+			delete(l.watches, session)
+		} else {
+			l.watches[session] = ws
+		}
+		return w.seqs
+	}
+}
