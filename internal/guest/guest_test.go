@@ -40,7 +40,12 @@ func serveWith(t *testing.T, edit func(*Config)) (io.WriteCloser, io.Reader, cha
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
-	cfg := Config{WorkDir: dir + "/work", UID: 65534, GID: 65534}
+	// The session's /tmp is a directory of the test's: snapshots walk it (snaps.go).
+	if err := os.Mkdir(dir+"/tmp", 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir+"/tmp", 0o1777)
+	cfg := Config{WorkDir: dir + "/work", UID: 65534, GID: 65534, Roots: []string{dir + "/tmp"}}
 	if edit != nil {
 		edit(&cfg)
 	}

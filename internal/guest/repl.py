@@ -406,7 +406,7 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     # do not reach it) and waits for SIGUSR1. The agent wakes it for a rewind after ending the
     # live worker: it goes on as the live worker on the same pipes, reporting {"woke": pid}, and
     # the agent then asks it for a fork that parks in its place (so the step stays available).
-    o_fork, o_setpgid = os.fork, os.setpgid
+    o_fork, o_setpgid, thread_count = os.fork, os.setpgid, _thread._count
     sigmask, sigwait = signal.pthread_sigmask, signal.sigwait
     SIG_BLOCK, SIG_UNBLOCK, WAKE = signal.SIG_BLOCK, signal.SIG_UNBLOCK, {signal.SIGUSR1}
 
@@ -455,7 +455,9 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                     except OSErr:
                         pass
                     sigmask(SIG_UNBLOCK, WAKE)
-                    report({"forked": child})
+                    # The code's threads still running are not in the child (a fork copies the
+                    # calling thread only): the agent notes how many on the step.
+                    report({"forked": child, "threads": thread_count()})
                     warm()  # a request sent meanwhile waits in the pipe
                     continue
                 park()

@@ -12,8 +12,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,8 +36,11 @@ import (
 //     fork a copy that parks in its place (a run sent right after waits for that). gVisor
 //     shares the parked memory copy-on-write, copying 2 MiB at a time on a write, so the daemon
 //     caps and expires what is kept (package heavy).
-//   - Files: the work directory (not /tmp) is copied into SnapDir/N/files, a root-only tree. A
-//     file is copied only when it changed since the last snapshot or rewind; otherwise the new
+//   - Files: the session's directories (the work directory and /tmp, Config.Roots) are copied
+//     into SnapDir/N/files (the work directory) and SnapDir/N/roots/I (the I-th other root), a
+//     root-only tree; a file of another root is known by its absolute path ("/tmp/x"), one of
+//     the work directory by its relative path. A file is copied only when it changed since the
+//     last snapshot or rewind; otherwise the new
 //     snapshot's entry is a hard link to the earlier snapshot's copy. The live tree never shares
 //     an inode with a snapshot: a hard link from the live tree would let an edit in place
 //     (open(path, "w") truncates the same inode, as pandas' to_csv does) rewrite the snapshot.
@@ -45,7 +50,9 @@ import (
 //     Live files are read and written as the sandbox user, beneath the work directory
 //     (files.go), so a link the code planted leads nowhere else.
 //
-// Threads of the code are not in a snapshot (a fork copies the calling thread only), and the
+// Threads of the code are not in a snapshot (a fork copies the calling thread only): the fork's
+// report counts the threads the code left running (_thread._count()), the agent passes the count
+// in SnapInfo.Threads and the daemon notes it on the step. The
 // environment of the run is cleared before a cell's report (repl.py): no snapshot holds the
 // session's secrets in os.environ (a value the code copied into a variable is the code's own).
 // When the live Python process dies or is killed (a crash, a cell that ignored its interrupt),
@@ -94,7 +101,9 @@ func keyOf(st *syscall.Stat_t) statKey {
 
 // liveFile is an entry of the live work directory as a walk found it.
 type liveFile struct {
-	rel    string
+	rel    string // the key: relative for the work directory, absolute for another root
+	root   int    // the index of its root in a.roots()
+	sub    string // relative to its root
 	kind   byte
 	mode   fs.FileMode
 	mtime  time.Time
@@ -220,6 +229,7 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 		return nil, &proto.Error{Kind: sandbox.KindInternal, Message: "the Python process could not fork: " + why}
 	}
 	info.Fork = now().Sub(t1)
+	_ = json.Unmarshal(rep["threads"], &info.Threads)
 	proc := &python{pid: pid, version: py.version, pipes: py.pipes, exited: make(chan struct{})}
 	a.reaper.watch(pid, proc)
 	a.mu.Lock()
@@ -248,7 +258,7 @@ func (a *agent) snapshotFiles(dir string, maxBytes int64) (map[string]snapEntry,
 	var toCopy []liveFile
 	for _, lf := range live {
 		e := snapEntry{kind: lf.kind, mode: lf.mode, mtime: lf.mtime, size: lf.size, target: lf.target}
-		dst := filepath.Join(dir, lf.rel)
+		dst := storePath(dir, lf.root, lf.sub)
 		switch lf.kind {
 		case 'd':
 			if err := os.MkdirAll(dst, 0o700); err != nil {
@@ -273,14 +283,24 @@ func (a *agent) snapshotFiles(dir string, maxBytes int64) (map[string]snapEntry,
 		batch := toCopy[:min(len(toCopy), 128)]
 		toCopy = toCopy[len(batch):]
 		srcs := make([]*os.File, len(batch))
+		roots := a.roots()
 		_ = a.asUser(func() error {
-			root, err := openRoot(a.cfg.WorkDir)
-			if err != nil {
-				return err
-			}
-			defer unix.Close(root)
+			fds := map[int]int{}
+			defer func() {
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+			}()
 			for i, lf := range batch {
-				fd, err := openBeneath(root, lf.rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+				root, ok := fds[lf.root]
+				if !ok {
+					fd, err := openRoot(roots[lf.root])
+					if err != nil {
+						continue
+					}
+					root, fds[lf.root] = fd, fd
+				}
+				fd, err := openBeneath(root, lf.sub, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 				if err == nil {
 					srcs[i] = os.NewFile(uintptr(fd), lf.rel)
 				}
@@ -292,7 +312,7 @@ func (a *agent) snapshotFiles(dir string, maxBytes int64) (map[string]snapEntry,
 			if src == nil {
 				continue // gone since the walk, or not readable by the user: not in the snapshot
 			}
-			dst := filepath.Join(dir, lf.rel)
+			dst := storePath(dir, lf.root, lf.sub)
 			n, ino, st, err := copyInto(src, dst, lf.mode, maxBytes-newBytes, maxBytes > 0)
 			src.Close()
 			if errors.Is(err, errTooLarge) {
@@ -371,44 +391,85 @@ func snapErr(err error) error {
 	return &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot files: " + err.Error()}
 }
 
-// walkLive lists the work directory as the user sees it (links not followed), parents first.
+// storePath is where a snapshot whose work directory copy is dir keeps the copy of sub, a path
+// relative to the root-th of a.roots().
+func storePath(dir string, root int, sub string) string {
+	if root == 0 {
+		return filepath.Join(dir, sub)
+	}
+	return filepath.Join(filepath.Dir(dir), "roots", strconv.Itoa(root), sub)
+}
+
+// walkLive lists the session's directories (the work directory, then the other roots: /tmp) as
+// the user sees them (links not followed), parents first. A root inside another (the tests' work
+// directory under /tmp) is walked as itself only.
 func (a *agent) walkLive() ([]liveFile, error) {
 	var out []liveFile
+	roots := a.roots()
+	isRoot := map[string]bool{}
+	for _, r := range roots {
+		isRoot[filepath.Clean(r)] = true
+	}
 	err := a.asUser(func() error {
-		root := a.cfg.WorkDir
-		return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || p == root {
+		for i, root := range roots {
+			if i > 0 && slices.Contains(roots[:i], root) {
+				continue
+			}
+			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || p == root {
+					return nil
+				}
+				if len(out) >= maxSnapshot {
+					return filepath.SkipAll
+				}
+				if d.IsDir() && isRoot[p] {
+					return filepath.SkipDir
+				}
+				info, err := d.Info()
+				if err != nil {
+					return nil
+				}
+				st, _ := info.Sys().(*syscall.Stat_t)
+				if st == nil {
+					return nil
+				}
+				sub, _ := filepath.Rel(root, p)
+				lf := liveFile{rel: sub, root: i, sub: sub, mode: info.Mode(), mtime: info.ModTime(), size: info.Size(), key: keyOf(st)}
+				if i > 0 {
+					lf.rel = p
+				}
+				switch {
+				case info.Mode().IsDir():
+					lf.kind = 'd'
+				case info.Mode()&fs.ModeSymlink != 0:
+					lf.kind = 'l'
+					lf.target, _ = os.Readlink(p)
+				case info.Mode().IsRegular():
+					lf.kind = 'f'
+				default:
+					return nil // FIFOs, sockets, devices are not kept
+				}
+				out = append(out, lf)
 				return nil
-			}
-			if len(out) >= maxSnapshot {
-				return filepath.SkipAll
-			}
-			info, err := d.Info()
-			if err != nil {
-				return nil
-			}
-			st, _ := info.Sys().(*syscall.Stat_t)
-			if st == nil {
-				return nil
-			}
-			rel, _ := filepath.Rel(root, p)
-			lf := liveFile{rel: rel, mode: info.Mode(), mtime: info.ModTime(), size: info.Size(), key: keyOf(st)}
-			switch {
-			case info.Mode().IsDir():
-				lf.kind = 'd'
-			case info.Mode()&fs.ModeSymlink != 0:
-				lf.kind = 'l'
-				lf.target, _ = os.Readlink(p)
-			case info.Mode().IsRegular():
-				lf.kind = 'f'
-			default:
-				return nil // FIFOs, sockets, devices are not kept
-			}
-			out = append(out, lf)
-			return nil
-		})
+			})
+		}
+		return nil
 	})
 	return out, err
+}
+
+// keyRoot splits a snapshot entry's key into the index of its root in roots and the path
+// relative to it; ok is false for a key under none of them (a root no longer served).
+func keyRoot(roots []string, key string) (int, string, bool) {
+	if !filepath.IsAbs(key) {
+		return 0, key, true
+	}
+	for i, r := range roots[1:] {
+		if rel, ok := strings.CutPrefix(key, filepath.Clean(r)+"/"); ok {
+			return i + 1, rel, true
+		}
+	}
+	return 0, "", false
 }
 
 // rewind ends the live Python process and goes on from snapshot id.
@@ -493,7 +554,7 @@ func (a *agent) rewindFailed(id uint64, err error) error {
 		"snapshot %d could not be resumed (%v); the session's Python process was restarted and its variables are gone", id, err)}
 }
 
-// restoreFiles makes the work directory hold what snapshot s holds.
+// restoreFiles makes the session's directories hold what snapshot s holds.
 func (a *agent) restoreFiles(s *snap) error {
 	live, err := a.walkLive()
 	if err != nil {
@@ -544,16 +605,39 @@ func (a *agent) restoreFiles(s *snap) error {
 		}
 	}
 	results := make([]*syscall.Stat_t, len(jobs))
+	roots := a.roots()
 	err = a.asUser(func() error {
-		root, err := openRoot(a.cfg.WorkDir)
-		if err != nil {
-			return err
+		// Each key beneath its own root, opened once.
+		fds := map[int]int{}
+		defer func() {
+			for _, fd := range fds {
+				unix.Close(fd)
+			}
+		}()
+		beneath := func(key string) (int, string, string, bool) {
+			i, sub, ok := keyRoot(roots, key)
+			if !ok {
+				return -1, "", "", false
+			}
+			fd, open := fds[i]
+			if !open {
+				var err error
+				if fd, err = openRoot(roots[i]); err != nil {
+					return -1, "", "", false
+				}
+				fds[i] = fd
+			}
+			return fd, sub, roots[i], true
 		}
-		defer unix.Close(root)
-		for _, rel := range removes {
+		for _, key := range removes {
+			root, rel, _, ok := beneath(key)
+			if !ok {
+				continue
+			}
 			dir, name := path.Split(rel)
 			dfd := root
 			if dir != "" {
+				var err error
 				if dfd, err = openBeneath(root, path.Clean(dir), unix.O_RDONLY|unix.O_DIRECTORY, 0); err != nil {
 					continue
 				}
@@ -563,29 +647,39 @@ func (a *agent) restoreFiles(s *snap) error {
 				unix.Close(dfd)
 			}
 		}
-		for _, rel := range dirs {
-			if fd, err := mkdirAllBeneath(root, rel, a.cfg.WorkDir); err == nil {
+		for _, key := range dirs {
+			root, rel, rootPath, ok := beneath(key)
+			if !ok {
+				continue
+			}
+			if fd, err := mkdirAllBeneath(root, rel, rootPath); err == nil {
 				unix.Close(fd)
 			}
 			if fd, err := openBeneath(root, rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0); err == nil {
-				_ = unix.Fchmod(fd, uint32(s.entries[rel].mode.Perm()))
+				_ = unix.Fchmod(fd, uint32(s.entries[key].mode.Perm()))
 				unix.Close(fd)
 			}
 		}
-		for _, rel := range links {
-			dfd, err := mkdirAllBeneath(root, path.Dir(rel), a.cfg.WorkDir)
+		for _, key := range links {
+			root, rel, rootPath, ok := beneath(key)
+			if !ok {
+				continue
+			}
+			dfd, err := mkdirAllBeneath(root, path.Dir(rel), rootPath)
 			if err != nil {
 				continue
 			}
 			_ = unix.Unlinkat(dfd, path.Base(rel), 0)
-			_ = unix.Symlinkat(s.entries[rel].target, dfd, path.Base(rel))
+			_ = unix.Symlinkat(s.entries[key].target, dfd, path.Base(rel))
 			unix.Close(dfd)
 		}
 		for i, j := range jobs {
 			if j.src == nil {
 				continue
 			}
-			results[i] = restoreOne(root, a.cfg.WorkDir, j.rel, j.e, j.src)
+			if root, rel, rootPath, ok := beneath(j.rel); ok {
+				results[i] = restoreOne(root, rootPath, rel, j.e, j.src)
+			}
 		}
 		return nil
 	})

@@ -5,6 +5,7 @@ package guest
 import (
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,5 +129,45 @@ func TestSnapshotRewind(t *testing.T) {
 	_, o, _ = cell(t, in, out, next(), "import os\nprint(os.environ.get('TOKEN'))")
 	if o != "None\n" {
 		t.Fatalf("the run's secret stayed in the environment: %q", o)
+	}
+}
+
+// A snapshot keeps the session's /tmp too: a rewind brings back a file of /tmp as the step had
+// it (edited, removed or added since), beside the work directory's. A snapshot of a cell that
+// left a thread running says how many it left out (a fork copies the calling thread only).
+func TestSnapshotKeepsTmp(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	var tmp string
+	in, out, _, _ := serveWith(t, func(c *Config) { tmp = c.Roots[0] })
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	snapshot := func(n uint64) *proto.SnapInfo {
+		t.Helper()
+		ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n})
+		if ans.Op != proto.OpSnapshot || ans.SnapInfo == nil {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+		return ans.SnapInfo
+	}
+	mustCell(t, in, out, next(), "T = "+strconv.Quote(tmp)+"\nimport os\nos.mkdir(T + '/cache')\nopen(T + '/cache/a.csv', 'w').write('a,1')\nopen(T + '/keep', 'w').write('k')\nopen('w.txt', 'w').write('w1')")
+	if info := snapshot(1); info.Threads != 0 {
+		t.Errorf("a cell without threads: the snapshot counts %d", info.Threads)
+	}
+	mustCell(t, in, out, next(), "open(T + '/cache/a.csv', 'w').write('a,2')\nos.remove(T + '/keep')\nopen(T + '/new', 'w').write('n')\nopen('w.txt', 'w').write('w2')")
+	show := "print(sorted(os.listdir(T)), open(T + '/cache/a.csv').read(), open('w.txt').read())"
+	if _, o, _ := cell(t, in, out, next(), show); o != "['cache', 'new'] a,2 w2\n" {
+		t.Fatalf("before the rewind: %q", o)
+	}
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: 1}); ans.Error != nil {
+		t.Fatalf("rewind: %+v", ans.Error)
+	}
+	if _, o, e := cell(t, in, out, next(), show); o != "['cache', 'keep'] a,1 w1\n" {
+		t.Fatalf("after the rewind: %q, want /tmp and the work directory as step 1 had them (%s)", o, e)
+	}
+	mustCell(t, in, out, next(), "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), daemon=True).start()")
+	if info := snapshot(2); info.Threads != 1 {
+		t.Errorf("a cell that left a thread running: the snapshot counts %d threads, want 1", info.Threads)
 	}
 }
