@@ -338,3 +338,41 @@ func UpdateKeyFile(path string, change func([]KeyRecord) ([]KeyRecord, error)) e
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// KeyDigest names a key without holding it: its id ("" for the bootstrap key) and the SHA-256
+// of its secret (of the whole token for the bootstrap key), which is what the key file keeps. A
+// front door that must check a key again later (the web console's logins, kept across a daemon
+// restart) keeps the digest, never the key: the digest alone opens nothing.
+type KeyDigest struct {
+	ID   string
+	Hash [32]byte
+}
+
+// DigestOf is the digest of token, as AuthenticateDigest checks it.
+func DigestOf(token string) KeyDigest {
+	if id, secret, ok := ParseTenantKey(token); ok {
+		return KeyDigest{ID: id, Hash: sha256.Sum256([]byte(secret))}
+	}
+	return KeyDigest{Hash: sha256.Sum256([]byte(token))}
+}
+
+// AuthenticateDigest returns the identity of the key d names as it is now, refused as
+// Authenticate refuses its token: unknown, rotated (another secret), revoked or expired, or a
+// bootstrap key that is not this daemon's any more.
+func (k *Keys) AuthenticateDigest(d KeyDigest, now time.Time) (Identity, error) {
+	if d.ID == "" {
+		if subtle.ConstantTimeCompare(d.Hash[:], k.bootstrap[:]) != 1 {
+			return Identity{}, invalidKey()
+		}
+		return bootstrapIdentity(), nil
+	}
+	rec, found, err := k.lookup(d.ID)
+	if err != nil {
+		return Identity{}, err
+	}
+	want, _ := hex.DecodeString(rec.Hash)
+	if !found || subtle.ConstantTimeCompare(d.Hash[:], want) != 1 {
+		return Identity{}, invalidKey()
+	}
+	return rec.identity(now)
+}

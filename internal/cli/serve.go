@@ -130,6 +130,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		HostedMCP:       hosted,
 		APIKey:          cfg.APIKey,
 		KeysFile:        cfg.KeysPath(),
+		UISessionsFile:  filepath.Join(cfg.StatePath(), "ui", "sessions.json"),
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		Version:         version(),
 		Logger:          log,

@@ -64,6 +64,9 @@ type FrontDoorOptions struct {
 	E2B E2BOptions
 	// Node, when set, serves a cluster node's own endpoints at /v1/node (internal/nodeapi).
 	Node *NodeOptions
+	// UISessionsFile keeps the web console's logins across a restart (webui.Options.SessionsFile);
+	// "" keeps them in memory.
+	UISessionsFile string
 	// ShutdownTimeout is how long Serve waits for running requests once its context is done
 	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
 	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
@@ -140,7 +143,7 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 	var ui http.Handler = api
 	if e, ok := m.(webui.Engine); ok {
 		ui, err = webui.New(webui.Options{Engine: e, Keys: keys, VerifyAudit: auditVerifier(m),
-			Version: opts.Version, Logger: opts.Logger})
+			SessionsFile: opts.UISessionsFile, Version: opts.Version, Logger: opts.Logger})
 		if err != nil {
 			return nil, err
 		}

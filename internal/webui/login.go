@@ -1,8 +1,10 @@
 package webui
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // loginCookieAge bounds how long a login form stays usable.
@@ -46,8 +48,17 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
+	addr := clientAddress(r)
+	if wait, why := u.limiter.blocked(addr, key); wait > 0 {
+		u.log.Warn("web console login refused: too many failures", "remote", r.RemoteAddr, "why", why)
+		w.Header().Set("Retry-After", retryAfter(wait))
+		u.showLogin(w, r, http.StatusTooManyRequests, next, fmt.Sprintf(
+			"Too many failed logins (%s). Try again in %s.", why, wait.Round(time.Second)))
+		return
+	}
 	id, err := u.opts.Keys.Authenticate(key, u.opts.Now())
 	if key == "" || err != nil {
+		u.limiter.failed(addr, key)
 		u.log.Warn("web console login refused", "remote", r.RemoteAddr)
 		u.showLogin(w, r, http.StatusUnauthorized, next, "That API key is not valid (unknown, revoked or expired).")
 		return

@@ -101,7 +101,7 @@ func (u *UI) current(r *http.Request) (*call, string) {
 	if !ok {
 		return nil, "the UI session has ended (logged out, idle or too old)"
 	}
-	id, err := u.opts.Keys.Authenticate(s.key, u.opts.Now())
+	id, err := u.opts.Keys.AuthenticateDigest(s.key, u.opts.Now())
 	if err != nil {
 		// The key was revoked or expired since the login: the UI session goes with it.
 		u.sessions.remove(ck.Value)

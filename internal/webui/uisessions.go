@@ -2,23 +2,44 @@ package webui
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/auth"
 )
 
-// uiSession is one login: the API key it was made with (kept here, in the daemon's memory, and
-// authenticated again on every request so a revoked key stops working at once), its synchronizer
-// token, and its times.
+// uiSession is one login: the digest of the API key it was made with (authenticated again on
+// every request, so a revoked, rotated or expired key stops working at once; the key itself is
+// not kept), its synchronizer token, and its times.
 type uiSession struct {
-	key      string
+	key      auth.KeyDigest
 	csrf     string
 	created  time.Time
 	lastSeen time.Time
 }
 
+// csrfOf is the synchronizer token of the UI session whose cookie holds id: derived from it, so
+// that a table read back after a restart needs to hold neither (only the id's hash, from which
+// the token cannot be computed), and another site, which cannot read the HttpOnly cookie, cannot
+// compute it either.
+func csrfOf(id string) string {
+	sum := sha256.Sum256([]byte("agentbox-ui-csrf\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
 // sessionTable holds the logins, keyed by the SHA-256 of the cookie's random id (so the table
 // holds no value a browser could send back, should it ever be dumped). Bounded in count; an entry
-// past its idle time or its maximum age is gone.
+// past its idle time or its maximum age is gone. With a file, the table is written there
+// (hashes, key digests and times only) and read back by the next daemon, so a restart does not
+// log people out.
 type sessionTable struct {
 	mu     sync.Mutex
 	byID   map[[32]byte]*uiSession
@@ -26,17 +47,26 @@ type sessionTable struct {
 	maxAge time.Duration
 	max    int
 	now    func() time.Time
+	file   string
+	saved  time.Time // the last write of file
+	log    *slog.Logger
 }
 
-func newSessionTable(idle, maxAge time.Duration, max int, now func() time.Time) *sessionTable {
-	return &sessionTable{byID: map[[32]byte]*uiSession{}, idle: idle, maxAge: maxAge, max: max, now: now}
+// touchEvery is how stale the file's last-seen times may get: a UI session's use is written at
+// most this often (its idle time is minutes to hours, so a restart shortens it by at most this).
+const touchEvery = time.Minute
+
+func newSessionTable(idle, maxAge time.Duration, max int, now func() time.Time, file string, log *slog.Logger) *sessionTable {
+	t := &sessionTable{byID: map[[32]byte]*uiSession{}, idle: idle, maxAge: maxAge, max: max, now: now, file: file, log: log}
+	t.load()
+	return t
 }
 
 // create starts a UI session for key and returns the cookie's value.
 func (t *sessionTable) create(key string) (string, *uiSession) {
 	id := randomToken()
 	now := t.now()
-	s := &uiSession{key: key, csrf: randomToken(), created: now, lastSeen: now}
+	s := &uiSession{key: auth.DigestOf(key), csrf: csrfOf(id), created: now, lastSeen: now}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.byID) >= t.max {
@@ -46,6 +76,7 @@ func (t *sessionTable) create(key string) (string, *uiSession) {
 		t.dropOldestLocked()
 	}
 	t.byID[sha256.Sum256([]byte(id))] = s
+	t.saveLocked(now)
 	return id, s
 }
 
@@ -61,9 +92,16 @@ func (t *sessionTable) get(id string) (*uiSession, bool) {
 	}
 	if t.expired(s, now) {
 		delete(t.byID, k)
+		t.saveLocked(now)
 		return nil, false
 	}
 	s.lastSeen = now
+	if s.csrf == "" {
+		s.csrf = csrfOf(id) // read back from the file
+	}
+	if now.Sub(t.saved) >= touchEvery {
+		t.saveLocked(now)
+	}
 	return s, true
 }
 
@@ -71,7 +109,11 @@ func (t *sessionTable) get(id string) (*uiSession, bool) {
 func (t *sessionTable) remove(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.byID, sha256.Sum256([]byte(id)))
+	k := sha256.Sum256([]byte(id))
+	if _, ok := t.byID[k]; ok {
+		delete(t.byID, k)
+		t.saveLocked(t.now())
+	}
 }
 
 func (t *sessionTable) expired(s *uiSession, now time.Time) bool {
@@ -96,4 +138,75 @@ func (t *sessionTable) dropOldestLocked() {
 		}
 	}
 	delete(t.byID, oldest)
+}
+
+// savedLogin is a UI session as the file keeps it.
+type savedLogin struct {
+	IDSHA256  string    `json:"id_sha256"`
+	KeyID     string    `json:"key_id,omitempty"`
+	KeySHA256 string    `json:"key_sha256"`
+	Created   time.Time `json:"created"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// saveLocked writes the live UI sessions to the file (mode 0600, by a rename, so a crash leaves
+// the old file or the new one). A failure is logged: the logins go on in memory.
+func (t *sessionTable) saveLocked(now time.Time) {
+	if t.file == "" {
+		return
+	}
+	t.saved = now
+	t.pruneLocked(now)
+	out := make([]savedLogin, 0, len(t.byID))
+	for k, s := range t.byID {
+		out = append(out, savedLogin{IDSHA256: hex.EncodeToString(k[:]), KeyID: s.key.ID,
+			KeySHA256: hex.EncodeToString(s.key.Hash[:]), Created: s.created, LastSeen: s.lastSeen})
+	}
+	b, _ := json.Marshal(out)
+	err := os.MkdirAll(filepath.Dir(t.file), 0o700)
+	if err == nil {
+		tmp := t.file + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, t.file)
+		}
+	}
+	if err != nil {
+		t.log.Warn("web console: logins not saved; a restart will log people out", "file", t.file, "err", err)
+	}
+}
+
+// load reads the logins an earlier daemon left, dropping the expired ones.
+func (t *sessionTable) load() {
+	if t.file == "" {
+		return
+	}
+	b, err := os.ReadFile(t.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var saved []savedLogin
+	if err == nil {
+		err = json.Unmarshal(b, &saved)
+	}
+	if err != nil {
+		t.log.Warn("web console: saved logins unreadable; everyone logs in again", "file", t.file, "err", err)
+		return
+	}
+	now := t.now()
+	for _, l := range saved {
+		var k [32]byte
+		var d auth.KeyDigest
+		id, err1 := hex.DecodeString(l.IDSHA256)
+		h, err2 := hex.DecodeString(l.KeySHA256)
+		if err1 != nil || err2 != nil || len(id) != 32 || len(h) != 32 {
+			continue
+		}
+		copy(k[:], id)
+		copy(d.Hash[:], h)
+		d.ID = l.KeyID
+		s := &uiSession{key: d, created: l.Created, lastSeen: l.LastSeen}
+		if !t.expired(s, now) && len(t.byID) < t.max {
+			t.byID[k] = s
+		}
+	}
 }

@@ -71,6 +71,12 @@ type Options struct {
 	// MaxSessions bounds the UI sessions kept at once; past it the least recently used is
 	// dropped. Default 10000.
 	MaxSessions int
+	// SessionsFile keeps the UI sessions (logins) across a daemon restart: the SHA-256 of each
+	// cookie's id, the digest of its API key (never the key) and its times, mode 0600. "" keeps
+	// them in memory only.
+	SessionsFile string
+	// LoginLimit bounds failed logins (rate.go). Zero fields take the defaults.
+	LoginLimit LoginLimit
 	// Version is shown in the page footer. Default "dev".
 	Version string
 	// Logger receives logins, refusals and internal errors. Default slog.Default().
@@ -86,6 +92,7 @@ const Prefix = "/ui/"
 type UI struct {
 	opts     Options
 	sessions *sessionTable
+	limiter  *loginLimiter
 	pages    *pages
 	mux      *http.ServeMux
 	log      *slog.Logger
@@ -126,7 +133,8 @@ func New(opts Options) (*UI, error) {
 	}
 	u := &UI{
 		opts:     opts,
-		sessions: newSessionTable(opts.IdleTimeout, opts.MaxAge, opts.MaxSessions, opts.Now),
+		sessions: newSessionTable(opts.IdleTimeout, opts.MaxAge, opts.MaxSessions, opts.Now, opts.SessionsFile, opts.Logger),
+		limiter:  newLoginLimiter(opts.LoginLimit, opts.Now),
 		pages:    p,
 		log:      opts.Logger,
 		verify:   &verifyCache{check: opts.VerifyAudit, now: opts.Now},
