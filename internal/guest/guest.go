@@ -114,7 +114,7 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	}
 	a.py = py
 	defer a.killAll()
-	features := []string{proto.FeatureSnapshots}
+	features := []string{proto.FeatureSnapshots, proto.FeatureContexts}
 	if cfg.HostStdin != nil && cfg.HostStdout != nil {
 		features = append(features, proto.FeatureHostStdio)
 	}

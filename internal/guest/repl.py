@@ -47,6 +47,7 @@ def show(*args, **kwargs):
 def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     loads, dumps = json.loads, json.dumps
     o_read, o_write, o_exit, o_chdir, o_getpid = os.read, os.write, os._exit, os.chdir, os.getpid
+    o_getcwd, o_makedirs = os.getcwd, os.makedirs
     # A child the code forked (os.fork() without exec) comes back into this loop with the REPL's
     # pipes: it must never report, or the agent would take its result for the cell's.
     pid0 = o_getpid()
@@ -387,10 +388,59 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             note("the figure could not be drawn: %s" % describe_exc(e))
         return out
 
-    main = types.ModuleType("__main__")
-    main.__dict__.update(__builtins__=builtins, __spec__=None, __loader__=None, __annotations__={})
-    modules["__main__"] = main
-    del main
+    def new_main():
+        main = types.ModuleType("__main__")
+        main.__dict__.update(__builtins__=builtins, __spec__=None, __loader__=None, __annotations__={})
+        return main
+
+    # Code contexts (sandbox.RunRequest.Context): each has a __main__ module of its own, its
+    # variables, and a working directory of its own, kept here between its cells; "" is the main
+    # context. A cell runs with its context's module as sys.modules["__main__"] (so pickle and
+    # dataclasses find what it defines) and in its directory; between cells the main context's
+    # module is __main__ again. Everything else (imported modules, files, processes) is shared.
+    spaces = {"": new_main()}
+    home = o_getcwd()
+    dirs = {"": home}
+    modules["__main__"] = spaces[""]
+    current = [""]  # the context whose directory the process is in
+
+    def enter(ctx, start_dir):
+        # Returns ctx's module, made (in start_dir, created if missing) when ctx has none; puts
+        # the process in ctx's directory. Raises what making or entering the directory raises.
+        main = spaces.get(ctx)
+        if main is None:
+            if start_dir:
+                o_makedirs(start_dir, exist_ok=True)
+                o_chdir(start_dir)
+            main = spaces[ctx] = new_main()
+            dirs[ctx] = start_dir or home
+            current[0] = ctx
+        elif current[0] != ctx:
+            current[0] = ctx
+            try:
+                o_chdir(dirs.get(ctx) or home)
+            except OSErr as e:
+                note("this context's working directory %s is gone (%s): it is in %s now" % (dirs.get(ctx), describe_exc(e), home))
+                o_chdir(home)
+                dirs[ctx] = home
+        modules["__main__"] = main
+        return main
+
+    def leave(ctx, end):
+        # Keeps what ctx's cell left (its __main__, its directory), and the main context's
+        # module as __main__ between cells.
+        main = modules.get("__main__")
+        if ctx in spaces and isinstance(main, types.ModuleType):
+            spaces[ctx] = main
+        try:
+            if ctx in spaces:
+                dirs[ctx] = o_getcwd()
+        except OSErr:
+            pass
+        if end and ctx:
+            spaces.pop(ctx, None)
+            dirs.pop(ctx, None)
+        modules["__main__"] = spaces.get("") or spaces.setdefault("", new_main())
     # Whole lines reach the agent as one chunk, and nothing waits in a buffer when a cell ends.
     for s in (sys.stdout, sys.stderr):
         try:
@@ -464,26 +514,42 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 pid0 = o_getpid()
                 report({"woke": pid0})
                 continue
+            limits.update(req.get("limits") or {})
+            ctx = req.get("context") or ""
+            if ctx and ctx not in spaces and len(spaces) > limits.get("contexts", 32):
+                report({"refused": "this sandbox's interpreter holds %d code contexts besides its main one, the most it may: "
+                        "end one (its removal) before making another" % (len(spaces) - 1)})
+                continue
+            if req.get("context_reset"):
+                spaces.pop(ctx, None)
+                dirs.pop(ctx, None)
+                if current[0] == ctx:
+                    current[0] = None
+            start_dir = req.get("context_dir") if ctx not in spaces else None
             runs += 1
             environ.clear()
             environ.update(base_env)
             environ.update(req.get("env") or {})
             if req.get("chdir"):
                 o_chdir(req["chdir"])
-            limits.update(req.get("limits") or {})
             figs.update(kept=0, bytes=0, dropped=0)
             code = req["code"]
             fname = "<run-%d>" % runs if req.get("session") else "<string>"
             lcache[fname] = (len(code), None, code.splitlines(True), fname)
-            main = modules.get("__main__")
-            if not isinstance(main, types.ModuleType):
-                main = types.ModuleType("__main__")
-                modules["__main__"] = main
             exit_code, error, outputs, value = 0, None, None, None
+            try:
+                main, entered = enter(ctx, start_dir), None
+            except BaseExc as e:
+                # A context's directory that cannot be made: the cell's error, without this
+                # file's frames.
+                main, entered = None, e
+                entered.__traceback__ = None
             # The code and its last expression run in this frame, which describe() leaves out of
             # tracebacks; both are compiled under fname, so line numbers are the cell's.
             try:
                 o_signal(SIGINT, default_int_handler)
+                if entered is not None:
+                    raise entered
                 tree = compile(code, fname, "exec", parse_flags, dont_inherit=True)
                 last = last_expression(tree, code)
                 exec(compile(tree, fname, "exec", dont_inherit=True), main.__dict__)
@@ -504,7 +570,8 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 o_signal(SIGINT, SIG_IGN)
                 exit_code, error = 1, describe(e)
                 end_figures(True)
-            main = code = req = tree = last = value = None
+            leave(ctx, req.get("context_end"))
+            main = code = req = tree = last = value = entered = None
             # The run's environment (the session's secrets among it) is not left in the process
             # between cells, so no snapshot of it keeps them: the next cell sets its own again.
             environ.clear()

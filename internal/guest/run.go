@@ -101,13 +101,20 @@ func (a *agent) restartPython(old *python) (*python, error) {
 func (a *agent) doRun(r *activeRun) {
 	start := now()
 	res := &proto.RunResult{}
+	var refused *proto.Error // the REPL refused the cell before it ran (a context too many)
 	defer func() {
 		res.Elapsed = now().Sub(start)
 		a.mu.Lock()
 		res.StdoutTruncated, res.StderrTruncated = r.truncated[0], r.truncated[1]
 		a.run = nil
-		a.runs++
+		if refused == nil {
+			a.runs++
+		}
 		a.mu.Unlock()
+		if refused != nil {
+			_ = a.send(&proto.Frame{Op: proto.OpError, ID: r.id, Error: refused})
+			return
+		}
 		_ = a.send(&proto.Frame{Op: proto.OpResult, ID: r.id, Result: res})
 	}()
 	py, restarted, err := a.currentPython()
@@ -127,7 +134,16 @@ func (a *agent) doRun(r *activeRun) {
 	}
 	before := a.snapshot()
 	cpu0 := cpuTime(py.pid)
-	if err := py.send(map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}); err != nil {
+	cell := map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}
+	if q := r.req; q.Context != "" || q.ContextReset {
+		// The REPL's contexts (repl.py): a namespace and a working directory each.
+		cell["context"], cell["context_reset"], cell["context_end"] = q.Context, q.ContextReset, q.ContextEnd
+		cell["context_dir"] = q.ContextDir
+		if q.ContextDir == "" {
+			cell["context_dir"] = a.cfg.WorkDir
+		}
+	}
+	if err := py.send(cell); err != nil {
 		log.Printf("python did not take the request: %v", err)
 	}
 	var timeout, kill <-chan time.Time
@@ -157,6 +173,12 @@ func (a *agent) doRun(r *activeRun) {
 					_ = a.send(&proto.Frame{Op: proto.OpArtifact, ID: r.id, Artifact: &art})
 				}
 				continue
+			}
+			if raw, ok := rep["refused"]; ok {
+				var msg string
+				_ = json.Unmarshal(raw, &msg)
+				refused = &proto.Error{Kind: sandbox.KindConflict, Message: msg}
+				return
 			}
 			res.ExitCode, res.Error, res.Outputs = parseReport(rep)
 			done = true
@@ -199,6 +221,7 @@ func (a *agent) doRun(r *activeRun) {
 
 // replLimits are the caps the REPL keeps to, sent with each cell.
 var replLimits = map[string]int{
+	"contexts":       sandbox.MaxContexts,
 	"artifacts":      proto.MaxArtifacts,
 	"artifact_bytes": proto.MaxArtifactsBytes,
 	"text":           proto.MaxOutputText,

@@ -37,6 +37,9 @@ type Capabilities struct {
 	Snapshot, Rewind, Fork, Pause bool
 	// Volumes: its sessions mount volumes (SessionOptions.Mounts).
 	Volumes bool
+	// Contexts: its sessions run code in code contexts (RunRequest.Context): variables of their
+	// own in the session's interpreter, the session's files (contexts.go).
+	Contexts bool
 }
 
 // Use is something code does beyond computing that a tier may not give it.

@@ -92,7 +92,10 @@ func fmtUnit(v int64, scale float64, unit string) string {
 
 // CheckRequest validates what a run request carries, apart from its limits.
 func (p Policy) CheckRequest(req *RunRequest) error {
-	if strings.TrimSpace(req.Code) == "" {
+	if err := checkContext(req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Code) == "" && !req.ContextReset && !req.ContextEnd {
 		return Errorf(KindInvalidRequest, "code is empty").WithHint("send the Python source in the \"code\" field")
 	}
 	if len(req.Code) > p.MaxCodeBytes {

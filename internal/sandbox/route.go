@@ -164,6 +164,10 @@ func (m *Manager) Run(ctx context.Context, req *RunRequest) (res *Result, err er
 	if err := m.policy.CheckRequest(req); err != nil {
 		return nil, err
 	}
+	if req.Context != "" || req.ContextReset || req.ContextEnd {
+		return nil, Errorf(KindInvalidRequest, "a one-shot run has no code contexts: contexts are a session's").
+			WithHint("create a session (POST /v1/sessions) and run in its contexts")
+	}
 	c := CallerOf(ctx)
 	limits, err := m.policy.Apply(m.tenantDefaults(c, req.Limits))
 	if err != nil {

@@ -185,6 +185,11 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		return nil, Errorf(KindInvalidRequest, "network and egress_profile are fixed when a session is created (this one: network %v, profile %q)", info.Network, info.EgressProfile).
 			WithHint("create a session with network (POST /v1/sessions with \"network\": true)")
 	}
+	if t, ok := m.tier(info.Tier); ok {
+		if err := m.checkContextTier(req, t.caps); err != nil {
+			return nil, err
+		}
+	}
 	limits := info.Limits
 	if req.Limits.Timeout != 0 {
 		l, err := m.policy.Apply(Limits{Timeout: req.Limits.Timeout})
@@ -253,7 +258,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		s.tl.state = SessionLive
 		m.mu.Unlock()
 		sn, ok := s.impl.(Snapshotter)
-		st := m.recordStep(s, req.Code, tier, started, res, err, ok)
+		st := m.recordStep(s, req, tier, started, res, err, ok)
 		if ok {
 			handedOver = true
 			m.wg.Add(1)

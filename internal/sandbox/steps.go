@@ -61,7 +61,7 @@ func (tl *timeline) trim() {
 }
 
 // recordStep adds a step for a run that returned res and err, and makes it the head.
-func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Time, res *Result, err error, snapshot bool) *Step {
+func (m *Manager) recordStep(s *session, req *RunRequest, tier Tier, started time.Time, res *Result, err error, snapshot bool) *Step {
 	if res == nil {
 		if e := AsError(err); e != nil {
 			res = e.Result
@@ -71,7 +71,7 @@ func (m *Manager) recordStep(s *session, code string, tier Tier, started time.Ti
 	defer m.mu.Unlock()
 	tl := &s.tl
 	st := &Step{ID: "st_" + strconv.Itoa(len(tl.steps)+1) + "_" + newID()[3:11], Parent: tl.head, Session: s.info.ID,
-		Seq: len(tl.steps) + 1, Tier: tier, Code: code, Started: started.UTC(), Took: time.Since(started),
+		Seq: len(tl.steps) + 1, Tier: tier, Code: req.Code, Context: req.Context, Started: started.UTC(), Took: time.Since(started),
 		ErrorKind: KindOf(err), Snapshot: StepSnapshot{State: SnapshotNone}}
 	if snapshot {
 		st.Snapshot.State = SnapshotPending

@@ -146,6 +146,8 @@ type Step struct {
 	Seq  int    `json:"seq"`
 	Tier Tier   `json:"runtime"`
 	Code string `json:"code"`
+	// Context is the code context the run ran in (RunRequest.Context); empty: the main one.
+	Context string `json:"context,omitempty"`
 	// Stdout, Stderr, ExitCode, Error and Artifacts are the run's result, the streams bounded to
 	// StepOutputBytes each (Truncated says so).
 	Stdout    string     `json:"stdout"`

@@ -71,6 +71,20 @@ type RunRequest struct {
 	// Output, when set, receives the run's stdout and stderr as the code writes them (stream.go).
 	// The result still carries them whole.
 	Output OutputSink `json:"-"`
+
+	// Context runs the code in one of the session's code contexts (contexts.go): its own
+	// variables and working directory, the session's files, processes and packages. Empty: the
+	// session's main context. Session runs only, on a tier whose Capabilities have Contexts.
+	Context string `json:"context,omitempty"`
+	// ContextDir is the working directory Context starts in when this run makes it (its first
+	// run, or one with ContextReset), made if missing; default WorkDir. Later runs find it where
+	// the context's code left it.
+	ContextDir string `json:"context_dir,omitempty"`
+	// ContextReset starts Context afresh before the code runs: no variables, in ContextDir (a
+	// context's restart). ContextEnd forgets Context after the code runs (its removal). With
+	// either, the code may be empty.
+	ContextReset bool `json:"context_reset,omitempty"`
+	ContextEnd   bool `json:"context_end,omitempty"`
 }
 
 // PyError is the exception the user's code raised. It is part of a result, not an API error.

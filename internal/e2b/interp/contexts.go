@@ -1,22 +1,27 @@
 package interp
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 
 	"github.com/agentbox-dev/agentbox/internal/e2b/e2bwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // Contexts. The code interpreter's default Python context is the sandbox's own agentbox session:
-// its interpreter, its files. A context made with POST /contexts is a separate interpreter state,
-// which agentbox gives as a session of its own (same tier, limits and network as the sandbox's,
-// the caller's tenant): its variables are its own, and so are its files, which is where it
-// differs from E2B, whose contexts share the sandbox's file system. A context's session is closed
-// when the context is removed, restarted (a new one replaces it) or, once the sandbox is gone,
-// when the sandbox's contexts are next listed or made; the idle reaper closes one nobody uses.
+// its interpreter's main context. A context made with POST /contexts is a code context of that same
+// session (sandbox.RunRequest.Context): a namespace of its own in the session's interpreter, with
+// its own variables and working directory, and the session's files, commands and packages — as
+// E2B's contexts, which are kernels of one sandbox. It costs no sandbox: it is made by its first
+// cell. A restart is a run that starts it afresh (in its cwd), a removal a run that forgets it;
+// both are steps of the session like its cells, so a rewind takes contexts back too.
+//
+// This handler keeps, per sandbox, the contexts' ids and cwds (the SDK's view) and their cells'
+// counts, in memory: after the daemon restarts, the sandbox's interpreter still holds the
+// contexts' variables but their ids are unknown (404), as an E2B sandbox's after its code
+// interpreter restarted. An id is the context's name in the interpreter.
 
 // defaultContext is the id of the sandbox's own context.
 const defaultContext = "default"
@@ -25,77 +30,117 @@ type codeContext struct {
 	ID       string `json:"id"`
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
-	session  string
-	owner    Engine
-	// setup counts the runs made to set the context up (its cwd), which are not its cells.
-	setup int
+	// name is the context's name in the session's interpreter; "" for the default context.
+	name string
+}
+
+// sandboxContexts are the contexts of one sandbox, and what the execution counts need.
+type sandboxContexts struct {
+	list  []*codeContext
+	owner Engine
+	// runs counts each context's runs since it was made or restarted, by name ("" the default
+	// context's since its last restart, when restarted). others counts the session's runs in
+	// contexts other than the default one, which the session's run count (the default context's
+	// execution count) includes.
+	runs   map[string]int
+	others int
+	// restarted: the default context was restarted, so its count is runs[""], not the session's.
+	restarted bool
+}
+
+// state returns sandbox t's contexts, made empty when there are none. Under h.mu.
+func (h *Handler) state(t Target) *sandboxContexts {
+	sc := h.contexts[t.Session]
+	if sc == nil {
+		sc = &sandboxContexts{owner: t.Engine, runs: map[string]int{}}
+		h.contexts[t.Session] = sc
+	}
+	return sc
 }
 
 // context returns context id of t's sandbox.
 func (h *Handler) context(t Target, id string) (*codeContext, bool) {
 	if id == defaultContext {
-		return &codeContext{ID: defaultContext, Language: "python", Cwd: sandbox.WorkDir, session: t.Session, owner: t.Engine}, true
+		return &codeContext{ID: defaultContext, Language: "python", Cwd: sandbox.WorkDir}, true
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, c := range h.contexts[t.Session] {
-		if c.ID == id {
-			return c, true
+	if sc := h.contexts[t.Session]; sc != nil {
+		for _, c := range sc.list {
+			if c.ID == id {
+				return c, true
+			}
 		}
 	}
 	return nil, false
 }
 
-// sweep closes the contexts of sandboxes that are gone.
-func (h *Handler) sweep() {
+// executionCount is the number the next cell of c will have: its cells so far, plus one
+// (Jupyter's count). The default context's is the session's runs less the other contexts', kept
+// by the session itself, so it survives pause and the daemon's restart.
+func (h *Handler) executionCount(t Target, c *codeContext) int {
 	h.mu.Lock()
-	var gone []*codeContext
-	for parent, cs := range h.contexts {
-		if len(cs) == 0 {
-			delete(h.contexts, parent)
-			continue
-		}
-		if _, err := cs[0].owner.Session(parent); sandbox.KindOf(err) == sandbox.KindNotFound {
-			gone = append(gone, cs...)
-			delete(h.contexts, parent)
-		}
+	sc := h.contexts[t.Session]
+	var n, others int
+	restarted := false
+	if sc != nil {
+		n, others, restarted = sc.runs[c.name], sc.others, sc.restarted
 	}
 	h.mu.Unlock()
-	for _, c := range gone {
-		_ = c.owner.CloseSession(c.session)
+	if c.name != "" || restarted {
+		return n + 1
+	}
+	info, err := t.Engine.Session(t.Session)
+	if err != nil {
+		return 0
+	}
+	return max(info.Runs-others, 0) + 1
+}
+
+// counted notes a run in context c of t's sandbox; a cell counts toward c's execution count.
+func (h *Handler) counted(t Target, c *codeContext, cell bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sc := h.state(t)
+	if c.name != "" {
+		sc.others++
+	}
+	if cell {
+		sc.runs[c.name]++
+	}
+}
+
+// contextRun runs a cell-less run in context c: its restart (reset) or its removal (end).
+func (h *Handler) contextRun(ctx context.Context, t Target, c *codeContext, reset, end bool) error {
+	run := &sandbox.RunRequest{Context: c.name, ContextReset: reset, ContextEnd: end}
+	if reset && c.name != "" {
+		run.ContextDir = c.Cwd
+	}
+	res, err := t.Engine.RunInSession(ctx, t.Session, run)
+	if err == nil && res.Error != nil {
+		err = sandbox.Errorf(sandbox.KindInvalidRequest, "the context's working directory %s: %s: %s", c.Cwd, res.Error.Name, res.Error.Value)
+	}
+	if err != nil {
+		return err
+	}
+	h.counted(t, c, false)
+	return nil
+}
+
+// sweep forgets the contexts of sandboxes that are gone.
+func (h *Handler) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for parent, sc := range h.contexts {
+		if _, err := sc.owner.Session(parent); sandbox.KindOf(err) == sandbox.KindNotFound {
+			delete(h.contexts, parent)
+		}
 	}
 }
 
 type createContextRequest struct {
 	Language *string `json:"language"`
 	Cwd      *string `json:"cwd"`
-}
-
-// newSession starts a context's session like the sandbox's, in cwd; setup is how many runs that
-// took.
-func newSession(r *http.Request, t Target, cwd string) (id string, setup int, err error) {
-	info, err := t.Engine.Session(t.Session)
-	if err != nil {
-		return "", 0, err
-	}
-	s, err := t.Engine.CreateSession(r.Context(), sandbox.SessionOptions{Tier: info.Tier, Limits: info.Limits,
-		Network: info.Network, EgressProfile: info.EgressProfile})
-	if err != nil {
-		return "", 0, err
-	}
-	if cwd != sandbox.WorkDir {
-		setup = 1
-		code := "import os as _o\n_o.makedirs(" + strconv.Quote(cwd) + ", exist_ok=True)\n_o.chdir(" + strconv.Quote(cwd) + ")\ndel _o\n"
-		res, err := t.Engine.RunInSession(r.Context(), s.ID, &sandbox.RunRequest{Code: code})
-		if err == nil && res.Error != nil {
-			err = sandbox.Errorf(sandbox.KindInvalidRequest, "the context's cwd %s: %s: %s", cwd, res.Error.Name, res.Error.Value)
-		}
-		if err != nil {
-			_ = t.Engine.CloseSession(s.ID)
-			return "", 0, err
-		}
-	}
-	return s.ID, setup, nil
 }
 
 func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, t Target) {
@@ -122,24 +167,24 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, t Target
 		}
 		cwd = p
 	}
-	h.mu.Lock()
-	n := len(h.contexts[t.Session])
-	h.mu.Unlock()
-	if n >= h.opts.MaxContexts {
-		e2bwire.WriteError(w, sandbox.Errorf(sandbox.KindConflict, "this sandbox has %d code contexts, the most it may have (each is a sandbox of its own)", n).
-			WithHint("remove contexts you no longer use (Sandbox.removeCodeContext)"))
-		return
-	}
-	session, setup, err := newSession(r, t, cwd)
-	if err != nil {
+	// The session must exist for this caller (internal/e2b checked it; a direct Serve may not).
+	if _, err := t.Engine.Session(t.Session); err != nil {
 		e2bwire.WriteError(w, err)
 		return
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	c := &codeContext{ID: "ctx-" + hex.EncodeToString(b[:]), Language: lang, Cwd: cwd, session: session, owner: t.Engine, setup: setup}
+	id := "ctx-" + hex.EncodeToString(b[:])
+	c := &codeContext{ID: id, Language: lang, Cwd: cwd, name: id}
 	h.mu.Lock()
-	h.contexts[t.Session] = append(h.contexts[t.Session], c)
+	sc := h.state(t)
+	if n := len(sc.list); n >= h.opts.MaxContexts {
+		h.mu.Unlock()
+		e2bwire.WriteError(w, sandbox.Errorf(sandbox.KindConflict, "this sandbox has %d code contexts besides its default one, the most it may have", n).
+			WithHint("remove contexts you no longer use (Sandbox.removeCodeContext)"))
+		return
+	}
+	sc.list = append(sc.list, c)
 	h.mu.Unlock()
 	writeJSON(w, http.StatusOK, c)
 }
@@ -149,14 +194,38 @@ func (h *Handler) listContexts(w http.ResponseWriter, r *http.Request, t Target)
 	def, _ := h.context(t, defaultContext)
 	out := []*codeContext{def}
 	h.mu.Lock()
-	out = append(out, h.contexts[t.Session]...)
+	if sc := h.contexts[t.Session]; sc != nil {
+		out = append(out, sc.list...)
+	}
 	h.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)
 }
 
+// restartContext starts the context afresh: no variables, in its cwd; its files stay (they are
+// the sandbox's).
 func (h *Handler) restartContext(w http.ResponseWriter, r *http.Request, t Target, id string) {
+	c, ok := h.context(t, id)
+	if !ok {
+		http.Error(w, "Context "+id+" not found", http.StatusNotFound)
+		return
+	}
+	if err := h.contextRun(r.Context(), t, c, true, false); err != nil {
+		e2bwire.WriteError(w, err)
+		return
+	}
+	h.mu.Lock()
+	sc := h.state(t)
+	sc.runs[c.name] = 0
+	if c.name == "" {
+		sc.restarted = true
+	}
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *Handler) removeContext(w http.ResponseWriter, r *http.Request, t Target, id string) {
 	if id == defaultContext {
-		e2bwire.WriteError(w, e2bwire.NotImplemented("POST /contexts/default/restart (Sandbox.restartCodeContext of the default context): the default context is the sandbox's own interpreter; create a context to restart, or rewind the session"))
+		e2bwire.WriteError(w, e2bwire.NotImplemented("DELETE /contexts/default (Sandbox.removeCodeContext of the default context): the default context is the sandbox's own interpreter; restart it to clear it, or kill the sandbox to end it"))
 		return
 	}
 	c, ok := h.context(t, id)
@@ -164,39 +233,20 @@ func (h *Handler) restartContext(w http.ResponseWriter, r *http.Request, t Targe
 		http.Error(w, "Context "+id+" not found", http.StatusNotFound)
 		return
 	}
-	session, setup, err := newSession(r, t, c.Cwd)
-	if err != nil {
+	if err := h.contextRun(r.Context(), t, c, false, true); err != nil {
 		e2bwire.WriteError(w, err)
 		return
 	}
 	h.mu.Lock()
-	old := c.session
-	c.session, c.setup = session, setup
-	h.mu.Unlock()
-	_ = t.Engine.CloseSession(old)
-	w.WriteHeader(http.StatusOK)
-}
-
-func (h *Handler) removeContext(w http.ResponseWriter, r *http.Request, t Target, id string) {
-	if id == defaultContext {
-		e2bwire.WriteError(w, e2bwire.NotImplemented("DELETE /contexts/default (Sandbox.removeCodeContext of the default context): the default context is the sandbox's own interpreter; kill the sandbox to end it"))
-		return
-	}
-	h.mu.Lock()
-	var found *codeContext
-	cs := h.contexts[t.Session]
-	for i, c := range cs {
-		if c.ID == id {
-			found = c
-			h.contexts[t.Session] = append(cs[:i:i], cs[i+1:]...)
-			break
+	if sc := h.contexts[t.Session]; sc != nil {
+		for i, x := range sc.list {
+			if x == c {
+				sc.list = append(sc.list[:i:i], sc.list[i+1:]...)
+				break
+			}
 		}
+		delete(sc.runs, c.name)
 	}
 	h.mu.Unlock()
-	if found == nil {
-		http.Error(w, "Context "+id+" not found", http.StatusNotFound)
-		return
-	}
-	_ = t.Engine.CloseSession(found.session)
 	w.WriteHeader(http.StatusOK)
 }

@@ -60,41 +60,30 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, t Target) {
 		http.Error(w, "Only one of context_id or language can be provided", http.StatusBadRequest)
 		return
 	}
-	session, lang, setup := t.Session, "python", 0
+	c, lang := &codeContext{ID: defaultContext}, "python"
 	if req.Language != nil {
 		lang = normalize(*req.Language)
 	}
 	if req.ContextID != nil && *req.ContextID != "" {
-		c, ok := h.context(t, *req.ContextID)
-		if !ok {
+		var ok bool
+		if c, ok = h.context(t, *req.ContextID); !ok {
 			http.Error(w, fmt.Sprintf("Context %s not found", *req.ContextID), http.StatusNotFound)
 			return
 		}
-		h.mu.Lock()
-		session, lang, setup = c.session, c.Language, c.setup
-		h.mu.Unlock()
+		lang = c.Language
 	}
 	out := newLines(w)
-	out.send(map[string]any{"type": "number_of_executions", "execution_count": executionCount(t.Engine, session) - setup})
+	out.send(map[string]any{"type": "number_of_executions", "execution_count": h.executionCount(t, c)})
+	session := t.Session
 	switch lang {
 	case "python":
-		h.runPython(r.Context(), out, t, session, req)
+		h.runPython(r.Context(), out, t, c, req)
 	case "bash":
 		h.runBash(r.Context(), out, t, session, req)
 	default:
 		out.send(errorLine("NotImplementedError", fmt.Sprintf("agentbox does not implement the code interpreter's %q language: its sandboxes run Python (and bash, as commands); run other languages with Sandbox.commands.run", lang), ""))
 	}
 	out.send(map[string]any{"type": "end_of_execution"})
-}
-
-// executionCount is the number this cell will have: the interpreter's runs so far, plus one
-// (Jupyter's count, kept by the session itself, so it survives pause and the daemon's restart).
-func executionCount(eng Engine, session string) int {
-	info, err := eng.Session(session)
-	if err != nil {
-		return 0
-	}
-	return info.Runs + 1
 }
 
 // lines writes NDJSON, each line flushed.
@@ -269,6 +258,8 @@ func runErrorLine(err error) map[string]any {
 		name = "MemoryError"
 	case sandbox.KindPolicyViolation, sandbox.KindForbidden:
 		name = "PermissionError"
+	case sandbox.KindNotImplemented:
+		name = "NotImplementedError"
 	}
 	msg := err.Error()
 	if e := sandbox.AsError(err); e != nil && e.Hint != "" {
@@ -312,7 +303,8 @@ func (rl *relay) run(s *sink, start func() (*sandbox.Result, error)) {
 	}
 }
 
-func (h *Handler) runPython(ctx context.Context, out *lines, t Target, session string, req executeRequest) {
+// runPython runs the cell in context c of the sandbox's session (its variables, its cwd).
+func (h *Handler) runPython(ctx context.Context, out *lines, t Target, c *codeContext, req executeRequest) {
 	s := newSink()
 	rl := &relay{out: out, eng: t.Engine, sent: map[string]bool{}}
 	rl.run(s, func() (*sandbox.Result, error) {
@@ -321,13 +313,30 @@ func (h *Handler) runPython(ctx context.Context, out *lines, t Target, session s
 		// kernel has no limit of its own; not a run's short default. A tenant whose maximum is
 		// lower gets the session's own timeout.
 		run := &sandbox.RunRequest{Code: req.Code, Env: req.EnvVars, Output: s, Limits: sandbox.Limits{Timeout: t.Engine.Policy().Max.Timeout}}
-		res, err := t.Engine.RunInSession(ctx, session, run)
+		if c.name != "" {
+			// Its cwd, should this run make it again (the first cell, or after a rewind to
+			// before it was made).
+			run.Context, run.ContextDir = c.name, c.Cwd
+		}
+		res, err := t.Engine.RunInSession(ctx, t.Session, run)
 		if res == nil && tenantRefusedTimeout(err) {
 			run.Limits = sandbox.Limits{}
-			res, err = t.Engine.RunInSession(ctx, session, run)
+			res, err = t.Engine.RunInSession(ctx, t.Session, run)
+		}
+		if ran(res, err) {
+			h.counted(t, c, true)
 		}
 		return res, err
 	})
+}
+
+// ran says whether a run's outcome is of code that ran (and so counts as a cell).
+func ran(res *sandbox.Result, err error) bool {
+	switch sandbox.KindOf(err) {
+	case sandbox.KindTimeout, sandbox.KindMemoryLimit, sandbox.KindOutputLimit, sandbox.KindPolicyViolation:
+		return true
+	}
+	return res != nil
 }
 
 // tenantRefusedTimeout says whether err is the refusal of a timeout above the tenant's maximum.

@@ -41,8 +41,9 @@ type Options struct {
 	// Engine serves each request as its caller (e2bwire.Target.Identity) sees it. Required for
 	// ServeHTTP; Serve takes the engine in its Target.
 	Engine Callers
-	// MaxContexts bounds the contexts one sandbox may create (each is a sandbox of its own).
-	// Default 8.
+	// MaxContexts bounds the contexts one sandbox may have besides its default one. They cost
+	// a namespace each in the sandbox's interpreter, which holds at most sandbox.MaxContexts (the
+	// default).
 	MaxContexts int
 }
 
@@ -52,15 +53,15 @@ type Handler struct {
 
 	mu sync.Mutex
 	// contexts are the contexts created in each sandbox, by the sandbox's session id.
-	contexts map[string][]*codeContext
+	contexts map[string]*sandboxContexts
 }
 
 // New returns a Handler.
 func New(opts Options) *Handler {
-	if opts.MaxContexts <= 0 {
-		opts.MaxContexts = 8
+	if opts.MaxContexts <= 0 || opts.MaxContexts > sandbox.MaxContexts {
+		opts.MaxContexts = sandbox.MaxContexts
 	}
-	return &Handler{opts: opts, contexts: map[string][]*codeContext{}}
+	return &Handler{opts: opts, contexts: map[string]*sandboxContexts{}}
 }
 
 // ServeHTTP answers a request internal/e2b resolved to a sandbox (e2bwire.TargetOf), as the

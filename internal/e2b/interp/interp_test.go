@@ -210,8 +210,11 @@ func TestExecute(t *testing.T) {
 		if e := run(t, srv.URL, map[string]any{"code": "b", "context_id": c.ID}); e.err == nil || e.err.Name != "NameError" {
 			t.Fatalf("after restart: %+v", e)
 		}
-		if r, b := post("/contexts/default/restart", nil); r.StatusCode != 501 || !strings.Contains(string(b), "restartCodeContext") {
+		if r, b := post("/contexts/default/restart", nil); r.StatusCode != 200 {
 			t.Fatalf("restart of the default context: %d %s", r.StatusCode, b)
+		}
+		if e := run(t, srv.URL, map[string]any{"code": "a"}); e.err == nil || e.err.Name != "NameError" || e.count != 1 {
+			t.Fatalf("the default context after its restart: %+v %+v", e, e.err)
 		}
 		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/contexts/"+c.ID, nil)
 		dr, err := http.DefaultClient.Do(req)

@@ -119,6 +119,9 @@ const (
 	// the daemon passed into the sandbox (runsc --pass-fd), and OpSpawn's HostStdio gives them
 	// to the child as its stdin and stdout.
 	FeatureHostStdio = "host-stdio"
+	// FeatureContexts: OpRun's Context fields (code contexts, sandbox.RunRequest.Context). The
+	// daemon refuses a context run to a guest without it (an image built before it).
+	FeatureContexts = "contexts"
 )
 
 // The descriptors of the host pipes a sandbox made for one long-lived child gets
@@ -256,6 +259,13 @@ type RunRequest struct {
 	FilesBytes int64 `json:"files_bytes"`
 	// StreamArtifacts asks for each artifact as an OpArtifact frame as soon as it is made.
 	StreamArtifacts bool `json:"stream_artifacts,omitempty"`
+	// The code context to run in, as sandbox.RunRequest has them (FeatureContexts). ContextDir
+	// is absolute. The guest keeps at most sandbox.MaxContexts contexts besides the main one and
+	// answers a run that would make one more with OpError (KindConflict).
+	Context      string `json:"context,omitempty"`
+	ContextDir   string `json:"context_dir,omitempty"`
+	ContextReset bool   `json:"context_reset,omitempty"`
+	ContextEnd   bool   `json:"context_end,omitempty"`
 }
 
 // RunResult ends a run.

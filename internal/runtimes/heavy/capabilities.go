@@ -27,5 +27,8 @@ func (rt *Runtime) Capabilities() sandbox.Capabilities {
 		Pause:    rt.opts.Snapshots != nil,
 		// Volumes (volumes.go): bound into the session's sandbox from their host mounts.
 		Volumes: true,
+		// Code contexts: namespaces of the session's one Python process, kept by the guest's
+		// REPL, so a snapshot holds them all.
+		Contexts: true,
 	}
 }

@@ -73,6 +73,20 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 		}
 		files[i] = sandbox.File{Path: p, Content: f.Content}
 	}
+	ctxDir := ""
+	if req.Context != "" || req.ContextReset {
+		if !b.can(proto.FeatureContexts) {
+			return nil, boxIntact, sandbox.Errorf(sandbox.KindNotImplemented, "this sandbox's image has a guest agent without code contexts").
+				WithHint("rebuild the image with this agentbox (agentbox setup; agentbox image build NAME)")
+		}
+		if req.ContextDir != "" {
+			p, err := sandbox.CleanPath(req.ContextDir)
+			if err != nil {
+				return nil, boxIntact, err
+			}
+			ctxDir = p
+		}
+	}
 	oom0 := b.cg.oomKills()
 	f := &proto.Frame{Op: proto.OpRun, Run: &proto.RunRequest{
 		Code:        req.Code,
@@ -84,6 +98,11 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 		StdoutBytes: l.StdoutBytes,
 		StderrBytes: l.StderrBytes,
 		FilesBytes:  l.FilesBytes,
+		// Code contexts (sandbox/contexts.go), kept by the guest's REPL.
+		Context:      req.Context,
+		ContextDir:   ctxDir,
+		ContextReset: req.ContextReset,
+		ContextEnd:   req.ContextEnd,
 	}}
 	start := time.Now()
 	cl := &call{output: cap.write}

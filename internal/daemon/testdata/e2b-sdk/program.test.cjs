@@ -92,6 +92,20 @@ test('write and read files', async () => {
   assert.equal(ex.logs.stdout.join('').trim(), 'hello, file')
 })
 
+test('a code context has its own variables and cwd, and the sandbox\'s files', async () => {
+  await sbx.runCode('shared_name = 7\nopen("/home/user/from-default.txt", "w").write("written by the default context")')
+  const ctx = await sbx.createCodeContext({ cwd: '/home/user/ctx' })
+  const r = await sbx.runCode('import os\n(os.getcwd(), open("../from-default.txt").read())', { context: ctx })
+  assert.equal(r.text, "('/home/user/ctx', 'written by the default context')")
+  assert.equal((await sbx.runCode('shared_name', { context: ctx })).error.name, 'NameError')
+  await sbx.runCode('open("from-context.txt", "w").write("written by a context")', { context: ctx })
+  assert.equal(await sbx.files.read('/home/user/ctx/from-context.txt'), 'written by a context')
+  assert.equal((await sbx.commands.run('cat /home/user/ctx/from-context.txt')).stdout, 'written by a context')
+  const d = await sbx.runCode('import os\n(shared_name, os.getcwd())')
+  assert.equal(d.text, "(7, '/home/user')")
+  await sbx.removeCodeContext(ctx)
+})
+
 test('pause and resume (connect) keep the state', async () => {
   await sbx.runCode('kept = 41 + 1')
   assert.equal(await sbx.pause(), true)
