@@ -248,8 +248,9 @@ func listenE2BDebug() ([]debugListener, error) {
 func e2bOptions(cfg config.Config, keyPath string) daemon.E2BOptions {
 	o := daemon.E2BOptionsFrom(cfg.E2B)
 	if !cfg.Sessions.Ephemeral {
-		// In the node's own data directory: sessions outlive the daemon, and so do these.
-		o.StateFile = filepath.Join(cfg.DataDir, "e2b", "sandboxes.json")
+		// In the node's own data directory (DATA_DIR/nodes/ID on a cluster's node, which may
+		// share DATA_DIR with others): sessions outlive the daemon, and so do these.
+		o.StateFile = filepath.Join(cfg.StatePath(), "e2b", "sandboxes.json")
 	}
 	o.DebugUIDs = append(o.DebugUIDs, uint32(os.Geteuid()))
 	if keyPath != "" {

@@ -43,7 +43,9 @@ func NewGatewayDoors(ctx context.Context, cfg config.Config, opts FrontDoorOptio
 		return nil, nil, err
 	}
 	gw, err := clustergw.New(clustergw.Options{Discovery: disc, Keys: keys, Token: cfg.Cluster.Token,
-		Version: opts.Version, Logger: opts.Logger})
+		Version: opts.Version, Logger: opts.Logger,
+		// E2B's SDKs through the gateway: the nodes' E2B domain, and their access tokens' secret.
+		E2B: clustergw.E2BOptions{Domain: cfg.E2B.Domain, TokenSecret: auth.SandboxTokenSecret(opts.APIKey)}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -86,6 +86,12 @@ func startTestCluster(t *testing.T, co clusterOpts, ids ...string) *testCluster 
 		cfg.DataDir = data
 		cfg.Cluster = config.ClusterConfig{Role: config.RoleNode, NodeID: id, Advertise: url, SharedDir: sharedDir, Token: clusterTestToken}
 		fake := runtimetest.NewFake(sandbox.Capabilities{Tier: "toy", Sessions: true, SessionFiles: true})
+		fake.Answer = func(_ context.Context, req *sandbox.RunRequest, _ *runtimetest.FakeSession) (*sandbox.Result, error) {
+			if req.Output != nil { // a streamed run prints as it goes
+				req.Output.Write(sandbox.StreamStdout, []byte(req.Code))
+			}
+			return &sandbox.Result{Stdout: req.Code}, nil
+		}
 		spec := tierSpec{"toy", func(context.Context, wiring) (sandbox.Runtime, error) { return restorable{fake}, nil }}
 		fo := FrontDoorOptions{APIKey: clusterTestKey, KeysFile: c.keysFile, Logger: log}
 		if co.node != nil {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"net"
 	"net/http"
@@ -62,9 +61,8 @@ func newE2B(m any, keys *auth.Keys, apiKey string, o FrontDoorOptions) (*e2b.Han
 	}
 	// The access tokens' secret follows the daemon's key: stable across restarts, and a new key
 	// retires every token issued under the old one.
-	secret := sha256.Sum256([]byte("agentbox e2b access tokens\x00" + apiKey))
 	return e2b.New(e2b.Options{
-		Engine: eng, Keys: keys, TokenSecret: secret[:], Domain: o.E2B.Domain, Templates: templates, StateFile: o.E2B.StateFile,
+		Engine: eng, Keys: keys, TokenSecret: auth.SandboxTokenSecret(apiKey), Domain: o.E2B.Domain, Templates: templates, StateFile: o.E2B.StateFile,
 		// The in-sandbox services, by port (internal/e2b/envd, internal/e2b/interp).
 		Services: map[int]http.Handler{
 			e2bwire.EnvdPort:   envd.New(envd.Options{Engine: eng}),

@@ -123,7 +123,7 @@ func New(opts Options) (*Handler, error) {
 		opts.Now = time.Now
 	}
 	h := &Handler{
-		eng: opts.Engine, keys: opts.Keys, tok: tokens{secret: opts.TokenSecret},
+		eng: opts.Engine, keys: opts.Keys, tok: tokens{auth.SandboxTokens{Secret: opts.TokenSecret}},
 		domain:    strings.TrimSuffix(strings.ToLower(opts.Domain), "."),
 		templates: opts.Templates, services: opts.Services,
 		defTO: opts.DefaultTimeout, maxTO: opts.MaxTimeout, maxBody: opts.MaxBodyBytes,

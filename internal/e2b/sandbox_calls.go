@@ -303,12 +303,15 @@ func (h *Handler) listWith(w http.ResponseWriter, r *http.Request, c *callCtx, m
 		}
 		return (all[i].SandboxID < all[j].SandboxID) == f.asc
 	})
+	// The page starts after the cursor in the list's order, whether or not the sandbox it names
+	// is still there or is this daemon's: a cluster's gateway merges the nodes' pages and hands
+	// out the cursor of the last sandbox it listed, which every node reads the same way.
 	start := 0
 	if f.after != "" {
 		start = len(all)
 		for i, s := range all {
-			if cursor(s) == f.after {
-				start = i + 1
+			if c := cursor(s); c > f.after == f.asc && c != f.after {
+				start = i
 				break
 			}
 		}
@@ -325,6 +328,8 @@ func (h *Handler) listWith(w http.ResponseWriter, r *http.Request, c *callCtx, m
 	writeJSON(w, http.StatusOK, page)
 }
 
+// cursor is a sandbox's place in a list: its start (of one length, see timeFormat) then its id,
+// so that cursors sort as the list does.
 func cursor(s listedSandbox) string { return s.StartedAt + " " + s.SandboxID }
 
 // listFilter is the query of Sandbox.list.

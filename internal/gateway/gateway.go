@@ -38,6 +38,8 @@ type Options struct {
 	PollInterval time.Duration
 	// Version is reported by GET /v1/health. Default "dev".
 	Version string
+	// E2B forwards E2B's SDKs to the nodes' E2B front doors (e2b.go); zero: none.
+	E2B E2BOptions
 	// Registry receives the gateway's own metrics; GET /metrics serves them beside the nodes'.
 	// Default: a new registry.
 	Registry *prometheus.Registry
@@ -52,6 +54,9 @@ type Gateway struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	metrics *metrics
+	// e2bDomain and e2bTokens: the E2B names this gateway forwards, and their tokens' check.
+	e2bDomain string
+	e2bTokens auth.SandboxTokens
 
 	mu    sync.RWMutex
 	nodes map[string]*node // by id, as the last poll found them
@@ -85,7 +90,8 @@ func New(opts Options) (*Gateway, error) {
 		opts.Registry = prometheus.NewRegistry()
 	}
 	g := &Gateway{opts: opts, bearer: auth.NewBearerFor(opts.Keys), tr: opts.Transport, log: opts.Logger,
-		reg: opts.Registry, nodes: map[string]*node{}}
+		reg: opts.Registry, nodes: map[string]*node{},
+		e2bDomain: strings.TrimSuffix(strings.ToLower(opts.E2B.Domain), "."), e2bTokens: auth.SandboxTokens{Secret: opts.E2B.TokenSecret}}
 	if g.tr == nil {
 		g.tr = &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -120,6 +126,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if p == "/v1/health" && r.Method == http.MethodGet {
 		g.health(sw, r)
+		return
+	}
+	if a, ok := g.e2bAddress(r); ok {
+		// E2B's SDKs authenticate their own way (an API key, or a sandbox's access token).
+		g.e2b(sw, r, a)
 		return
 	}
 	if p == "/ui" || strings.HasPrefix(p, "/ui/") {
@@ -229,8 +240,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// fail answers with the API's typed error body.
+// fail answers with the API's typed error body (E2B's, to an E2B request).
 func fail(w http.ResponseWriter, err error) {
+	if _, ok := w.(*e2bWriter); ok {
+		e2bError(w, err)
+		return
+	}
 	status, body := apiwire.ErrorResponse(err)
 	writeJSON(w, status, body)
 }
@@ -244,4 +259,11 @@ func withIdentity(ctx context.Context, id auth.Identity) context.Context {
 func identityOf(ctx context.Context) auth.Identity {
 	id, _ := ctx.Value(identityKey{}).(auth.Identity)
 	return id
+}
+
+// identityKnown says whether the gateway knows who makes the request (every request but an E2B
+// signed file URL, which only its node can check).
+func identityKnown(ctx context.Context) bool {
+	_, ok := ctx.Value(identityKey{}).(auth.Identity)
+	return ok
 }

@@ -79,6 +79,9 @@ func outRequest(ctx context.Context, r *http.Request, addr, path string, b *body
 	if n == 0 {
 		out.Body = http.NoBody
 	}
+	if a, ok := e2bOf(ctx); ok {
+		out.Host = a.host // the node's E2B front door answers its names
+	}
 	for k, vs := range r.Header {
 		out.Header[k] = vs
 	}
@@ -236,9 +239,14 @@ func (g *Gateway) placed(w http.ResponseWriter, r *http.Request) {
 
 // placedWith is placed with the body already read.
 func (g *Gateway) placedWith(w http.ResponseWriter, r *http.Request, b *body) {
-	start := time.Now()
 	wt := wantOf(b)
 	wt.session = r.URL.Path == "/v1/sessions"
+	g.placedWant(w, r, b, wt)
+}
+
+// placedWant is placedWith for what wt asks.
+func (g *Gateway) placedWant(w http.ResponseWriter, r *http.Request, b *body, wt want) {
+	start := time.Now()
 	order, err := g.place(wt)
 	g.metrics.placement.Observe(time.Since(start).Seconds())
 	if err != nil {

@@ -52,7 +52,7 @@ func (g *Gateway) routeSession(w http.ResponseWriter, r *http.Request, id, owner
 	n := g.byID(owner)
 	if n != nil && n.healthy() {
 		resp, notSent, err := g.send(r, n, r.URL.Path, b)
-		if err == nil && resp.StatusCode == http.StatusNotFound && b.replayable() {
+		if err == nil && notHere(r, resp) && b.replayable() {
 			g.movedAway(w, r, id, n, resp, b)
 			return
 		}
@@ -79,10 +79,25 @@ func (g *Gateway) routeSession(w http.ResponseWriter, r *http.Request, id, owner
 	relay(w, resp)
 }
 
+// notHere says whether a node's answer says it does not hold the session: the API's 404, or the
+// 502 of an E2B sandbox that is not running (which a sandbox on another node is, to it).
+func notHere(r *http.Request, resp *http.Response) bool {
+	if resp.StatusCode == http.StatusNotFound {
+		return true
+	}
+	a, ok := e2bOf(r.Context())
+	return ok && !a.control && resp.StatusCode == http.StatusBadGateway
+}
+
 // adopt asks healthy nodes, in placement order, to take over session id from node from; the
 // first that answers names the owner. A node's refusal (the session is unknown, or another
-// tenant's) is passed on as it is.
+// tenant's) is passed on as it is. A request whose caller the gateway does not know (an E2B
+// signed URL) moves nothing.
 func (g *Gateway) adopt(r *http.Request, id, from string) (*node, error) {
+	if !identityKnown(r.Context()) {
+		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "session %s is on node %s, which cannot be reached", id, from).
+			WithHint("use the sandbox with its access token (or connect to it) once: that moves it to another node")
+	}
 	order, err := g.place(want{})
 	if err != nil {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "session %s is on node %s, which cannot be reached, and no node can take it over: %v", id, from, sandbox.AsError(err).Message).
@@ -188,6 +203,10 @@ func (g *Gateway) movedAway(w http.ResponseWriter, r *http.Request, id string, n
 	}
 	if err != nil {
 		fail(w, unreachable(n, err))
+		return
+	}
+	if !identityKnown(r.Context()) {
+		answer()
 		return
 	}
 	ans, err := g.askAdopt(r, n, id)
