@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,7 +121,9 @@ func TestE2BSDKDebug(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// The daemon's log says why a request was refused (the SDK shows only the status).
+	var daemonLog syncLog
+	log := slog.New(slog.NewTextHandler(&daemonLog, nil))
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -157,13 +160,16 @@ func TestE2BSDKDebug(t *testing.T) {
 	runCtx, stop := context.WithTimeout(ctx, 10*time.Minute)
 	defer stop()
 	cmd := exec.CommandContext(runCtx, tools.Node, "--test", "--test-reporter=spec", program)
-	cmd.Env = append(withoutE2BEnv(tools.Env()), "E2B_DEBUG=true")
+	// E2B_USER_AGENT_SOURCE=ci: the SDK's errors carry the answer's body (why a call was
+	// refused), not only its status.
+	cmd.Env = append(withoutE2BEnv(tools.Env()), "E2B_DEBUG=true", "E2B_USER_AGENT_SOURCE=ci")
 	cmd.Dir = t.TempDir()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	t.Logf("E2B SDKs in debug mode:\n%s", out.String())
 	if err != nil {
+		t.Logf("the daemon's log:\n%s", daemonLog.String())
 		t.Fatalf("the E2B program in debug mode failed: %v", err)
 	}
 }
@@ -212,4 +218,22 @@ func waitResolver(t *testing.T, addr, name string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// syncLog is a log the daemon's goroutines write while the test reads it.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -81,20 +81,36 @@ func (h *PublicHost) Listen(port int) (net.Listener, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// This thread enters the namespace and is never returned to the scheduler: it ends with
-		// the goroutine, so no other goroutine runs in the wrong namespace.
+		// This thread enters the namespace, makes the socket and goes back before it is returned
+		// to the scheduler, so no other goroutine runs in the wrong namespace. Ending the
+		// goroutine locked instead would not do: when it runs on the process's main thread, Go
+		// parks that thread rather than ending it, and the main thread is what /proc/self/net
+		// (so /proc/net/tcp) shows, for the rest of the process. Only when going back fails does
+		// the thread stay locked, to end with the goroutine.
 		runtime.LockOSThread()
+		back, e := os.Open("/proc/thread-self/ns/net")
+		if e != nil {
+			runtime.UnlockOSThread()
+			err = e
+			return
+		}
+		defer back.Close()
 		f, e := os.Open("/var/run/netns/" + h.name)
 		if e != nil {
+			runtime.UnlockOSThread()
 			err = e
 			return
 		}
 		defer f.Close()
 		if e := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); e != nil {
+			runtime.UnlockOSThread()
 			err = fmt.Errorf("setns: %w", e)
 			return
 		}
 		ln, err = net.Listen("tcp", fmt.Sprintf("%s:%d", h.Addr, port))
+		if e := unix.Setns(int(back.Fd()), unix.CLONE_NEWNET); e == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
 	<-done
 	return ln, err
