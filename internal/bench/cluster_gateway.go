@@ -75,7 +75,7 @@ func measureGateway(ctx context.Context, o ClusterOptions, heavyOn bool) ([]Gate
 	rows = append(rows, nanoClaim)
 	var heavyClaim *GatewayRow
 	if b.heavy {
-		r := b.claim(ctx, api.RuntimeHeavy, min(o.Claims, 10))
+		r := b.claim(ctx, api.RuntimeHeavy, o.Claims)
 		heavyClaim = &r
 		rows = append(rows, r)
 	}
