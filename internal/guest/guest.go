@@ -86,6 +86,10 @@ type agent struct {
 	snaps   map[uint64]*snap
 	dropped map[uint64]string
 	live    map[string]liveEntry
+	// files is the work directory as the last run left it, kept for the next run while nothing
+	// else may have changed it; filesGen counts the requests that may have (run.go, takeFiles).
+	files    map[string]fileState
+	filesGen uint64
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either
@@ -169,6 +173,13 @@ const mallocTunables = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glib
 // dispatch serves one request. Runs go on in their own goroutine so that interrupts and file
 // operations are served while code runs.
 func (a *agent) dispatch(f *proto.Frame) error {
+	switch f.Op {
+	case proto.OpRun, proto.OpInterrupt, proto.OpStats, proto.OpReadFile, proto.OpListFiles,
+		proto.OpSnapshot, proto.OpDropSnaps, proto.OpConnOpen, proto.OpConnData, proto.OpConnAck, proto.OpConnClose:
+		// These leave the work directory as it is.
+	default:
+		a.filesChanged()
+	}
 	switch f.Op {
 	case proto.OpRun:
 		if f.Run == nil {

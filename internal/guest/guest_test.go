@@ -200,3 +200,45 @@ func TestServeInputIsEOF(t *testing.T) {
 		t.Errorf("stdout %q", stdout.String())
 	}
 }
+
+// A run's files are those it created or changed, though the snapshot before it is the one the
+// previous run left (takeFiles): a file the previous run wrote is not reported again, one written
+// through the file API between runs is not the run's, one a rewind or a command may change is
+// looked at again. The cell's CPU time comes from the REPL's own count.
+func TestServeRunFilesBetweenRuns(t *testing.T) {
+	in, out, _ := serve(t)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	names := func(r *proto.RunResult) string {
+		var s []string
+		for _, f := range r.Files {
+			s = append(s, f.Path[strings.LastIndexByte(f.Path, '/')+1:]+"="+string(f.Content))
+		}
+		return strings.Join(s, ",")
+	}
+	first := mustCell(t, in, out, next(), "open('a.txt', 'w').write('1')")
+	if got := names(first); got != "a.txt=1" {
+		t.Fatalf("first run's files: %s", got)
+	}
+	work := strings.TrimSuffix(first.Files[0].Path, "/a.txt")
+	if got := names(mustCell(t, in, out, next(), "x = 1")); got != "" {
+		t.Errorf("a run that wrote nothing reports %s", got)
+	}
+	// Written through the file API between runs: not the next run's.
+	wid := next()
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpWriteFile, ID: wid, Path: work + "/b.txt", Content: []byte("api")}); ans.Op != proto.OpOK {
+		t.Fatalf("write: %+v", ans)
+	}
+	if got := names(mustCell(t, in, out, next(), "open('c.txt', 'w').write('3')")); got != "c.txt=3" {
+		t.Errorf("after a write through the API: %s", got)
+	}
+	// Changed in place with the same size: its mtime tells.
+	time.Sleep(20 * time.Millisecond)
+	if got := names(mustCell(t, in, out, next(), "open('c.txt', 'w').write('4')")); got != "c.txt=4" {
+		t.Errorf("a file rewritten in place: %s", got)
+	}
+	r := mustCell(t, in, out, next(), "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.05:\n    pass")
+	if r.CPU < 40*time.Millisecond || r.CPU > 5*time.Second {
+		t.Errorf("a cell busy for 50 ms of CPU reports %v", r.CPU)
+	}
+}

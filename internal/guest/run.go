@@ -125,6 +125,7 @@ func (a *agent) doRun(r *activeRun) {
 		return
 	}
 	res.StateLost = restarted
+	cached, gen := a.takeFiles()
 	for _, f := range r.req.Files {
 		if err := a.writeFile(f.Path, f.Content, 0); err != nil {
 			res.ExitCode = -1
@@ -132,8 +133,10 @@ func (a *agent) doRun(r *activeRun) {
 			return
 		}
 	}
-	before := a.snapshot()
-	cpu0 := cpuTime(py.pid)
+	before := cached
+	if before == nil || len(r.req.Files) > 0 {
+		before = a.snapshot()
+	}
 	cell := map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}
 	if q := r.req; q.Context != "" || q.ContextReset {
 		// The REPL's contexts (repl.py): a namespace and a working directory each.
@@ -181,6 +184,7 @@ func (a *agent) doRun(r *activeRun) {
 				return
 			}
 			res.ExitCode, res.Error, res.Outputs = parseReport(rep)
+			res.CPU = reportedCPU(rep)
 			done = true
 		case <-py.exited:
 			// The cell ended the process (os._exit, a crash) or was killed below. The snapshots
@@ -212,11 +216,9 @@ func (a *agent) doRun(r *activeRun) {
 			py.kill()
 		}
 	}
-	res.CPU = cpuTime(py.pid) - cpu0
-	if res.CPU < 0 {
-		res.CPU = 0
-	}
-	res.Files, res.FilesTruncated = a.changedFiles(before, r.req.FilesBytes)
+	var after map[string]fileState
+	res.Files, res.FilesTruncated, after = a.changedFiles(before, r.req.FilesBytes)
+	a.keepFiles(after, gen)
 }
 
 // replLimits are the caps the REPL keeps to, sent with each cell.
@@ -256,6 +258,16 @@ func parseReport(rep map[string]json.RawMessage) (int, *sandbox.PyError, []sandb
 		outs = append(outs, o)
 	}
 	return code, pe, proto.BoundOutputs(outs)
+}
+
+// reportedCPU is the CPU time the REPL counted for the cell (its own and its waited-for
+// children's, times(2)): 0 when the report has none (a cell that ended the process).
+func reportedCPU(rep map[string]json.RawMessage) time.Duration {
+	var s float64
+	if json.Unmarshal(rep["cpu"], &s) != nil || s < 0 {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 // fileState is what a snapshot remembers of a file.
@@ -299,15 +311,53 @@ func snapshot(dir string) map[string]fileState {
 // before, up to limit bytes of content (smallest first, so one huge file does not hide many small
 // ones). It reads them as the sandbox user, not following a link at a file's name: what the code
 // leaves behind after the snapshot (a link, a FIFO) is skipped, not read as root.
-func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []sandbox.File, truncated bool) {
+func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []sandbox.File, truncated bool, after map[string]fileState) {
 	_ = a.asUser(func() error {
-		files, truncated = changedFiles(a.cfg.WorkDir, before, limit)
+		files, truncated, after = changedFiles(a.cfg.WorkDir, before, limit)
 		return nil
 	})
-	return files, truncated
+	return files, truncated, after
 }
 
-func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandbox.File, bool) {
+// takeFiles takes the snapshot of the work directory the last run left (nil when there is none,
+// or something may have changed the files since), and the generation a snapshot taken from now
+// on belongs to (keepFiles).
+//
+// A run's changed files are those that differ between a snapshot before its cell and one after.
+// The one after is also the next run's one before, unless the daemon asked for something that
+// may change files in between (filesChanged): each snapshot walks the work directory as the
+// sandbox user, ~1 ms of system calls under gVisor, so this takes one of the two walks off every
+// run, and off the first run of a sandbox from the pool (its last run was the daemon's own reseed
+// cell). What the code's own background threads or processes change between runs shows in the
+// next run's files.
+func (a *agent) takeFiles() (map[string]fileState, uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.files
+	a.files = nil
+	return m, a.filesGen
+}
+
+// keepFiles keeps after, the snapshot at the end of a run, for the next run, unless the files
+// may have changed since the run began (gen is no longer current).
+func (a *agent) keepFiles(after map[string]fileState, gen uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if after != nil && gen == a.filesGen {
+		a.files = after
+	}
+}
+
+// filesChanged drops the kept snapshot: a request other than a run may change the work
+// directory (a write, a delete, a rewind, a command).
+func (a *agent) filesChanged() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.files = nil
+	a.filesGen++
+}
+
+func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandbox.File, bool, map[string]fileState) {
 	after := snapshot(dir)
 	var changed []string
 	for p, st := range after {
@@ -338,7 +388,7 @@ func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandb
 		files = append(files, sandbox.File{Path: p, Content: b})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return files, truncated
+	return files, truncated, after
 }
 
 // readNoFollow reads the regular file p, not following a link at its name and not waiting on a
