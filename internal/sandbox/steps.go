@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -184,13 +185,23 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 		superseded := false
 		if !dropped {
 			ref, err := sn.Persist(ctx, st.ID)
-			if err != nil && ctx.Err() != nil {
+			notTaken := errors.Is(err, ErrSnapshotNotTaken)
+			if err != nil && ctx.Err() != nil && !notTaken {
 				err = nil // the session paused or the daemon stops: not a failure of the step
 			}
 			durable := time.Since(st.Started.Add(st.Took))
+			if ref.Took > 0 {
+				m.mu.Lock()
+				st.Snapshot.Took = ref.Took
+				m.mu.Unlock()
+			}
 			apply := func() {
 				m.mu.Lock()
 				switch {
+				case notTaken:
+					if st.Snapshot.State == SnapshotKept {
+						st.Snapshot.State, st.Snapshot.Reason = SnapshotDropped, "not taken: "+err.Error()
+					}
 				case err != nil:
 					st.Snapshot.Reason = "kept in memory only: " + err.Error()
 				case ref.Ref != "" && st.Snapshot.State == SnapshotKept:

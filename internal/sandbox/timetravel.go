@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -17,6 +18,10 @@ import (
 //     run's result (the client already has it), while the Manager still holds the session's run
 //     lock: the next run waits for it, so it must only take the state into memory (a copy of
 //     the parked guest, a fork), never write to disk.
+//     It may return before the state is copied when nothing can change the state before the
+//     copy is made (nano: its worker takes it right behind the run's result, before it reads
+//     another request); Persist then reports how long the copy took (SnapshotRef.Took), or an
+//     error wrapping ErrSnapshotNotTaken when it was never made.
 //   - Snapshotter.Persist(ctx, step) is called right after, without the run lock, concurrently
 //     with later runs, in order for each session: it makes the step durable in the daemon's
 //     content-addressed store (internal/snapstore) and returns the reference Restorer.Restore
@@ -103,7 +108,15 @@ type SnapshotRef struct {
 	// checkpoint each): the steps made durable before this one go back to kept (in the tier's
 	// memory, if it still has them), and their blobs are collected.
 	Latest bool `json:"-"`
+	// Took, when set, is how long the in-memory part took as the tier measured it, for a tier
+	// whose Snapshot returns once nothing can change the state before it is taken (nano: its
+	// worker takes it right behind the run's result, before it reads another request).
+	Took time.Duration `json:"-"`
 }
+
+// ErrSnapshotNotTaken, wrapped in an error of Persist, says the step's snapshot was never taken
+// (a tier whose Snapshot returned before it was): the step's snapshot is dropped.
+var ErrSnapshotNotTaken = errors.New("the snapshot was not taken")
 
 // SnapshotState says what is kept of a step's state.
 type SnapshotState string

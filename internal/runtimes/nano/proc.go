@@ -33,6 +33,13 @@ type proc struct {
 	results chan wire.Response // the answer to the request in flight
 	// stream is the sink of the request in flight, when it streams.
 	stream atomic.Pointer[streamTo]
+	// stepSnaps wait for the OpStepSnapshot frames of runs that asked for one, by request ID
+	// (the frame of a run may still be on its way when the next run is sent).
+	snapMu    sync.Mutex
+	stepSnaps map[uint64]*snapFrame
+	// readDone is closed when the worker's frames end: a snapshot frame not delivered by then
+	// never comes.
+	readDone chan struct{}
 
 	exited  chan struct{} // closed when the process is gone
 	exitErr error         // set before exited is closed
@@ -66,6 +73,9 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 	if err != nil {
 		return nil, err
 	}
+	if session {
+		growPipe(out) // step snapshots come this way
+	}
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		return nil, err
@@ -74,12 +84,13 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 		return nil, fmt.Errorf("nano: start worker: %w", err)
 	}
 	p := &proc{
-		slot:    slot,
-		cmd:     cmd,
-		in:      in,
-		log:     log.With("worker", cmd.Process.Pid, "slot", slot),
-		results: make(chan wire.Response, 1),
-		exited:  make(chan struct{}),
+		slot:     slot,
+		cmd:      cmd,
+		in:       in,
+		log:      log.With("worker", cmd.Process.Pid, "slot", slot),
+		results:  make(chan wire.Response, 1),
+		exited:   make(chan struct{}),
+		readDone: make(chan struct{}),
 	}
 	ready := make(chan error, 1)
 	go p.logStderr(errPipe)
@@ -110,6 +121,7 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 
 // read consumes the worker's frames. The first must be OpReady; results go to p.results.
 func (p *proc) read(r io.Reader, ready chan<- error) {
+	defer close(p.readDone)
 	first := true
 	for {
 		var resp wire.Response
@@ -150,6 +162,17 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 				return
 			}
 		case wire.OpStatus:
+		case wire.OpStepSnapshot:
+			p.snapMu.Lock()
+			f := p.stepSnaps[resp.ID]
+			delete(p.stepSnaps, resp.ID)
+			p.snapMu.Unlock()
+			if f == nil {
+				p.log.Error("nano worker sent a snapshot nobody asked, killing it", "id", resp.ID)
+				p.kill()
+				return
+			}
+			f.deliver(resp)
 		default:
 			p.log.Error("nano worker sent an unknown frame, killing it", "op", resp.Op)
 			p.kill()
@@ -187,13 +210,56 @@ func (p *proc) alive() bool {
 	}
 }
 
+// snapFrame is a run's step snapshot on its way from the worker (wire.Request.SnapStep): the
+// delta as sent, decoded when first needed.
+type snapFrame struct {
+	id   uint64
+	done chan struct{} // closed once blob, err and took are set
+	blob []byte
+	err  error
+	took time.Duration
+}
+
+func (f *snapFrame) deliver(resp wire.Response) {
+	switch {
+	case resp.Error != nil:
+		f.err = &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint}
+	case resp.Snapshot == nil:
+		f.err = sandbox.Errorf(sandbox.KindInternal, "nano worker sent no snapshot")
+	}
+	f.blob, f.took = resp.Snapshot, resp.Took
+	close(f.done)
+}
+
+// wait waits for the frame: it comes right after the run's result, unless the worker died
+// first.
+func (f *snapFrame) wait(ctx context.Context, p *proc) (*engine.SnapshotDelta, error) {
+	select {
+	case <-f.done:
+	case <-p.readDone:
+		select {
+		case <-f.done: // read just before the end
+		default:
+			return nil, fmt.Errorf("%w: the worker ended before it sent the step's snapshot", errNotTaken)
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if f.err != nil {
+		return nil, fmt.Errorf("%w: %w", errNotTaken, f.err)
+	}
+	return engine.DecodeDelta(f.blob)
+}
+
 // run sends one request and waits for its answer. The worker enforces the deadline itself for
 // guests that sleep or wait; if no answer comes by the deadline plus grace, the guest is computing
 // past it and the process is killed. After run returns with a non-nil error whose Kind is not
 // a guest's own limit, the proc may be dead; the caller checks alive().
 //
 // restore, for a session worker, is a snapshot the worker makes its interpreter from first.
-func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration, restore []byte) (*sandbox.Result, error) {
+// snap, when set, asks the worker for the session's snapshot right after the result, kept as
+// snap.key (a delta from the one it sent last with snap.base): snap.frame receives it.
+func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration, restore []byte, snap *stepAsk) (*sandbox.Result, error) {
 	p.nextID++
 	w := wire.Request{
 		Op:            wire.OpRun,
@@ -205,6 +271,16 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 		Deterministic: req.Deterministic,
 		Restore:       restore,
 		Stream:        req.Output != nil,
+	}
+	if snap != nil {
+		w.SnapStep, w.Base = snap.key, snap.base
+		snap.frame = &snapFrame{id: w.ID, done: make(chan struct{})}
+		p.snapMu.Lock()
+		if p.stepSnaps == nil {
+			p.stepSnaps = map[uint64]*snapFrame{}
+		}
+		p.stepSnaps[w.ID] = snap.frame
+		p.snapMu.Unlock()
 	}
 	if req.Output != nil {
 		p.stream.Store(&streamTo{id: w.ID, out: req.Output})
@@ -248,6 +324,13 @@ func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Dura
 		p.kill()
 		return nil, sandbox.Errorf(sandbox.KindTimeout, "the request was cancelled: %v", ctx.Err())
 	}
+}
+
+// stepAsk asks a run for its step's snapshot (proc.run).
+type stepAsk struct {
+	key   string
+	base  bool
+	frame *snapFrame // set by run
 }
 
 // deadErr describes a worker that died under a run.

@@ -266,7 +266,7 @@ func (r *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		return nil, err
 	}
 	queued := time.Since(start)
-	res, err := p.run(ctx, req, r.opts.Grace, nil)
+	res, err := p.run(ctx, req, r.opts.Grace, nil, nil)
 	r.release(p)
 	fill := func(res *sandbox.Result) {
 		if res != nil {

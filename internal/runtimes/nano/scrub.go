@@ -2,6 +2,7 @@ package nano
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
 )
@@ -28,15 +29,19 @@ func scrubbed(parts *engine.SnapshotParts, secrets [][]byte) *engine.SnapshotPar
 	own := func() *engine.SnapshotParts {
 		if out == nil {
 			c := *parts
-			c.Data = bytes.Clone(parts.Data)
 			c.Files = append(parts.Files[:0:0], parts.Files...)
 			out = &c
 		}
 		return out
 	}
+	var data []byte // the pages as one buffer, when a secret is in them
+	all := parts.Bytes()
 	for _, sec := range secrets {
-		if bytes.Contains(parts.Data, sec) {
-			zero(own().Data, sec)
+		if bytes.Contains(all, sec) {
+			if data == nil {
+				data = bytes.Clone(all)
+			}
+			zero(data, sec)
 		}
 		for i, f := range parts.Files {
 			if bytes.Contains(f.Data, sec) {
@@ -45,6 +50,16 @@ func scrubbed(parts *engine.SnapshotParts, secrets [][]byte) *engine.SnapshotPar
 					o.Files[i].Data = bytes.Clone(f.Data)
 				}
 				zero(o.Files[i].Data, sec)
+			}
+		}
+	}
+	if data != nil {
+		// Pages are shared between snapshots and never written: the scrubbed ones are new.
+		o := own()
+		o.Pages = slices.Clone(parts.Pages)
+		for k := range o.Pages {
+			if p := data[k*engine.SnapshotPage : (k+1)*engine.SnapshotPage : (k+1)*engine.SnapshotPage]; !bytes.Equal(p, parts.Pages[k]) {
+				o.Pages[k] = p
 			}
 		}
 	}

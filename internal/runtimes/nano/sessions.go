@@ -113,7 +113,8 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		s.tt.base = nil // the worker's interpreter is made from elsewhere: its next snapshot is whole
 	}
 	start := time.Now()
-	res, err := s.p.run(ctx, req, s.r.opts.Grace, restore)
+	ask := s.asking(restore)
+	res, err := s.p.run(ctx, req, s.r.opts.Grace, restore, ask)
 	s.runs++
 	s.stuck = false
 	if restore == nil && !s.p.alive() && s.tt.cur != nil {
@@ -142,6 +143,7 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 			}
 		}
 	}
+	s.asked(ask)
 	results := []*sandbox.Result{res}
 	if e := sandbox.AsError(err); e != nil && e.Result != res {
 		results = append(results, e.Result)
@@ -188,7 +190,7 @@ func (s *session) takeOut(ctx context.Context, wait bool) *proc {
 	}
 	s.r.unhold(s)
 	s.snap = blob
-	s.tt.base = nil
+	s.tt.base, s.tt.last = nil, nil
 	s.r.hib.hibernated(len(blob))
 	p := s.p
 	s.p = nil

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,21 +46,92 @@ const keepInMemory = 2
 type travel struct {
 	// cur is the session's state at its last step or rewind: the session comes back to it when
 	// its worker is lost.
-	cur *engine.SnapshotParts
+	cur *snap
 	// parts are recent steps' snapshots, order their steps oldest first.
-	parts map[string]*engine.SnapshotParts
+	parts map[string]*snap
 	order []string
 	// refs are steps' durable references.
 	refs map[string]string
 	// pages is the page table of the session's last durable snapshot: a page's hash to where
 	// it is stored, for Persist to store only new pages.
 	pages map[[32]byte]pageLoc
+	// hashes are the hashes of the last durable snapshot's pages, by page: the next one shares
+	// most of its pages (engine.SnapshotParts), and only its new pages are hashed.
+	hashes map[*byte][32]byte
 	// paused is the durable reference of a paused session's state, loaded at its next run.
 	paused string
 	// base is the snapshot the session's worker sent last, the base of its next delta; nil when
 	// the worker's interpreter was restored from elsewhere since (or the worker changed).
-	base *engine.SnapshotParts
+	base *snap
+	// ask: every run asks its worker for the step's snapshot (wire.Request.SnapStep), set by
+	// the first Snapshot (the Manager takes one after every run; a session it does not take
+	// them for never asks). last is the one the last run asked for, for the Snapshot that
+	// follows it; seq names them in the worker.
+	ask  bool
+	last *snap
+	seq  int
 }
+
+// snap is a step's snapshot as the daemon holds it: its parts, or the delta its worker sent
+// (or is sending) for it and the snapshot that delta is relative to, made into parts the first
+// time they are needed (Persist, a rewind the worker cannot serve, a fork), off the critical
+// path: a step's snapshot costs the run that follows it no copy of its pages in the daemon.
+type snap struct {
+	// key names it in the worker p, which keeps its last few (worker.keepSteps) for rewinds
+	// in place; p is nil when no worker was given it. Guarded by session.mu.
+	key string
+	p   *proc
+
+	mu    sync.Mutex
+	frame *snapFrame // the delta, until made into parts
+	base  *snap      // what the delta is relative to, until made into parts
+	parts *engine.SnapshotParts
+	err   error
+	took  time.Duration // how long the worker took to take it after the run's result
+}
+
+// snapOf is a snapshot already in parts.
+func snapOf(parts *engine.SnapshotParts) *snap { return &snap{parts: parts} }
+
+// get returns the snapshot's parts, made from the worker's delta and its base the first time.
+func (x *snap) get(ctx context.Context) (*engine.SnapshotParts, error) {
+	if x == nil {
+		return nil, fmt.Errorf("%w: no snapshot", errNotTaken)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.parts != nil || x.err != nil {
+		return x.parts, x.err
+	}
+	d, err := x.frame.wait(ctx, x.p)
+	if err != nil {
+		if ctx.Err() == nil {
+			x.err = err
+		}
+		return nil, err
+	}
+	x.took = x.frame.took
+	var base *engine.SnapshotParts
+	if d.Relative {
+		if base, err = x.base.get(ctx); err != nil {
+			if ctx.Err() == nil {
+				x.err = fmt.Errorf("%w: its base: %w", errNotTaken, err)
+			}
+			return nil, err
+		}
+	}
+	parts, err := d.Apply(base)
+	if err != nil {
+		x.err = fmt.Errorf("%w: %w", errNotTaken, err)
+		return nil, x.err
+	}
+	// The base and the delta are not needed any more: older snapshots can go.
+	x.parts, x.frame, x.base = parts, nil, nil
+	return parts, nil
+}
+
+// errNotTaken says a step's snapshot was never taken (the worker could not, or died first).
+var errNotTaken = sandbox.ErrSnapshotNotTaken
 
 type pageLoc struct {
 	Pack  string
@@ -81,14 +153,14 @@ type manifestFile struct {
 	Blob string `json:"blob,omitempty"`
 }
 
-func (t *travel) remember(step string, parts *engine.SnapshotParts) {
+func (t *travel) remember(step string, x *snap) {
 	if t.parts == nil {
-		t.parts = map[string]*engine.SnapshotParts{}
+		t.parts = map[string]*snap{}
 	}
-	t.parts[step] = parts
+	t.parts[step] = x
 	// Most recently used last: a step rewound to stays in memory.
 	t.order = append(slices.DeleteFunc(t.order, func(s string) bool { return s == step }), step)
-	t.cur = parts
+	t.cur = x
 	// Drop the oldest in-memory snapshots that are durable.
 	for len(t.order) > keepInMemory {
 		old := t.order[0]
@@ -105,75 +177,124 @@ func (t *travel) curBlob() []byte {
 	if t.cur == nil {
 		return nil
 	}
-	b, err := engine.EncodeSnapshot(t.cur)
+	parts, err := t.cur.get(context.Background())
+	if err != nil {
+		return nil
+	}
+	b, err := engine.EncodeSnapshot(parts)
 	if err != nil {
 		return nil
 	}
 	return b
 }
 
-// Snapshot takes the session's state after its last run into memory: a delta from the worker,
-// from the snapshot it sent last, applied here.
+// asking returns what a run asks its worker for its step's snapshot, nil when the session does
+// not take them. Called with s.mu, after the run's restore is decided.
+func (s *session) asking(restore []byte) *stepAsk {
+	if !s.tt.ask {
+		return nil
+	}
+	s.tt.seq++
+	return &stepAsk{key: "run-" + strconv.Itoa(s.tt.seq), base: s.tt.base != nil && restore == nil}
+}
+
+// asked records the snapshot a run asked for, once its worker answered the run and lives on:
+// the frame follows the result. Called with s.mu.
+func (s *session) asked(a *stepAsk) {
+	s.tt.last = nil
+	if a == nil || a.frame == nil || s.p == nil || !s.p.alive() {
+		return
+	}
+	x := &snap{key: a.key, p: s.p, frame: a.frame}
+	if a.base {
+		x.base = s.tt.base
+	}
+	s.tt.base, s.tt.last = x, x
+}
+
+// Snapshot takes the session's state after its last run into memory. The run asked its worker
+// for it (the worker takes it right after the result and before it reads anything more, so
+// nothing changes the state in between): it is recorded here, and made into parts in the
+// daemon later, for Persist. The first step's is asked for on its own.
 func (s *session) Snapshot(ctx context.Context, step string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var parts *engine.SnapshotParts
+	var x *snap
 	switch {
 	case s.closed:
 		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
+	case s.p != nil && s.p.alive() && s.tt.last != nil && s.tt.last.p == s.p:
+		x, s.tt.last = s.tt.last, nil
 	case s.p != nil && s.p.alive():
-		d, err := s.p.snapshot(ctx, step, s.tt.base != nil)
+		s.tt.ask = true
+		var base *engine.SnapshotParts
+		if s.tt.base != nil {
+			var err error
+			if base, err = s.tt.base.get(ctx); err != nil {
+				s.tt.base = nil
+			}
+		}
+		d, err := s.p.snapshot(ctx, step, base != nil)
+		var parts *engine.SnapshotParts
 		if err == nil {
-			parts, err = d.Apply(s.tt.base)
+			parts, err = d.Apply(base)
 		}
 		if err != nil {
 			s.tt.base = nil
 			return err
 		}
-		s.tt.base = parts
+		x = &snap{key: step, p: s.p, parts: parts}
+		s.tt.base = x
 	case s.snap != nil:
 		// Hibernated (its worker lost in the run): the state is the one before.
 		p, err := engine.DecodeSnapshot(s.snap)
 		if err != nil {
 			return err
 		}
-		parts = p
+		x = snapOf(p)
 	default:
 		return sandbox.Errorf(sandbox.KindConflict, "the session holds no interpreter to take a snapshot of")
 	}
-	s.tt.remember(step, parts)
+	s.tt.remember(step, x)
 	return nil
 }
 
 // Persist makes step's snapshot durable.
 func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
 	st := s.r.opts.Snapshots
-	if st == nil {
-		return sandbox.SnapshotRef{}, nil
-	}
 	s.mu.Lock()
-	parts := s.tt.parts[step]
-	pages := s.tt.pages
+	x := s.tt.parts[step]
+	pages, hashes := s.tt.pages, s.tt.hashes
 	s.mu.Unlock()
-	if parts == nil {
+	if x == nil {
 		return sandbox.SnapshotRef{}, fmt.Errorf("step %s has no snapshot in memory", step)
 	}
-	ref, table, err := s.r.persist(parts, pages, s.secrets)
+	// Made into parts even without a store: a delta holds its base until then.
+	parts, err := x.get(ctx)
 	if err != nil {
 		return sandbox.SnapshotRef{}, err
+	}
+	if st == nil {
+		return sandbox.SnapshotRef{Took: x.took}, nil
+	}
+	ref, table, hashes, err := s.r.persist(parts, pages, s.secrets, hashes)
+	ref.Took = x.took
+	if err != nil {
+		return ref, err
 	}
 	s.mu.Lock()
 	if s.tt.refs == nil {
 		s.tt.refs = map[string]string{}
 	}
 	s.tt.refs[step] = ref.Ref
-	s.tt.pages = table
+	s.tt.pages, s.tt.hashes = table, hashes
 	s.mu.Unlock()
 	return ref, nil
 }
 
-// persist writes a snapshot to the store, reusing the pages of prev.
-func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc, secrets [][]byte) (sandbox.SnapshotRef, map[[32]byte]pageLoc, error) {
+// persist writes a snapshot to the store, reusing the pages of prev. hashes are the known
+// hashes of pages (pages are never written once in a snapshot); it returns those of parts.
+func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc, secrets [][]byte, hashes map[*byte][32]byte) (sandbox.SnapshotRef, map[[32]byte]pageLoc, map[*byte][32]byte, error) {
 	st := r.opts.Snapshots
 	parts = scrubbed(parts, secrets)
 	end := st.Begin()
@@ -185,9 +306,14 @@ func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc
 	var fresh bytes.Buffer
 	var freshPages [][32]byte
 	var pending []int // indexes into body.Pages that point into the new pack
+	known := make(map[*byte][32]byte, len(parts.Pages))
 	for k, off := range parts.Offsets {
-		page := parts.Data[k*engine.SnapshotPage : (k+1)*engine.SnapshotPage]
-		h := hashPage(page)
+		page := parts.Pages[k]
+		h, ok := hashes[&page[0]]
+		if !ok {
+			h = hashPage(page)
+		}
+		known[&page[0]] = h
 		loc, ok := table[h]
 		if !ok {
 			loc, ok = prev[h]
@@ -213,11 +339,11 @@ func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc
 	if len(freshPages) > 0 {
 		packed, err := compress(fresh.Bytes())
 		if err != nil {
-			return sandbox.SnapshotRef{}, nil, err
+			return sandbox.SnapshotRef{}, nil, nil, err
 		}
 		d, n, err := st.Put(packed)
 		if err != nil {
-			return sandbox.SnapshotRef{}, nil, err
+			return sandbox.SnapshotRef{}, nil, nil, err
 		}
 		added += n
 		pi, seen := packIdx[d]
@@ -240,7 +366,7 @@ func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc
 		if !f.Dir {
 			d, n, err := st.Put(f.Data)
 			if err != nil {
-				return sandbox.SnapshotRef{}, nil, err
+				return sandbox.SnapshotRef{}, nil, nil, err
 			}
 			added += n
 			mf.Blob, mf.Data = d, nil
@@ -250,13 +376,13 @@ func (r *Runtime) persist(parts *engine.SnapshotParts, prev map[[32]byte]pageLoc
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return sandbox.SnapshotRef{}, nil, err
+		return sandbox.SnapshotRef{}, nil, nil, err
 	}
 	ref, n, err := st.PutManifest(refs, b)
 	if err != nil {
-		return sandbox.SnapshotRef{}, nil, err
+		return sandbox.SnapshotRef{}, nil, nil, err
 	}
-	return sandbox.SnapshotRef{Ref: ref, Bytes: added + n}, table, nil
+	return sandbox.SnapshotRef{Ref: ref, Bytes: added + n}, table, known, nil
 }
 
 // load reads a durable snapshot back, and its page table.
@@ -284,16 +410,16 @@ func (r *Runtime) load(ref string) (*engine.SnapshotParts, map[[32]byte]pageLoc,
 		}
 	}
 	parts := &engine.SnapshotParts{Build: body.Build, Size: body.Size, Clock: body.Clock,
-		Offsets: make([]uint32, 0, len(body.Pages)), Data: make([]byte, 0, len(body.Pages)*engine.SnapshotPage)}
+		Offsets: make([]uint32, 0, len(body.Pages)), Pages: make([][]byte, 0, len(body.Pages))}
 	table := make(map[[32]byte]pageLoc, len(body.Pages))
 	for _, p := range body.Pages {
 		off, pi, idx := p[0], p[1], int(p[2])
 		if int(pi) >= len(packs) || (idx+1)*engine.SnapshotPage > len(packs[pi]) {
 			return nil, nil, sandbox.Errorf(sandbox.KindConflict, "the snapshot %s is malformed", short(ref))
 		}
-		page := packs[pi][idx*engine.SnapshotPage : (idx+1)*engine.SnapshotPage]
+		page := packs[pi][idx*engine.SnapshotPage : (idx+1)*engine.SnapshotPage : (idx+1)*engine.SnapshotPage]
 		parts.Offsets = append(parts.Offsets, off)
-		parts.Data = append(parts.Data, page...)
+		parts.Pages = append(parts.Pages, page)
 		table[hashPage(page)] = pageLoc{Pack: body.Packs[pi], Index: idx}
 	}
 	for _, f := range body.Files {
@@ -310,10 +436,10 @@ func (r *Runtime) load(ref string) (*engine.SnapshotParts, map[[32]byte]pageLoc,
 	return parts, table, nil
 }
 
-// stepParts returns a step's snapshot from memory, or from the store by ref. Called with s.mu.
-func (s *session) stepParts(step, ref string) (*engine.SnapshotParts, map[[32]byte]pageLoc, error) {
-	if p := s.tt.parts[step]; p != nil {
-		return p, s.tt.pages, nil
+// stepSnap returns a step's snapshot from memory, or from the store by ref. Called with s.mu.
+func (s *session) stepSnap(step, ref string) (*snap, map[[32]byte]pageLoc, error) {
+	if x := s.tt.parts[step]; x != nil {
+		return x, s.tt.pages, nil
 	}
 	if ref == "" {
 		ref = s.tt.refs[step]
@@ -321,7 +447,11 @@ func (s *session) stepParts(step, ref string) (*engine.SnapshotParts, map[[32]by
 	if ref == "" {
 		return nil, nil, sandbox.Errorf(sandbox.KindConflict, "the snapshot of step %s is no longer kept", step)
 	}
-	return s.r.load(ref)
+	parts, pages, err := s.r.load(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snapOf(parts), pages, nil
 }
 
 // Rewind makes the session's state step's: in its worker at once (from the snapshots the worker
@@ -332,36 +462,54 @@ func (s *session) Rewind(ctx context.Context, step, ref string) error {
 	if s.closed {
 		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
 	}
-	parts, pages, err := s.stepParts(step, ref)
+	x, pages, err := s.stepSnap(step, ref)
 	if err != nil {
 		return err
 	}
 	if s.tt.pages == nil {
 		s.tt.pages = pages
 	}
-	s.tt.remember(step, parts)
-	s.tt.paused = ""
+	s.tt.paused, s.tt.last = "", nil
 	if s.p != nil && s.p.alive() {
-		err := s.p.restore(ctx, step, nil) // the worker's own copy of the step
+		// The worker's own copy of the step, when it still keeps it: nothing is sent, and
+		// nothing waits for the daemon's copy.
+		var err error = sandbox.Errorf(sandbox.KindNotFound, "not in the worker")
+		if x.p == s.p && x.key != "" {
+			err = s.p.restore(ctx, x.key, nil)
+		}
 		if sandbox.KindOf(err) == sandbox.KindNotFound {
-			var blob []byte
-			if blob, err = engine.EncodeSnapshot(parts); err == nil {
-				err = s.p.restore(ctx, step, blob)
+			var parts *engine.SnapshotParts
+			if parts, err = x.get(ctx); err == nil {
+				var blob []byte
+				if blob, err = engine.EncodeSnapshot(parts); err == nil {
+					if err = s.p.restore(ctx, step, blob); err == nil {
+						x.key, x.p = step, s.p
+					}
+				}
 			}
 		}
 		if err == nil {
-			s.tt.base = parts
+			s.tt.remember(step, x)
+			s.tt.base = x
 			return nil
+		}
+		if ctx.Err() != nil {
+			return err
 		}
 		// The worker could not take it: the session restores at its next run, in another.
 		s.p.kill()
 		s.p = nil
 	}
 	s.tt.base = nil
+	parts, err := x.get(ctx)
+	if err != nil {
+		return err
+	}
 	blob, err := engine.EncodeSnapshot(parts)
 	if err != nil {
 		return err
 	}
+	s.tt.remember(step, x)
 	if s.snap != nil {
 		s.r.hib.restored(len(s.snap))
 	}
@@ -373,8 +521,12 @@ func (s *session) Rewind(ctx context.Context, step, ref string) error {
 // Fork starts a new session, hibernated at step's state.
 func (s *session) Fork(ctx context.Context, step, ref string, opts sandbox.SessionOptions) (sandbox.Session, error) {
 	s.mu.Lock()
-	parts, pages, err := s.stepParts(step, ref)
+	x, pages, err := s.stepSnap(step, ref)
 	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	parts, err := x.get(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +546,7 @@ func (r *Runtime) hibernatedSession(parts *engine.SnapshotParts, pages map[[32]b
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the nano runtime is shut down")
 	}
 	n := &session{r: r, snap: blob, runs: 1, warm: true, secrets: secrets}
-	n.tt.cur, n.tt.pages = parts, pages
+	n.tt.cur, n.tt.pages = snapOf(parts), pages
 	r.hib.hibernated(len(blob))
 	return n, nil
 }
@@ -463,14 +615,17 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		s.p.kill()
 		s.p = nil
 	}
-	if parts == nil {
-		parts = s.tt.cur
+	if parts == nil && s.tt.cur != nil {
+		var err error
+		if parts, err = s.tt.cur.get(ctx); err != nil {
+			return sandbox.SnapshotRef{}, err
+		}
 	}
 	if parts == nil {
 		// Never ran: nothing to keep; its next run starts it afresh.
 		return sandbox.SnapshotRef{}, nil
 	}
-	ref, pages, err := s.r.persist(parts, s.tt.pages, s.secrets)
+	ref, pages, hashes, err := s.r.persist(parts, s.tt.pages, s.secrets, s.tt.hashes)
 	if err != nil {
 		if s.snap == nil {
 			if b, eerr := engine.EncodeSnapshot(parts); eerr == nil {
@@ -484,8 +639,8 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		s.r.hib.restored(len(s.snap))
 	}
 	s.snap = nil
-	s.tt.paused, s.tt.pages = ref.Ref, pages
-	s.tt.cur, s.tt.parts, s.tt.order, s.tt.base = nil, nil, nil, nil
+	s.tt.paused, s.tt.pages, s.tt.hashes = ref.Ref, pages, hashes
+	s.tt.cur, s.tt.parts, s.tt.order, s.tt.base, s.tt.last = nil, nil, nil, nil, nil
 	return ref, nil
 }
 
@@ -530,7 +685,7 @@ func (s *session) unpause() error {
 	if err != nil {
 		return err
 	}
-	s.snap, s.tt.cur, s.tt.pages, s.tt.paused = blob, parts, pages, ""
+	s.snap, s.tt.cur, s.tt.pages, s.tt.paused = blob, snapOf(parts), pages, ""
 	s.r.hib.hibernated(len(blob))
 	return nil
 }

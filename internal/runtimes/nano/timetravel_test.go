@@ -219,7 +219,7 @@ func TestSnapshotStorageIsIncremental(t *testing.T) {
 	}
 	saved := e.rt.opts.Snapshots
 	e.rt.opts.Snapshots = full
-	ref, _, err := e.rt.persist(blob, nil, nil)
+	ref, _, _, err := e.rt.persist(blob, nil, nil, nil)
 	e.rt.opts.Snapshots = saved
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func TestDurableSnapshotsHoldNoSecrets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(parts.Data, sec) {
+		if bytes.Contains(parts.Bytes(), sec) {
 			t.Errorf("the durable snapshot %s holds the session's token in its memory", ref)
 		}
 		for _, f := range parts.Files {

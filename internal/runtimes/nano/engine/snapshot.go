@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -38,9 +39,12 @@ type snapshot struct {
 	Build [32]byte // the pristine snapshot's SHA-256: restores only into the same build
 	Size  int      // bytes of linear memory
 	// Pages are the snapPage blocks that differ from pristine (or from zeros past its end):
-	// Offsets[k] is where Data[k*snapPage:] goes.
+	// Offsets[k] is where Pages[k] goes. A page is never written once it is in a snapshot, so
+	// snapshots taken one after another share the pages that did not change between them: a
+	// step's snapshot costs a copy of the pages it changed, not of all that differ from
+	// pristine.
 	Offsets []uint32
-	Data    []byte
+	Pages   [][]byte
 	Files   []snapFile
 	Clock   snapClock
 }
@@ -115,11 +119,19 @@ func (i *Instance) pagesFull(buf []byte) snapshot {
 			s.Offsets = append(s.Offsets, uint32(off))
 		}
 	}
-	s.Data = make([]byte, 0, len(s.Offsets)*snapPage)
-	for _, off := range s.Offsets {
-		s.Data = append(s.Data, buf[off:off+snapPage]...)
+	data := make([]byte, len(s.Offsets)*snapPage)
+	s.Pages = make([][]byte, len(s.Offsets))
+	for k, off := range s.Offsets {
+		s.Pages[k] = data[k*snapPage : (k+1)*snapPage : (k+1)*snapPage]
+		copy(s.Pages[k], buf[off:off+snapPage])
 	}
 	return s
+}
+
+// samePage says whether two pages of snapshots hold the same bytes, at once when they are the
+// same page (shared by snapshots taken one from another).
+func samePage(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] || bytes.Equal(a, b))
 }
 
 // snapshotHost fills in the host's side of a snapshot: the files and the clock.
@@ -145,30 +157,43 @@ func (i *Instance) snapshotWritten(buf []byte) *snapshot {
 	}
 	s := &snapshot{Build: i.snap.sum, Size: len(buf),
 		Offsets: make([]uint32, 0, len(base.Offsets)+len(written)),
-		Data:    make([]byte, 0, len(base.Data)+len(written)*snapPage)}
+		Pages:   make([][]byte, 0, len(base.Offsets)+len(written))}
 	pristine := i.snap.mem
 	var zero [snapPage]byte
+	var fresh []byte // the pages written since base that changed, copied into one block
 	j, k := 0, 0
 	for j < len(base.Offsets) || k < len(written) {
 		if k == len(written) || j < len(base.Offsets) && base.Offsets[j] < written[k] {
 			// Not written since: the page is base's.
 			s.Offsets = append(s.Offsets, base.Offsets[j])
-			s.Data = append(s.Data, base.Data[j*snapPage:(j+1)*snapPage]...)
+			s.Pages = append(s.Pages, base.Pages[j])
 			j++
 			continue
 		}
 		off := written[k]
 		k++
+		page := buf[off : off+snapPage]
 		if j < len(base.Offsets) && base.Offsets[j] == off {
 			j++
+			if bytes.Equal(page, base.Pages[j-1]) {
+				// Written back as it was: base's page.
+				s.Offsets = append(s.Offsets, off)
+				s.Pages = append(s.Pages, base.Pages[j-1])
+				continue
+			}
 		}
 		want := zero[:]
 		if int(off) < len(pristine) {
 			want = pristine[off : off+snapPage]
 		}
-		if page := buf[off : off+snapPage]; !bytes.Equal(page, want) {
+		if !bytes.Equal(page, want) {
+			if len(fresh) == cap(fresh) {
+				fresh = make([]byte, 0, (len(written)-k+1)*snapPage)
+			}
+			n := len(fresh)
+			fresh = append(fresh, page...)
 			s.Offsets = append(s.Offsets, off)
-			s.Data = append(s.Data, page...)
+			s.Pages = append(s.Pages, fresh[n:n+snapPage:n+snapPage])
 		}
 	}
 	i.tracked, i.trackedFrom, i.trackedWritten = s, base, written
@@ -192,15 +217,15 @@ func (i *Instance) Delta(base, cur *SnapshotParts) *SnapshotDelta {
 		if w == len(written) || written[w] != off {
 			continue // not written since base: base's page
 		}
-		page := cur.Data[k*snapPage : (k+1)*snapPage]
+		page := cur.Pages[k]
 		for j < len(base.Offsets) && base.Offsets[j] < off {
 			j++
 		}
-		if j < len(base.Offsets) && base.Offsets[j] == off && bytes.Equal(base.Data[j*snapPage:(j+1)*snapPage], page) {
+		if j < len(base.Offsets) && base.Offsets[j] == off && samePage(base.Pages[j], page) {
 			continue
 		}
 		d.Changed = append(d.Changed, uint32(k))
-		d.Data = append(d.Data, page...)
+		d.Pages = append(d.Pages, page)
 	}
 	return d
 }
@@ -226,7 +251,7 @@ func (i *Instance) RestoreParts(s *SnapshotParts) error {
 		return fmt.Errorf("%w: the instance is not pristine", ErrNoSnapshot)
 	case s.Build != i.snap.sum:
 		return fmt.Errorf("%w: taken from another CPython build or driver", ErrNoSnapshot)
-	case s.Size < len(i.snap.mem) || s.Size%wasmPage != 0 || len(s.Data) != len(s.Offsets)*snapPage:
+	case s.Size < len(i.snap.mem) || s.Size%wasmPage != 0 || !s.wellFormed():
 		return fmt.Errorf("%w: malformed (memory of %d bytes, %d pages)", ErrNoSnapshot, s.Size, len(s.Offsets))
 	}
 	mem := i.mod.Memory()
@@ -244,7 +269,7 @@ func (i *Instance) RestoreParts(s *SnapshotParts) error {
 		if int(off)+snapPage > len(buf) || off%snapPage != 0 {
 			return fmt.Errorf("%w: a page at %d is outside the memory", ErrNoSnapshot, off)
 		}
-		copy(buf[off:off+snapPage], s.Data[k*snapPage:])
+		copy(buf[off:off+snapPage], s.Pages[k])
 	}
 	i.fs.mu.Lock()
 	i.fs.clear()
@@ -331,26 +356,95 @@ type (
 	SnapshotClock = snapClock
 )
 
-// SnapshotPage is the size of a page of SnapshotParts.Data.
+// SnapshotPage is the size of a page of SnapshotParts.Pages.
 const SnapshotPage = snapPage
 
-// DecodeSnapshot takes a Snapshot blob apart.
+// DecodeSnapshot takes a Snapshot blob apart. Its pages are slices of blob, which must not be
+// written afterwards.
 func DecodeSnapshot(blob []byte) (*SnapshotParts, error) {
 	var s snapshot
-	if err := gob.NewDecoder(bytes.NewReader(blob)).Decode(&s); err != nil {
+	pages, err := decodePaged(blob, &s, func() int { return len(s.Offsets) })
+	if err != nil {
 		return nil, fmt.Errorf("%w: decode: %v", ErrNoSnapshot, err)
 	}
+	s.Pages = pages
 	return &s, nil
 }
 
 // EncodeSnapshot puts a blob for Restore back together.
 func EncodeSnapshot(s *SnapshotParts) ([]byte, error) {
-	var out bytes.Buffer
-	out.Grow(len(s.Data) + 64<<10)
-	if err := gob.NewEncoder(&out).Encode(s); err != nil {
+	c := *s
+	c.Pages = nil
+	b, err := encodePaged(&c, s.Pages)
+	if err != nil {
 		return nil, fmt.Errorf("engine: encode snapshot: %w", err)
 	}
+	return b, nil
+}
+
+// encodePaged is a blob of hdr (gob) and then the pages, raw: gob encodes a slice of pages
+// element by element, at twice the cost of copying them.
+func encodePaged(hdr any, pages [][]byte) ([]byte, error) {
+	var out bytes.Buffer
+	out.Grow(len(pages)*snapPage + 16<<10)
+	out.Write(make([]byte, 4))
+	if err := gob.NewEncoder(&out).Encode(hdr); err != nil {
+		return nil, err
+	}
+	binary.BigEndian.PutUint32(out.Bytes(), uint32(out.Len()-4))
+	for _, p := range pages {
+		if len(p) != snapPage {
+			return nil, fmt.Errorf("a page of %d bytes", len(p))
+		}
+		out.Write(p)
+	}
 	return out.Bytes(), nil
+}
+
+// decodePaged reads a blob of encodePaged into hdr and returns its pages, as many as n says
+// once hdr is read.
+func decodePaged(blob []byte, hdr any, n func() int) ([][]byte, error) {
+	if len(blob) < 4 {
+		return nil, errors.New("a short blob")
+	}
+	h := int(binary.BigEndian.Uint32(blob))
+	if h > len(blob)-4 {
+		return nil, errors.New("a short blob")
+	}
+	if err := gob.NewDecoder(bytes.NewReader(blob[4 : 4+h])).Decode(hdr); err != nil {
+		return nil, err
+	}
+	rest := blob[4+h:]
+	if len(rest) != n()*snapPage {
+		return nil, fmt.Errorf("%d bytes of pages for %d pages", len(rest), n())
+	}
+	pages := make([][]byte, n())
+	for k := range pages {
+		pages[k] = rest[k*snapPage : (k+1)*snapPage : (k+1)*snapPage]
+	}
+	return pages, nil
+}
+
+// wellFormed says whether every page has its offset and is one page long.
+func (s *snapshot) wellFormed() bool {
+	if len(s.Pages) != len(s.Offsets) {
+		return false
+	}
+	for _, p := range s.Pages {
+		if len(p) != snapPage {
+			return false
+		}
+	}
+	return true
+}
+
+// Bytes is the snapshot's pages as one buffer, in the order of their offsets.
+func (s *snapshot) Bytes() []byte {
+	out := make([]byte, 0, len(s.Pages)*snapPage)
+	for _, p := range s.Pages {
+		out = append(out, p...)
+	}
+	return out
 }
 
 // SnapshotDelta is a snapshot as the pages that changed since an earlier one (its base) plus the
@@ -362,11 +456,11 @@ type SnapshotDelta struct {
 	// Relative: the pages not in Changed are the base's pages at the same offsets. Without it
 	// every page is in Changed.
 	Relative bool
-	// Offsets are every page of the snapshot; Changed are indexes into Offsets of the pages whose
-	// data is in Data, in order.
+	// Offsets are every page of the snapshot; Changed are indexes into Offsets of the pages
+	// given in Pages, in order.
 	Offsets []uint32
 	Changed []uint32
-	Data    []byte
+	Pages   [][]byte
 	Files   []snapFile
 	Clock   snapClock
 }
@@ -376,17 +470,17 @@ func Diff(base, cur *SnapshotParts) *SnapshotDelta {
 	d := &SnapshotDelta{Build: cur.Build, Size: cur.Size, Relative: base != nil, Offsets: cur.Offsets, Files: cur.Files, Clock: cur.Clock}
 	j := 0
 	for k, off := range cur.Offsets {
-		page := cur.Data[k*snapPage : (k+1)*snapPage]
+		page := cur.Pages[k]
 		if base != nil {
 			for j < len(base.Offsets) && base.Offsets[j] < off {
 				j++
 			}
-			if j < len(base.Offsets) && base.Offsets[j] == off && bytes.Equal(base.Data[j*snapPage:(j+1)*snapPage], page) {
+			if j < len(base.Offsets) && base.Offsets[j] == off && samePage(base.Pages[j], page) {
 				continue
 			}
 		}
 		d.Changed = append(d.Changed, uint32(k))
-		d.Data = append(d.Data, page...)
+		d.Pages = append(d.Pages, page)
 	}
 	return d
 }
@@ -396,16 +490,21 @@ func (d *SnapshotDelta) Apply(base *SnapshotParts) (*SnapshotParts, error) {
 	if d.Relative && base == nil {
 		return nil, fmt.Errorf("%w: a delta without its base", ErrNoSnapshot)
 	}
-	if len(d.Data) != len(d.Changed)*snapPage {
+	if len(d.Pages) != len(d.Changed) {
 		return nil, fmt.Errorf("%w: a malformed delta", ErrNoSnapshot)
 	}
+	for _, p := range d.Pages {
+		if len(p) != snapPage {
+			return nil, fmt.Errorf("%w: a malformed delta", ErrNoSnapshot)
+		}
+	}
+	// The base's pages are shared, not copied: pages are never written once in a snapshot.
 	s := &snapshot{Build: d.Build, Size: d.Size, Offsets: d.Offsets, Files: d.Files, Clock: d.Clock,
-		Data: make([]byte, len(d.Offsets)*snapPage)}
+		Pages: make([][]byte, len(d.Offsets))}
 	c, j := 0, 0
 	for k, off := range d.Offsets {
-		dst := s.Data[k*snapPage : (k+1)*snapPage]
 		if c < len(d.Changed) && int(d.Changed[c]) == k {
-			copy(dst, d.Data[c*snapPage:(c+1)*snapPage])
+			s.Pages[k] = d.Pages[c]
 			c++
 			continue
 		}
@@ -418,7 +517,7 @@ func (d *SnapshotDelta) Apply(base *SnapshotParts) (*SnapshotParts, error) {
 		if j == len(base.Offsets) || base.Offsets[j] != off {
 			return nil, fmt.Errorf("%w: the delta's base lacks the page at %d", ErrNoSnapshot, off)
 		}
-		copy(dst, base.Data[j*snapPage:(j+1)*snapPage])
+		s.Pages[k] = base.Pages[j]
 	}
 	if c != len(d.Changed) {
 		return nil, fmt.Errorf("%w: a malformed delta", ErrNoSnapshot)
@@ -427,20 +526,24 @@ func (d *SnapshotDelta) Apply(base *SnapshotParts) (*SnapshotParts, error) {
 }
 
 // EncodeDelta and DecodeDelta carry a delta over the worker's pipe.
+// Its pages are slices of the blob, which must not be written afterwards.
 func EncodeDelta(d *SnapshotDelta) ([]byte, error) {
-	var out bytes.Buffer
-	out.Grow(len(d.Data) + 16<<10)
-	if err := gob.NewEncoder(&out).Encode(d); err != nil {
+	c := *d
+	c.Pages = nil
+	b, err := encodePaged(&c, d.Pages)
+	if err != nil {
 		return nil, fmt.Errorf("engine: encode snapshot delta: %w", err)
 	}
-	return out.Bytes(), nil
+	return b, nil
 }
 
 func DecodeDelta(b []byte) (*SnapshotDelta, error) {
 	var d SnapshotDelta
-	if err := gob.NewDecoder(bytes.NewReader(b)).Decode(&d); err != nil {
+	pages, err := decodePaged(b, &d, func() int { return len(d.Changed) })
+	if err != nil {
 		return nil, fmt.Errorf("%w: decode delta: %v", ErrNoSnapshot, err)
 	}
+	d.Pages = pages
 	return &d, nil
 }
 
@@ -456,7 +559,7 @@ func (i *Instance) RewindTo(s *SnapshotParts) error {
 		return fmt.Errorf("%w: taken from another CPython build or driver", ErrNoSnapshot)
 	case int(mem.Size()) != s.Size:
 		return fmt.Errorf("%w: the memory is %d bytes, the snapshot's %d", ErrNoSnapshot, mem.Size(), s.Size)
-	case len(s.Data) != len(s.Offsets)*snapPage:
+	case !s.wellFormed():
 		return fmt.Errorf("%w: malformed (%d pages)", ErrNoSnapshot, len(s.Offsets))
 	}
 	if why := i.parkedCleanly(); why != "" {
@@ -514,7 +617,7 @@ func (i *Instance) rewindWritten(buf []byte, s *snapshot) bool {
 				cand = append(cand, s.Offsets[k])
 				k++
 			default:
-				if !bytes.Equal(cur.Data[j*snapPage:(j+1)*snapPage], s.Data[k*snapPage:(k+1)*snapPage]) {
+				if !samePage(cur.Pages[j], s.Pages[k]) {
 					cand = append(cand, s.Offsets[k])
 				}
 				j++
@@ -529,7 +632,7 @@ func (i *Instance) rewindWritten(buf []byte, s *snapshot) bool {
 	for _, off := range cand {
 		want := zero[:]
 		if k, ok := slices.BinarySearch(s.Offsets, off); ok {
-			want = s.Data[k*snapPage : (k+1)*snapPage]
+			want = s.Pages[k]
 		} else if int(off) < len(pristine) {
 			want = pristine[off : off+snapPage]
 		}
@@ -559,7 +662,7 @@ func (i *Instance) rewindAll(buf []byte, s *snapshot) error {
 		want := zero[:]
 		switch {
 		case k < len(s.Offsets) && int(s.Offsets[k]) == off:
-			want = s.Data[k*snapPage : (k+1)*snapPage]
+			want = s.Pages[k]
 			k++
 		case off < len(pristine):
 			want = pristine[off : off+snapPage]

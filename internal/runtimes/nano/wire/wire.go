@@ -57,6 +57,11 @@ const (
 	// (a snapshot blob), or the step's it kept, at once, whatever it held: a rewind in place.
 	// A step it no longer keeps, without Restore, is a not_found Error.
 	OpRestore Op = "restore"
+	// OpStepSnapshot (worker → daemon) answers an OpRun that asked for its step's snapshot
+	// (Request.SnapStep): sent right after the run's OpResult, with the same ID, before the
+	// worker reads another request, it carries what OpSnapshot's answer would (Snapshot, or
+	// Error), and Took, how long after the result the snapshot was taken and sent.
+	OpStepSnapshot Op = "step-snapshot"
 )
 
 // Request is a frame from the daemon.
@@ -79,6 +84,10 @@ type Request struct {
 	Base bool `json:"base,omitempty"`
 	// Stream (OpRun) asks for the run's output as OpChunk frames while it runs.
 	Stream bool `json:"stream,omitempty"`
+	// SnapStep (OpRun; session workers) asks for a snapshot of the session once the run has
+	// answered, kept under this name and sent as an OpStepSnapshot frame (a delta from the one
+	// sent last when Base is set): a step's snapshot without a request of its own.
+	SnapStep string `json:"snap_step,omitempty"`
 }
 
 // ChunkDelay is the longest a worker holds output before it sends it as an OpChunk.
@@ -104,8 +113,10 @@ type Response struct {
 	// OpChunk: the stream ("stdout" or "stderr") and its bytes.
 	Stream sandbox.Stream `json:"stream,omitempty"`
 	Data   []byte         `json:"data,omitempty"`
-	// Snapshot answers OpHibernate.
+	// Snapshot answers OpHibernate, OpSnapshot and, in OpStepSnapshot, a run's SnapStep.
 	Snapshot []byte `json:"snapshot,omitempty"`
+	// Took (OpStepSnapshot) is how long after the run's result the snapshot was taken and sent.
+	Took time.Duration `json:"took,omitempty"`
 	// Warm is how many instances the worker has parked and ready.
 	Warm int `json:"warm"`
 	// Retire says the worker exits right after this frame and takes no more requests: a guest

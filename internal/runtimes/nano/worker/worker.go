@@ -140,6 +140,19 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 			log.Warn("nano worker retiring", "reason", w.retireReason)
 			return ExitRetired
 		}
+		if req.Op == wire.OpRun && req.SnapStep != "" && w.session != nil {
+			// The step's snapshot, right behind its result and before the next request is
+			// read: nothing can change the session's state in between, so the daemon need not
+			// wait for it, and it costs no round trip of its own.
+			t0 := time.Now()
+			snap := &wire.Response{Op: wire.OpStepSnapshot, ID: req.ID}
+			w.snapshot(ctx, &wire.Request{Step: req.SnapStep, Base: req.Base}, snap)
+			snap.Took = time.Since(t0)
+			if err := w.sendResponse(snap); err != nil {
+				log.Error("nano worker: cannot write to the daemon", "err", err)
+				return ExitFailed
+			}
+		}
 		if w.pool != nil {
 			// Reset the run's interpreter once the answer is out: back in the pool it saves a
 			// start-up.
@@ -448,6 +461,8 @@ func (w *worker) snapshot(ctx context.Context, req *wire.Request, resp *wire.Res
 		resp.Snapshot, err = engine.EncodeDelta(inst.Delta(base, parts))
 	}
 	if err != nil {
+		// The daemon's base is now unknown: the next delta is whole.
+		w.snapLast = nil
 		resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("no snapshot of the session: %v", err)}
 		return
 	}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package nano
+
+import "io"
+
+func growPipe(io.Reader) {}
