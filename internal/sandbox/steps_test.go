@@ -21,6 +21,11 @@ type counterTier struct {
 	durable map[string]int
 	// memoryOnly makes Persist keep steps in memory only (an empty reference).
 	memoryOnly bool
+	// notTaken makes Persist say the step's snapshot was never taken (a tier whose Snapshot
+	// returned before the copy was made, which then failed); took is the in-memory part's time
+	// Persist reports.
+	notTaken bool
+	took     time.Duration
 }
 
 type counterSession struct {
@@ -78,13 +83,17 @@ func (s *counterSession) Persist(_ context.Context, step string) (sandbox.Snapsh
 	s.mu.Unlock()
 	ref := "ref-" + step
 	s.t.mu.Lock()
+	if s.t.notTaken {
+		s.t.mu.Unlock()
+		return sandbox.SnapshotRef{}, fmt.Errorf("%w: the sandbox ended first", sandbox.ErrSnapshotNotTaken)
+	}
 	if s.t.memoryOnly {
 		s.t.mu.Unlock()
 		return sandbox.SnapshotRef{}, nil
 	}
 	s.t.durable[ref] = n
 	s.t.mu.Unlock()
-	return sandbox.SnapshotRef{Ref: ref, Bytes: 100}, nil
+	return sandbox.SnapshotRef{Ref: ref, Bytes: 100, Took: s.t.took}, nil
 }
 func (s *counterSession) Rewind(_ context.Context, step, ref string) error {
 	s.mu.Lock()
@@ -232,6 +241,37 @@ func TestStepsRewindForkRetentionRestart(t *testing.T) {
 	}
 	if got := addRun(t, v2, fork.ID, 1).Stdout; got != "113\n" {
 		t.Fatalf("the paused fork after a restart: %q", got)
+	}
+}
+
+// A tier whose Snapshot returns before the copy is made reports the copy's time with Persist,
+// and a snapshot that then was never taken is dropped, with the reason, not shown kept.
+func TestSnapshotTakenBehindTheResult(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}, took: 7 * time.Millisecond}
+	m := counterManager(t, tier, t.TempDir(), sandbox.Retention{})
+	v := m.As(sandbox.Caller{Tenant: "acme"})
+	info, err := v.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := addRun(t, v, info.ID, 1).Step
+	waitDurable(t, v, info.ID)
+	tier.mu.Lock()
+	tier.notTaken = true
+	tier.mu.Unlock()
+	second := addRun(t, v, info.ID, 2).Step
+	steps := waitDurable(t, v, info.ID)
+	if st := steps[0].Snapshot; steps[0].ID != first || st.State != sandbox.SnapshotDurable || st.Took != 7*time.Millisecond {
+		t.Fatalf("the first step's snapshot: %+v", st)
+	}
+	if st := steps[1].Snapshot; steps[1].ID != second || st.State != sandbox.SnapshotDropped || !strings.Contains(st.Reason, "not taken") {
+		t.Fatalf("the snapshot that was not taken: %+v", st)
+	}
+	if _, err := v.Rewind(context.Background(), info.ID, second); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Fatalf("rewind to a step whose snapshot was not taken: %v", err)
+	}
+	if _, err := v.Rewind(context.Background(), info.ID, first); err != nil {
+		t.Fatal(err)
 	}
 }
 

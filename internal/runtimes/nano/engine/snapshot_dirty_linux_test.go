@@ -242,3 +242,36 @@ func trackedInstanceB(b *testing.B) *Instance {
 
 // pagesOf is a delta's pages as one buffer.
 func pagesOf(d *SnapshotDelta) []byte { return bytes.Join(d.Pages, nil) }
+
+// TestSnapshotsSharePages: with dirty-page tracking, a snapshot shares with the one taken before
+// it every page whose bytes did not change (a step costs a copy of the pages it changed), and
+// copies the others.
+func TestSnapshotsSharePages(t *testing.T) {
+	inst := trackedInstance(t)
+	runIn(t, inst, &Request{KeepGlobals: true, Code: "rows = []"})
+	a, err := inst.SnapshotParts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runIn(t, inst, &Request{KeepGlobals: true, Code: "rows.append(bytes(50000))"})
+	b, err := inst.SnapshotParts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, copied := 0, 0
+	for k, off := range b.Offsets {
+		j, ok := slices.BinarySearch(a.Offsets, off)
+		switch {
+		case ok && &a.Pages[j][0] == &b.Pages[k][0]:
+			shared++
+		case ok && bytes.Equal(a.Pages[j], b.Pages[k]):
+			t.Fatalf("the page at %d did not change but was copied", off)
+		default:
+			copied++
+		}
+	}
+	if shared == 0 || copied < 50000/SnapshotPage {
+		t.Fatalf("%d pages shared, %d copied", shared, copied)
+	}
+	t.Logf("%d pages shared, %d copied", shared, copied)
+}
