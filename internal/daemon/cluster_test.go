@@ -147,7 +147,7 @@ func startTestCluster(t *testing.T, co clusterOpts, ids ...string) *testCluster 
 // tenantKey makes a key of tenant in the cluster's keys file (every node and the gateway read it).
 func (c *testCluster) tenantKey(t *testing.T, tenant string) string {
 	t.Helper()
-	key, _, err := auth.CreateKey(c.keysFile, tenant, "bot", []auth.Scope{auth.ScopeRun, auth.ScopeSessions, auth.ScopeFiles}, 0, time.Now())
+	key, _, err := auth.CreateKey(c.keysFile, tenant, "bot", []auth.Scope{auth.ScopeRun, auth.ScopeSessions, auth.ScopeFiles, auth.ScopeAuditRead}, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@
 //   - lists and reads that span nodes (GET /v1/sessions, /v1/artifacts/{id}, /v1/audit, /metrics)
 //     fan out and merge; changes every node must see (egress reload, hosted MCP registry) fan
 //     out to all;
-//   - /mcp: by the session id a tool call names, else placement; /mcp/servers/NAME keeps an MCP
+//   - /mcp: by the session id a tool call names, else placement; the tools that list across
+//     sessions (session_list, audit_query) are answered by Options.MCPLists (the MCP front door
+//     over this gateway's own API, wired by the daemon), so they cover every node; /mcp/servers/NAME keeps an MCP
 //     session on its node by prefixing its Mcp-Session-Id with the node's id;
 //   - /ui/: the first healthy node in discovery's order, every time (the console keeps its logins
 //     in that node's memory);

@@ -38,6 +38,11 @@ type Options struct {
 	PollInterval time.Duration
 	// Version is reported by GET /v1/health. Default "dev".
 	Version string
+	// MCPLists, when set, answers the /mcp tool calls that list or query across sessions
+	// (mcpListTools: session_list, audit_query) instead of one node: the daemon's wiring gives
+	// it the MCP front door over this gateway's own API, whose lists cover every node. Every
+	// other /mcp call is forwarded as before.
+	MCPLists http.Handler
 	// E2B forwards E2B's SDKs to the nodes' E2B front doors (e2b.go); zero: none.
 	E2B E2BOptions
 	// Registry receives the gateway's own metrics; GET /metrics serves them beside the nodes'.

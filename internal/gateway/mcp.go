@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 
@@ -22,12 +24,52 @@ func (g *Gateway) mcp(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	if g.opts.MCPLists != nil && b.replayable() && listsAcrossNodes(b.buf) {
+		r2 := r.Clone(r.Context())
+		r2.Body, r2.ContentLength = io.NopCloser(bytes.NewReader(b.buf)), int64(len(b.buf))
+		g.opts.MCPLists.ServeHTTP(w, r2)
+		return
+	}
 	if sid := mcpSession(b); sid != "" {
 		r.Body = nil
 		g.sessionWith(w, r, sid, b)
 		return
 	}
 	g.placedWith(w, r, b)
+}
+
+// mcpListTools are the /mcp tools whose answer spans sessions, so spans nodes in a cluster.
+var mcpListTools = map[string]bool{"session_list": true, "audit_query": true}
+
+// listsAcrossNodes says whether a JSON-RPC message (or every call of a batch) calls a tool of
+// mcpListTools.
+func listsAcrossNodes(buf []byte) bool {
+	type msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	var msgs []msg
+	if len(buf) > 0 && buf[0] == '[' {
+		_ = json.Unmarshal(buf, &msgs)
+	} else {
+		var m msg
+		if json.Unmarshal(buf, &m) == nil {
+			msgs = []msg{m}
+		}
+	}
+	calls := 0
+	for _, m := range msgs {
+		if m.Method != "tools/call" {
+			continue
+		}
+		if !mcpListTools[m.Params.Name] {
+			return false
+		}
+		calls++
+	}
+	return calls > 0
 }
 
 // mcpSession is the session id a JSON-RPC message (or the first of a batch that names one)

@@ -23,8 +23,12 @@ type Engine interface {
 // defaults.
 type HTTPOptions struct {
 	Options
-	// Engine runs the code. Required.
+	// Engine runs the code. Required, unless Backend is set.
 	Engine Engine
+	// Backend, when set, answers each call instead of Engine: the Backend for the caller id (its
+	// scopes already checked), e.g. a cluster's gateway, whose tools go through its own API so
+	// that lists cover every node.
+	Backend func(ctx context.Context, id auth.Identity) (Backend, error)
 	// Keys authenticate requests: the daemon's bootstrap key and the tenant keys, the same ones
 	// the HTTP API takes (auth.NewKeys). Required.
 	Keys *auth.Keys
@@ -42,8 +46,8 @@ type HTTPOptions struct {
 // The SDK guards against DNS rebinding: a request that reached a loopback address with a Host
 // header that is not a loopback name is refused with 403.
 func NewHandler(opts HTTPOptions) (http.Handler, error) {
-	if opts.Engine == nil {
-		return nil, errors.New("mcpserver: an Engine is required")
+	if opts.Engine == nil && opts.Backend == nil {
+		return nil, errors.New("mcpserver: an Engine or a Backend is required")
 	}
 	if opts.Keys == nil {
 		return nil, errors.New("mcpserver: Keys are required")
@@ -60,6 +64,9 @@ func NewHandler(opts HTTPOptions) (http.Handler, error) {
 		}
 		if err := id.Allows("the tool "+tool, scopes...); err != nil {
 			return nil, err
+		}
+		if opts.Backend != nil {
+			return opts.Backend(ctx, id)
 		}
 		return Local(e.As(id.Caller)), nil
 	})
