@@ -182,6 +182,17 @@ func TestContextsShareFiles(t *testing.T) {
 	if inProj < 8 {
 		t.Fatalf("%d steps in context %s", inProj, proj)
 	}
+	// And each run, in whichever context, is in the audit log as a run of the session, under
+	// the caller's tenant.
+	var recs []json.RawMessage
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if recs, err = f.eng.QueryAudit(ctx, sandbox.AuditFilter{Session: f.session, Kind: string(sandbox.AuditRun), Limit: 1000}); err == nil && len(recs) >= len(steps) {
+			break
+		}
+	}
+	if len(recs) < len(steps) || !strings.Contains(string(recs[0]), `"acme"`) {
+		t.Fatalf("%d audit records of runs for %d steps (%v): %s", len(recs), len(steps), err, recs)
+	}
 }
 
 // TestContextsCap: the handler refuses a context past its cap with a clear error, and the session's

@@ -108,6 +108,8 @@ test('a code context has its own variables and cwd, and the sandbox\'s files', a
 
 test('pause and resume (connect) keep the state', async () => {
   await sbx.runCode('kept = 41 + 1')
+  const ctx = await sbx.createCodeContext({ cwd: '/home/user/paused' })
+  await sbx.runCode('kept_here = "in a context"', { context: ctx })
   assert.equal(await sbx.pause(), true)
   assert.equal((await sbx.getInfo()).state, 'paused')
   assert.equal(await sbx.pause(), false) // already paused: E2B's 409
@@ -115,6 +117,8 @@ test('pause and resume (connect) keep the state', async () => {
   assert.equal((await again.getInfo()).state, 'running')
   const ex = await again.runCode('print(kept)')
   assert.equal(ex.logs.stdout.join('').trim(), '42')
+  const inCtx = await again.runCode('import os\n(kept_here, os.getcwd())', { context: ctx })
+  assert.equal(inCtx.text, "('in a context', '/home/user/paused')")
   sbx = again
 })
 
