@@ -112,6 +112,11 @@ type Artifact struct {
 	Size int64  `json:"size"`
 	// SHA256 is the content's hash, hex-encoded.
 	SHA256 string `json:"sha256"`
+	// Chart is what a matplotlib figure shows (heavy tier), read from its axes: its type ("line",
+	// "scatter", "bar", "pie", "box_and_whisker", "superchart" for several axes, "unknown"),
+	// title, and per type its axes (labels, units, ticks, scales) and elements (points, bars,
+	// wedges, boxes), bounded ("truncated": true when cut). The shape of E2B's result "chart".
+	Chart json.RawMessage `json:"chart,omitempty"`
 }
 
 // Output is one value a run displayed. Text is always there; HTML and JSON when the value offers

@@ -287,7 +287,7 @@ func VolumeToAPI(v sandbox.VolumeInfo) api.Volume {
 
 // ArtifactToAPI is an artifact's description as the API shows it.
 func ArtifactToAPI(a sandbox.Artifact) api.Artifact {
-	return api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256}
+	return api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256, Chart: a.Chart}
 }
 
 // NoticeToAPI turns the core's notice into the wire notice.

@@ -23,7 +23,7 @@ func StepToAPI(st sandbox.Step) api.Step {
 		out.Outputs = append(out.Outputs, api.Output{Text: o.Text, HTML: o.HTML, JSON: o.JSON})
 	}
 	for _, a := range st.Artifacts {
-		out.Artifacts = append(out.Artifacts, api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256})
+		out.Artifacts = append(out.Artifacts, api.Artifact{ID: a.ID, Name: a.Name, MIME: a.MIME, Size: a.Size, SHA256: a.SHA256, Chart: a.Chart})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,8 +24,22 @@ import (
 //go:embed repl.py
 var replTemplate string
 
-// replSource is the -c argument of Python: repl.py with the shared exception formatter in it.
-var replSource = pyerror.MustInline(replTemplate)
+//go:embed chart.py
+var chartSource string
+
+// replSource is the -c argument of Python: repl.py with the shared exception formatter and
+// chart.py in it.
+var replSource = inlineChart(pyerror.MustInline(replTemplate))
+
+// inlineChart puts chart.py into the REPL as the string CHART_SOURCE (a JSON string is a Python
+// string literal).
+func inlineChart(repl string) string {
+	lit, err := json.Marshal(chartSource)
+	if err != nil || !strings.Contains(repl, "\n# @CHART@\n") {
+		panic("guest: repl.py has no # @CHART@ line for chart.py")
+	}
+	return strings.Replace(repl, "\n# @CHART@\n", "\nCHART_SOURCE = "+string(lit)+"\n", 1)
+}
 
 // python is one Python process and the pipes to it. The pipes are shared with the process's
 // parked snapshots (snaps.go): a snapshot woken by a rewind goes on with the same pipes, so the

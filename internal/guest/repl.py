@@ -10,6 +10,8 @@
 #     back as PNG artifacts, each in its own report ({"artifact": ...}) as soon as it is drawn, so
 #     neither this process nor the agent holds them all at once. Matplotlib is not imported for
 #     this: an import hook points it, when the code imports it, at a backend kept in this file.
+#     Each PNG's report carries its chart: what the figure shows, read from its axes by
+#     chart.py (CHART_SOURCE, run the first time a figure is sent).
 #   - the value of its last expression, as Jupyter shows it: repr, _repr_html_, and JSON (a pandas
 #     DataFrame's to_json(orient="table"), or _repr_json_), each bounded; nothing is printed.
 #
@@ -44,6 +46,10 @@ def show(*args, **kwargs):
 '''
 
 
+# The source of chart.py, put here by the agent (package guest) in place of the next line.
+# @CHART@
+
+
 def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     loads, dumps = json.loads, json.dumps
     o_read, o_write, o_exit, o_chdir, o_getpid = os.read, os.write, os._exit, os.chdir, os.getpid
@@ -67,7 +73,11 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     meta_path = sys.meta_path
     Exc, OSErr = Exception, OSError
     # What one run may return; the agent sends its own caps with each request.
-    limits = {"artifacts": 64, "artifact_bytes": 32 << 20, "text": 64 << 10, "html": 1 << 20, "json": 4 << 20}
+    limits = {"artifacts": 64, "artifact_bytes": 32 << 20, "text": 64 << 10, "html": 1 << 20, "json": 4 << 20,
+              "chart_bytes": 512 << 10}
+    # What a figure's chart holds at most (chart.py).
+    chart_caps = {"elements": 100, "points": 1000, "total_points": 10000, "ticks": 100, "label": 200}
+    chart_code = {}  # chart.py's namespace, once a figure was sent
     figs = {"kept": 0, "bytes": 0, "dropped": 0}  # this run's artifacts
     # Only a running cell is interrupted (the C handler adds no frame to its traceback); between
     # cells SIGINT is ignored, so the loop itself is never interrupted.
@@ -161,10 +171,37 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         if figs["bytes"] + len(data) > limits["artifact_bytes"]:
             figs["dropped"] += 1
             return
+        chart = figure_chart(fig)
+        if chart is not None and figs["bytes"] + len(data) + chart[1] > limits["artifact_bytes"]:
+            chart = None
         figs["kept"] += 1
         figs["bytes"] += len(data)
         name = "figure-%d.png" % figs["kept"]
-        report_in_cell({"artifact": {"name": name, "mime": "image/png", "content": b2a_base64(data, newline=False).decode("ascii")}})
+        artifact = {"name": name, "mime": "image/png", "content": b2a_base64(data, newline=False).decode("ascii")}
+        if chart is not None:
+            figs["bytes"] += chart[1]
+            artifact["chart"] = chart[0]
+        report_in_cell({"artifact": artifact})
+
+    def figure_chart(fig):
+        # The figure's chart and the size of its JSON, or None (no axes, or it could not be
+        # read). Called after savefig, so the axes' tick labels are set. A chart over chart_bytes (long labels
+        # on many axes) is sent as its type and title alone, marked truncated.
+        try:
+            if not chart_code:
+                exec(compile(CHART_SOURCE, "<agentbox_chart>", "exec", dont_inherit=True), chart_code)
+            chart = chart_code["figure_chart"](fig, chart_caps)
+            if chart is None:
+                return None
+            size = len(dumps(chart, allow_nan=False).encode())
+            if size > limits["chart_bytes"]:
+                chart = {"type": chart.get("type", "unknown"), "title": str(chart.get("title", ""))[:200],
+                         "elements": [], "truncated": True}
+                size = len(dumps(chart).encode())
+            return chart, size
+        except Exc as e:
+            note("the chart of a figure could not be read: %s" % describe_exc(e))
+            return None
 
     def open_figures():
         helpers = modules.get("matplotlib._pylab_helpers")

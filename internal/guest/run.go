@@ -173,7 +173,8 @@ func (a *agent) doRun(r *activeRun) {
 				if err := json.Unmarshal(raw, &art); err != nil || !res.AddArtifact(art) {
 					log.Printf("dropped an artifact report of run %d (%d bytes)", r.id, len(raw))
 				} else if r.req.StreamArtifacts {
-					_ = a.send(&proto.Frame{Op: proto.OpArtifact, ID: r.id, Artifact: &art})
+					kept := res.Artifacts[len(res.Artifacts)-1]
+					_ = a.send(&proto.Frame{Op: proto.OpArtifact, ID: r.id, Artifact: &kept})
 				}
 				continue
 			}
@@ -226,6 +227,7 @@ var replLimits = map[string]int{
 	"contexts":       sandbox.MaxContexts,
 	"artifacts":      proto.MaxArtifacts,
 	"artifact_bytes": proto.MaxArtifactsBytes,
+	"chart_bytes":    proto.MaxChartBytes,
 	"text":           proto.MaxOutputText,
 	"html":           proto.MaxOutputHTML,
 	"json":           proto.MaxOutputJSON,

@@ -142,6 +142,12 @@ type Artifact struct {
 	SHA256 string `json:"sha256"`
 	// Content is the artifact's bytes while the result travels from the runtime to the Manager.
 	Content []byte `json:"-"`
+	// Chart is what a figure shows, for a matplotlib figure of the heavy tier: its type (line,
+	// scatter, bar, pie, box_and_whisker, superchart for several axes, unknown), title, and per
+	// type the data read from its axes (labels, units, ticks, scales; points, bars, wedges,
+	// boxes), bounded (a chart that was cut has "truncated": true). The shape is the one E2B's
+	// code interpreter returns as a result's "chart". JSON; nil for other artifacts.
+	Chart json.RawMessage `json:"chart,omitempty"`
 	// Owner is the tenant whose run made it (Caller.Tenant); the store keeps it, and another
 	// tenant's caller gets not_found for the artifact.
 	Owner string `json:"owner,omitempty"`

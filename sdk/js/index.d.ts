@@ -111,6 +111,11 @@ export declare class Artifact {
   size: number;
   /** Hex-encoded sha256 of the content. */
   sha256: string;
+  /**
+   * For a matplotlib figure (heavy tier): what it shows, read from its axes, as E2B's result
+   * `chart` (type, title, axes and elements; `truncated: true` when cut to its bounds).
+   */
+  chart?: { type: string; title: string; elements: unknown[]; truncated?: boolean; [key: string]: unknown };
   /** Downloads the content once (GET /v1/artifacts/{id}), checked against sha256. */
   read(): Promise<Buffer>;
   /** Downloads and writes it to `path` (a directory keeps the artifact's name); resolves to the path. */

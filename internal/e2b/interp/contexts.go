@@ -154,8 +154,8 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, t Target
 	if req.Language != nil {
 		lang = normalize(*req.Language)
 	}
-	if lang != "python" {
-		e2bwire.WriteError(w, e2bwire.NotImplemented("POST /contexts with language \""+lang+"\" (Sandbox.createCodeContext): agentbox's code interpreter runs Python"))
+	if lang != "python" && lang != "bash" {
+		e2bwire.WriteError(w, e2bwire.NotImplemented("POST /contexts with language \""+lang+"\" (Sandbox.createCodeContext): agentbox's code interpreter runs Python and bash"))
 		return
 	}
 	cwd := sandbox.WorkDir
@@ -213,6 +213,7 @@ func (h *Handler) restartContext(w http.ResponseWriter, r *http.Request, t Targe
 		e2bwire.WriteError(w, err)
 		return
 	}
+	endShell(t, c)
 	h.mu.Lock()
 	sc := h.state(t)
 	sc.runs[c.name] = 0
@@ -237,6 +238,7 @@ func (h *Handler) removeContext(w http.ResponseWriter, r *http.Request, t Target
 		e2bwire.WriteError(w, err)
 		return
 	}
+	endShell(t, c)
 	h.mu.Lock()
 	if sc := h.contexts[t.Session]; sc != nil {
 		for i, x := range sc.list {

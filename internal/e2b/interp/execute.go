@@ -21,8 +21,8 @@ import (
 // the code prints, results (figures as they are drawn, then the value of the last expression as
 // the main result), an error if the code raised, and end_of_execution. Python runs as a run of
 // the sandbox's agentbox session (its persistent interpreter: the default context) or of a
-// context's session; "bash" runs as a command in the session. Every other language is answered
-// with an error result naming it.
+// context's session; "bash" runs in the context's persistent shell (bash.go). Every other
+// language is answered with an error result naming it.
 
 type executeRequest struct {
 	Code      string            `json:"code"`
@@ -74,14 +74,13 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	out := newLines(w)
 	out.send(map[string]any{"type": "number_of_executions", "execution_count": h.executionCount(t, c)})
-	session := t.Session
 	switch lang {
 	case "python":
 		h.runPython(r.Context(), out, t, c, req)
 	case "bash":
-		h.runBash(r.Context(), out, t, session, req)
+		h.runBash(r.Context(), out, t, c, req)
 	default:
-		out.send(errorLine("NotImplementedError", fmt.Sprintf("agentbox does not implement the code interpreter's %q language: its sandboxes run Python (and bash, as commands); run other languages with Sandbox.commands.run", lang), ""))
+		out.send(errorLine("NotImplementedError", fmt.Sprintf("agentbox does not implement the code interpreter's %q language: its sandboxes run Python and bash; run other languages with Sandbox.commands.run", lang), ""))
 	}
 	out.send(map[string]any{"type": "end_of_execution"})
 }
@@ -166,6 +165,10 @@ type relay struct {
 	held strings.Builder // stderr waiting (holdStderr)
 }
 
+func newRelay(out *lines, eng Engine) *relay {
+	return &relay{out: out, eng: eng, sent: map[string]bool{}}
+}
+
 func (rl *relay) flushHeld() {
 	if rl.held.Len() > 0 {
 		rl.out.send(streamLine(sandbox.StreamStderr, rl.held.String()))
@@ -190,7 +193,8 @@ func (rl *relay) items(its []item) (heldNow bool) {
 	return heldNow
 }
 
-// artifact sends a figure as a display result, as the code interpreter sends a shown figure.
+// artifact sends a figure as a display result, as the code interpreter sends a shown figure: its
+// picture, and what it shows (its chart).
 func (rl *relay) artifact(a sandbox.Artifact) {
 	if rl.sent[a.ID] || a.ID == "" {
 		return
@@ -200,21 +204,30 @@ func (rl *relay) artifact(a sandbox.Artifact) {
 	if key == "" {
 		return
 	}
-	_, rc, err := rl.eng.Artifact(a.ID)
+	b, err := rl.read(a)
 	if err != nil {
 		rl.out.send(streamLine(sandbox.StreamStderr, fmt.Sprintf("agentbox: figure %s could not be read: %v\n", a.ID, err)))
-		return
-	}
-	b, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
 		return
 	}
 	v := base64.StdEncoding.EncodeToString(b)
 	if key == "svg" {
 		v = string(b)
 	}
-	rl.out.send(map[string]any{"type": "result", key: v, "text": fmt.Sprintf("<Figure %s>", a.Name), "is_main_result": false})
+	r := map[string]any{"type": "result", key: v, "text": fmt.Sprintf("<Figure %s>", a.Name), "is_main_result": false}
+	if len(a.Chart) > 0 && json.Valid(a.Chart) {
+		r["chart"] = a.Chart
+	}
+	rl.out.send(r)
+}
+
+// read returns an artifact's bytes.
+func (rl *relay) read(a sandbox.Artifact) ([]byte, error) {
+	_, rc, err := rl.eng.Artifact(a.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // finish sends the rest of a run: the held stderr less the traceback the error carries, the
@@ -306,7 +319,7 @@ func (rl *relay) run(s *sink, start func() (*sandbox.Result, error)) {
 // runPython runs the cell in context c of the sandbox's session (its variables, its cwd).
 func (h *Handler) runPython(ctx context.Context, out *lines, t Target, c *codeContext, req executeRequest) {
 	s := newSink()
-	rl := &relay{out: out, eng: t.Engine, sent: map[string]bool{}}
+	rl := newRelay(out, t.Engine)
 	rl.run(s, func() (*sandbox.Result, error) {
 		// A cell runs as long as the client waits for it (the SDK's timeoutMs, which it does not
 		// send: it ends the request, and so the run), within the server's maximum, as E2B's
@@ -343,26 +356,4 @@ func ran(res *sandbox.Result, err error) bool {
 func tenantRefusedTimeout(err error) bool {
 	e := sandbox.AsError(err)
 	return e != nil && e.Kind == sandbox.KindInvalidRequest && strings.HasPrefix(e.Message, "timeout ") && strings.Contains(e.Message, "tenant")
-}
-
-// runBash runs the code as a shell command in the session (no state is kept between cells, unlike
-// a bash kernel's); a non-zero exit is the cell's error.
-func (h *Handler) runBash(ctx context.Context, out *lines, t Target, session string, req executeRequest) {
-	s := newSink()
-	rl := &relay{out: out, eng: t.Engine, sent: map[string]bool{}}
-	rl.run(s, func() (*sandbox.Result, error) {
-		c, err := t.Engine.RunCommand(ctx, session, sandbox.Command{Argv: []string{"/bin/bash", "-c", req.Code}, Env: req.EnvVars}, s)
-		if err != nil {
-			return nil, err
-		}
-		res := &sandbox.Result{ExitCode: c.ExitCode}
-		if c.Status != sandbox.CommandExited || c.ExitCode != 0 {
-			status := fmt.Sprintf("exit status %d", c.ExitCode)
-			if c.Status != sandbox.CommandExited {
-				status = c.Status + " " + c.Error
-			}
-			res.Error = &sandbox.PyError{Name: "CommandExitError", Value: status}
-		}
-		return res, nil
-	})
 }

@@ -12,16 +12,24 @@ import (
 // so it accepts only what the guest makes (figures as PNG), never markup a browser would run.
 var ArtifactMIMEs = map[string]bool{"image/png": true}
 
+// MaxChartBytes bounds a figure's chart (the guest caps what a chart holds well below it).
+const MaxChartBytes = 512 << 10
+
 // AddArtifact appends a to r.Artifacts if it is well formed (a plain file name, a type of
-// ArtifactMIMEs) and fits MaxArtifacts and MaxArtifactsBytes; it reports whether it did. The guest
-// adds artifacts as the code makes them; the daemon adds the guest's again to check them.
+// ArtifactMIMEs) and fits MaxArtifacts and MaxArtifactsBytes, its chart counted with its content;
+// it reports whether it did. A chart that is not JSON or is over MaxChartBytes is left out (the
+// figure is kept). The guest adds artifacts as the code makes them; the daemon adds the guest's
+// again to check them.
 func (r *RunResult) AddArtifact(a Artifact) bool {
 	if !validArtifactName(a.Name) || !ArtifactMIMEs[a.MIME] || len(r.Artifacts) >= MaxArtifacts {
 		return false
 	}
-	total := int64(len(a.Content))
+	if len(a.Chart) > MaxChartBytes || (len(a.Chart) > 0 && !json.Valid(a.Chart)) {
+		a.Chart = nil
+	}
+	total := int64(len(a.Content) + len(a.Chart))
 	for _, k := range r.Artifacts {
-		total += int64(len(k.Content))
+		total += int64(len(k.Content) + len(k.Chart))
 	}
 	if total > MaxArtifactsBytes {
 		return false

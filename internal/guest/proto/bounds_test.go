@@ -26,6 +26,8 @@ func TestAddArtifact(t *testing.T) {
 		{"a long name", Artifact{Name: strings.Repeat("a", 256), MIME: "image/png"}, false},
 		{"HTML", Artifact{Name: "x.html", MIME: "text/html"}, false},
 		{"too big", Artifact{Name: "big.png", MIME: "image/png", Content: png(MaxArtifactsBytes + 1)}, false},
+		{"a figure with its chart", Artifact{Name: "figure-1.png", MIME: "image/png", Chart: json.RawMessage(`{"type":"line","elements":[]}`)}, true},
+		{"a chart and a figure too big together", Artifact{Name: "big.png", MIME: "image/png", Content: png(MaxArtifactsBytes - 10), Chart: json.RawMessage(`{"type":"line","elements":[]}`)}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,6 +51,14 @@ func TestAddArtifact(t *testing.T) {
 		}
 		if r.AddArtifact(Artifact{Name: "f.png", MIME: "image/png"}) {
 			t.Errorf("more than %d artifacts", MaxArtifacts)
+		}
+	})
+	t.Run("a bad chart is left out", func(t *testing.T) {
+		for _, chart := range []string{`{"type":`, `"` + strings.Repeat("a", MaxChartBytes) + `"`} {
+			var r RunResult
+			if !r.AddArtifact(Artifact{Name: "f.png", MIME: "image/png", Chart: json.RawMessage(chart)}) || r.Artifacts[0].Chart != nil {
+				t.Errorf("chart of %d bytes: %+v", len(chart), r.Artifacts)
+			}
 		}
 	})
 }

@@ -315,6 +315,9 @@ type Artifact struct {
 	Name    string `json:"name"`
 	MIME    string `json:"mime"`
 	Content []byte `json:"content"`
+	// Chart is what a figure shows, read from its axes (sandbox.Artifact.Chart): JSON of at most
+	// MaxChartBytes, or nil.
+	Chart json.RawMessage `json:"chart,omitempty"`
 }
 
 // FileInfo is one entry of OpFiles.

@@ -205,6 +205,7 @@ func artifacts(as []proto.Artifact) []sandbox.Artifact {
 			Size:    int64(len(a.Content)),
 			SHA256:  hex.EncodeToString(sum[:]),
 			Content: a.Content,
+			Chart:   a.Chart,
 		})
 	}
 	return out

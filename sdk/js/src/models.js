@@ -27,6 +27,7 @@ export class Artifact {
     this.mime = wire.mime ?? '';
     this.size = wire.size ?? 0;
     this.sha256 = wire.sha256 ?? '';
+    if (wire.chart) this.chart = wire.chart;
     this.#client = client;
   }
 

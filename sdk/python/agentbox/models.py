@@ -172,6 +172,9 @@ class Artifact:
     size: int = 0
     #: Hex-encoded sha256 of the content.
     sha256: str = ""
+    #: For a matplotlib figure (heavy tier): what it shows, read from its axes, as E2B's result
+    #: "chart" (type, title, axes and elements; "truncated": True when cut to its bounds).
+    chart: Optional[Dict[str, Any]] = None
     # The client that downloads the content (a Client; Any so that get_type_hints need not import it).
     _client: Any = field(default=None, repr=False, compare=False)
     _content: Optional[bytes] = field(default=None, repr=False, compare=False)
