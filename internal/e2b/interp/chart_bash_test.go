@@ -41,7 +41,7 @@ func figureChart(t *testing.T, url, code string) map[string]any {
 		t.Fatalf("results %+v", e.results)
 	}
 	if e.results[0].Chart == nil {
-		t.Fatalf("the figure has no chart")
+		t.Fatalf("the figure has no chart (if the image's guest agent predates charts, `agentbox setup` refreshes it)")
 	}
 	return e.results[0].Chart
 }
