@@ -252,3 +252,37 @@ func TestSnapshotDataFrame(t *testing.T) {
 		t.Fatalf("after the rewind: %q", got)
 	}
 }
+
+// A step's snapshot keeps /tmp beside the work directory: a rewind brings a file of /tmp back as
+// the step had it. A step whose code left a thread running is noted so (a fork copies the
+// calling thread only), and a step without one is not.
+func TestSnapshotKeepsTmpInHeavy(t *testing.T) {
+	rt := ttRuntime(t, Options{})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	out(t, s, "import os\nos.makedirs('/tmp/cache', exist_ok=True)\nopen('/tmp/cache/a.csv', 'w').write('a,1')\nopen('w.txt', 'w').write('w1')")
+	if err := s.Snapshot(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if note := s.SnapshotNote("s1"); note != "" {
+		t.Errorf("a step without threads is noted: %q", note)
+	}
+	out(t, s, "open('/tmp/cache/a.csv', 'w').write('a,2')\nopen('/tmp/new', 'w').write('n')\nopen('w.txt', 'w').write('w2')")
+	const look = "import os\nprint(open('/tmp/cache/a.csv').read(), os.path.exists('/tmp/new'), open('w.txt').read())"
+	if got := out(t, s, look); got != "a,2 True w2\n" {
+		t.Fatalf("before the rewind: %q", got)
+	}
+	if err := s.Rewind(ctx, "s1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, s, look); got != "a,1 False w1\n" {
+		t.Fatalf("after the rewind: %q, want /tmp and the work directory as step 1 had them", got)
+	}
+	out(t, s, "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()")
+	if err := s.Snapshot(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	if note := s.SnapshotNote("s2"); !strings.Contains(note, "1 thread(s) running") {
+		t.Errorf("a step that left a thread running: note %q", note)
+	}
+}
