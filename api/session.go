@@ -53,6 +53,9 @@ type Session struct {
 	Steps int `json:"steps"`
 	// ForkedFrom is "session/step" for a session forked from another's step.
 	ForkedFrom string `json:"forked_from,omitempty"`
+	// KeptUntil is set for a session closed with keep=true: it is paused, and its state and
+	// steps are kept until then, to be resumed (a run, POST .../resume) or forked from a step.
+	KeptUntil *time.Time `json:"kept_until,omitempty"`
 }
 
 // SetIntentRequest is the body of PUT /v1/sessions/{id}/intent.

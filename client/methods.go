@@ -68,6 +68,17 @@ func (c *Client) CloseSession(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id), nil, nil, http.StatusNoContent, http.StatusOK)
 }
 
+// CloseSessionKeep closes a session keeping its state and steps (DELETE
+// /v1/sessions/{id}?keep=true): the daemon pauses it, writing a durable snapshot, and keeps it
+// until the session's KeptUntil, to be resumed (a run, ResumeSession) or forked from a step.
+func (c *Client) CloseSessionKeep(ctx context.Context, id string) (*api.Session, error) {
+	var s api.Session
+	if err := c.do(ctx, http.MethodDelete, "/v1/sessions/"+url.PathEscape(id)+"?keep=true", nil, &s, http.StatusOK); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // ListSessions lists the open sessions, oldest first (GET /v1/sessions).
 func (c *Client) ListSessions(ctx context.Context) ([]api.Session, error) {
 	var l api.SessionList

@@ -207,7 +207,15 @@ func SessionToAPI(s sandbox.SessionInfo) api.Session {
 		Head:          s.Head,
 		Steps:         s.Steps,
 		ForkedFrom:    s.ForkedFrom,
+		KeptUntil:     timeOrNil(s.KeptUntil),
 	}
+}
+
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 func stateOr(s sandbox.SessionState) string {

@@ -23,6 +23,8 @@ type SessionsOptions struct {
 	Stderr io.Writer
 	// Now is the clock of the table's ages. Default time.Now.
 	Now func() time.Time
+	// Keep closes sessions keeping their state and steps (close --keep).
+	Keep bool
 }
 
 // SessionsList prints the open sessions, oldest first: id, tier, state, runs, age and idle time.
@@ -97,9 +99,26 @@ func SessionsClose(ctx context.Context, opts SessionsOptions, ids []string) int 
 	}
 	code := exitOK
 	for _, id := range ids {
-		if err := c.CloseSession(ctx, id); err != nil {
-			code = apiFailure(ctx, opts.Stderr, "sessions close", err)
+		if !opts.Keep {
+			if err := c.CloseSession(ctx, id); err != nil {
+				code = apiFailure(ctx, opts.Stderr, "sessions close", err)
+			}
+			continue
 		}
+		s, err := c.CloseSessionKeep(ctx, id)
+		if err != nil {
+			code = apiFailure(ctx, opts.Stderr, "sessions close", err)
+			continue
+		}
+		if opts.JSON {
+			printJSON(opts.Stdout, s)
+			continue
+		}
+		until := ""
+		if s.KeptUntil != nil {
+			until = " until " + s.KeptUntil.Format(time.RFC3339)
+		}
+		fmt.Fprintf(opts.Stdout, "%s closed; its state and %d steps are kept%s (agentbox resume %s, agentbox fork %s STEP)\n", s.ID, s.Steps, until, s.ID, s.ID)
 	}
 	return code
 }
@@ -152,11 +171,13 @@ func sessionsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
        agentbox sessions create [--runtime R] [--package P] [--timeout S] [--memory M] [--network]
                                 [--volume NAME=/PATH[:ro]]
        agentbox sessions run ID FILE|-
-       agentbox sessions close ID...
+       agentbox sessions close [--keep] ID...
 
 Sessions on the daemon: one interpreter that keeps variables, imports and files from one run to
 the next. create prints the new session's id; run runs a file in it (exit code as agentbox run);
-close ends sessions. The daemon closes a session left idle past its idle timeout (10m).
+close ends sessions; with --keep it writes a durable snapshot first and keeps the session's state
+and steps (within the daemon's retention, 7 days by default) to resume or fork it later. The
+daemon closes a session left idle past its idle timeout (10m).
 
 Examples:
   id=$(agentbox sessions create --runtime heavy)
@@ -191,7 +212,9 @@ Examples:
 		fs.Var(volumeFlag(opts.Create.Volumes), "volume", "mount a volume (agentbox volumes): `NAME=/PATH`, or NAME=/PATH:ro read-only; repeatable (heavy)")
 	case "run":
 		fs.Var(&timeout, "timeout", "this run's wall-clock limit in `seconds` or a duration (default: the session's)")
-	case "list", "close":
+	case "close":
+		fs.BoolVar(&opts.Keep, "keep", false, "keep the session's state and steps (a durable snapshot) to resume or fork it later, within the daemon's retention")
+	case "list":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprintln(stdout, synopsis)
 		return exitOK

@@ -165,6 +165,9 @@ func (t *restartTracker) Audit(ctx context.Context, ev sandbox.AuditEvent) error
 			t.sessions[ev.Session], changed = s, true
 		}
 	case sandbox.AuditSessionClose, sandbox.AuditSessionExpire:
+		if ev.Decision == sandbox.AuditDeny {
+			break // a close refused (one that would have kept the session): it is still open
+		}
 		_, changed = t.sessions[ev.Session]
 		delete(t.sessions, ev.Session)
 	case sandbox.AuditRun:

@@ -292,3 +292,48 @@ func TestTimeTravelHTTP(t *testing.T) {
 		t.Fatalf("steps of an unknown session: %v", err)
 	}
 }
+
+// DELETE /v1/sessions/{id}?keep=true closes a session keeping its state and steps: it answers
+// the session, paused with kept_until; its steps list and its next run resumes it with its
+// variables; keep that is not a boolean is a 400; a plain close frees everything.
+func TestCloseKeepHTTP(t *testing.T) {
+	c, _ := start(t)
+	ctx := context.Background()
+	s, err := c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "nano"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttRun(t, c, s.ID, "k = 7")
+	waitDurable(t, c, s.ID)
+	kept, err := c.CloseSessionKeep(ctx, s.ID)
+	if err != nil || kept.State != "paused" || kept.KeptUntil == nil || !kept.KeptUntil.After(time.Now()) || kept.Steps != 1 {
+		t.Fatalf("close with keep: %+v %v", kept, err)
+	}
+	if l, err := c.Steps(ctx, s.ID); err != nil || len(l.Steps) != 1 {
+		t.Fatalf("the kept session's steps: %+v %v", l, err)
+	}
+	if got := ttRun(t, c, s.ID, "print(k)").Stdout; got != "7\n" {
+		t.Fatalf("a run of the kept session: %q", got)
+	}
+	if g, err := c.GetSession(ctx, s.ID); err != nil || g.State != "live" || g.KeptUntil != nil {
+		t.Fatalf("the kept session after a run: %+v %v", g, err)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, c.URL()+"/v1/sessions/"+s.ID+"?keep=maybe", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid_request") {
+		t.Fatalf("keep=maybe: %d %s", res.StatusCode, body)
+	}
+	if err := c.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	var ce *client.Error
+	if _, err := c.Steps(ctx, s.ID); !errors.As(err, &ce) || ce.Code != api.CodeNotFound {
+		t.Fatalf("steps after a plain close: %v", err)
+	}
+}

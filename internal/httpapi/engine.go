@@ -26,6 +26,7 @@ type Engine interface {
 	Session(id string) (sandbox.SessionInfo, error)
 	Sessions() []sandbox.SessionInfo
 	CloseSession(id string) error
+	CloseSessionKeep(ctx context.Context, id string) (sandbox.SessionInfo, error)
 
 	// Commands in a session (/v1/sessions/{id}/commands...).
 	RunCommand(ctx context.Context, id string, c sandbox.Command, out sandbox.OutputSink) (sandbox.CommandInfo, error)

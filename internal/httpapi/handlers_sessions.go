@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/internal/apiwire"
@@ -46,9 +47,25 @@ func (s *API) handleGetSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiwire.SessionToAPI(info))
 }
 
-// DELETE /v1/sessions/{id}
+// DELETE /v1/sessions/{id}[?keep=true]
 func (s *API) handleCloseSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if v := r.URL.Query().Get("keep"); v != "" {
+		keep, err := strconv.ParseBool(v)
+		if err != nil {
+			s.fail(w, r, sandbox.Errorf(sandbox.KindInvalidRequest, "keep=%q is not a boolean", v).WithHint("use keep=true to keep the session's state and steps, or leave it out"))
+			return
+		}
+		if keep {
+			info, err := s.engine(r).CloseSessionKeep(r.Context(), id)
+			if err != nil {
+				s.fail(w, r, sessionError(id, err))
+				return
+			}
+			writeJSON(w, http.StatusOK, apiwire.SessionToAPI(info))
+			return
+		}
+	}
 	if err := s.engine(r).CloseSession(id); err != nil {
 		s.fail(w, r, sessionError(id, err))
 		return

@@ -31,6 +31,17 @@ func (a *Audited) Pause(ctx context.Context, id string) (SessionInfo, error) {
 	return info, err
 }
 
+// CloseSessionKeep closes a session keeping its state and records the close, saying so.
+func (a *Audited) CloseSessionKeep(ctx context.Context, id string) (SessionInfo, error) {
+	info, err := a.Manager.CloseSessionKeep(ctx, id)
+	reason := "closed by request, its state and steps kept"
+	if err == nil {
+		reason += " until " + info.KeptUntil.Format(time.RFC3339)
+	}
+	a.timeTravel(ctx, AuditSessionClose, id, reason, err)
+	return info, err
+}
+
 // Resume resumes a session and records it.
 func (a *Audited) Resume(ctx context.Context, id string) (SessionInfo, error) {
 	info, err := a.Manager.Resume(ctx, id)

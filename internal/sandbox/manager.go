@@ -132,6 +132,9 @@ type SessionInfo struct {
 	Head       string       `json:"head,omitempty"`
 	Steps      int          `json:"steps"`
 	ForkedFrom string       `json:"forked_from,omitempty"`
+	// KeptUntil is set for a session closed with its state kept (Manager.CloseSessionKeep): it is
+	// paused, and its state and steps stay until then, to be resumed (a run, Resume) or forked.
+	KeptUntil time.Time `json:"kept_until,omitzero"`
 }
 
 // SnapshotCollector is the store of durable snapshots as the Manager uses it: it removes every

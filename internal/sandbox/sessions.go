@@ -255,7 +255,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		}
 		m.mu.Lock()
 		tier := s.info.Tier
-		s.tl.state = SessionLive
+		s.tl.state, s.tl.keptUntil = SessionLive, time.Time{}
 		m.mu.Unlock()
 		sn, ok := s.impl.(Snapshotter)
 		st := m.recordStep(s, req, tier, started, res, err, ok)
@@ -396,6 +396,11 @@ func (m *Manager) reap() {
 			}
 			_, pauser := s.impl.(Pauser)
 			switch {
+			case !s.tl.keptUntil.IsZero() && s.tl.state == SessionPaused:
+				// Closed with its state kept: it goes at the end of its retention, not before.
+				if time.Now().After(s.tl.keptUntil) {
+					expired = append(expired, id)
+				}
 			case m.pauseIdle && time.Since(s.info.CreatedAt) > m.maxLife:
 				expired = append(expired, id)
 			case time.Since(s.info.LastUsed) <= m.idle || m.pauseIdle && (s.tl.state == SessionPaused || s.tl.asleep):

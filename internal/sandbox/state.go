@@ -30,6 +30,7 @@ type savedSession struct {
 	Head       string         `json:"head"`
 	Ref        string         `json:"ref,omitempty"`
 	ForkedFrom string         `json:"forked_from,omitempty"`
+	KeptUntil  time.Time      `json:"kept_until,omitzero"`
 	Steps      []*Step        `json:"steps"`
 }
 
@@ -97,7 +98,7 @@ func (d dirRecords) Load() (map[string][]byte, error) {
 // record is s's record as saved. Call with m.mu held.
 func (m *Manager) record(s *session) savedSession {
 	v := savedSession{Info: s.info, Opts: s.opts, Requested: s.requested, Auto: s.auto, State: s.tl.state,
-		Head: s.tl.head, Ref: s.tl.ref, ForkedFrom: s.tl.forkedFrom}
+		Head: s.tl.head, Ref: s.tl.ref, ForkedFrom: s.tl.forkedFrom, KeptUntil: s.tl.keptUntil}
 	v.Opts.Env = nil
 	for _, st := range s.tl.steps {
 		c := *st
@@ -245,7 +246,7 @@ func (m *Manager) revive(id string, b []byte) (*session, string, error) {
 		return nil, "", fmt.Errorf("its tier %s is not run here", v.Info.Tier)
 	}
 	s := &session{opts: v.Opts, requested: v.Requested, auto: v.Auto, info: v.Info, impl: asleep{}}
-	s.tl = timeline{steps: v.Steps, head: v.Head, state: v.State, ref: v.Ref, forkedFrom: v.ForkedFrom, asleep: true}
+	s.tl = timeline{steps: v.Steps, head: v.Head, state: v.State, ref: v.Ref, forkedFrom: v.ForkedFrom, keptUntil: v.KeptUntil, asleep: true}
 	if s.tl.state == "" {
 		s.tl.state = SessionLive
 	}

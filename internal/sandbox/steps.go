@@ -28,6 +28,9 @@ type timeline struct {
 	asleep bool
 	// forkedFrom names the step a forked session started from: "sb_…/step".
 	forkedFrom string
+	// keptUntil: the session was closed with its state kept (CloseSessionKeep) until then; zero
+	// once it is used again.
+	keptUntil time.Time
 
 	// persist is the queue of steps to make durable, drained in order by one goroutine;
 	// persisting counts them (flush waits for it).
@@ -377,7 +380,7 @@ func (m *Manager) Rewind(ctx context.Context, id, step string) (Step, error) {
 	}
 	m.mu.Lock()
 	s.tl.head = step
-	s.tl.state = SessionLive
+	s.tl.state, s.tl.keptUntil = SessionLive, time.Time{}
 	out := *st
 	m.mu.Unlock()
 	m.saveSession(s)
@@ -492,10 +495,51 @@ func (m *Manager) Resume(ctx context.Context, id string) (SessionInfo, error) {
 		}
 	}
 	m.mu.Lock()
-	s.tl.state = SessionLive
+	s.tl.state, s.tl.keptUntil = SessionLive, time.Time{}
 	info := s.info
 	m.mu.Unlock()
 	m.saveSession(s)
+	return m.describe(s, info), nil
+}
+
+// CloseSessionKeep closes a session but keeps its state and step tree: it pauses it (a durable
+// snapshot, its sandbox freed) and keeps it until the snapshots' retention age (Retention.MaxAge)
+// has passed, to be resumed (a run or Resume) or forked from any of its steps with a snapshot.
+// A plain CloseSession frees everything.
+func (m *Manager) CloseSessionKeep(ctx context.Context, id string) (SessionInfo, error) {
+	s, unlock, err := m.lockSession(ctx, id)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	defer unlock()
+	p, ok := s.impl.(Pauser)
+	switch {
+	case !ok:
+		return SessionInfo{}, Errorf(KindInvalidRequest, "%s sessions cannot be kept when closed: they cannot pause", s.info.Tier).
+			WithHint("close it without keep, or use a session of a tier that can: %s", tierList(m.tiersWith(func(c Capabilities) bool { return c.Pause })))
+	case m.records == nil:
+		return SessionInfo{}, Errorf(KindInvalidRequest, "this daemon keeps no sessions on disk, so a closed session cannot be kept").
+			WithHint("close it without keep; sessions are kept in the daemon's data directory unless its sessions are in memory only")
+	}
+	m.mu.Lock()
+	paused := s.tl.state == SessionPaused
+	m.mu.Unlock()
+	if !paused {
+		m.hurryPersist(s)
+		ref, err := p.Pause(ctx)
+		if err != nil {
+			return SessionInfo{}, err
+		}
+		m.mu.Lock()
+		s.tl.state, s.tl.ref = SessionPaused, ref.Ref
+		m.mu.Unlock()
+	}
+	m.mu.Lock()
+	s.tl.keptUntil = time.Now().UTC().Add(m.retention.MaxAge)
+	info := s.info
+	m.mu.Unlock()
+	m.saveSession(s)
+	m.log.Info("session closed, its state kept", "session", id, "until", s.tl.keptUntil)
 	return m.describe(s, info), nil
 }
 
@@ -506,6 +550,9 @@ func (m *Manager) describe(s *session, info SessionInfo) SessionInfo {
 	info.State, info.Head, info.Steps, info.ForkedFrom = s.tl.state, s.tl.head, len(s.tl.steps), s.tl.forkedFrom
 	if info.State == "" {
 		info.State = SessionLive
+	}
+	if info.State == SessionPaused {
+		info.KeptUntil = s.tl.keptUntil
 	}
 	return info
 }

@@ -443,3 +443,99 @@ func TestStepOutputBounded(t *testing.T) {
 		t.Errorf("short step: %q, truncated %v", st.Stdout, st.Truncated)
 	}
 }
+
+// A session closed with keep is paused with its steps kept: its steps list, a fork from one and
+// a run (which resumes it) work; it outlives a restart as kept; it goes when its retention age
+// has passed. A plain close frees everything; a daemon without records, or a tier that cannot
+// pause, refuses keep with a clear error.
+func TestCloseSessionKeep(t *testing.T) {
+	ctx := context.Background()
+	tier := &counterTier{durable: map[string]int{}}
+	dir := t.TempDir()
+	m := counterManager(t, tier, dir, sandbox.Retention{MaxAge: time.Hour})
+	v := m.As(sandbox.Caller{Tenant: "acme"})
+	info, err := v.CreateSession(ctx, sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := info.ID
+	first := addRun(t, v, id, 1).Step
+	addRun(t, v, id, 10)
+	waitDurable(t, v, id)
+	kept, err := v.CloseSessionKeep(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.State != sandbox.SessionPaused || kept.Steps != 2 || time.Until(kept.KeptUntil) < 59*time.Minute || time.Until(kept.KeptUntil) > time.Hour {
+		t.Fatalf("a session closed with keep: %+v", kept)
+	}
+	if steps, _, err := v.Steps(id); err != nil || len(steps) != 2 {
+		t.Fatalf("its steps: %v %v", steps, err)
+	}
+	fork, err := v.Fork(ctx, id, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := addRun(t, v, fork.ID, 1).Stdout; got != "2\n" {
+		t.Fatalf("a fork of a kept session's first step: %q", got)
+	}
+	if got := addRun(t, v, id, 1).Stdout; got != "12\n" {
+		t.Fatalf("a run of the kept session: %q", got)
+	}
+	if s, _ := v.Session(id); s.State != sandbox.SessionLive || !s.KeptUntil.IsZero() {
+		t.Fatalf("after a run the session is live again: %+v", s)
+	}
+	if _, err := v.CloseSessionKeep(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+
+	m2 := counterManager(t, tier, dir, sandbox.Retention{MaxAge: time.Hour})
+	v2 := m2.As(sandbox.Caller{Tenant: "acme"})
+	if s, err := v2.Session(id); err != nil || s.State != sandbox.SessionPaused || s.KeptUntil.IsZero() {
+		t.Fatalf("a kept session after a restart: %+v %v", s, err)
+	}
+	if s, err := v2.Resume(ctx, id); err != nil || s.State != sandbox.SessionLive || !s.KeptUntil.IsZero() {
+		t.Fatalf("resume of a kept session: %+v %v", s, err)
+	}
+	if got := addRun(t, v2, id, 1).Stdout; got != "13\n" {
+		t.Fatalf("the kept session after a restart: %q", got)
+	}
+	// A plain close frees everything.
+	if err := v2.CloseSession(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := v2.Steps(id); !errors.Is(err, sandbox.ErrNotFound) && sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Fatalf("the steps of a closed session: %v", err)
+	}
+	// Another tenant cannot keep it, nor a Manager that keeps no records.
+	other, _ := v2.CreateSession(ctx, sandbox.SessionOptions{Tier: "counter"})
+	if _, err := m2.As(sandbox.Caller{Tenant: "globex"}).CloseSessionKeep(ctx, other.ID); sandbox.KindOf(err) != sandbox.KindNotFound && !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("another tenant's close with keep: %v", err)
+	}
+	mem := counterManager(t, tier, "", sandbox.Retention{})
+	s, _ := mem.CreateSession(ctx, sandbox.SessionOptions{Tier: "counter"})
+	if _, err := mem.CloseSessionKeep(ctx, s.ID); sandbox.KindOf(err) != sandbox.KindInvalidRequest || !strings.Contains(err.Error(), "keeps no sessions on disk") {
+		t.Errorf("keep on a daemon without records: %v", err)
+	}
+
+	// Retention: a kept session goes after its age, while a live one idles on.
+	short, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}, StateDir: t.TempDir(),
+		Retention: sandbox.Retention{MaxAge: 300 * time.Millisecond}, SessionIdle: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	k, _ := short.CreateSession(ctx, sandbox.SessionOptions{Tier: "counter"})
+	if _, err := short.CloseSessionKeep(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := short.Session(k.ID); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a kept session outlived its retention age")
+		}
+	}
+}

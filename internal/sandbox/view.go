@@ -25,6 +25,7 @@ type engine interface {
 	RunCommand(ctx context.Context, id string, c Command, out OutputSink) (CommandInfo, error)
 	CreateSession(ctx context.Context, opts SessionOptions) (SessionInfo, error)
 	CloseSession(id string) error
+	CloseSessionKeep(ctx context.Context, id string) (SessionInfo, error)
 	SetIntent(id, name string, ttl time.Duration) (IntentInfo, error)
 	ClearIntent(id string) error
 	ReloadEgressPolicy() ([]string, error)
@@ -168,6 +169,14 @@ func (v *View) CloseSession(id string) error {
 		return err
 	}
 	return v.e.CloseSession(id)
+}
+
+// CloseSessionKeep closes one of the caller's sessions, keeping its state and steps.
+func (v *View) CloseSessionKeep(ctx context.Context, id string) (SessionInfo, error) {
+	if err := v.session(id); err != nil {
+		return SessionInfo{}, err
+	}
+	return v.e.CloseSessionKeep(v.ctx(ctx), id)
 }
 
 // WriteFile writes a file in one of the caller's sessions.

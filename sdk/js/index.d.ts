@@ -201,6 +201,8 @@ export interface Session {
   steps: number;
   /** "session/step" for a session forked from another's step. */
   forked_from?: string;
+  /** Set for a session closed with `keep`: it is paused, its state and steps kept until then. */
+  kept_until?: string;
 }
 
 export interface SessionList {
@@ -472,7 +474,8 @@ export declare class Client {
   createSession(req?: CreateSessionRequest): Promise<Session>;
   getSession(id: string): Promise<Session>;
   listSessions(): Promise<Session[]>;
-  closeSession(id: string): Promise<void>;
+  /** With `keep`, the session's state and steps are kept (a durable snapshot) and it is returned. */
+  closeSession(id: string, opts?: { keep?: boolean }): Promise<Session | null>;
   runInSession(id: string, req: RunRequest): Promise<Result>;
   /** POST /v1/run streamed (NDJSON): onEvent gets each event before the final Result. */
   runStream(req: RunRequest, onEvent?: (ev: StreamEvent) => void): Promise<Result>;
@@ -624,8 +627,11 @@ export declare class Sandbox {
   diff(step: string | Step, base?: string | Step): Promise<StepDiff>;
   setIntent(name: string, ttl?: Duration): Promise<Intent>;
   clearIntent(): Promise<void>;
-  /** Ends the session; idempotent. */
-  close(): Promise<void>;
+  /**
+   * Ends the session; idempotent. With `keep`, the session's state and steps are kept (a durable
+   * snapshot) and it is returned.
+   */
+  close(opts?: { keep?: boolean }): Promise<Session | null>;
   /** Lets go of the session without ending it; returns its id. */
   detach(): string | null;
   [Symbol.asyncDispose](): Promise<void>;

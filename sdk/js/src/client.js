@@ -443,9 +443,18 @@ export class Client {
     return (await this._json('listSessions', {})).sessions;
   }
 
-  /** Closes a session (DELETE /v1/sessions/{id}); a run in progress is stopped. */
-  async closeSession(id) {
+  /**
+   * Closes a session (DELETE /v1/sessions/{id}); a run in progress is stopped. With
+   * `{ keep: true }` the daemon writes a durable snapshot first and keeps the session's state and
+   * steps until the returned session's `kept_until`: resume() or a run brings it back, fork()
+   * starts a new session from any of its steps. Without keep it resolves to null.
+   */
+  async closeSession(id, { keep = false } = {}) {
+    if (keep) {
+      return this._json('closeSession', { id, query: { keep: 'true' }, timeout: Math.max(this.timeout, 120) });
+    }
     await this._request('closeSession', { id, ok: [204] });
+    return null;
   }
 
   /** Runs code in a session's interpreter (POST /v1/sessions/{id}/run). */

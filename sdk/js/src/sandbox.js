@@ -311,16 +311,18 @@ export class Sandbox {
    * Ends the session (if there is one) and frees what it holds on the daemon. Idempotent. This
    * ends a session attached with connect() too; detach() lets go of one without ending it.
    */
-  async close() {
+  async close({ keep = false } = {}) {
     this.#closed = true;
     if (this.#creating) await this.#creating.catch(() => {});
     const s = this.#session;
     this.#session = null;
-    if (!s) return;
+    if (!s) return null;
     try {
-      await this.client.closeSession(s.id);
+      return await this.client.closeSession(s.id, { keep });
     } catch (e) {
-      if (!(e instanceof NotFound)) throw e; // expired or closed by the daemon: what close wanted
+      // Expired or closed by the daemon: what a plain close wanted; a kept close kept nothing.
+      if (keep || !(e instanceof NotFound)) throw e;
+      return null;
     }
   }
 

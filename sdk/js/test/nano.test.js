@@ -258,6 +258,28 @@ describe('against a nano daemon', { skip }, () => {
     }
   });
 
+  test('close with keep keeps the state and steps to go on from', async () => {
+    const box = new Sandbox({ runtime: 'nano' });
+    await box.run('kept = 41');
+    const sid = box.sessionId;
+    for (const deadline = Date.now() + 30000; ;) {
+      if ((await box.steps()).every((s) => s.snapshot.state === 'durable')) break;
+      assert.ok(Date.now() < deadline);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const kept = await box.close({ keep: true });
+    assert.equal(kept.id, sid);
+    assert.equal(kept.state, 'paused');
+    assert.ok(kept.kept_until);
+    const again = await Sandbox.connect(sid);
+    try {
+      assert.equal((await again.run('print(kept + 1)')).stdout, '42\n');
+    } finally {
+      await again.close();
+    }
+    await assert.rejects(box.client.closeSession(sid), NotFound);
+  });
+
   test('no daemon at the URL is DaemonUnreachable', async () => {
     const c = new Client({ url: 'http://127.0.0.1:9', apiKey: 'k', timeout: 5 });
     await assert.rejects(c.health(), (e) => e instanceof DaemonUnreachable && e.code === null && /agentbox serve/.test(e.hint));

@@ -301,8 +301,12 @@ class AsyncClient:
     async def list_sessions(self) -> List[Session]:
         return (await self._json("listSessions", SessionList)).sessions
 
-    async def close_session(self, id: str) -> None:
+    async def close_session(self, id: str, keep: bool = False) -> Optional[Session]:
+        """Close a session; with ``keep=True`` keep its state and steps (as :meth:`agentbox.Client.close_session`)."""
+        if keep:
+            return await self._json("closeSession", Session, id=id, query={"keep": "true"}, timeout=max(self.timeout, 120.0))
         await self._request("closeSession", id=id, ok=(204,))
+        return None
 
     async def run_in_session(self, id: str, req: RunRequest) -> Result:
         res = await self._json("runInSession", Result, id=id, body=req, timeout=self._run_wait(req.timeout))

@@ -423,9 +423,16 @@ class Client:
         """Open sessions, oldest first."""
         return self._json("listSessions", SessionList).sessions
 
-    def close_session(self, id: str) -> None:
-        """Close a session (``DELETE /v1/sessions/{id}``); a run in progress is stopped."""
+    def close_session(self, id: str, keep: bool = False) -> Optional[Session]:
+        """Close a session (``DELETE /v1/sessions/{id}``); a run in progress is stopped.
+
+        With ``keep=True`` the daemon writes a durable snapshot first and keeps the session's
+        state and steps until the returned session's ``kept_until``: :meth:`resume` (or a run)
+        brings it back, :meth:`fork` starts a new session from any of its steps."""
+        if keep:
+            return self._json("closeSession", Session, id=id, query={"keep": "true"}, timeout=max(self.timeout, 120.0))
         self._request("closeSession", id=id, ok=(204,))
+        return None
 
     def run_in_session(self, id: str, req: RunRequest) -> Result:
         """Run code in a session's interpreter (``POST /v1/sessions/{id}/run``)."""

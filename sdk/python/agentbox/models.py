@@ -382,6 +382,8 @@ class Session:
     steps: int = 0
     #: "session/step" for a session forked from another's step.
     forked_from: str = ""
+    #: Set for a session closed with ``keep=True``: it is paused, its state and steps kept until then.
+    kept_until: Optional[_dt.datetime] = None
 
 
 @dataclass

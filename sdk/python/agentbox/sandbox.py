@@ -98,14 +98,16 @@ class _SessionHandle:
         self.session: Optional[Session] = None
         self.owned = True
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> Optional[Session]:
         s, self.session = self.session, None
         if s is None:
-            return
+            return None
         try:
-            self.client.close_session(s.id)
+            return self.client.close_session(s.id, keep=keep)
         except NotFound:
-            pass  # expired or closed by the daemon: what close wanted
+            if keep:
+                raise  # nothing was kept: the caller must know
+            return None  # expired or closed by the daemon: what close wanted
 
     def close_quietly(self) -> None:
         """Used at garbage collection and interpreter exit, where nobody could catch an error."""
@@ -437,15 +439,19 @@ class Sandbox:
         if self._closed:
             raise ValueError("agentbox: this Sandbox is closed")
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> Optional[Session]:
         """End the session (if there is one) and free what it holds on the daemon. Idempotent.
 
         This ends a session attached with :meth:`connect` too, for every Sandbox using it; use
         :meth:`detach` to let go of a session without ending it.
+
+        With ``keep=True`` the daemon writes a durable snapshot first and keeps the session's
+        state and steps (within its retention, until the returned session's ``kept_until``), so
+        that :meth:`connect` and a run, or ``client.fork``, can go on from it later.
         """
         self._closed = True
         with self._lock:
-            self._handle.close()
+            return self._handle.close(keep=keep)
 
     def detach(self) -> Optional[str]:
         """Let go of the session without ending it and return its id (None if there was none), so

@@ -66,3 +66,19 @@ def test_pause_resume(daemon):
                 assert box.resume().state == "live"
             box.run(f"items.append({i})")
         assert box.run("print(items)").stdout == "[1, 2, 3, 4, 5]\n"
+
+
+def test_close_keep(daemon):
+    box = Sandbox(SandboxConfig(runtime="nano"))
+    box.run("kept = 41")
+    durable(box)
+    sid = box.session_id
+    session = box.close(keep=True)
+    assert session is not None and session.id == sid and session.state == "paused"
+    assert session.kept_until is not None and session.steps == 1
+    assert box.closed
+    with Sandbox.connect(sid) as again:  # the kept session goes on where it was
+        assert again.run("print(kept + 1)").stdout == "42\n"
+        assert len(again.steps()) == 2
+    with pytest.raises(agentbox.NotFound):
+        box.client.close_session(sid)  # the plain close above freed everything
