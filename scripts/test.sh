@@ -22,6 +22,9 @@ scripts/cluster/nomad-build.sh >/dev/null || [ $? = 3 ]
 # The Kubernetes test (internal/cluster/kube) runs a real single-node cluster: its binaries are
 # built from their Go modules at pinned versions, cached by version (cold 10+ minutes); exit 3 as above.
 scripts/cluster/kube-build.sh >/dev/null || [ $? = 3 ]
+# The shared store's S3 tests (internal/s3, internal/sharedstore, the cluster move over S3) run a
+# real S3-compatible server, SeaweedFS, built from its Go module and cached by version; exit 3 as above.
+scripts/cluster/seaweedfs-build.sh >/dev/null || [ $? = 3 ]
 if [ "${CI:-}" = true ] || [ "$(id -u)" = 0 ]; then
 	export AGENTBOX_REQUIRE_PRIVILEGED=1
 fi

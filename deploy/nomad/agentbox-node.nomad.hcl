@@ -29,6 +29,36 @@ variable "shared_dir" {
   default     = "/srv/agentbox-shared"
 }
 
+variable "store" {
+  description = "The shared storage as a bucket of an S3-compatible server instead of shared_dir: s3://BUCKET/PREFIX (empty: shared_dir). See the s3_* variables."
+  type        = string
+  default     = ""
+}
+
+variable "s3_endpoint" {
+  description = "The S3-compatible server's base URL, for an s3:// store (https://s3.eu-west-1.amazonaws.com, http://seaweedfs.service.consul:8333)."
+  type        = string
+  default     = ""
+}
+
+variable "s3_region" {
+  description = "The region requests to the S3 server are signed for (default us-east-1)."
+  type        = string
+  default     = ""
+}
+
+variable "s3_path_style" {
+  description = "\"1\": address the bucket as ENDPOINT/BUCKET (most self-hosted servers); empty: BUCKET.HOST."
+  type        = string
+  default     = ""
+}
+
+variable "s3_credentials_file" {
+  description = "An AWS shared-credentials file on every client ([default] aws_access_key_id, aws_secret_access_key) for an s3:// store."
+  type        = string
+  default     = ""
+}
+
 variable "namespace" {
   description = "Nomad namespace of the job (and of the variable nomad/jobs holding the key)."
   type        = string
@@ -115,6 +145,12 @@ job "agentbox-node" {
       env {
         AGENTBOX_ADVERTISE  = "http://${NOMAD_ADDR_http}"
         AGENTBOX_SHARED_DIR = var.shared_dir
+        # An s3:// store, when set, is used instead of shared_dir (empty values are ignored).
+        AGENTBOX_STORE               = var.store
+        AGENTBOX_S3_ENDPOINT         = var.s3_endpoint
+        AGENTBOX_S3_REGION           = var.s3_region
+        AGENTBOX_S3_PATH_STYLE       = var.s3_path_style
+        AGENTBOX_S3_CREDENTIALS_FILE = var.s3_credentials_file
         AGENTBOX_NOMAD_NODE = "${node.unique.id}"
       }
       # The node's id is its Nomad client's id without the dashes (32 hex digits, as node ids

@@ -25,6 +25,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
+	"github.com/agentbox-dev/agentbox/internal/s3/s3test"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -253,6 +254,49 @@ func waitDurableHead(t *testing.T, c *client.Client, id string) string {
 func TestSessionsSurviveNodeKill(t *testing.T) {
 	requireTiers(t)
 	sa, sb := clusterSpecs(t, true)
+	testSessionsSurviveNodeKill(t, sa, sb)
+}
+
+// The same over a bucket of a real S3-compatible server (SeaweedFS) instead of a directory:
+// records fenced by conditional writes, snapshots (a heavy checkpoint of tens of MB included)
+// through each node's cache.
+func TestSessionsSurviveNodeKillS3(t *testing.T) {
+	requireTiers(t)
+	sa, sb := clusterSpecs(t, true)
+	s3Specs(t, &sa, &sb)
+	testSessionsSurviveNodeKill(t, sa, sb)
+}
+
+// s3Specs moves two nodes' shared store into a fresh bucket of the test binary's S3 server.
+func s3Specs(t *testing.T, specs ...*nodeSpec) {
+	t.Helper()
+	srv := s3test.Shared(t)
+	c := srv.Bucket(t, "")
+	creds := filepath.Join(t.TempDir(), "s3-credentials")
+	if err := os.WriteFile(creds, []byte("[default]\naws_access_key_id = "+srv.AccessKey+"\naws_secret_access_key = "+srv.SecretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range specs {
+		var cfg map[string]any
+		raw, err := os.ReadFile(sp.Config)
+		if err == nil {
+			err = json.Unmarshal(raw, &cfg)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg["cluster"] = map[string]any{"store": "s3://" + c.Bucket() + "/cluster", "s3": map[string]any{
+			"endpoint": srv.Endpoint, "path_style": true, "credentials_file": creds}}
+		raw, _ = json.Marshal(cfg)
+		sp.Config = filepath.Join(t.TempDir(), "node-s3.json")
+		if err := os.WriteFile(sp.Config, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sp.Shared = ""
+	}
+}
+
+func testSessionsSurviveNodeKill(t *testing.T, sa, sb nodeSpec) {
 	a, b := startNode(t, sa), startNode(t, sb)
 	ctx := context.Background()
 

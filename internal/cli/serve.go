@@ -73,8 +73,10 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	case config.RoleGateway:
 		return serveGateway(ctx, opts, cfg, log)
 	case config.RoleNode:
-		if err := os.MkdirAll(cfg.Cluster.SharedDir, 0o700); err != nil {
-			return fmt.Errorf("shared dir: %w", err)
+		if _, _, s3, _ := cfg.Cluster.S3Bucket(); !s3 {
+			if err := os.MkdirAll(cfg.Cluster.StoreURL(), 0o700); err != nil {
+				return fmt.Errorf("shared dir: %w", err)
+			}
 		}
 	}
 	key, err := ensureAPIKey(cfg.APIKey, cfg.DataDir)
@@ -314,6 +316,7 @@ clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running req
 	fs.StringVar(&opts.Cluster.Advertise, "advertise", "", "the base `URL` a node is reached at (default http:// + the listen address, or AGENTBOX_ADVERTISE)")
 	fs.StringVar(&opts.Cluster.Discovery, "discovery", "", "how a gateway finds its nodes (`SPEC`): static:n1=URL,n2=URL | nomad:SERVICE | kube:NAMESPACE/SERVICE (or AGENTBOX_DISCOVERY)")
 	fs.StringVar(&opts.Cluster.SharedDir, "shared-dir", "", "storage every node sees (`DIR`), for sessions that move between nodes (or AGENTBOX_SHARED_DIR)")
+	fs.StringVar(&opts.Cluster.Store, "store", "", "the same storage as a `URL`: s3://BUCKET/PREFIX (with cluster.s3 in the config, or AGENTBOX_S3_ENDPOINT, AGENTBOX_S3_REGION, AGENTBOX_S3_PATH_STYLE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AGENTBOX_S3_CREDENTIALS_FILE) or a directory (or AGENTBOX_STORE)")
 	fs.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long running requests may take to finish at shutdown")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -338,7 +341,7 @@ clients of the same user find it there. Stop with Ctrl-C or SIGTERM: running req
 func clusterFlags(c config.ClusterConfig) func(*config.Config) {
 	return func(cfg *config.Config) {
 		for from, to := range map[*string]*string{&c.Role: &cfg.Cluster.Role, &c.NodeID: &cfg.Cluster.NodeID,
-			&c.Advertise: &cfg.Cluster.Advertise, &c.SharedDir: &cfg.Cluster.SharedDir, &c.Discovery: &cfg.Cluster.Discovery} {
+			&c.Advertise: &cfg.Cluster.Advertise, &c.SharedDir: &cfg.Cluster.SharedDir, &c.Store: &cfg.Cluster.Store, &c.Discovery: &cfg.Cluster.Discovery} {
 			if *from != "" {
 				*to = *from
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/jail"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/worker"
+	"github.com/agentbox-dev/agentbox/internal/s3/s3test"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -39,7 +40,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCLI) == "1" {
 		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	s3test.Stop() // the S3-compatible server of the cluster tests over S3, if one started
+	os.Exit(code)
 }
 
 const serviceGroup = "agentbox"

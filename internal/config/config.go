@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -77,8 +78,14 @@ type ClusterConfig struct {
 	// Advertise is the base URL others reach a node at. Default http:// + the listen address.
 	Advertise string `json:"advertise"`
 	// SharedDir is the storage every node sees (snapshots and session records that move between
-	// nodes). Required for a node.
+	// nodes), as a directory every node mounts. A node needs it or Store.
 	SharedDir string `json:"shared_dir"`
+	// Store is the same storage named by a URL: s3://BUCKET/PREFIX for a bucket of an
+	// S3-compatible server (configured by S3), or a directory (like SharedDir). It wins over
+	// SharedDir when both are set (AGENTBOX_STORE).
+	Store string `json:"store"`
+	// S3 says how to reach the bucket of an s3:// Store.
+	S3 S3Config `json:"s3"`
 	// Discovery finds the nodes, for a gateway: static:n1=URL,n2=URL | nomad:SERVICE |
 	// kube:NAMESPACE/SERVICE. Required for a gateway.
 	Discovery string `json:"discovery"`
@@ -291,10 +298,15 @@ func LoadWith(path string, over func(*Config)) (Config, error) {
 	c.E2B.fromEnv()
 	for env, field := range map[string]*string{"AGENTBOX_ROLE": &c.Cluster.Role, "AGENTBOX_NODE_ID": &c.Cluster.NodeID,
 		"AGENTBOX_ADVERTISE": &c.Cluster.Advertise, "AGENTBOX_SHARED_DIR": &c.Cluster.SharedDir,
+		"AGENTBOX_STORE": &c.Cluster.Store, "AGENTBOX_S3_ENDPOINT": &c.Cluster.S3.Endpoint,
+		"AGENTBOX_S3_REGION": &c.Cluster.S3.Region, "AGENTBOX_S3_CREDENTIALS_FILE": &c.Cluster.S3.CredentialsFile,
 		"AGENTBOX_DISCOVERY": &c.Cluster.Discovery, "AGENTBOX_CLUSTER_TOKEN": &c.Cluster.Token} {
 		if v := os.Getenv(env); v != "" {
 			*field = v
 		}
+	}
+	if v := os.Getenv("AGENTBOX_S3_PATH_STYLE"); v != "" {
+		c.Cluster.S3.PathStyle = v == "1" || strings.EqualFold(v, "true")
 	}
 	if over != nil {
 		over(&c)

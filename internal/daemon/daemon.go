@@ -103,9 +103,11 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 	}
 	// A cluster node keeps its sessions' records and snapshots in the shared store, where another
 	// node can adopt them (node.go).
-	var shared *sharedstore.Dir
+	var shared sharedstore.Store
 	if sessionsLock != nil && cfg.Cluster.Role == config.RoleNode {
-		if shared, err = sharedstore.OpenDir(cfg.Cluster.SharedDir); err != nil {
+		s3o := cfg.Cluster.S3
+		if shared, err = sharedstore.OpenURL(cfg.Cluster.StoreURL(), sharedstore.S3Options{Endpoint: s3o.Endpoint, Region: s3o.Region,
+			PathStyle: s3o.PathStyle, CredentialsFile: s3o.CredentialsFile}, filepath.Join(cfg.StatePath(), "snapcache")); err != nil {
 			sessionsLock.Close()
 			closeAll()
 			return nil, err

@@ -34,7 +34,7 @@ type Dir struct {
 }
 
 // Interface guards.
-var _ Records = (*Dir)(nil)
+var _ Store = (*Dir)(nil)
 
 // OpenDir opens (creating) the shared store in dir.
 func OpenDir(dir string) (*Dir, error) {
@@ -272,27 +272,10 @@ func (d *Dir) List(_ context.Context) ([]Record, error) {
 }
 
 // Roots are the snapshot references every session's record holds, on whichever node.
-func (d *Dir) Roots(ctx context.Context) ([]string, error) {
-	recs, err := d.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.Refs...)
-	}
-	return out, nil
-}
+func (d *Dir) Roots(ctx context.Context) ([]string, error) { return roots(ctx, d) }
 
 // Collect removes from the shared snapshot store every snapshot that neither roots (the calling
 // node's own) nor any session's record refers to: a node's collection never takes what another
 // node's sessions need. Snapshots written in the last minute are kept (snapstore.GC), which
 // covers one being written on another node whose record does not name it yet.
-func (d *Dir) Collect(roots []string) error {
-	all, err := d.Roots(context.Background())
-	if err != nil {
-		return err
-	}
-	_, err = d.snaps.GC(append(all, roots...))
-	return err
-}
+func (d *Dir) Collect(roots []string) error { return collect(d, d.snaps, roots) }

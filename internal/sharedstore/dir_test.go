@@ -23,8 +23,12 @@ func open(t *testing.T, dir string) *Dir {
 }
 
 func TestCreateGetPutDelete(t *testing.T) {
+	forEachStore(t, testCreateGetPutDelete)
+}
+
+func testCreateGetPutDelete(t *testing.T, newStore func() Store) {
 	ctx := context.Background()
-	d := open(t, t.TempDir())
+	d := newStore()
 	if _, err := d.Get(ctx, "sb_a-1"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get of an unknown session: %v", err)
 	}
@@ -65,9 +69,12 @@ func TestCreateGetPutDelete(t *testing.T) {
 // TestClaimOneWinner: many nodes claim the same session from the same epoch at once, through
 // stores of their own over one directory; exactly one wins, the others learn the winner.
 func TestClaimOneWinner(t *testing.T) {
+	forEachStore(t, testClaimOneWinner)
+}
+
+func testClaimOneWinner(t *testing.T, newStore func() Store) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	if _, err := open(t, dir).Create(ctx, Record{Session: "sb_a-1", Owner: "a", Data: json.RawMessage(`{"head":"st_3"}`)}); err != nil {
+	if _, err := newStore().Create(ctx, Record{Session: "sb_a-1", Owner: "a", Data: json.RawMessage(`{"head":"st_3"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	for round := range 20 {
@@ -81,7 +88,7 @@ func TestClaimOneWinner(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				node := "n" + strconv.Itoa(i)
-				r, err := open(t, dir).Claim(ctx, "sb_a-1", from, node, "http://"+node)
+				r, err := newStore().Claim(ctx, "sb_a-1", from, node, "http://"+node)
 				if err == nil {
 					if r.Owner != node || r.Epoch != from+1 || string(r.Data) != `{"head":"st_3"}` {
 						t.Errorf("the winner's record: %+v", r)
@@ -118,8 +125,12 @@ func TestClaimOneWinner(t *testing.T) {
 // TestFencing: a node that comes back after its session was claimed can neither overwrite the
 // record nor delete it, and claiming from a stale epoch fails.
 func TestFencing(t *testing.T) {
+	forEachStore(t, testFencing)
+}
+
+func testFencing(t *testing.T, newStore func() Store) {
 	ctx := context.Background()
-	d := open(t, t.TempDir())
+	d := newStore()
 	a, err := d.Create(ctx, Record{Session: "sb_a-1", Owner: "a", Data: json.RawMessage(`"a1"`)})
 	if err != nil {
 		t.Fatal(err)

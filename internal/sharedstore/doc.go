@@ -12,7 +12,9 @@
 // Dir is the implementation on a directory every node mounts (a local directory for nodes on one
 // machine, NFS or a shared volume across machines). Each epoch is a file of its own, created with
 // link(2), which fails when the name exists: of concurrent claims of the same epoch exactly one
-// creates the file. An S3-compatible implementation maps the same steps onto conditional writes
-// (PUT with If-None-Match: * per epoch object); it is not written yet: the Records interface is
-// what it has to satisfy, and the snapshot blobs would need snapstore to write through it.
+// creates the file. S3 is the implementation on a bucket of an S3-compatible server: each epoch
+// is an object created with a conditional PUT (If-None-Match: *), which exactly one of
+// concurrent writers wins, rewritten with If-Match on the ETag read; its snapshots go through a
+// node-local cache into the bucket (snapstore.OpenCache). OpenURL opens either from the
+// configuration (s3://BUCKET/PREFIX, or a directory).
 package sharedstore

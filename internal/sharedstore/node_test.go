@@ -12,8 +12,12 @@ import (
 // its writes are sandbox.ErrMoved and it no longer loads it; a released session is nobody's to
 // load until claimed.
 func TestNodeRecords(t *testing.T) {
+	forEachStore(t, testNodeRecords)
+}
+
+func testNodeRecords(t *testing.T, newStore func() Store) {
 	ctx := context.Background()
-	d := open(t, t.TempDir())
+	d := newStore()
 	a, b := NewNodeRecords(d, "a", "http://a"), NewNodeRecords(d, "b", "http://b")
 	if err := a.Save("sb_a-1", []byte(`{"v":1}`), []string{"m1"}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
 )
 
 // Record is a session's record in the shared store.
@@ -79,4 +81,42 @@ func Current(err error) (Record, bool) {
 		return f.Current, true
 	}
 	return Record{}, false
+}
+
+// Store is the storage every node of a cluster sees: the sessions' records and the snapshot
+// store their references name. Dir (a directory every node mounts) and S3 (a bucket of an
+// S3-compatible server) implement it.
+type Store interface {
+	Records
+	// Snapshots is the snapshot store every node writes its sessions' durable snapshots into
+	// and restores them from.
+	Snapshots() *snapstore.Store
+	// Collect removes every snapshot that neither roots (the calling node's own) nor any
+	// session's record refers to (sandbox.SnapshotCollector).
+	Collect(roots []string) error
+}
+
+// roots are the snapshot references every session's record holds, on whichever node.
+func roots(ctx context.Context, r Records) ([]string, error) {
+	recs, err := r.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, rec := range recs {
+		out = append(out, rec.Refs...)
+	}
+	return out, nil
+}
+
+// collect is Collect over any Records: a node's collection never takes what another node's
+// sessions need. Snapshots written lately are kept (snapstore.GC), which covers one being
+// written on another node whose record does not name it yet.
+func collect(r Records, snaps *snapstore.Store, mine []string) error {
+	all, err := roots(context.Background(), r)
+	if err != nil {
+		return err
+	}
+	_, err = snaps.GC(append(all, mine...))
+	return err
 }

@@ -19,6 +19,9 @@ import (
 // goroutines of one process; one daemon owns a data directory.
 type Store struct {
 	dir string
+	// remote, when set, is where the store's contents live (remote.go); dir is then this
+	// machine's cache of it.
+	remote *remoteState
 	// gcMu keeps GC from running while a writer has blobs whose manifest is not written yet:
 	// writers hold it shared from their first blob to their manifest (Begin).
 	gcMu sync.RWMutex
@@ -72,7 +75,7 @@ func (s *Store) write(kind, d string, data []byte) (int64, error) {
 	}
 	if _, err := os.Stat(p); err == nil {
 		touch(p)
-		return 0, nil
+		return 0, s.keep(kind, d, p)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return 0, fmt.Errorf("snapstore: %w", err)
@@ -85,6 +88,10 @@ func (s *Store) write(kind, d string, data []byte) (int64, error) {
 	cerr := f.Close()
 	if werr == nil {
 		werr = cerr
+	}
+	if werr == nil {
+		// The remote copy first: a file in the cache means the remote store has it.
+		werr = s.upload(kind, d, f.Name())
 	}
 	if werr == nil {
 		werr = os.Rename(f.Name(), p)
@@ -105,6 +112,11 @@ func (s *Store) read(kind, d string) ([]byte, error) {
 		return nil, err
 	}
 	b, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) && s.remote != nil {
+		if err = s.fetch(kind, d, p); err == nil {
+			b, err = os.ReadFile(p)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("snapstore: %s %s: %w", strings.TrimSuffix(kind, "s"), d[:12], ErrNotFound)
@@ -170,6 +182,13 @@ type Usage struct {
 // sharedstore) a writer elsewhere may have stored blobs whose manifest is not written yet, which
 // Begin cannot see; a blob a writer reuses (Put of bytes the store has) counts as written then.
 func (s *Store) GC(roots []string) (Usage, error) {
+	if s.remote != nil {
+		// Outside gcMu: the remote's grace (remote.go), not the lock, keeps what writers on
+		// this and other machines are about to name.
+		if err := s.remoteGC(roots); err != nil {
+			return Usage{}, err
+		}
+	}
 	s.gcMu.Lock()
 	defer s.gcMu.Unlock()
 	keepM := map[string]bool{}
@@ -286,10 +305,13 @@ func (s *Store) PutFile(path string) (string, int64, error) {
 	if _, err := os.Stat(p); err == nil {
 		touch(p)
 		os.Remove(path)
-		return d, 0, nil
+		return d, 0, s.keep("blobs", d, p)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return "", 0, fmt.Errorf("snapstore: %w", err)
+	}
+	if err := s.upload("blobs", d, path); err != nil {
+		return "", 0, err
 	}
 	if err := os.Rename(path, p); err != nil {
 		return "", 0, fmt.Errorf("snapstore: %w", err)
@@ -307,6 +329,11 @@ func (s *Store) LinkBlob(digest, dst string) error {
 	p, err := s.path("blobs", digest)
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) && s.remote != nil {
+		if err := s.fetch("blobs", digest, p); err != nil {
+			return err
+		}
 	}
 	if err := os.Link(p, dst); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

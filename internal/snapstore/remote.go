@@ -1,0 +1,234 @@
+package snapstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Remote is storage beyond this machine that a Store keeps its blobs and manifests in (the
+// cluster's S3-compatible store, package sharedstore): the Store's directory is then this
+// machine's cache of it. Objects are named by kind ("blobs" or "manifests") and digest and never
+// change once written (content addressing), so a cached copy is never stale.
+type Remote interface {
+	// Upload stores the file at path, whose SHA-256 is digest, as kind/digest, streamed from
+	// the file. Writing an object that exists is no error (it refreshes its age).
+	Upload(ctx context.Context, kind, digest, path string) error
+	// Fetch writes kind/digest into w. An error wrapping ErrNotFound when there is none.
+	Fetch(ctx context.Context, kind, digest string, w io.Writer) error
+	// Age says how long ago kind/digest was written, on the remote's clock. An error wrapping
+	// ErrNotFound when there is none.
+	Age(ctx context.Context, kind, digest string) (time.Duration, error)
+	// List calls fn with every object of kind and its age.
+	List(ctx context.Context, kind string, fn func(digest string, age time.Duration) error) error
+	// Delete removes kind/digest.
+	Delete(ctx context.Context, kind, digest string) error
+}
+
+// RemoteGrace: an object of the remote younger than this is never collected, whatever the
+// roots: a writer on any machine may have stored it for a manifest, or a manifest for a record,
+// not written yet. A writer that reuses an object (its cache has it) makes sure it is younger
+// than RemoteGrace/2, rewriting it if not, so the object outlives the writer's next few minutes
+// in any collection. A variable for tests only.
+var RemoteGrace = 10 * time.Minute
+
+const (
+	// remoteGCEvery spaces a store's collections of the remote (each lists it whole).
+	remoteGCEvery = time.Minute
+	// remoteTimeout bounds one call to the remote; uploads of large blobs get remoteTimeout per
+	// 64 MiB on top.
+	remoteTimeout = 2 * time.Minute
+)
+
+type remoteState struct {
+	r Remote
+	// kept remembers when this process last made sure an object was on the remote and young
+	// (uploaded, or its age checked): reuse within RemoteGrace/4 skips the check.
+	mu     sync.Mutex
+	kept   map[string]time.Time
+	lastGC time.Time
+}
+
+// OpenCache opens (creating) a store whose contents live in remote, with dir as this machine's
+// cache: writes go to the remote before they count as written; reads the cache misses come
+// from the remote; GC collects the remote (every node's collection keeps what any session's
+// record names: the caller's roots) and trims the cache.
+func OpenCache(dir string, remote Remote) (*Store, error) {
+	s, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.remote = &remoteState{r: remote, kept: map[string]time.Time{}}
+	return s, nil
+}
+
+// Remote is the store's remote, or nil.
+func (s *Store) Remote() Remote {
+	if s.remote == nil {
+		return nil
+	}
+	return s.remote.r
+}
+
+func remoteCtx(size int64) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), remoteTimeout*time.Duration(1+size/(64<<20)))
+}
+
+// upload puts the file at path on the remote as kind/d (nothing without a remote).
+func (s *Store) upload(kind, d, path string) error {
+	if s.remote == nil {
+		return nil
+	}
+	var size int64
+	if st, err := os.Stat(path); err == nil {
+		size = st.Size()
+	}
+	ctx, cancel := remoteCtx(size)
+	defer cancel()
+	if err := s.remote.r.Upload(ctx, kind, d, path); err != nil {
+		return fmt.Errorf("snapstore: upload of %s %s: %w", kind, d[:12], err)
+	}
+	s.remote.mark(kind, d)
+	return nil
+}
+
+func (r *remoteState) mark(kind, d string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.kept[kind+"/"+d] = time.Now()
+}
+
+// keep makes sure a reused object (p: its cached copy) is on the remote and young enough that
+// no collection takes it before the manifest or record naming it is written.
+func (s *Store) keep(kind, d, p string) error {
+	if s.remote == nil {
+		return nil
+	}
+	s.remote.mu.Lock()
+	at, ok := s.remote.kept[kind+"/"+d]
+	s.remote.mu.Unlock()
+	if ok && time.Since(at) < RemoteGrace/4 {
+		return nil
+	}
+	ctx, cancel := remoteCtx(0)
+	age, err := s.remote.r.Age(ctx, kind, d)
+	cancel()
+	if err == nil && age < RemoteGrace/2 {
+		s.remote.mark(kind, d)
+		return nil
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("snapstore: %s %s on the remote: %w", kind, d[:12], err)
+	}
+	return s.upload(kind, d, p) // gone, or old: written again
+}
+
+// fetch copies kind/d from the remote into the cache at p, checking its digest on the way.
+func (s *Store) fetch(kind, d, p string) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return fmt.Errorf("snapstore: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), d[:8]+"-fetch-*")
+	if err != nil {
+		return fmt.Errorf("snapstore: %w", err)
+	}
+	defer os.Remove(f.Name())
+	h := sha256.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	ferr := s.remote.r.Fetch(ctx, kind, d, io.MultiWriter(f, h))
+	if cerr := f.Close(); ferr == nil {
+		ferr = cerr
+	}
+	if ferr != nil {
+		if errors.Is(ferr, ErrNotFound) {
+			return fmt.Errorf("snapstore: %s %s: %w", kind[:len(kind)-1], d[:12], ErrNotFound)
+		}
+		return fmt.Errorf("snapstore: fetching %s %s: %w", kind[:len(kind)-1], d[:12], ferr)
+	}
+	if hex.EncodeToString(h.Sum(nil)) != d {
+		return fmt.Errorf("snapstore: %s %s from the remote is corrupt (its digest differs)", kind[:len(kind)-1], d[:12])
+	}
+	if err := os.Rename(f.Name(), p); err != nil {
+		return fmt.Errorf("snapstore: %w", err)
+	}
+	s.remote.mark(kind, d)
+	return nil
+}
+
+// remoteGC removes from the remote every manifest not in roots and every blob no kept manifest
+// names, keeping whatever is younger than RemoteGrace; at most once per remoteGCEvery.
+func (s *Store) remoteGC(roots []string) error {
+	r := s.remote
+	r.mu.Lock()
+	if time.Since(r.lastGC) < remoteGCEvery {
+		r.mu.Unlock()
+		return nil
+	}
+	r.lastGC = time.Now()
+	for k, at := range r.kept {
+		if time.Since(at) > RemoteGrace {
+			delete(r.kept, k)
+		}
+	}
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	keepM := map[string]bool{}
+	var oldM []string
+	err := r.r.List(ctx, "manifests", func(d string, age time.Duration) error {
+		if age < RemoteGrace {
+			keepM[d] = true
+		} else {
+			oldM = append(oldM, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("snapstore: listing the remote's manifests: %w", err)
+	}
+	for _, root := range roots {
+		if root != "" {
+			keepM[root] = true
+		}
+	}
+	keepB := map[string]bool{}
+	for m := range keepM {
+		refs, _, err := s.Manifest(m)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err // keep everything rather than collect a blob a manifest may name
+		}
+		for _, b := range refs {
+			keepB[b] = true
+		}
+	}
+	for _, m := range oldM {
+		if !keepM[m] {
+			_ = r.r.Delete(ctx, "manifests", m)
+		}
+	}
+	var drop []string
+	err = r.r.List(ctx, "blobs", func(d string, age time.Duration) error {
+		if !keepB[d] && age >= RemoteGrace {
+			drop = append(drop, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("snapstore: listing the remote's blobs: %w", err)
+	}
+	for _, d := range drop {
+		_ = r.r.Delete(ctx, "blobs", d)
+	}
+	return nil
+}
