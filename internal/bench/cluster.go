@@ -24,6 +24,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
+	"github.com/agentbox-dev/agentbox/internal/s3/s3local"
 )
 
 // ClusterOptions are the settings of `agentbox bench cluster`.
@@ -75,7 +76,9 @@ in the same run:
     SIGKILL; from then until each session's next run, sent to the gateway, is answered by the
     other node (the gateway finds the node gone and has the other adopt the session), beside the
     same run through the gateway on the live session before the kill; the killed node is started
-    again for the next round (not timed);
+    again for the next round (not timed); then the same rounds with the nodes sharing a bucket of
+    an S3-compatible server (SeaweedFS on loopback, when scripts/cluster/seaweedfs-build.sh has
+    built it) instead of a directory;
   - the durable heavy step: how long after its result a heavy step is durable (runsc checkpoint
     --leave-running, pandas loaded), its bytes, and what it adds to runs: back-to-back runs (no
     checkpoint between them), runs after 1.5 s of think time (the checkpoint ran in it), and runs
@@ -125,8 +128,12 @@ func mainCluster(ctx context.Context, args []string, out io.Writer) error {
 // cluster is the bench's nodes: processes of this binary, sharing dirs.
 type benchCluster struct {
 	exe, data, shared, config, key, token string
-	log                                   io.Writer
-	progress                              func(string, ...any)
+	// store, when set, replaces shared (--store s3://...); env is the nodes' extra environment
+	// (the S3 server and its credentials).
+	store    string
+	env      []string
+	log      io.Writer
+	progress func(string, ...any)
 	// ports are the nodes' fixed loopback ports: a node started again listens where the
 	// gateway's static discovery says it is.
 	ports map[string]int
@@ -226,6 +233,17 @@ func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) 
 	if res.Move, res.Failed, err = measureMoves(ctx, cl, nodes, gw, o.Rounds, withHeavy); err != nil {
 		return nil, err
 	}
+	// The same moves with the nodes sharing a bucket of an S3-compatible server (SeaweedFS, when
+	// scripts/cluster/seaweedfs-build.sh has built it): the nodes start again over it.
+	if weed, ok := s3local.Find(o.DataDir); ok && ctx.Err() == nil {
+		rows, failed, err := measureMovesS3(ctx, cl, nodes, gw, weed, o.Rounds, withHeavy)
+		if err != nil {
+			return nil, fmt.Errorf("moves over S3: %w", err)
+		}
+		res.Move, res.Failed = append(res.Move, rows...), res.Failed+failed
+	} else {
+		progress("no SeaweedFS built (scripts/cluster/seaweedfs-build.sh): the moves over S3 are left out")
+	}
 	res.Load = loadAvg()
 	return res, ctx.Err()
 }
@@ -248,14 +266,18 @@ func freePort() (int, error) {
 
 // start runs `agentbox serve --role node` for id on its port and waits until it listens.
 func (cl *benchCluster) start(ctx context.Context, id string) (*clusterNode, error) {
-	return cl.startProcess(ctx, id, "serve", "--role", "node", "--node-id", id, "--shared-dir", cl.shared,
-		"--data-dir", cl.data, "--config", cl.config, "--listen", fmt.Sprintf("127.0.0.1:%d", cl.ports[id]), "--log-level", nodeLogLevel())
+	storeArgs := []string{"--shared-dir", cl.shared}
+	if cl.store != "" {
+		storeArgs = []string{"--store", cl.store}
+	}
+	return cl.startProcess(ctx, id, append(append([]string{"serve", "--role", "node", "--node-id", id}, storeArgs...),
+		"--data-dir", cl.data, "--config", cl.config, "--listen", fmt.Sprintf("127.0.0.1:%d", cl.ports[id]), "--log-level", nodeLogLevel())...)
 }
 
 // startProcess runs this binary with args (a node or the gateway) and waits until it listens.
 func (cl *benchCluster) startProcess(ctx context.Context, id string, args ...string) (*clusterNode, error) {
 	cmd := exec.Command(cl.exe, args...)
-	cmd.Env = append(os.Environ(), "AGENTBOX_API_KEY="+cl.key, "AGENTBOX_CLUSTER_TOKEN="+cl.token)
+	cmd.Env = append(append(os.Environ(), "AGENTBOX_API_KEY="+cl.key, "AGENTBOX_CLUSTER_TOKEN="+cl.token), cl.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

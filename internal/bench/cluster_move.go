@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox-dev/agentbox/api"
 	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/cluster"
+	"github.com/agentbox-dev/agentbox/internal/s3/s3local"
 )
 
 // MoveRow is one tier's session move: from the SIGKILL of its node until its next run, sent to
@@ -30,6 +31,9 @@ type MoveRow struct {
 	// FirstTryFailed counts moves whose first run after the kill the gateway answered with
 	// runtime_unavailable (the move time then includes the client's retries, 50 ms apart).
 	FirstTryFailed int `json:"first_try_failed"`
+	// Store is what the nodes share: "dir" (a directory) or "s3" (a bucket of SeaweedFS on
+	// loopback).
+	Store string `json:"store"`
 }
 
 // sandboxUnavailable says the gateway answered runtime_unavailable.
@@ -259,7 +263,11 @@ func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, g
 			for _, s := range samples[k] {
 				mv, bs = append(mv, s.move), append(bs, s.base)
 			}
-			row := MoveRow{Tier: tier, Path: path, Moved: len(mv), Failed: failedBy[k], FirstTryFailed: firstFailed[k]}
+			store := "dir"
+			if cl.store != "" {
+				store = "s3"
+			}
+			row := MoveRow{Tier: tier, Path: path, Moved: len(mv), Failed: failedBy[k], FirstTryFailed: firstFailed[k], Store: store}
 			if len(mv) > 0 {
 				row.MoveP50MS, row.MoveMaxMS = Median(msOf(mv)), Percentile(msOf(mv), 100)
 				row.BaselineP50MS = Median(msOf(bs))
@@ -275,10 +283,11 @@ func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, g
 func writeMoveReport(w io.Writer, r *ClusterResults) {
 	fmt.Fprintf(w, "## Session move (node killed with SIGKILL → the session's next run answered by the other node)\n\n")
 	fmt.Fprintf(w, "Via gateway: the run is sent to the gateway, which finds the node gone and has the other adopt the session. Via node: the adopt call and the run sent to the other node directly (the node's part alone). Rounds alternate.\n\n")
-	fmt.Fprintf(w, "| tier | via | moved | move p50 | move max | same run on the live session p50 | target | first try refused | failed |\n")
-	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(w, "Store: dir = the nodes share a directory; s3 = a bucket of SeaweedFS on loopback (records by conditional writes, snapshots through each node's cache).\n\n")
+	fmt.Fprintf(w, "| store | tier | via | moved | move p50 | move max | same run on the live session p50 | target | first try refused | failed |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, m := range r.Move {
-		fmt.Fprintf(w, "| %s | %s | %d | %s ms | %s ms | %s ms | ≤ 2000 ms | %d | %d |\n", m.Tier, m.Path, m.Moved,
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %s ms | %s ms | %s ms | ≤ 2000 ms | %d | %d |\n", m.Store, m.Tier, m.Path, m.Moved,
 			fmtMS(m.MoveP50MS), fmtMS(m.MoveMaxMS), fmtMS(m.BaselineP50MS), m.FirstTryFailed, m.Failed)
 	}
 	fmt.Fprintf(w, "\nE2B resumes a paused sandbox in ~1 s; agent-sandbox has no move. The heavy session holds pandas and a 100,000 × 6 DataFrame.\n")
@@ -292,4 +301,32 @@ func writeMoveReport(w io.Writer, r *ClusterResults) {
 		fmt.Fprintf(w, "\nBytes per durable checkpoint (p50): %.1f MB; each replaces the session's previous one. %d steps per pattern.\n",
 			d.BytesP50/(1<<20), d.Steps)
 	}
+}
+
+// measureMovesS3 runs the move rounds again with the nodes over a bucket of a SeaweedFS server
+// (weed) started for them: the nodes are stopped and started again (same ids and ports, so the
+// gateway's static discovery still finds them) with --store s3://BUCKET/cluster.
+func measureMovesS3(ctx context.Context, cl *benchCluster, nodes []*clusterNode, gw *clusterNode, weed string, rounds int, withHeavy bool) ([]MoveRow, int, error) {
+	srv, err := s3local.Start(weed)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer srv.Stop()
+	c, err := srv.NewBucket(ctx, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	cl.progress("S3-compatible store: SeaweedFS at %s, bucket %s", srv.Endpoint, c.Bucket())
+	saved := *cl
+	defer func() { cl.store, cl.env = saved.store, saved.env }()
+	cl.store = "s3://" + c.Bucket() + "/cluster"
+	cl.env = []string{"AGENTBOX_S3_ENDPOINT=" + srv.Endpoint, "AGENTBOX_S3_PATH_STYLE=1", "AGENTBOX_S3_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=" + srv.SecretKey, "AGENTBOX_S3_CREDENTIALS_FILE="}
+	for i, n := range nodes {
+		n.stop()
+		if nodes[i], err = cl.start(ctx, n.id); err != nil {
+			return nil, 0, err
+		}
+	}
+	return measureMoves(ctx, cl, nodes, gw, rounds, withHeavy)
 }
