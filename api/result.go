@@ -46,6 +46,11 @@ const (
 	// NoticeSessionMoved: the session's node was gone or drained; another node resumed it from
 	// its latest durable step (Step). Runs after that step, if any, were lost.
 	NoticeSessionMoved = "session_moved"
+	// NoticeNotDurable: the session's steps are kept in memory only for a reason that lasts
+	// (Reason: e.g. a heavy session with a command running); if its node is lost or its daemon
+	// killed, it resumes from Step, its latest durable step ("" when none: it would be lost).
+	// Given once, until a step is durable again.
+	NoticeNotDurable = "not_durable"
 )
 
 // Notice tells a client what happened to its session between two of its requests.

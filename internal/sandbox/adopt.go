@@ -28,8 +28,15 @@ type Notice struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// NoticeSessionMoved: the session now runs on another node.
-const NoticeSessionMoved = "session_moved"
+// Notice kinds.
+const (
+	// NoticeSessionMoved: the session now runs on another node.
+	NoticeSessionMoved = "session_moved"
+	// NoticeNotDurable: the session's steps stay in memory only, for a reason that lasts (Reason
+	// says it); if its node is lost, or its daemon killed, it resumes from Step, its latest
+	// durable step ("" when none: it would be lost). Given once, until a step is durable again.
+	NoticeNotDurable = "not_durable"
+)
 
 // NoticeSink is an optional ability of an OutputSink: it takes a notice before the run's output
 // (a streamed run's first event).

@@ -40,6 +40,8 @@ type timeline struct {
 	// persistCtx is what Persist runs under (adopt.go, persistContext).
 	persistCtx    context.Context
 	persistCancel context.CancelFunc
+	// notDurableTold: the client was given a NoticeNotDurable since the last durable step.
+	notDurableTold bool
 }
 
 func (tl *timeline) step(id string) *Step {
@@ -207,8 +209,12 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 					}
 				case err != nil:
 					st.Snapshot.Reason = "kept in memory only: " + err.Error()
+					if errors.Is(err, ErrNotDurableNow) && !s.tl.notDurableTold && s.notice == nil {
+						s.notice, s.tl.notDurableTold = notDurable(s.tl.steps, st.ID, err), true
+					}
 				case ref.Ref != "" && st.Snapshot.State == SnapshotKept:
 					superseded = markDurable(s.tl.steps, st.ID, ref, durable)
+					s.tl.notDurableTold = false
 				}
 				m.mu.Unlock()
 			}
@@ -233,6 +239,24 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 		}
 		s.tl.persisting.Done()
 	}
+}
+
+// notDurable is the notice that step id stays in memory only for err, naming the step the session
+// would resume from (its latest durable one).
+func notDurable(steps []*Step, id string, err error) *Notice {
+	from := ""
+	for _, o := range steps {
+		if o.Snapshot.State == SnapshotDurable {
+			from = o.ID
+		}
+	}
+	why := fmt.Sprintf("step %s is kept in memory only (%v); ", id, err)
+	if from != "" {
+		why += "if this session's node is lost or its daemon killed, the session resumes from step " + from
+	} else {
+		why += "no step of this session is durable yet: if its node is lost or its daemon killed, the session is lost"
+	}
+	return &Notice{Kind: NoticeNotDurable, Step: from, Reason: why}
 }
 
 // markDurable makes step id of steps durable at ref; with ref.Latest, the steps durable before

@@ -26,6 +26,9 @@ type counterTier struct {
 	// Persist reports.
 	notTaken bool
 	took     time.Duration
+	// notDurable makes Persist refuse for a reason that lasts (sandbox.NotDurableNow), as the
+	// heavy tier does while a command runs.
+	notDurable bool
 }
 
 type counterSession struct {
@@ -90,6 +93,10 @@ func (s *counterSession) Persist(_ context.Context, step string) (sandbox.Snapsh
 	if s.t.memoryOnly {
 		s.t.mu.Unlock()
 		return sandbox.SnapshotRef{}, nil
+	}
+	if s.t.notDurable {
+		s.t.mu.Unlock()
+		return sandbox.SnapshotRef{}, sandbox.NotDurableNow("1 command(s) running in the sandbox")
 	}
 	s.t.durable[ref] = n
 	s.t.mu.Unlock()
@@ -537,5 +544,78 @@ func TestCloseSessionKeep(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("a kept session outlived its retention age")
 		}
+	}
+}
+
+// A session whose tier keeps its steps in memory for a reason that lasts (a heavy session with a
+// command running) tells its client once, on the next run's result: a not_durable notice naming
+// the step it would resume from; again only after a step was durable in between.
+func TestNotDurableNotice(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}}
+	m := counterManager(t, tier, t.TempDir(), sandbox.Retention{})
+	v := m.As(sandbox.Caller{Tenant: "acme"})
+	info, err := v.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := addRun(t, v, info.ID, 1)
+	waitDurable(t, v, info.ID)
+	if first.Notice != nil {
+		t.Fatalf("a notice before anything happened: %+v", first.Notice)
+	}
+	// reasoned waits until step's snapshot has a reason (Persist refused it).
+	reasoned := func(step string) sandbox.Step {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			st, err := v.Step(info.ID, step)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Snapshot.Reason != "" {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("step %s: no reason after 10s: %+v", step, st.Snapshot)
+			}
+		}
+	}
+	tier.mu.Lock()
+	tier.notDurable = true
+	tier.mu.Unlock()
+	second := addRun(t, v, info.ID, 2)
+	if st := reasoned(second.Step); st.Snapshot.State != sandbox.SnapshotKept || !strings.Contains(st.Snapshot.Reason, "command(s) running") {
+		t.Fatalf("the refused step's snapshot: %+v", st.Snapshot)
+	}
+	third := addRun(t, v, info.ID, 3)
+	n := third.Notice
+	if n == nil || n.Kind != sandbox.NoticeNotDurable || n.Step != first.Step ||
+		!strings.Contains(n.Reason, second.Step) || !strings.Contains(n.Reason, "command(s) running") || !strings.Contains(n.Reason, "resumes from step "+first.Step) {
+		t.Fatalf("the run after a step was refused: notice %+v, want not_durable naming %s and %s", n, second.Step, first.Step)
+	}
+	reasoned(third.Step)
+	fourth := addRun(t, v, info.ID, 4)
+	if fourth.Notice != nil {
+		t.Fatalf("the notice came again: %+v", fourth.Notice)
+	}
+	reasoned(fourth.Step)
+	// Durable again, then refused again: told again.
+	tier.mu.Lock()
+	tier.notDurable = false
+	tier.mu.Unlock()
+	fifth := addRun(t, v, info.ID, 5)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if st, _ := v.Step(info.ID, fifth.Step); st.Snapshot.State == sandbox.SnapshotDurable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("step %s not durable after 10s", fifth.Step)
+		}
+	}
+	tier.mu.Lock()
+	tier.notDurable = true
+	tier.mu.Unlock()
+	reasoned(addRun(t, v, info.ID, 6).Step)
+	if n := addRun(t, v, info.ID, 7).Notice; n == nil || n.Kind != sandbox.NoticeNotDurable || n.Step != fifth.Step {
+		t.Fatalf("refused again after a durable step: notice %+v, want one naming %s", n, fifth.Step)
 	}
 }

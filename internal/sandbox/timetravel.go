@@ -118,6 +118,20 @@ type SnapshotRef struct {
 // (a tier whose Snapshot returned before it was): the step's snapshot is dropped.
 var ErrSnapshotNotTaken = errors.New("the snapshot was not taken")
 
+// ErrNotDurableNow, wrapped in an error of Persist, says the tier keeps the step in memory only
+// for a reason that lasts beyond this step (the heavy tier while a command runs in the
+// sandbox): the Manager tells the client once, with a NoticeNotDurable on the next run's result,
+// until a step is durable again.
+var ErrNotDurableNow = errors.New("not made durable")
+
+// NotDurableNow is an error of Persist that says why, and is ErrNotDurableNow.
+func NotDurableNow(why string) error { return notDurableNow(why) }
+
+type notDurableNow string
+
+func (e notDurableNow) Error() string        { return string(e) }
+func (e notDurableNow) Is(target error) bool { return target == ErrNotDurableNow }
+
 // SnapshotState says what is kept of a step's state.
 type SnapshotState string
 

@@ -81,6 +81,8 @@ type call struct {
 	output func(stream string, data []byte)
 	// artifact, when set, takes a run's OpArtifact frames.
 	artifact func(proto.Artifact)
+	// command marks a command's request (OpSpawn): in flight for as long as the command runs.
+	command bool
 }
 
 // runscCmd builds runsc command lines.
@@ -426,6 +428,20 @@ func (b *box) quiesce() bool {
 	}
 	b.gate = make(chan struct{})
 	return true
+}
+
+// commandsRunning counts the commands in flight in the sandbox (each an OpSpawn request that
+// stays pending until the command ends).
+func (b *box) commandsRunning() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.pending {
+		if c.command {
+			n++
+		}
+	}
+	return n
 }
 
 func (b *box) reopen() {

@@ -30,13 +30,13 @@ func (s *session) StartCommand(ctx context.Context, spec sandbox.CommandSpec, ou
 	argv := append([]string{"/bin/sh", "-c", cdAndExec, "sh", spec.Dir}, spec.Argv...)
 	f := &proto.Frame{Op: proto.OpSpawn, Spawn: &proto.SpawnRequest{Argv: argv, Env: b.envFor(spec.Env), StderrBytes: spec.StderrBytes}}
 	p := &process{b: b, done: make(chan struct{})}
-	c, err := b.send(f, func(stream string, data []byte) {
+	c, err := b.sendCall(f, &call{command: true, output: func(stream string, data []byte) {
 		if stream == proto.Stderr {
 			out.Write(sandbox.StreamStderr, data)
 		} else {
 			out.Write(sandbox.StreamStdout, data)
 		}
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package heavy
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -31,6 +32,20 @@ import (
 //   - scrubbed of the session's secrets, as a pause's checkpoint is.
 //
 // A session with volumes, with a command running, or paused is not checkpointed this way.
+//
+// Why not while a command runs, however long: a command is a request in flight to the guest
+// (OpSpawn) until it ends, its output and its exit frames sent as it goes. `runsc checkpoint`
+// would hold the guest mid-request, and a sandbox restored from it (on another node, or after a
+// kill -9) would go on running the command and sending those frames to a daemon that never asked
+// for them, which ends the sandbox as a broken protocol (box.go's reader); a frame cut by the
+// checkpoint would make the stream unreadable too. Waiting longer does not help a command that
+// never ends, so a step whose checkpoint is refused this way says why (whyNotWithCommands), and
+// the Manager tells the client once, on the next run's result (a not_durable notice naming the
+// step the session would resume from). Making it safe needs the guest to drop its in-flight
+// requests and children when restored, a change of the image's guest protocol.
+
+// whyNotWithCommands says why a step is not made durable while a command runs.
+const whyNotWithCommands = "a checkpoint would hold each command mid-request, and a sandbox restored from it would send the command's output to a daemon that never asked for it (which ends that sandbox), so steps stay in memory while a command runs"
 
 // durableStats are what the latest-step checkpoints cost on this node (for the bench).
 type durableStats struct {
@@ -135,7 +150,11 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	}
 	if !b.quiesce() {
 		s.mu.Unlock()
-		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict, "a command or request was in progress in the sandbox; the next step will be checkpointed")
+		if n := b.commandsRunning(); n > 0 {
+			return sandbox.SnapshotRef{}, sandbox.NotDurableNow(fmt.Sprintf("%d command(s) running in the sandbox: %s; "+
+				"the first step after the commands end is made durable (keep long-running commands, such as servers, in a session of their own)", n, whyNotWithCommands))
+		}
+		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict, "a request was in progress in the sandbox; the next step will be checkpointed")
 	}
 	end := store.Begin()
 	defer end()

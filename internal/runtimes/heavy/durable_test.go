@@ -3,8 +3,10 @@ package heavy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,52 @@ func TestDurableLatestStep(t *testing.T) {
 	}
 	if res.Stdout != "2 24 two\n" {
 		t.Fatalf("restored at st_2: %q, want \"2 24 two\"", res.Stdout)
+	}
+}
+
+// discard is an OutputSink that keeps nothing.
+type discard struct{}
+
+func (discard) Write(sandbox.Stream, []byte) {}
+
+// While a command runs in the sandbox (a server that never ends), a step is not checkpointed,
+// however long the session waits: Persist refuses with sandbox.ErrNotDurableNow and says why
+// (the Manager turns it into a not_durable notice). Once the command ends, the step is made
+// durable.
+func TestDurableRefusedWhileACommandRuns(t *testing.T) {
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store, DurableQuiet: 50 * time.Millisecond, DurableMaxDefer: 200 * time.Millisecond})
+	ctx := context.Background()
+	s := ttSession(t, rt)
+	p, err := s.StartCommand(ctx, sandbox.CommandSpec{Argv: []string{"sleep", "600"}, Dir: "/home/user"}, discard{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(ctx, &sandbox.RunRequest{Code: "x = 7", Limits: limits(t, 120*time.Second)})
+	if err != nil || res.Error != nil {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	if err := s.Snapshot(ctx, "st_1"); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.Persist(ctx, "st_1")
+	if !errors.Is(err, sandbox.ErrNotDurableNow) || ref.Ref != "" || !strings.Contains(err.Error(), "1 command(s) running") {
+		t.Fatalf("Persist with a command running: %+v %v, want ErrNotDurableNow naming the command", ref, err)
+	}
+	t.Logf("refused: %v", err)
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not end within 30s of its kill")
+	}
+	ref, err = s.Persist(ctx, "st_1")
+	if err != nil || ref.Ref == "" {
+		t.Fatalf("Persist once the command ended: %+v %v", ref, err)
 	}
 }
