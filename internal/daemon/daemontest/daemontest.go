@@ -34,7 +34,7 @@ func Main(m *testing.M) {
 // setup` filled, the heavy tier required (one warm sandbox), and every directory of its own state
 // in the test's temporary directories. It skips (a failure in CI) when root or an artifact is
 // missing.
-func HeavyConfig(t *testing.T) config.Config {
+func HeavyConfig(t testing.TB) config.Config {
 	t.Helper()
 	testenv.RequireRoot(t)
 	cfg := config.Default()
@@ -57,7 +57,7 @@ func HeavyConfig(t *testing.T) config.Config {
 }
 
 // HeavyManager builds the daemon's engine (both tiers, the audit decorator) on HeavyConfig.
-func HeavyManager(t *testing.T) *sandbox.Audited {
+func HeavyManager(t testing.TB) *sandbox.Audited {
 	t.Helper()
 	m, err := daemon.NewManager(context.Background(), HeavyConfig(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -9,4 +9,4 @@ import (
 
 func TestMain(m *testing.M) { daemontest.Main(m) }
 
-func heavyManager(t *testing.T) *sandbox.Audited { return daemontest.HeavyManager(t) }
+func heavyManager(t testing.TB) *sandbox.Audited { return daemontest.HeavyManager(t) }
