@@ -36,13 +36,15 @@ test('list finds it by metadata, page by page', async () => {
   assert.equal(none.length, 0)
 })
 
-test('run code: a pandas DataFrame and a matplotlib chart (PNG as a result)', async () => {
+test('run code: a pandas DataFrame and a matplotlib chart (PNG and chart data as a result)', async () => {
   const ex = await sbx.runCode(`
 import pandas as pd
 import matplotlib.pyplot as plt
 df = pd.DataFrame({"x": [1, 2, 3], "y": [2, 4, 9]})
 print(df["y"].sum())
-plt.plot(df["x"], df["y"])
+plt.plot(df["x"], df["y"], label="y")
+plt.title("y by x")
+plt.xlabel("x (m)")
 plt.show()
 df
 `)
@@ -51,9 +53,37 @@ df
   const png = ex.results.find((r) => r.png)
   assert.ok(png, `no PNG among the results: ${JSON.stringify(ex.results.map((r) => r.formats()))}`)
   assert.equal(Buffer.from(png.png, 'base64').subarray(1, 4).toString(), 'PNG')
+  // What the figure shows, as the SDK types it (LineChart).
+  assert.ok(png.chart, `no chart: ${JSON.stringify(png.formats())}`)
+  assert.equal(png.chart.type, 'line')
+  assert.equal(png.chart.title, 'y by x')
+  assert.equal(png.chart.x_label, 'x (m)')
+  assert.equal(png.chart.x_unit, 'm')
+  assert.equal(png.chart.x_scale, 'linear')
+  assert.ok(png.chart.x_ticks.length > 0 && png.chart.x_ticks.length === png.chart.x_tick_labels.length)
+  assert.deepEqual(png.chart.elements, [{ label: 'y', points: [[1, 2], [2, 4], [3, 9]] }])
   const table = ex.results.find((r) => r.isMainResult)
   assert.ok(table && (table.html || table.text), 'the DataFrame is the main result')
   assert.match(table.html || table.text, /9/)
+})
+
+test('bash cells keep their state; a non-zero exit is the error; a timeout stops the cell, not the shell', async () => {
+  const first = await sbx.runCode('cd /tmp; X=1; greet() { echo "hi $1"; }', { language: 'bash' })
+  assert.equal(first.error, undefined)
+  const next = await sbx.runCode('pwd; echo $X; greet there', { language: 'bash' })
+  assert.equal(next.error, undefined)
+  assert.equal(next.logs.stdout.join(''), '/tmp\n1\nhi there\n')
+  const failed = await sbx.runCode('echo before; false', { language: 'bash' })
+  assert.equal(failed.logs.stdout.join(''), 'before\n')
+  assert.ok(failed.error, 'a non-zero exit is the cell\'s error')
+  assert.equal(failed.error.value, '1')
+  await assert.rejects(sbx.runCode('sleep 60', { language: 'bash', timeoutMs: 1500 }))
+  const after = await sbx.runCode('echo $X; pwd', { language: 'bash' })
+  assert.equal(after.logs.stdout.join(''), '1\n/tmp\n')
+  const ctx = await sbx.createCodeContext({ language: 'bash', cwd: '/home/user' })
+  await sbx.runCode('Y=2; cd /var', { context: ctx })
+  const inCtx = await sbx.runCode('echo ${X:-unset} $Y; pwd', { context: ctx })
+  assert.equal(inCtx.logs.stdout.join(''), 'unset 2\n/var\n')
 })
 
 test('an exception comes back with name, value and traceback', async () => {
