@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/config"
 )
@@ -197,6 +199,42 @@ func TestE2BThroughGateway(t *testing.T) {
 	st, hdr, b = e2bCall(t, c.gw, "49999-"+fresh.SandboxID, "POST", "/execute", `{"code":"after the move"}`, map[string]string{"X-Access-Token": fresh.EnvdAccessToken})
 	if st != 200 || !strings.Contains(b, "after the move") || hdr.Get("Agentbox-Node") != "eb" {
 		t.Fatalf("the owner's execute after its node died: %d on %q %s", st, hdr.Get("Agentbox-Node"), b)
+	}
+}
+
+// Through the gateway, a revoked key's sandbox access tokens stop working at once: the gateway
+// checks them as the nodes do (401 in E2B's format), whichever node the sandbox is on.
+func TestE2BRevokedKeyThroughGateway(t *testing.T) {
+	t.Parallel()
+	c := e2bCluster(t)
+	key, rec := c.tenantKeyRecord(t, "acme")
+	api := map[string]string{"X-API-Key": key, "Content-Type": "application/json"}
+	var boxes []e2bSandbox
+	for range 2 {
+		st, _, b := e2bCall(t, c.gw, "api", "POST", "/v2/sandboxes", `{"templateID":"toy","allow_internet_access":false}`, api)
+		var sb e2bSandbox
+		if st != 201 || json.Unmarshal([]byte(b), &sb) != nil {
+			t.Fatalf("create: %d %s", st, b)
+		}
+		boxes = append(boxes, sb)
+	}
+	exec := func(sb e2bSandbox) (int, string) {
+		st, _, b := e2bCall(t, c.gw, "49999-"+sb.SandboxID, "POST", "/execute", `{"code":"x"}`,
+			map[string]string{"X-Access-Token": sb.EnvdAccessToken, "Content-Type": "application/json"})
+		return st, b
+	}
+	for _, sb := range boxes {
+		if st, b := exec(sb); st != 200 {
+			t.Fatalf("execute before the revocation: %d %s", st, b)
+		}
+	}
+	if _, err := auth.RevokeKey(c.keysFile, rec.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range boxes {
+		if st, b := exec(sb); st != 401 || !strings.Contains(b, `"code":401`) || !strings.Contains(b, "revoked") {
+			t.Errorf("execute in %s with a revoked key's token: %d %s, want 401 saying it was revoked", sb.SandboxID, st, b)
+		}
 	}
 }
 

@@ -147,11 +147,18 @@ func startTestCluster(t *testing.T, co clusterOpts, ids ...string) *testCluster 
 // tenantKey makes a key of tenant in the cluster's keys file (every node and the gateway read it).
 func (c *testCluster) tenantKey(t *testing.T, tenant string) string {
 	t.Helper()
-	key, _, err := auth.CreateKey(c.keysFile, tenant, "bot", []auth.Scope{auth.ScopeRun, auth.ScopeSessions, auth.ScopeFiles, auth.ScopeAuditRead}, 0, time.Now())
+	key, _ := c.tenantKeyRecord(t, tenant)
+	return key
+}
+
+// tenantKeyRecord is tenantKey with the key's record.
+func (c *testCluster) tenantKeyRecord(t *testing.T, tenant string) (string, auth.KeyRecord) {
+	t.Helper()
+	key, rec, err := auth.CreateKey(c.keysFile, tenant, "bot", []auth.Scope{auth.ScopeRun, auth.ScopeSessions, auth.ScopeFiles, auth.ScopeAuditRead}, 0, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return key
+	return key, rec
 }
 
 // call sends a request to base with key (as a Bearer) and decodes a JSON answer into out.

@@ -32,6 +32,8 @@ type fixture struct {
 	h      *e2b.Handler
 	keyA   string
 	keyB   string
+	// keysFile holds keyA's and keyB's records.
+	keysFile string
 	recA   auth.KeyRecord
 	target atomic.Pointer[e2bwire.Target]
 	now    atomic.Pointer[time.Time]
@@ -47,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { m.Close() })
 	keysFile := filepath.Join(t.TempDir(), auth.KeysFile)
-	f := &fixture{t: t}
+	f := &fixture{t: t, keysFile: keysFile}
 	var recB auth.KeyRecord
 	f.keyA, f.recA = newKey(t, keysFile, "acme")
 	f.keyB, recB = newKey(t, keysFile, "globex")
@@ -373,4 +375,35 @@ func TestRecordsSurviveRestart(t *testing.T) {
 	// The access token issued before the restart still opens the sandbox.
 	resp, b = f.do("GET", "49983-"+sb.SandboxID+".e2b.test", "/health", map[string]string{"X-Access-Token": sb.EnvdAccessToken}, nil)
 	wantStatus(t, "the old token after a restart", resp, b, 200)
+}
+
+// A sandbox's access tokens are only as good as the key they were issued to: once that key is
+// revoked, its envd and traffic tokens are refused (401) at the next request, as the key is on
+// the control plane, while another key's tokens keep working.
+func TestRevokedKeysTokensStopWorking(t *testing.T) {
+	f := newFixture(t)
+	mine := f.create(f.keyA, map[string]any{"templateID": "base", "allow_internet_access": false})
+	theirs := f.create(f.keyB, map[string]any{"templateID": "base", "allow_internet_access": false})
+	envdHost := func(c created) string { return "49983-" + c.SandboxID + ".e2b.test" }
+	use := func(c created, header, tok string) (*http.Response, []byte) {
+		return f.do("GET", envdHost(c), "/files?path=x", map[string]string{header: tok}, nil)
+	}
+	for _, h := range []struct{ header, tok string }{{"X-Access-Token", mine.EnvdAccessToken}, {"E2B-Traffic-Access-Token", mine.TrafficAccessToken}} {
+		resp, b := use(mine, h.header, h.tok)
+		wantStatus(t, h.header+" before the revocation", resp, b, 200)
+	}
+	if _, err := auth.RevokeKey(f.keysFile, f.recA.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []struct{ header, tok string }{{"X-Access-Token", mine.EnvdAccessToken}, {"E2B-Traffic-Access-Token", mine.TrafficAccessToken}} {
+		resp, b := use(mine, h.header, h.tok)
+		wantStatus(t, h.header+" of a revoked key", resp, b, 401)
+		if !strings.Contains(string(b), "revoked") {
+			t.Errorf("%s of a revoked key: %s, want it to say the key was revoked", h.header, b)
+		}
+	}
+	resp, b := f.api("GET", "/sandboxes/"+mine.SandboxID, f.keyA, nil)
+	wantStatus(t, "the control plane with a revoked key", resp, b, 401)
+	resp, b = use(theirs, "X-Access-Token", theirs.EnvdAccessToken)
+	wantStatus(t, "another key's token", resp, b, 200)
 }

@@ -43,6 +43,9 @@ type fakeNode struct {
 	release chan struct{}
 	// infoDelay slows GET /v1/node (a loaded node), nanoseconds.
 	infoDelay atomic.Int64
+	// uploads counts the file uploads (PUT .../files/content) that reached the node; uploaded is
+	// how many bytes of the one under way it has read so far.
+	uploads, uploaded atomic.Int64
 }
 
 func newFakeNode(t *testing.T, id string) *fakeNode {
@@ -147,6 +150,18 @@ func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, 200, map[string]any{"node": f.id, "stdout": string(body)})
+	case strings.HasPrefix(p, "/v1/sessions/") && strings.HasSuffix(p, "/files/content") && r.Method == "PUT":
+		f.uploads.Add(1)
+		f.uploaded.Store(0)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := r.Body.Read(buf)
+			f.uploaded.Add(int64(n))
+			if err != nil {
+				break
+			}
+		}
+		writeJSON(w, 200, map[string]any{"node": f.id, "bytes": f.uploaded.Load()})
 	case p == "/v1/sessions" && r.Method == "POST":
 		id := cluster.SessionPrefix(f.id) + fmt.Sprintf("%04x", len(f.sessions))
 		f.sessions[id] = true

@@ -30,6 +30,13 @@ type testCluster struct {
 
 func newCluster(t *testing.T, ids ...string) *testCluster {
 	t.Helper()
+	return newClusterWith(t, 50*time.Millisecond, nil, ids...)
+}
+
+// newClusterWith is newCluster polling every poll, with setup run on the fake nodes before the
+// gateway's first poll (a long poll keeps what that poll saw for the whole test).
+func newClusterWith(t *testing.T, poll time.Duration, setup func([]*fakeNode), ids ...string) *testCluster {
+	t.Helper()
 	c := &testCluster{}
 	var static cluster.Static
 	for _, id := range ids {
@@ -47,7 +54,10 @@ func newCluster(t *testing.T, ids ...string) *testCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.gw, err = gateway.New(gateway.Options{Discovery: static, Keys: keys, Token: token, PollInterval: 50 * time.Millisecond,
+	if setup != nil {
+		setup(c.nodes)
+	}
+	c.gw, err = gateway.New(gateway.Options{Discovery: static, Keys: keys, Token: token, PollInterval: poll,
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

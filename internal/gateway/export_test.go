@@ -1,0 +1,4 @@
+package gateway
+
+// ReplayLimit is replayLimit, for the tests of what is sent twice.
+const ReplayLimit = replayLimit
