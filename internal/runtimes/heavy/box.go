@@ -65,6 +65,9 @@ type box struct {
 	// after a claim waits for it).
 	answered     chan struct{}
 	answeredOnce sync.Once
+	// claimedAt is when the sandbox was handed out (guarded by Runtime.mu; zero for one resumed
+	// from a session's checkpoint).
+	claimedAt time.Time
 
 	tail logtail.Tail // runsc's and the guest's last log lines
 }

@@ -3,6 +3,7 @@ package heavy
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -43,5 +44,32 @@ func (c *cgroups) setBackground(bg bool) {
 			}
 		}
 		_ = os.WriteFile(file, []byte(v), 0)
+	}
+}
+
+// The runtime's sandboxes share one parent cgroup (Runtime.cgroupParent), which the kernel weighs
+// against every other process of the host as if it were one process: with the default weight,
+// ten sandboxes answering their first cells at once shared the CPU of one process with the rest of
+// a busy machine. The parent's weight is the normal weight times the sandboxes in use (at least
+// one), so each counts as one process, as a nano worker or a native python does; the pool's own
+// work (restores, teardowns) stays inside that share at the least weight.
+
+// setParentWeight sets the parent cgroup's CPU weight for the sandboxes in use now. Best effort;
+// concurrent callers leave the weight of the latest count.
+func (rt *Runtime) setParentWeight() {
+	rt.weightMu.Lock()
+	defer rt.weightMu.Unlock()
+	rt.mu.Lock()
+	n := max(len(rt.active), 1)
+	rt.mu.Unlock()
+	if n == rt.parentWeight {
+		return
+	}
+	file, v := filepath.Join(cgroupRoot, "cpu", rt.cgroupParent, "cpu.shares"), strconv.Itoa(n*1024)
+	if isCgroupV2() {
+		file, v = filepath.Join(cgroupRoot, rt.cgroupParent, "cpu.weight"), strconv.Itoa(min(n*100, 10000))
+	}
+	if os.WriteFile(file, []byte(v), 0) == nil {
+		rt.parentWeight = n
 	}
 }

@@ -55,3 +55,37 @@ func TestPoolSandboxesRunInTheBackground(t *testing.T) {
 		t.Error("the sandbox's first answer was not recorded")
 	}
 }
+
+// The runtime's parent cgroup weighs as many processes as it has sandboxes in use (at least one),
+// so sandboxes answering at once are not one process's share of a busy host together.
+func TestParentCgroupWeighsSandboxesInUse(t *testing.T) {
+	rt := newTestRuntime(t, Options{Warm: 2, PoolMemoryBytes: -1})
+	l := limits(t, 30*time.Second)
+	waitWarm(t, rt, 2)
+	parent := func() string {
+		t.Helper()
+		file := filepath.Join(cgroupRoot, "cpu", rt.cgroupParent, "cpu.shares")
+		if isCgroupV2() {
+			file = filepath.Join(cgroupRoot, rt.cgroupParent, "cpu.weight")
+		}
+		v, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(v))
+	}
+	one, two := "1024", "2048"
+	if isCgroupV2() {
+		one, two = "100", "200"
+	}
+	a := newSession(t, rt, l)
+	b := newSession(t, rt, l)
+	if got := parent(); got != two {
+		t.Errorf("two sandboxes in use: the parent's weight is %s, want %s", got, two)
+	}
+	a.Close()
+	b.Close()
+	if got := parent(); got != one {
+		t.Errorf("none in use: the parent's weight is %s, want %s", got, one)
+	}
+}

@@ -143,8 +143,10 @@ func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limi
 				continue
 			}
 			rt.active[b] = true
+			b.claimedAt = time.Now()
 			rt.mu.Unlock()
 			b.cg.setBackground(false)
+			rt.setParentWeight()
 			rt.pc.hits.Add(1)
 			rt.refillAfter()
 			return b, true, nil
@@ -181,7 +183,9 @@ func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limi
 		return nil, false, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the heavy runtime is shut down")
 	}
 	rt.active[b] = true
+	b.claimedAt = time.Now()
 	rt.mu.Unlock()
+	rt.setParentWeight()
 	rt.refill()
 	return b, false, nil
 }
@@ -211,6 +215,7 @@ func (rt *Runtime) release(b *box, destroy bool) {
 	rt.mu.Lock()
 	delete(rt.active, b)
 	rt.mu.Unlock()
+	rt.setParentWeight()
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
@@ -249,6 +254,40 @@ func (rt *Runtime) afterFirstAnswers(d time.Duration) {
 		case <-rt.ctx.Done():
 			return
 		}
+	}
+}
+
+// afterFreshAnswers waits until every sandbox handed out less than d ago has answered its first
+// run, each at most until d after it was handed out: work that must not wait long (a session's
+// step snapshot, which its next run waits for) yields to a burst of claims, not to a session
+// that was opened and left without a run.
+func (rt *Runtime) afterFreshAnswers(d time.Duration) {
+	type wait struct {
+		answered <-chan struct{}
+		until    time.Time
+	}
+	now := time.Now()
+	var waits []wait
+	rt.mu.Lock()
+	for b := range rt.active {
+		if b.claimedAt.IsZero() || now.Sub(b.claimedAt) >= d {
+			continue
+		}
+		select {
+		case <-b.answered:
+		default:
+			waits = append(waits, wait{b.answered, b.claimedAt.Add(d)})
+		}
+	}
+	rt.mu.Unlock()
+	for _, w := range waits {
+		t := time.NewTimer(time.Until(w.until))
+		select {
+		case <-w.answered:
+		case <-t.C:
+		case <-rt.ctx.Done():
+		}
+		t.Stop()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"sync/atomic"
 )
 
 // waitWarm waits until the pool holds n warm sandboxes. It gives up at once when the pool keeps
@@ -232,5 +233,37 @@ func TestRestoredSandboxMemoryLimit(t *testing.T) {
 	_, err := s.Run(context.Background(), &sandbox.RunRequest{Code: "keep = []\nwhile True:\n    keep.append(bytearray(16 << 20))\n", Limits: l})
 	if !errors.Is(err, sandbox.ErrMemoryLimit) {
 		t.Fatalf("a hog in a restored sandbox: %v, want memory_limit", err)
+	}
+}
+
+// Work that yields to a burst of claims (a step's snapshot) waits for the first answers of the
+// sandboxes handed out just now, not for a session that was opened and left without a run.
+func TestAfterFreshAnswers(t *testing.T) {
+	rt := &Runtime{active: map[*box]bool{}, ctx: context.Background()}
+	old := &box{answered: make(chan struct{}), claimedAt: time.Now().Add(-time.Minute)}
+	rt.active[old] = true
+	done := make(chan struct{})
+	go func() { rt.afterFreshAnswers(10 * time.Second); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("waited for a sandbox handed out a minute ago that never ran")
+	}
+
+	fresh := &box{answered: make(chan struct{}), claimedAt: time.Now()}
+	rt.active[fresh] = true
+	var answered atomic.Bool
+	done = make(chan struct{})
+	go func() { rt.afterFreshAnswers(10 * time.Second); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	answered.Store(true)
+	fresh.markAnswered()
+	select {
+	case <-done:
+		if !answered.Load() {
+			t.Error("returned before the sandbox just handed out answered")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting after the sandbox answered")
 	}
 }

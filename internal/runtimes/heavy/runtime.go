@@ -168,6 +168,10 @@ type Runtime struct {
 	// runsc has restored the sandbox, before its first answer.
 	restoreFault func() error
 	closed       bool
+	// parentWeight is the count of sandboxes in use the parent cgroup's CPU weight was last set
+	// for (cpuweight.go); weightMu orders its writes.
+	parentWeight int
+	weightMu     sync.Mutex
 	ctx          context.Context
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
