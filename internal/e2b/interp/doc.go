@@ -7,5 +7,7 @@
 // A cell runs as a run of the sandbox's agentbox session (its persistent Python interpreter),
 // streamed through sandbox.OutputSink and its ArtifactSink; nothing listens inside the sandbox,
 // and the run meets agentbox's limits, egress governance and audit as any other run does. A
-// context made with POST /contexts is an agentbox session of its own (contexts.go).
+// context made with POST /contexts is a code context of that same session
+// (sandbox.RunRequest.Context): its own variables and working directory, the sandbox's files
+// (contexts.go).
 package interp
