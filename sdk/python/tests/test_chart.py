@@ -1,4 +1,5 @@
-"""A chart drawn with matplotlib in the heavy tier comes back as a PNG artifact, saved to a file."""
+"""A chart drawn with matplotlib in the heavy tier comes back as a PNG artifact, saved to a file,
+with what it shows (its chart data)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def test_chart_is_saved_as_png(heavy, tmp_path):
     assert len(data) == art.size and hashlib.sha256(data).hexdigest() == art.sha256
     # A directory keeps the artifact's own name.
     assert art.save(tmp_path).name == (art.name or art.id)
+    # What the figure shows, read from its axes.
+    assert art.chart["type"] == "line" and art.chart["title"] == "squares"
+    assert art.chart["elements"][0]["points"][3] == [3, 9]
 
 
 def test_artifact_download_is_checked(stub, tmp_path):
@@ -41,10 +45,12 @@ def test_artifact_download_is_checked(stub, tmp_path):
     import agentbox
 
     png = PNG_SIGNATURE + b"rest of a picture"
+    chart = {"type": "bar", "title": "t", "elements": [{"label": "a", "group": "g", "value": 1.0}]}
     art = {"id": "art_1", "name": "figure-1.png", "mime": "image/png", "size": len(png),
-           "sha256": hashlib.sha256(png).hexdigest()}
+           "sha256": hashlib.sha256(png).hexdigest(), "chart": chart}
     stub.script((200, result_body(runtime="heavy", artifacts=[art])), (200, png, "image/png"))
     res = Sandbox(url=stub.url, api_key="k", stateful=False).run("plt.show()")
+    assert res.artifacts[0].chart == chart
     assert res.artifacts[0].save(tmp_path / "f.png").read_bytes() == png
     assert [r["path"] for r in stub.requests] == ["/v1/run", "/v1/artifacts/art_1"]
     assert res.artifacts[0].save(tmp_path).name == "figure-1.png"
