@@ -187,7 +187,7 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 		dropped := st.Snapshot.State != SnapshotKept
 		ctx := s.persistContext()
 		m.mu.Unlock()
-		superseded := false
+		superseded, saved := false, false
 		if !dropped {
 			ref, err := sn.Persist(ctx, st.ID)
 			notTaken := errors.Is(err, ErrSnapshotNotTaken)
@@ -220,20 +220,24 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 			}
 			// The record says so before the API does: a step shown durable survives a kill -9
 			// from then on.
-			if err != nil || ref.Ref == "" || !m.saveSessionWith(s, func(v *savedSession) {
+			saved = err == nil && ref.Ref != "" && m.saveSessionWith(s, func(v *savedSession) {
 				markDurable(v.Steps, st.ID, ref, durable)
 				if v.Head == st.ID && v.State != SessionPaused {
 					v.Ref = ref.Ref
 				}
-			}, apply) {
+			}, apply)
+			if !saved {
 				apply()
 			}
 			if err != nil {
 				m.log.Info("step snapshot not durable", "session", st.Session, "step", st.ID, "err", err)
 			}
 		}
-		m.retain()
-		m.saveSession(s)
+		// The record was written with the step durable: again only when retention changed it
+		// (a write of the record costs the session's next rewind a wait on it).
+		if m.retain() || !saved {
+			m.saveSession(s)
+		}
 		if superseded {
 			m.collect() // after the record names the new snapshot only
 		}
@@ -582,7 +586,8 @@ func (m *Manager) describe(s *session, info SessionInfo) SessionInfo {
 }
 
 // retain drops the snapshots retention no longer keeps, then collects the store. Never the head.
-func (m *Manager) retain() {
+// It reports whether it dropped any.
+func (m *Manager) retain() bool {
 	r := m.retention
 	type held struct {
 		s  *session
@@ -652,6 +657,7 @@ func (m *Manager) retain() {
 	if len(drop) > 0 {
 		m.collect()
 	}
+	return len(drop) > 0
 }
 
 // collect removes from the store every snapshot no session refers to any more.

@@ -269,17 +269,18 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 	if x == nil {
 		return sandbox.SnapshotRef{}, fmt.Errorf("step %s has no snapshot in memory", step)
 	}
-	// Made into parts even without a store: a delta holds its base until then.
-	parts, err := x.get(ctx)
-	if err != nil {
-		return sandbox.SnapshotRef{}, err
-	}
-	if st == nil {
-		return sandbox.SnapshotRef{Took: x.took}, nil
-	}
-	ref, table, hashes, err := s.r.persist(parts, pages, s.secrets, hashes)
+	var ref sandbox.SnapshotRef
+	var table map[[32]byte]pageLoc
+	var err error
+	lowPriority(func() {
+		// Made into parts even without a store: a delta holds its base until then.
+		var parts *engine.SnapshotParts
+		if parts, err = x.get(ctx); err == nil && st != nil {
+			ref, table, hashes, err = s.r.persist(parts, pages, s.secrets, hashes)
+		}
+	})
 	ref.Took = x.took
-	if err != nil {
+	if err != nil || st == nil {
 		return ref, err
 	}
 	s.mu.Lock()

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package nano
+
+func lowPriority(fn func()) { fn() }
