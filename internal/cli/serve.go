@@ -133,6 +133,7 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 		APIKey:          cfg.APIKey,
 		KeysFile:        cfg.KeysPath(),
 		UISessionsFile:  filepath.Join(cfg.StatePath(), "ui", "sessions.json"),
+		UISharedLogins:  uiSharedLogins(cfg),
 		MaxBodyBytes:    cfg.MaxBodyBytes,
 		Version:         version(),
 		Logger:          log,
@@ -242,6 +243,15 @@ func listenE2BDebug() ([]debugListener, error) {
 		}
 	}
 	return out, nil
+}
+
+// uiSharedLogins is where a cluster's nodes keep the console's logins, so that a login on one is
+// valid on all (the gateway sends a session's pages to its node): their shared storage.
+func uiSharedLogins(cfg config.Config) string {
+	if cfg.Cluster.Role != config.RoleNode || cfg.Cluster.SharedDir == "" {
+		return ""
+	}
+	return filepath.Join(cfg.Cluster.SharedDir, "ui", "logins")
 }
 
 // e2bOptions are the E2B front door's options: the configuration's, its records kept in the data

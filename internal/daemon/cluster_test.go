@@ -93,7 +93,8 @@ func startTestCluster(t *testing.T, co clusterOpts, ids ...string) *testCluster 
 			return &sandbox.Result{Stdout: req.Code}, nil
 		}
 		spec := tierSpec{"toy", func(context.Context, wiring) (sandbox.Runtime, error) { return restorable{fake}, nil }}
-		fo := FrontDoorOptions{APIKey: clusterTestKey, KeysFile: c.keysFile, Logger: log}
+		fo := FrontDoorOptions{APIKey: clusterTestKey, KeysFile: c.keysFile, Logger: log,
+			UISharedLogins: filepath.Join(sharedDir, "ui", "logins")} // as serve sets it on a node
 		if co.node != nil {
 			co.node(&cfg, &fo)
 		}

@@ -67,6 +67,9 @@ type FrontDoorOptions struct {
 	// UISessionsFile keeps the web console's logins across a restart (webui.Options.SessionsFile);
 	// "" keeps them in memory.
 	UISessionsFile string
+	// UISharedLogins, on a cluster's node, keeps the console's logins in this directory of the
+	// shared storage (webui.Options.SharedLogins): a login is valid on every node.
+	UISharedLogins string
 	// ShutdownTimeout is how long Serve waits for running requests once its context is done
 	// before it cancels them. Default 30s: most runs finish well within it, and a stuck one must
 	// not hold a restart for its whole timeout (up to the policy's maximum of minutes).
@@ -143,7 +146,8 @@ func NewFrontDoors(m httpapi.Engine, opts FrontDoorOptions) (*FrontDoors, error)
 	var ui http.Handler = api
 	if e, ok := m.(webui.Engine); ok {
 		ui, err = webui.New(webui.Options{Engine: e, Keys: keys, VerifyAudit: auditVerifier(m),
-			SessionsFile: opts.UISessionsFile, Version: opts.Version, Logger: opts.Logger})
+			SessionsFile: opts.UISessionsFile, SharedLogins: opts.UISharedLogins, Others: otherNodesSessions(m),
+			Version: opts.Version, Logger: opts.Logger})
 		if err != nil {
 			return nil, err
 		}

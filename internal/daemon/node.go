@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/httpapi"
 	"github.com/agentbox-dev/agentbox/internal/nodeapi"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/sharedstore"
 )
 
 // A cluster node keeps what it owns under DATA_DIR/nodes/ID (config.StatePath: sessions, the
@@ -106,5 +107,35 @@ func proveIn(l *audit.Log) func(ctx context.Context, seq int64) (*audit.Proof, e
 				WithHint("records are numbered from 0; GET /v1/audit lists them with their seq")
 		}
 		return p, err
+	}
+}
+
+// otherNodesSessions lists, for the console of a cluster's node, the sessions other nodes hold
+// that a caller may see: from the shared store's records (nil off a cluster).
+func otherNodesSessions(m any) func(ctx context.Context, c sandbox.Caller) []sandbox.SessionInfo {
+	r, ok := m.(interface{ Records() sandbox.SessionRecords })
+	if !ok {
+		return nil
+	}
+	lister, ok := r.Records().(interface {
+		List(ctx context.Context) ([]sharedstore.Record, error)
+	})
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, c sandbox.Caller) []sandbox.SessionInfo {
+		recs, err := lister.List(ctx)
+		if err != nil {
+			return nil
+		}
+		var out []sandbox.SessionInfo
+		for _, rec := range recs {
+			info, err := sandbox.RecordInfo(rec.Data)
+			if err != nil || info.ID != rec.Session || !c.Admin && c.Tenant != info.Tenant {
+				continue
+			}
+			out = append(out, info)
+		}
+		return out
 	}
 }

@@ -26,17 +26,17 @@ const bootstrap = "abk_test-bootstrap-key-0123456789"
 // fixture is the E2B front door over a real Manager with a fake tier, the keys of two tenants,
 // and a service on envd's port that reports the Target it was given.
 type fixture struct {
-	t      *testing.T
-	opts   e2b.Options
-	srv    *httptest.Server
-	h      *e2b.Handler
-	keyA   string
-	keyB   string
+	t    *testing.T
+	opts e2b.Options
+	srv  *httptest.Server
+	h    *e2b.Handler
+	keyA string
+	keyB string
 	// keysFile holds keyA's and keyB's records.
 	keysFile string
-	recA   auth.KeyRecord
-	target atomic.Pointer[e2bwire.Target]
-	now    atomic.Pointer[time.Time]
+	recA     auth.KeyRecord
+	target   atomic.Pointer[e2bwire.Target]
+	now      atomic.Pointer[time.Time]
 }
 
 func newFixture(t *testing.T) *fixture {

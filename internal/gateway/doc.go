@@ -21,8 +21,9 @@
 //     sessions (session_list, audit_query) are answered by Options.MCPLists (the MCP front door
 //     over this gateway's own API, wired by the daemon), so they cover every node; /mcp/servers/NAME keeps an MCP
 //     session on its node by prefixing its Mcp-Session-Id with the node's id;
-//   - /ui/: the first healthy node in discovery's order, every time (the console keeps its logins
-//     in that node's memory);
+//   - /ui/: a session's pages to the node its id names, an artifact to the node that has it,
+//     the rest to the first healthy node in discovery's order (the nodes share the console's
+//     logins through their shared storage, and list each other's sessions from it);
 //   - /v1/volumes: not_implemented (volumes are per node).
 //
 // Capacity comes from each node's GET /v1/node, polled in the background (default every 500 ms,

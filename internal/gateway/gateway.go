@@ -140,7 +140,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if p == "/ui" || strings.HasPrefix(p, "/ui/") {
 		// The console authenticates itself (a login with a key, then its own cookie).
-		g.stable(sw, r)
+		g.console(sw, r)
 		return
 	}
 	id, err := g.bearer.Identify(r)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -288,6 +289,41 @@ func wantOf(b *body) want {
 		return want{image: req.Image}
 	}
 	return want{tier: req.Runtime, image: req.Image}
+}
+
+// console forwards the web console: a session's pages (/ui/sessions/{id}/...) to the node the id
+// names, an artifact (/ui/artifacts/{id}, a figure on a step's page) to the node that has it,
+// everything else (the login, the lists, the audit page) to the stable node. The nodes share
+// their console logins (webui.Options.SharedLogins), so one login serves them all.
+func (g *Gateway) console(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/ui/sessions/")
+	if id, _, _ := strings.Cut(rest, "/"); ok && id != "" {
+		if owner, named := cluster.NodeOfSession(id); named {
+			if n := g.byID(owner); n != nil && n.healthy() {
+				resp, _, err := g.send(r, n, r.URL.Path, &body{stream: r.Body})
+				if err != nil {
+					fail(w, unreachable(n, err))
+					return
+				}
+				relay(w, resp)
+				return
+			}
+		}
+	}
+	if strings.HasPrefix(r.URL.Path, "/ui/artifacts/") && r.Method == http.MethodGet {
+		ans, err := g.fanOut(r, r.URL.Path, &body{buf: []byte{}}, 256<<20)
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		for i := range ans {
+			if a := &ans[i]; a.err == nil && a.status/100 == 2 {
+				writeRaw(w, a)
+				return
+			}
+		}
+	}
+	g.stable(w, r)
 }
 
 // stable sends a request to the first healthy node in discovery's order, the same node every

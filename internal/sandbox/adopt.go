@@ -58,6 +58,21 @@ func RecordTenant(record []byte) (string, error) {
 	return v.Info.Tenant, nil
 }
 
+// RecordInfo describes the session a record (as SessionRecords.Save got it) is of, as Session
+// would on the node that holds it: for the nodes of a cluster that list every node's sessions.
+func RecordInfo(record []byte) (SessionInfo, error) {
+	var v savedSession
+	if err := json.Unmarshal(record, &v); err != nil {
+		return SessionInfo{}, fmt.Errorf("a session record that does not parse: %w", err)
+	}
+	info := v.Info
+	info.State, info.Head, info.Steps, info.ForkedFrom = v.State, v.Head, len(v.Steps), v.ForkedFrom
+	if info.State == "" {
+		info.State = SessionLive
+	}
+	return info, nil
+}
+
 // Adopt takes a session from its record (as SessionRecords.Save got it on the node that owned
 // it), asleep: its next use restores it from its latest durable step. notice (its Step filled
 // here) goes with the first run's result. Adopting a session this Manager holds already is a

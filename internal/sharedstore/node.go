@@ -178,6 +178,9 @@ func (n *NodeRecords) Load() (map[string][]byte, error) {
 	return out, nil
 }
 
+// List returns the current record of every session of the cluster, whichever node owns it.
+func (n *NodeRecords) List(ctx context.Context) ([]Record, error) { return n.store.List(ctx) }
+
 // Get returns a session's current record.
 func (n *NodeRecords) Get(ctx context.Context, id string) (Record, error) {
 	return n.store.Get(ctx, id)

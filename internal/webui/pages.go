@@ -68,6 +68,19 @@ func (u *UI) sessionsPage(w http.ResponseWriter, r *http.Request, c *call) {
 		return
 	}
 	infos := c.view.Sessions()
+	if u.opts.Others != nil {
+		// A cluster's node: the sessions other nodes hold too, each once, in the order they began.
+		here := make(map[string]bool, len(infos))
+		for _, s := range infos {
+			here[s.ID] = true
+		}
+		for _, s := range u.opts.Others(r.Context(), c.id.Caller) {
+			if !here[s.ID] {
+				infos = append(infos, s)
+			}
+		}
+		slices.SortStableFunc(infos, func(a, b sandbox.SessionInfo) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	}
 	rows := make([]sessionRow, 0, len(infos))
 	for _, s := range slices.Backward(infos) { // newest first
 		rows = append(rows, u.row(c, s))

@@ -50,6 +50,61 @@ type sessionTable struct {
 	file   string
 	saved  time.Time // the last write of file
 	log    *slog.Logger
+	// dir, when set, holds one file per login (SharedLogins), the truth every node reads.
+	dir string
+}
+
+// shared makes the table keep each login in a file of its own in dir (when not ""), shared by the
+// nodes of a cluster: created there at login, read from there by a node that has not seen it,
+// checked there on every request (a logout on another node removed it), its last use written at
+// most every touchEvery.
+func (t *sessionTable) shared(dir string) *sessionTable {
+	if dir != "" {
+		t.dir, t.file = dir, ""
+		t.byID = map[[32]byte]*uiSession{}
+	}
+	return t
+}
+
+// loginFile is the file of the login whose cookie id hashes to k.
+func (t *sessionTable) loginFile(k [32]byte) string {
+	return filepath.Join(t.dir, hex.EncodeToString(k[:])+".json")
+}
+
+// writeLogin writes a login's file (by a rename, mode 0600).
+func (t *sessionTable) writeLogin(k [32]byte, s *uiSession) {
+	b, _ := json.Marshal(savedLogin{IDSHA256: hex.EncodeToString(k[:]), KeyID: s.key.ID,
+		KeySHA256: hex.EncodeToString(s.key.Hash[:]), Created: s.created, LastSeen: s.lastSeen})
+	err := os.MkdirAll(t.dir, 0o700)
+	if err == nil {
+		tmp := t.loginFile(k) + "." + randomToken()[:8] + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, t.loginFile(k))
+		}
+	}
+	if err != nil {
+		t.log.Warn("web console: a login not shared; other nodes will ask for it again", "dir", t.dir, "err", err)
+	}
+}
+
+// readLogin reads a login's file; false when there is none (or it does not parse).
+func (t *sessionTable) readLogin(k [32]byte) (*uiSession, bool) {
+	b, err := os.ReadFile(t.loginFile(k))
+	if err != nil {
+		return nil, false
+	}
+	var l savedLogin
+	h, herr := []byte(nil), error(nil)
+	if err = json.Unmarshal(b, &l); err == nil {
+		h, herr = hex.DecodeString(l.KeySHA256)
+	}
+	if err != nil || herr != nil || len(h) != 32 {
+		return nil, false
+	}
+	var d auth.KeyDigest
+	copy(d.Hash[:], h)
+	d.ID = l.KeyID
+	return &uiSession{key: d, created: l.Created, lastSeen: l.LastSeen}, true
 }
 
 // touchEvery is how stale the file's last-seen times may get: a UI session's use is written at
@@ -75,7 +130,11 @@ func (t *sessionTable) create(key string) (string, *uiSession) {
 	for len(t.byID) >= t.max {
 		t.dropOldestLocked()
 	}
-	t.byID[sha256.Sum256([]byte(id))] = s
+	k := sha256.Sum256([]byte(id))
+	t.byID[k] = s
+	if t.dir != "" {
+		t.writeLogin(k, s)
+	}
 	t.saveLocked(now)
 	return id, s
 }
@@ -87,17 +146,44 @@ func (t *sessionTable) get(id string) (*uiSession, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, ok := t.byID[k]
+	if t.dir != "" {
+		// The login's file is the truth: made on another node, or ended there.
+		f, found := t.readLogin(k)
+		switch {
+		case !found:
+			delete(t.byID, k)
+			return nil, false
+		case !ok:
+			if len(t.byID) >= t.max {
+				t.pruneLocked(now)
+			}
+			for len(t.byID) >= t.max {
+				t.dropOldestLocked()
+			}
+			s, ok = f, true
+			t.byID[k] = s
+		case f.lastSeen.After(s.lastSeen):
+			s.lastSeen = f.lastSeen // used on another node since
+		}
+	}
 	if !ok {
 		return nil, false
 	}
 	if t.expired(s, now) {
 		delete(t.byID, k)
+		if t.dir != "" {
+			_ = os.Remove(t.loginFile(k))
+		}
 		t.saveLocked(now)
 		return nil, false
 	}
+	touch := now.Sub(s.lastSeen) >= touchEvery
 	s.lastSeen = now
 	if s.csrf == "" {
 		s.csrf = csrfOf(id) // read back from the file
+	}
+	if t.dir != "" && touch {
+		t.writeLogin(k, s)
 	}
 	if now.Sub(t.saved) >= touchEvery {
 		t.saveLocked(now)
@@ -110,6 +196,9 @@ func (t *sessionTable) remove(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	k := sha256.Sum256([]byte(id))
+	if t.dir != "" {
+		_ = os.Remove(t.loginFile(k))
+	}
 	if _, ok := t.byID[k]; ok {
 		delete(t.byID, k)
 		t.saveLocked(t.now())

@@ -75,6 +75,15 @@ type Options struct {
 	// cookie's id, the digest of its API key (never the key) and its times, mode 0600. "" keeps
 	// them in memory only.
 	SessionsFile string
+	// SharedLogins, when set, keeps each UI session in a file of its own in this directory,
+	// which the nodes of a cluster share: a login on one node is valid on every node, a logout
+	// on one ends it on all (each request checks its file), so the gateway can send a session's
+	// pages to the node that holds it. It replaces SessionsFile.
+	SharedLogins string
+	// Others, when set, lists the sessions the caller may see that other nodes of the cluster
+	// hold (from the shared store): the sessions page shows them beside this node's, each linking
+	// to its pages, which the gateway serves from its node.
+	Others func(ctx context.Context, c sandbox.Caller) []sandbox.SessionInfo
 	// LoginLimit bounds failed logins (rate.go). Zero fields take the defaults.
 	LoginLimit LoginLimit
 	// Version is shown in the page footer. Default "dev".
@@ -133,7 +142,7 @@ func New(opts Options) (*UI, error) {
 	}
 	u := &UI{
 		opts:     opts,
-		sessions: newSessionTable(opts.IdleTimeout, opts.MaxAge, opts.MaxSessions, opts.Now, opts.SessionsFile, opts.Logger),
+		sessions: newSessionTable(opts.IdleTimeout, opts.MaxAge, opts.MaxSessions, opts.Now, opts.SessionsFile, opts.Logger).shared(opts.SharedLogins),
 		limiter:  newLoginLimiter(opts.LoginLimit, opts.Now),
 		pages:    p,
 		log:      opts.Logger,
