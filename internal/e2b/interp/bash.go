@@ -79,10 +79,10 @@ func bashCell(key, code string, env map[string]string, sentinel string) string {
 }
 
 // runBash runs req.Code as a cell of bash context c (the default one: the sandbox's own) in the
-// sandbox's session. Its shell is known by the context's id; its Python run is in the context
-// (so a context's shell starts in the context's cwd).
+// sandbox's session. Its shell is known by the context's key (codeContext.key); its Python run
+// is in the context (so a context's shell starts in the context's cwd).
 func (h *Handler) runBash(ctx context.Context, out *lines, t Target, c *codeContext, req executeRequest) {
-	session, key := t.Session, c.ID
+	session, key := t.Session, c.key()
 	if info, err := t.Engine.Session(session); err == nil && info.Tier == "nano" {
 		h.runBashCommand(ctx, out, t, session, req)
 		return
@@ -173,7 +173,7 @@ func signalShell(t Target, session, key, sig string) {
 // endShell ends the shell of bash context c (restarted or removed); nothing for another context.
 func endShell(t Target, c *codeContext) {
 	if c.Language == "bash" {
-		signalShell(t, t.Session, c.ID, "END")
+		signalShell(t, t.Session, c.key(), "END")
 	}
 }
 

@@ -3,8 +3,10 @@ package interp
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"net/http"
+	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/e2b/e2bwire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -18,10 +20,11 @@ import (
 // cell. A restart is a run that starts it afresh (in its cwd), a removal a run that forgets it;
 // both are steps of the session like its cells, so a rewind takes contexts back too.
 //
-// This handler keeps, per sandbox, the contexts' ids and cwds (the SDK's view) and their cells'
-// counts, in memory: after the daemon restarts, the sandbox's interpreter still holds the
-// contexts' variables but their ids are unknown (404), as an E2B sandbox's after its code
-// interpreter restarted. An id is the context's name in the interpreter.
+// This handler keeps, per sandbox, the contexts (the SDK's view) and their cells' counts, in
+// memory. A context's id says all the handler needs to know it again — its name in the
+// interpreter, and its language and cwd when they are not the defaults (contextID) — so after the
+// daemon restarts, a context of a sandbox that lived on is known again at its next call, with the
+// variables the sandbox's interpreter kept; only its execution count starts again.
 
 // defaultContext is the id of the sandbox's own context.
 const defaultContext = "default"
@@ -34,6 +37,15 @@ type codeContext struct {
 	name string
 }
 
+// key names the context in the sandbox (a bash context's shell): its name in the interpreter,
+// short and fixed, unlike its id, which carries its cwd; "default" for the default context.
+func (c *codeContext) key() string {
+	if c.name == "" {
+		return defaultContext
+	}
+	return c.name
+}
+
 // sandboxContexts are the contexts of one sandbox, and what the execution counts need.
 type sandboxContexts struct {
 	list  []*codeContext
@@ -44,6 +56,8 @@ type sandboxContexts struct {
 	// execution count) includes.
 	runs   map[string]int
 	others int
+	// removed are the names of the contexts removed, which stay unknown.
+	removed map[string]bool
 	// restarted: the default context was restarted, so its count is runs[""], not the session's.
 	restarted bool
 }
@@ -52,27 +66,74 @@ type sandboxContexts struct {
 func (h *Handler) state(t Target) *sandboxContexts {
 	sc := h.contexts[t.Session]
 	if sc == nil {
-		sc = &sandboxContexts{owner: t.Engine, runs: map[string]int{}}
+		sc = &sandboxContexts{owner: t.Engine, runs: map[string]int{}, removed: map[string]bool{}}
 		h.contexts[t.Session] = sc
 	}
 	return sc
 }
 
-// context returns context id of t's sandbox.
+// context returns context id of t's sandbox. A well-formed id the handler does not know (it
+// was made before the daemon restarted) is known again, unless it was removed.
 func (h *Handler) context(t Target, id string) (*codeContext, bool) {
 	if id == defaultContext {
 		return &codeContext{ID: defaultContext, Language: "python", Cwd: sandbox.WorkDir}, true
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if sc := h.contexts[t.Session]; sc != nil {
+	sc := h.contexts[t.Session]
+	if sc != nil {
 		for _, c := range sc.list {
 			if c.ID == id {
 				return c, true
 			}
 		}
 	}
-	return nil, false
+	c, ok := parseContextID(id)
+	if !ok || sc != nil && sc.removed[c.name] {
+		return nil, false
+	}
+	sc = h.state(t)
+	sc.list = append(sc.list, c)
+	return c, true
+}
+
+// contextID is the id of a context named name (its name in the interpreter: "ctx-" and 16 hex
+// digits), of language lang, in cwd: the name alone for Python in sandbox.WorkDir, else
+// "NAME.LANG.CWD" with CWD in unpadded base64url.
+func contextID(name, lang, cwd string) string {
+	if lang == "python" && cwd == sandbox.WorkDir {
+		return name
+	}
+	return name + "." + lang + "." + base64.RawURLEncoding.EncodeToString([]byte(cwd))
+}
+
+// parseContextID reads a context back from its id (contextID).
+func parseContextID(id string) (*codeContext, bool) {
+	parts := strings.Split(id, ".")
+	name := parts[0]
+	if len(name) != 20 || !strings.HasPrefix(name, "ctx-") {
+		return nil, false
+	}
+	if _, err := hex.DecodeString(name[4:]); err != nil {
+		return nil, false
+	}
+	c := &codeContext{ID: id, Language: "python", Cwd: sandbox.WorkDir, name: name}
+	switch len(parts) {
+	case 1:
+	case 3:
+		b, err := base64.RawURLEncoding.DecodeString(parts[2])
+		if err != nil || (parts[1] != "python" && parts[1] != "bash") {
+			return nil, false
+		}
+		cwd, err := sandbox.CleanPath(string(b))
+		if err != nil || cwd != string(b) {
+			return nil, false
+		}
+		c.Language, c.Cwd = parts[1], cwd
+	default:
+		return nil, false
+	}
+	return c, true
 }
 
 // executionCount is the number the next cell of c will have: its cells so far, plus one
@@ -174,8 +235,8 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, t Target
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	id := "ctx-" + hex.EncodeToString(b[:])
-	c := &codeContext{ID: id, Language: lang, Cwd: cwd, name: id}
+	name := "ctx-" + hex.EncodeToString(b[:])
+	c := &codeContext{ID: contextID(name, lang, cwd), Language: lang, Cwd: cwd, name: name}
 	h.mu.Lock()
 	sc := h.state(t)
 	if n := len(sc.list); n >= h.opts.MaxContexts {
@@ -248,6 +309,7 @@ func (h *Handler) removeContext(w http.ResponseWriter, r *http.Request, t Target
 			}
 		}
 		delete(sc.runs, c.name)
+		sc.removed[c.name] = true
 	}
 	h.mu.Unlock()
 	w.WriteHeader(http.StatusOK)

@@ -175,7 +175,7 @@ func TestContextsShareFiles(t *testing.T) {
 	}
 	inProj := 0
 	for _, s := range steps {
-		if s.Context == proj {
+		if s.Context != "" && strings.HasPrefix(proj, s.Context) { // the id begins with the name
 			inProj++
 		}
 	}
@@ -297,5 +297,37 @@ func TestContextsRequests(t *testing.T) {
 	defer acme.CloseSession(n.ID)
 	if _, err := acme.RunInSession(ctx, n.ID, &sandbox.RunRequest{Code: "1", Context: "a"}); sandbox.KindOf(err) != sandbox.KindNotImplemented {
 		t.Fatalf("a context in a nano session: %v", err)
+	}
+}
+
+// TestContextsOutliveTheHandler: a context's id says what it is, so a handler that did not make
+// it (the daemon restarted; the sandbox lived on) knows it again, with the variables and cwd the
+// sandbox's interpreter kept; a removed context stays unknown, and so does an id that is not one.
+func TestContextsOutliveTheHandler(t *testing.T) {
+	f := newContextsFixture(t, interp.Options{})
+	kept := f.create("/home/user/kept")
+	gone := f.create(sandbox.WorkDir)
+	f.expect(kept, "v = 1\nv", "1")
+	if st, b := f.call(http.MethodDelete, "/contexts/"+gone, nil); st != 200 {
+		t.Fatalf("remove: %d %s", st, b)
+	}
+
+	h2 := interp.New(interp.Options{})
+	srv2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h2.Serve(w, r, interp.Target{Session: f.session, Engine: f.eng})
+	}))
+	t.Cleanup(srv2.Close)
+	f2 := &contextsFixture{t: t, eng: f.eng, session: f.session, url: srv2.URL}
+	f2.expect(kept, "import os\n(v, os.getcwd())", "(1, '/home/user/kept')")
+	if _, b := f2.call(http.MethodGet, "/contexts", nil); !strings.Contains(string(b), kept) || !strings.Contains(string(b), `"cwd":"/home/user/kept"`) {
+		t.Fatalf("the context known again is not listed with its cwd: %s", b)
+	}
+	if st, _ := execute(t, f.url, map[string]any{"code": "1", "context_id": gone}); st != 404 {
+		t.Fatalf("a removed context: %d", st)
+	}
+	for _, id := range []string{"ctx-nothex0000000000", "ctx-0123", kept + "x", "ctx-0123456789abcdef.ruby.Lw", "ctx-0123456789abcdef.python.Li4v"} {
+		if st, _ := execute(t, srv2.URL, map[string]any{"code": "1", "context_id": id}); st != 404 {
+			t.Fatalf("id %q: %d, want 404", id, st)
+		}
 	}
 }
