@@ -151,7 +151,7 @@ job "agentbox-node" {
         AGENTBOX_S3_REGION           = var.s3_region
         AGENTBOX_S3_PATH_STYLE       = var.s3_path_style
         AGENTBOX_S3_CREDENTIALS_FILE = var.s3_credentials_file
-        AGENTBOX_NOMAD_NODE = "${node.unique.id}"
+        AGENTBOX_NOMAD_NODE          = "${node.unique.id}"
       }
       # The node's id is its Nomad client's id without the dashes (32 hex digits, as node ids
       # allow): stable across restarts of the task, and what the gateway's Nomad discovery reads
