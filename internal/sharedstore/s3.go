@@ -374,7 +374,7 @@ func (r s3Remote) Delete(ctx context.Context, kind, d string) error {
 func OpenURL(url string, opts S3Options, cacheDir string) (Store, error) {
 	rest, ok := strings.CutPrefix(url, "s3://")
 	if !ok {
-		return OpenDir(strings.TrimPrefix(url, "file://"))
+		return OpenDir(url)
 	}
 	bucket, prefix, _ := strings.Cut(rest, "/")
 	access, secret, token, err := s3.Credentials(opts.CredentialsFile)
