@@ -145,6 +145,10 @@ func Start(weed string) (*Server, error) {
 		"-s3.port=" + strconv.Itoa(p[6]), "-s3.port.grpc=" + strconv.Itoa(p[7]),
 		"-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false", "-admin.ui=false",
 		"-master.telemetry=false", "-s3.config=" + filepath.Join(dir, "s3.json"),
+		// Volumes of 1 GiB (mini's most; sparse on disk) rather than 128 MiB: SeaweedFS grows a
+		// new volume when one fills, which stalls the write that finds it full for a second or
+		// so, and heavy checkpoints (tens of MB each) would fill small ones every few steps.
+		"-master.volumeSizeLimitMB=1024",
 		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
 	}
 	cmd := exec.Command(weed, args...)
