@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,16 +311,11 @@ func (r s3Remote) Upload(ctx context.Context, kind, d, path string) error {
 	return r.c.PutFile(ctx, objKey(kind, d), path, d)
 }
 
-func (r s3Remote) Fetch(ctx context.Context, kind, d string, w io.Writer) error {
-	body, _, err := r.c.Get(ctx, objKey(kind, d))
+func (r s3Remote) Fetch(ctx context.Context, kind, d string, f *os.File) error {
+	_, err := r.c.GetFile(ctx, objKey(kind, d), f)
 	if errors.Is(err, s3.ErrNotFound) {
 		return fmt.Errorf("%w: %w", snapstore.ErrNotFound, err)
 	}
-	if err != nil {
-		return err
-	}
-	defer body.Close()
-	_, err = io.Copy(w, body)
 	return err
 }
 

@@ -38,7 +38,7 @@ func (m *memRemote) Upload(_ context.Context, kind, d, path string) error {
 	return nil
 }
 
-func (m *memRemote) Fetch(_ context.Context, kind, d string, w io.Writer) error {
+func (m *memRemote) Fetch(_ context.Context, kind, d string, w *os.File) error {
 	m.mu.Lock()
 	b, ok := m.objs[kind+"/"+d]
 	m.mu.Unlock()
