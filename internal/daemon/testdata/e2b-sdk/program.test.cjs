@@ -70,9 +70,9 @@ df
 test('bash cells keep their state; a non-zero exit is the error; a timeout stops the cell, not the shell', async () => {
   const first = await sbx.runCode('cd /tmp; X=1; greet() { echo "hi $1"; }', { language: 'bash' })
   assert.equal(first.error, undefined)
-  const next = await sbx.runCode('pwd; echo $X; greet there', { language: 'bash' })
+  const next = await sbx.runCode('pwd; echo $X; greet there; echo "$GREETING"', { language: 'bash' })
   assert.equal(next.error, undefined)
-  assert.equal(next.logs.stdout.join(''), '/tmp\n1\nhi there\n')
+  assert.equal(next.logs.stdout.join(''), '/tmp\n1\nhi there\nhello from envs\n')
   const failed = await sbx.runCode('echo before; false', { language: 'bash' })
   assert.equal(failed.logs.stdout.join(''), 'before\n')
   assert.ok(failed.error, 'a non-zero exit is the cell\'s error')
