@@ -82,7 +82,8 @@ func gatewayMCPLists(keys *auth.Keys, gw http.Handler, opts FrontDoorOptions) (h
 		Options: mcpserver.Options{Version: opts.Version, Logger: opts.Logger},
 		Backend: func(ctx context.Context, _ auth.Identity) (mcpserver.Backend, error) {
 			key, _ := ctx.Value(callerKeyCtx{}).(string)
-			c, err := client.New("http://gateway.internal", key, client.WithHTTPClient(hc))
+			// "localhost" is no E2B host name (it has no domain): the gateway serves it as its API.
+			c, err := client.New("http://localhost", key, client.WithHTTPClient(hc))
 			if err != nil {
 				return nil, err
 			}
