@@ -86,6 +86,9 @@ type agent struct {
 	snaps   map[uint64]*snap
 	dropped map[uint64]string
 	live    map[string]liveEntry
+	// prefork is the Python process that forked after its last cell (RunRequest.ForkAfter) and
+	// whose "forked" report the next snapshot takes (snaps.go); nil when none is pending.
+	prefork *python
 	// files is the work directory as the last run left it, kept for the next run while nothing
 	// else may have changed it; filesGen counts the requests that may have (run.go, takeFiles).
 	files    map[string]fileState

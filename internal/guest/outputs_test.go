@@ -15,8 +15,14 @@ import (
 // cell runs code as request id of a session and returns its result and streams.
 func cell(t *testing.T, in io.Writer, out io.Reader, id uint64, code string) (*proto.RunResult, string, string) {
 	t.Helper()
+	return cellWith(t, in, out, id, code, false)
+}
+
+// cellWith is cell, with forkAfter asking the REPL to fork behind the cell's report.
+func cellWith(t *testing.T, in io.Writer, out io.Reader, id uint64, code string, forkAfter bool) (*proto.RunResult, string, string) {
+	t.Helper()
 	req := &proto.Frame{Op: proto.OpRun, ID: id, Run: &proto.RunRequest{
-		Code: code, Session: true, StdoutBytes: 1 << 20, StderrBytes: 1 << 20, FilesBytes: 1 << 20,
+		Code: code, Session: true, StdoutBytes: 1 << 20, StderrBytes: 1 << 20, FilesBytes: 1 << 20, ForkAfter: forkAfter,
 	}}
 	if err := proto.Write(in, req); err != nil {
 		t.Fatal(err)

@@ -527,6 +527,33 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         sigwait(WAKE)
         sigmask(SIG_UNBLOCK, WAKE)
 
+    def fork_here():
+        # A snapshot: the parent reports the child and goes on; the child parks and returns when
+        # it is woken for a rewind, as the live process.
+        nonlocal pid0
+        flush()
+        sigmask(SIG_BLOCK, WAKE)
+        try:
+            child = o_fork()
+        except BaseExc as e:
+            sigmask(SIG_UNBLOCK, WAKE)
+            report({"forked": 0, "error": describe_exc(e)})
+            return
+        if child:
+            try:
+                o_setpgid(child, child)
+            except OSErr:
+                pass
+            sigmask(SIG_UNBLOCK, WAKE)
+            # The code's threads still running are not in the child (a fork copies the calling
+            # thread only): the agent notes how many on the step.
+            report({"forked": child, "threads": thread_count()})
+            warm()  # a request sent meanwhile waits in the pipe
+            return
+        park()
+        pid0 = o_getpid()
+        report({"woke": pid0})
+
     report({"ready": sys.version.split()[0]})
     runs = 0
     while True:
@@ -535,30 +562,12 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             req = loads(read_exact(size))
             if "fork" in req:
                 req = None
-                flush()
-                sigmask(SIG_BLOCK, WAKE)
-                try:
-                    child = o_fork()
-                except BaseExc as e:
-                    sigmask(SIG_UNBLOCK, WAKE)
-                    report({"forked": 0, "error": describe_exc(e)})
-                    continue
-                if child:
-                    try:
-                        o_setpgid(child, child)
-                    except OSErr:
-                        pass
-                    sigmask(SIG_UNBLOCK, WAKE)
-                    # The code's threads still running are not in the child (a fork copies the
-                    # calling thread only): the agent notes how many on the step.
-                    report({"forked": child, "threads": thread_count()})
-                    warm()  # a request sent meanwhile waits in the pipe
-                    continue
-                park()
-                pid0 = o_getpid()
-                report({"woke": pid0})
+                fork_here()
                 continue
             limits.update(req.get("limits") or {})
+            # fork_after: the daemon snapshots this session's steps; the fork is made right
+            # after the cell's report, while its result travels, rather than on a request.
+            fork_after = req.get("fork_after")
             ctx = req.get("context") or ""
             if ctx and ctx not in spaces and len(spaces) > limits.get("contexts", 32):
                 report({"refused": "this sandbox's interpreter holds %d code contexts besides its main one, the most it may: "
@@ -623,6 +632,9 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             environ.update(base_env)
             flush()
             report({"exit": exit_code, "error": error, "outputs": outputs, "cpu": cpu_since(cpu0)})
+            if fork_after:
+                fork_after = None
+                fork_here()
         except KbdInt:
             # An interrupt that landed between the cell's end and its report.
             o_signal(SIGINT, SIG_IGN)

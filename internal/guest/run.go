@@ -118,6 +118,9 @@ func (a *agent) doRun(r *activeRun) {
 		_ = a.send(&proto.Frame{Op: proto.OpResult, ID: r.id, Result: res})
 	}()
 	py, restarted, err := a.currentPython()
+	if err == nil {
+		a.dropPrefork(py) // the daemon did not take it: this run changes the state
+	}
 	if err != nil {
 		res.ExitCode = -1
 		res.StateLost = true
@@ -138,6 +141,9 @@ func (a *agent) doRun(r *activeRun) {
 		before = a.snapshot()
 	}
 	cell := map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}
+	if r.req.ForkAfter && r.req.Session {
+		cell["fork_after"] = true
+	}
 	if q := r.req; q.Context != "" || q.ContextReset {
 		// The REPL's contexts (repl.py): a namespace and a working directory each.
 		cell["context"], cell["context_reset"], cell["context_end"] = q.Context, q.ContextReset, q.ContextEnd
@@ -186,6 +192,11 @@ func (a *agent) doRun(r *activeRun) {
 			}
 			res.ExitCode, res.Error, res.Outputs = parseReport(rep)
 			res.CPU = reportedCPU(rep)
+			if cell["fork_after"] == true {
+				a.mu.Lock()
+				a.prefork = py // the REPL forks now, behind its report
+				a.mu.Unlock()
+			}
 			done = true
 		case <-py.exited:
 			// The cell ended the process (os._exit, a crash) or was killed below. The snapshots

@@ -211,11 +211,16 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	info.FilesTime = now().Sub(t0)
 	info.Files, info.NewBytes = len(entries), newBytes
 	t1 := now()
-	if err := py.send(map[string]any{"fork": 1}); err != nil {
+	var rep map[string]json.RawMessage
+	if a.takePrefork(py) {
+		// Forked behind the last cell's report (RunRequest.ForkAfter): its report is on its way.
+		rep, err = waitReport(py, "forked")
+	} else if err = py.send(map[string]any{"fork": 1}); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: "the Python process did not take the request: " + err.Error()}
+	} else {
+		rep, err = waitReport(py, "forked")
 	}
-	rep, err := waitReport(py, "forked")
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -472,6 +477,33 @@ func keyRoot(roots []string, key string) (int, string, bool) {
 	return 0, "", false
 }
 
+// takePrefork reports whether py forked behind its last cell and nobody took that fork yet; the
+// caller takes it (its "forked" report).
+func (a *agent) takePrefork(py *python) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.prefork != py || py == nil {
+		return false
+	}
+	a.prefork = nil
+	return true
+}
+
+// dropPrefork ends the fork py made behind its last cell, when no snapshot took it.
+func (a *agent) dropPrefork(py *python) {
+	if !a.takePrefork(py) {
+		return
+	}
+	rep, err := waitReport(py, "forked")
+	var pid int
+	if err == nil {
+		_ = json.Unmarshal(rep["forked"], &pid)
+	}
+	if pid > 0 {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
 // rewind ends the live Python process and goes on from snapshot id.
 func (a *agent) rewind(id uint64) error {
 	a.mu.Lock()
@@ -490,6 +522,7 @@ func (a *agent) rewind(id uint64) error {
 		return &proto.Error{Kind: sandbox.KindNotFound, Message: fmt.Sprintf("snapshot %d is not kept: its process ended", id)}
 	}
 	if py != nil {
+		a.dropPrefork(py)
 		// Its parked children become the agent's orphans once it is reaped.
 		py.end()
 	}

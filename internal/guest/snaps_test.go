@@ -171,3 +171,53 @@ func TestSnapshotKeepsTmp(t *testing.T) {
 		t.Errorf("a cell that left a thread running: the snapshot counts %d threads, want 1", info.Threads)
 	}
 }
+
+// A cell run with ForkAfter forks behind its report: the next snapshot takes that fork (and is
+// the state after the cell, exactly), a run before any snapshot drops it (the next snapshot is
+// of the later state), and a rewind with one pending drops it too.
+func TestSnapshotForkAfter(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _ := serve(t)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	run := func(code string) {
+		t.Helper()
+		if r, _, e := cellWith(t, in, out, next(), code, true); r.Error != nil {
+			t.Fatalf("%q: %+v %s", code, r.Error, e)
+		}
+	}
+	snapshot := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+	}
+	rewind := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
+			t.Fatalf("rewind %d: %+v", n, ans.Error)
+		}
+	}
+	look := func(want string) {
+		t.Helper()
+		if _, o, e := cell(t, in, out, next(), "print(x)"); o != want {
+			t.Fatalf("x is %q, want %q (%s)", o, want, e)
+		}
+	}
+	run("x = 1")
+	snapshot(1)
+	run("x = 2") // its fork is dropped by the next run
+	run("x = 3")
+	snapshot(2)
+	run("x = 4") // pending when the rewind comes
+	rewind(1)
+	look("1\n")
+	rewind(2)
+	look("3\n")
+	run("x = 5")
+	snapshot(3)
+	rewind(3)
+	look("5\n")
+}

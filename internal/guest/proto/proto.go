@@ -257,6 +257,11 @@ type RunRequest struct {
 	StderrBytes int64 `json:"stderr_bytes"`
 	// FilesBytes caps the content of changed files returned in the result.
 	FilesBytes int64 `json:"files_bytes"`
+	// ForkAfter (a session's cell whose step the daemon snapshots): the Python process forks
+	// the step's snapshot right after the cell's report, while the result travels, and the
+	// next OpSnapshot takes that fork instead of asking for one (snaps.go). A run or rewind
+	// before any OpSnapshot drops it.
+	ForkAfter bool `json:"fork_after,omitempty"`
 	// StreamArtifacts asks for each artifact as an OpArtifact frame as soon as it is made.
 	StreamArtifacts bool `json:"stream_artifacts,omitempty"`
 	// The code context to run in, as sandbox.RunRequest has them (FeatureContexts). ContextDir

@@ -42,7 +42,10 @@ type box struct {
 	python    string
 	features  []string // what the guest said it has (proto.Feature*)
 	snapBase  int64    // the memory limit before snapshots raised it (timetravel.go); 0 before
-	restored  bool     // from the template, not booted
+	// forkAfter: the session's steps are snapshotted (a Snapshot was asked), so each session
+	// cell asks the guest to fork right behind its report (proto.RunRequest.ForkAfter).
+	forkAfter bool
+	restored  bool // from the template, not booted
 	// pass are host files given to the sandbox's init at launch (runsc --pass-fd), each at its
 	// descriptor there: a spawned child's host stdio (spawn.go).
 	pass []passFD

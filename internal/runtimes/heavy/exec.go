@@ -93,6 +93,7 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 		Files:       files,
 		Env:         b.envFor(req.Env),
 		Session:     session,
+		ForkAfter:   session && b.forkAfter,
 		Timeout:     l.Timeout,
 		Grace:       grace,
 		StdoutBytes: l.StdoutBytes,

@@ -184,6 +184,9 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 		return err
 	}
 	s.tt.last = ans.SnapInfo
+	// From now on the guest forks behind each cell's report, so the next snapshot finds its
+	// fork made (or being made) instead of asking for it.
+	b.forkAfter = true
 	if ans.SnapInfo != nil && ans.SnapInfo.Threads > 0 {
 		s.tt.notes[step] = threadsNote(ans.SnapInfo.Threads)
 	}
