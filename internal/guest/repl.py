@@ -565,9 +565,6 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 fork_here()
                 continue
             limits.update(req.get("limits") or {})
-            # fork_after: the daemon snapshots this session's steps; the fork is made right
-            # after the cell's report, while its result travels, rather than on a request.
-            fork_after = req.get("fork_after")
             ctx = req.get("context") or ""
             if ctx and ctx not in spaces and len(spaces) > limits.get("contexts", 32):
                 report({"refused": "this sandbox's interpreter holds %d code contexts besides its main one, the most it may: "
@@ -632,9 +629,6 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             environ.update(base_env)
             flush()
             report({"exit": exit_code, "error": error, "outputs": outputs, "cpu": cpu_since(cpu0)})
-            if fork_after:
-                fork_after = None
-                fork_here()
         except KbdInt:
             # An interrupt that landed between the cell's end and its report.
             o_signal(SIGINT, SIG_IGN)

@@ -102,6 +102,8 @@ func (a *agent) doRun(r *activeRun) {
 	start := now()
 	res := &proto.RunResult{}
 	var refused *proto.Error // the REPL refused the cell before it ran (a context too many)
+	var py *python
+	forkAfter := false // the cell ended with its report: its step's fork may go behind the result
 	defer func() {
 		res.Elapsed = now().Sub(start)
 		a.mu.Lock()
@@ -116,6 +118,15 @@ func (a *agent) doRun(r *activeRun) {
 			return
 		}
 		_ = a.send(&proto.Frame{Op: proto.OpResult, ID: r.id, Result: res})
+		if forkAfter {
+			// The step's snapshot, asked for now, behind the result: the daemon's OpSnapshot
+			// (queued behind this run) finds the fork made or under way (snaps.go).
+			if err := py.send(map[string]any{"fork": 1}); err == nil {
+				a.mu.Lock()
+				a.prefork = py
+				a.mu.Unlock()
+			}
+		}
 	}()
 	py, restarted, err := a.currentPython()
 	if err == nil {
@@ -141,9 +152,6 @@ func (a *agent) doRun(r *activeRun) {
 		before = a.snapshot()
 	}
 	cell := map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}
-	if r.req.ForkAfter && r.req.Session {
-		cell["fork_after"] = true
-	}
 	if q := r.req; q.Context != "" || q.ContextReset {
 		// The REPL's contexts (repl.py): a namespace and a working directory each.
 		cell["context"], cell["context_reset"], cell["context_end"] = q.Context, q.ContextReset, q.ContextEnd
@@ -192,11 +200,7 @@ func (a *agent) doRun(r *activeRun) {
 			}
 			res.ExitCode, res.Error, res.Outputs = parseReport(rep)
 			res.CPU = reportedCPU(rep)
-			if cell["fork_after"] == true {
-				a.mu.Lock()
-				a.prefork = py // the REPL forks now, behind its report
-				a.mu.Unlock()
-			}
+			forkAfter = r.req.ForkAfter && r.req.Session
 			done = true
 		case <-py.exited:
 			// The cell ended the process (os._exit, a crash) or was killed below. The snapshots

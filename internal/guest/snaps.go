@@ -123,8 +123,13 @@ func (a *agent) dispatchSnaps(f *proto.Frame) {
 	id, snapID, maxBytes, drops := f.ID, f.Snap, f.MaxBytes, f.Snaps
 	switch f.Op {
 	case proto.OpSnapshot:
+		queued := now()
 		a.enqueue(func() {
+			start := now()
 			info, err := a.takeSnapshot(snapID, maxBytes)
+			if info != nil {
+				info.Queued, info.Took = start.Sub(queued), now().Sub(start)
+			}
 			if err != nil {
 				_ = a.answer(id, err)
 				return

@@ -257,10 +257,10 @@ type RunRequest struct {
 	StderrBytes int64 `json:"stderr_bytes"`
 	// FilesBytes caps the content of changed files returned in the result.
 	FilesBytes int64 `json:"files_bytes"`
-	// ForkAfter (a session's cell whose step the daemon snapshots): the Python process forks
-	// the step's snapshot right after the cell's report, while the result travels, and the
-	// next OpSnapshot takes that fork instead of asking for one (snaps.go). A run or rewind
-	// before any OpSnapshot drops it.
+	// ForkAfter (a session's cell whose step the daemon snapshots): right after sending the
+	// result, the agent has the Python process fork the step's snapshot, and the next
+	// OpSnapshot takes that fork instead of asking for one, saving the request's trip (snaps.go).
+	// A run or rewind before any OpSnapshot drops it.
 	ForkAfter bool `json:"fork_after,omitempty"`
 	// StreamArtifacts asks for each artifact as an OpArtifact frame as soon as it is made.
 	StreamArtifacts bool `json:"stream_artifacts,omitempty"`
@@ -305,6 +305,11 @@ type SnapInfo struct {
 	// Fork is how long the Python process took to fork; FilesTime how long the files took.
 	Fork      time.Duration `json:"fork"`
 	FilesTime time.Duration `json:"files_time"`
+	// Queued is how long the request waited in the agent's queue behind earlier requests;
+	// Took how long the agent took from taking it up to its answer (the rest of what the
+	// daemon measures is the way to the sandbox and back).
+	Queued time.Duration `json:"queued,omitempty"`
+	Took   time.Duration `json:"took,omitempty"`
 	// Files is how many files the snapshot holds; NewBytes the bytes it copied (files changed
 	// since the last snapshot or rewind), the rest being links to earlier snapshots' copies.
 	Files    int   `json:"files"`

@@ -90,7 +90,7 @@ kept.clear()
 run('a cell, children gone')
 `
 	t.Logf("in-process:\n%s", out(t, s, probe))
-	var snaps, forkT, filesT []time.Duration
+	var snaps, forkT, filesT, queued, took []time.Duration
 	for i := 0; i < 15; i++ {
 		out(t, s, fmt.Sprintf("x = %d\ndf.iloc[%d, 0] = %d", i, i, i))
 		t0 := time.Now()
@@ -101,6 +101,8 @@ run('a cell, children gone')
 		if last, _, ok := StepCost(s); ok {
 			forkT = append(forkT, last.Fork)
 			filesT = append(filesT, last.FilesTime)
+			queued = append(queued, last.Queued)
+			took = append(took, last.Took)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -108,5 +110,6 @@ run('a cell, children gone')
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 		return ds[len(ds)/2]
 	}
-	t.Logf("through the guest: snapshot %v, of which files %v, fork (or the wait for it) %v (medians of %d)", med(snaps), med(filesT), med(forkT), len(snaps))
+	t.Logf("through the guest: snapshot %v; in the guest: queued %v, took %v, of which files %v, fork (or the wait for it) %v (medians of %d)",
+		med(snaps), med(queued), med(took), med(filesT), med(forkT), len(snaps))
 }

@@ -114,6 +114,7 @@ type tt struct {
 	taken    map[string]time.Time // when each was taken
 	dropped  map[string]string    // why a step's snapshot is gone
 	notes    map[string]string    // what a step's snapshot leaves out (SnapshotNote)
+	trimming bool                 // a trimMemory is on its way
 	nextSnap uint64
 	paused   *checkpointBody // non-nil while paused
 	ref      string          // the paused checkpoint's manifest
@@ -195,11 +196,44 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 	s.tt.taken[step] = time.Now()
 	delete(s.tt.dropped, step)
 	s.retainLocked(ctx, b)
+	if b.snapBase > 0 && !s.tt.trimming {
+		// The memory check (a read of the cgroup, and a drop's round trip when the sandbox is
+		// over its limit: 10-20 ms under load) runs behind the snapshot, not in it: the next run
+		// waits for it only if it comes at once (it takes s.mu), and the guest drops the forks
+		// before that run in any case (its requests are served in order).
+		s.tt.trimming = true
+		go s.trimMemory(b)
+	}
 	return nil
 }
 
-// retainLocked drops the kept snapshots beyond the cap, older than the expiry, and the oldest
-// while the sandbox's memory is near its limit. The newest is kept.
+// trimMemory drops the oldest kept steps while the sandbox uses more memory than the limit it
+// was made with (the room above it is the next steps').
+func (s *session) trimMemory(b *box) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tt.trimming = false
+	s.smu.Lock()
+	live := s.b == b
+	s.smu.Unlock()
+	if !live || s.closed.Load() || s.tt.paused != nil {
+		return
+	}
+	s.trimMemoryLocked(context.Background(), b)
+}
+
+func (s *session) trimMemoryLocked(ctx context.Context, b *box) {
+	if base := b.snapBase; base > 0 {
+		for len(s.tt.order) > 1 && b.cg.memoryUsage() > base {
+			st := s.tt.order[0]
+			s.dropLocked(ctx, b, []string{st}, map[string]string{st: fmt.Sprintf(
+				"the sandbox's memory passed its limit of %d MiB with snapshots kept: the oldest go first (heavy.snapshot_memory_mb is the room above it)", base>>20)})
+		}
+	}
+}
+
+// retainLocked drops the kept snapshots beyond the cap and older than the expiry (the memory
+// check is trimMemory's). The newest is kept.
 func (s *session) retainLocked(ctx context.Context, b *box) {
 	var drop []string
 	why := map[string]string{}
@@ -216,15 +250,8 @@ func (s *session) retainLocked(ctx context.Context, b *box) {
 		}
 	}
 	s.dropLocked(ctx, b, drop, why)
-	// Memory: past the limit the session was made with, the oldest go (the budget above it is
-	// the next steps' room).
-	if base := b.snapBase; base > 0 {
-		for len(s.tt.order) > 1 && b.cg.memoryUsage() > base {
-			st := s.tt.order[0]
-			s.dropLocked(ctx, b, []string{st}, map[string]string{st: fmt.Sprintf(
-				"the sandbox's memory passed its limit of %d MiB with snapshots kept: the oldest go first (heavy.snapshot_memory_mb is the room above it)", base>>20)})
-		}
-	}
+	// Memory: past the limit the session was made with, the oldest go; Snapshot has it done
+	// behind its answer (trimMemory).
 }
 
 // dropLocked drops steps' snapshots in the sandbox and remembers why.
