@@ -294,6 +294,9 @@ func (s *session) rewindLocked(ctx context.Context, b *box, step string) error {
 	if !ok {
 		return s.notKept(step)
 	}
+	// Runs fork behind their results again once a snapshot follows one: a rewind that came
+	// right after a run would otherwise wait for that run's fork only to drop it.
+	b.forkAfter = false
 	if _, err := b.request(ctx, &proto.Frame{Op: proto.OpRewind, Snap: id}); err != nil {
 		if e := sandbox.AsError(err); e.Kind == sandbox.KindNotFound {
 			s.dropLocked(ctx, nil, []string{step}, map[string]string{step: e.Message})
