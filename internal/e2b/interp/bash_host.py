@@ -39,20 +39,25 @@ def _note(text):
 
 
 def _kill_stale(key):
-    # A shell of an earlier Python process (restarted after an interrupt it did not take)
-    # would live on, orphaned: end it.
+    # A shell of an earlier Python process (restarted after an interrupt it did not take, or
+    # rewound) would live on, orphaned: end it. Says whether there was one.
     try:
         with open(os.path.join(STATE, key + ".pid")) as f:
             pid = int(f.read().strip())
         if pid > 1 and all(s.pid != pid for s in shells.values()):
             os.killpg(pid, signal.SIGKILL)
+            return True
     except Exception:
         pass
+    return False
 
 
-def _start(key):
+def _start(key, why=None):
     os.makedirs(STATE, mode=0o700, exist_ok=True)
-    _kill_stale(key)
+    if _kill_stale(key) and why is None:
+        why = "the session's interpreter was restarted or rewound, and this context's bash shell with it"
+    if why is not None:
+        _note("%s: this cell runs in a new shell, without the earlier cells' variables, functions and working directory" % why)
     p = subprocess.Popen(["/bin/bash", "--noprofile", "--norc", "-s"], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                          close_fds=True)
@@ -100,10 +105,7 @@ def cell(key, code, env, sentinel):
             lost[key] = "the bash shell of this context had ended (status %s)" % p.returncode
         p = None
     if p is None:
-        why = lost.pop(key, None)
-        if why is not None:
-            _note("%s: this cell runs in a new shell, without the earlier cells' variables, functions and working directory" % why)
-        p = _start(key)
+        p = _start(key, lost.pop(key, None))
     path = os.path.join(STATE, key + ".cell")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
