@@ -403,15 +403,33 @@ func (m *Manager) Rewind(ctx context.Context, id, step string) (Step, error) {
 	if err != nil {
 		return Step{}, err
 	}
-	if err := sn.Rewind(ctx, step, ref); err != nil {
-		return Step{}, err
-	}
+	// The record names the new head while the tier rewinds, so a rewind costs the longer of the
+	// two instead of both. A kill -9 meanwhile brings the session back at the step it was being
+	// rewound to, what was asked; a rewind that fails puts the head back and writes the record
+	// again.
 	m.mu.Lock()
+	was := s.tl.head
+	wasState, wasKept := s.tl.state, s.tl.keptUntil
 	s.tl.head = step
 	s.tl.state, s.tl.keptUntil = SessionLive, time.Time{}
 	out := *st
 	m.mu.Unlock()
-	m.saveSession(s)
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		m.saveSession(s)
+	}()
+	err = sn.Rewind(ctx, step, ref)
+	<-saved
+	if err != nil {
+		m.mu.Lock()
+		if s.tl.head == step {
+			s.tl.head, s.tl.state, s.tl.keptUntil = was, wasState, wasKept
+		}
+		m.mu.Unlock()
+		m.saveSession(s)
+		return Step{}, err
+	}
 	m.log.Info("session rewound", "session", id, "step", step)
 	return out, nil
 }

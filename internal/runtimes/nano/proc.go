@@ -234,16 +234,26 @@ func (f *snapFrame) deliver(resp wire.Response) {
 // wait waits for the frame: it comes right after the run's result, unless the worker died
 // first.
 func (f *snapFrame) wait(ctx context.Context, p *proc) (*engine.SnapshotDelta, error) {
+	// The frame first when it is there: a select picks at random among ready cases, and a
+	// cancelled ctx (a pause hurries the session's persists) must not lose a snapshot in hand.
 	select {
 	case <-f.done:
-	case <-p.readDone:
+	default:
 		select {
-		case <-f.done: // read just before the end
-		default:
-			return nil, fmt.Errorf("%w: the worker ended before it sent the step's snapshot", errNotTaken)
+		case <-f.done:
+		case <-p.readDone:
+			select {
+			case <-f.done: // read just before the end
+			default:
+				return nil, fmt.Errorf("%w: the worker ended before it sent the step's snapshot", errNotTaken)
+			}
+		case <-ctx.Done():
+			select {
+			case <-f.done:
+			default:
+				return nil, ctx.Err()
+			}
 		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
 	if f.err != nil {
 		return nil, fmt.Errorf("%w: %w", errNotTaken, f.err)
