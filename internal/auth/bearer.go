@@ -96,3 +96,16 @@ func (id Identity) Allows(what string, scopes ...Scope) error {
 	return sandbox.Errorf(sandbox.KindForbidden, "the API key %s (tenant %s) lacks the %s scope %s needs", id.KeyID, id.Tenant, want, what).
 		WithHint("ask the daemon's admin for a key with scope %s (agentbox keys create --scopes %s)", want, names[0])
 }
+
+// RequestKey is the API key r carries as E2B's SDKs send it (X-API-Key) or as agentbox's clients
+// do (Authorization: Bearer), X-API-Key first; "" when it carries none. The E2B front door and
+// the gateway in front of it read the control plane's key with it.
+func RequestKey(r *http.Request) string {
+	if key := strings.TrimSpace(r.Header.Get("X-API-Key")); key != "" {
+		return key
+	}
+	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(tok)
+	}
+	return ""
+}

@@ -84,3 +84,26 @@ func TestRequire(t *testing.T) {
 		t.Errorf("without the key: status %d, header %q, fail called with %v", w.Code, w.Header().Get("WWW-Authenticate"), failed)
 	}
 }
+
+func TestRequestKey(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		want    string
+	}{
+		{"none", nil, ""},
+		{"X-API-Key", map[string]string{"X-API-Key": " k1 "}, "k1"},
+		{"bearer", map[string]string{"Authorization": "Bearer k2"}, "k2"},
+		{"bearer in any case", map[string]string{"Authorization": "bEaReR k3"}, "k3"},
+		{"X-API-Key first", map[string]string{"X-API-Key": "k4", "Authorization": "Bearer k5"}, "k4"},
+		{"another scheme", map[string]string{"Authorization": "Basic k6"}, ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		for k, v := range c.headers {
+			r.Header.Set(k, v)
+		}
+		if got := auth.RequestKey(r); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

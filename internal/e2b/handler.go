@@ -174,12 +174,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 // identity authenticates the control plane's caller: the SDK sends its key as X-API-Key; an
 // agentbox client's "Authorization: Bearer" works too.
 func (h *Handler) identity(r *http.Request) (auth.Identity, error) {
-	key := strings.TrimSpace(r.Header.Get("X-API-Key"))
-	if key == "" {
-		if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-			key = strings.TrimSpace(tok)
-		}
-	}
+	key := auth.RequestKey(r)
 	if key == "" {
 		return auth.Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "this E2B call needs an API key").
 			WithHint("set E2B_API_KEY to an agentbox key (the daemon's api_key, or one from agentbox keys create --scopes sessions,files,run)")

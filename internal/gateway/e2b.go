@@ -213,12 +213,7 @@ func sandboxOfPath(p string) string {
 
 // e2bKeyIdentity authenticates a control-plane call: the SDK's X-API-Key, or a Bearer key.
 func (g *Gateway) e2bKeyIdentity(r *http.Request) (auth.Identity, error) {
-	key := strings.TrimSpace(r.Header.Get("X-API-Key"))
-	if key == "" {
-		if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
-			key = strings.TrimSpace(tok)
-		}
-	}
+	key := auth.RequestKey(r)
 	if key == "" {
 		return auth.Identity{}, sandbox.Errorf(sandbox.KindUnauthorized, "this E2B call needs an API key").
 			WithHint("set E2B_API_KEY to an agentbox key of this cluster")
