@@ -273,9 +273,14 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 	var table map[[32]byte]pageLoc
 	var err error
 	lowPriority(func() {
-		// Made into parts even without a store: a delta holds its base until then.
+		// Made into parts even without a store: a delta holds its base until then. Not under
+		// ctx: a pause cancels it to hurry the session's persists (and a later persist may get
+		// it still cancelled), but the worker's frame is on its way right behind the run's
+		// result, or the worker is gone; the bound only catches a worker that hangs.
+		wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		var parts *engine.SnapshotParts
-		if parts, err = x.get(ctx); err == nil && st != nil {
+		if parts, err = x.get(wctx); err == nil && st != nil {
 			ref, table, hashes, err = s.r.persist(parts, pages, s.secrets, hashes)
 		}
 	})
