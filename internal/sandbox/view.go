@@ -227,6 +227,9 @@ func (v *View) Artifact(id string) (Artifact, io.ReadSeekCloser, error) {
 // Images lists the images every tenant may ask for.
 func (v *View) Images() []ImageInfo { return v.m.Images() }
 
+// Capabilities returns what a tier offers (the same for every caller).
+func (v *View) Capabilities(t Tier) (Capabilities, bool) { return v.m.Capabilities(t) }
+
 // SetIntent sets the intent of one of the caller's sessions.
 func (v *View) SetIntent(id, name string, ttl time.Duration) (IntentInfo, error) {
 	if err := v.session(id); err != nil {

@@ -83,9 +83,13 @@ func bashCell(key, code string, env map[string]string, sentinel string) string {
 // is in the context (so a context's shell starts in the context's cwd).
 func (h *Handler) runBash(ctx context.Context, out *lines, t Target, c *codeContext, req executeRequest) {
 	session, key := t.Session, c.key()
-	if info, err := t.Engine.Session(session); err == nil && info.Tier == "nano" {
-		h.runBashCommand(ctx, out, t, session, req)
-		return
+	// A tier whose code cannot start processes keeps no shell: the cell is a command there,
+	// which such a tier answers with its typed error.
+	if info, err := t.Engine.Session(session); err == nil {
+		if caps, _ := t.Engine.Capabilities(info.Tier); !caps.Processes {
+			h.runBashCommand(ctx, out, t, session, req)
+			return
+		}
 	}
 	var b [12]byte
 	_, _ = rand.Read(b[:])

@@ -320,3 +320,32 @@ func TestBash(t *testing.T) {
 		}
 	})
 }
+
+// TestBashWithoutProcesses: a bash cell in a session whose tier cannot start processes (nano)
+// keeps no shell; it ends at once with the tier's typed error as the cell's error, and the
+// session's Python goes on.
+func TestBashWithoutProcesses(t *testing.T) {
+	m := heavyManager(t)
+	acme := m.As(sandbox.Caller{Tenant: "acme"})
+	s, err := acme.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "nano"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acme.CloseSession(s.ID)
+	h := interp.New(interp.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Serve(w, r, interp.Target{Session: s.ID, Engine: acme})
+	}))
+	t.Cleanup(srv.Close)
+	st, ex := execute(t, srv.URL, map[string]any{"code": "echo hi", "language": "bash"})
+	if st != 200 && st < 400 {
+		t.Fatalf("status %d", st)
+	}
+	if st == 200 && (ex.err == nil || strings.Contains(strings.Join(ex.stdout, ""), "hi")) {
+		t.Fatalf("a bash cell in nano ran or failed silently: %+v", ex)
+	}
+	t.Logf("the bash cell: status %d, error %+v", st, ex.err)
+	if r := run(t, srv.URL, map[string]any{"code": "print(1 + 1)"}); r.err != nil || strings.Join(r.stdout, "") != "2\n" {
+		t.Fatalf("python after the bash cell: %+v", r)
+	}
+}

@@ -22,6 +22,7 @@ type Engine interface {
 	CreateSession(ctx context.Context, opts sandbox.SessionOptions) (sandbox.SessionInfo, error)
 	CloseSession(id string) error
 	Policy() sandbox.Policy
+	Capabilities(t sandbox.Tier) (sandbox.Capabilities, bool)
 }
 
 // Callers is the core as the front door's callers see it: *sandbox.Manager and *sandbox.Audited
