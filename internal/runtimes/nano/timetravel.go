@@ -21,8 +21,12 @@ import (
 //
 // A step's snapshot is the parked interpreter's state as engine.Snapshot takes it (the 4 KiB
 // pages of linear memory that differ from a pristine interpreter, the private files, the clock),
-// asked of the session's worker without taking the session out of it (wire.OpSnapshot). The
-// session keeps the latest few in memory, for rewinds and forks that need no disk.
+// taken by the session's worker right behind the run's result, before it reads another request,
+// and sent unasked as a delta from the one before (wire.Request.SnapStep, OpStepSnapshot): the
+// Manager's Snapshot only records it, and the daemon makes it into pages (shared with the step
+// before, see snap) when Persist, a rewind the worker cannot serve or a fork needs them. The
+// worker keeps its last few steps, the daemon the latest few, for rewinds and forks that need
+// no disk.
 //
 // Persist makes a step durable in the store: the pages are hashed, and only those the session's
 // previous durable snapshot did not have go into a new pack (one flate stream per step); files
