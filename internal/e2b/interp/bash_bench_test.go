@@ -5,12 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"testing"
-	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/e2b/interp"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -25,19 +21,8 @@ import (
 //
 //	sudo go test ./internal/e2b/interp/ -run '^$' -bench BashCell -benchtime 30x
 func BenchmarkBashCell(b *testing.B) {
-	m := heavyManager(b)
-	acme := m.As(sandbox.Caller{Tenant: "acme"})
+	srv, acme, sid := interpServer(b, "heavy")
 	ctx := context.Background()
-	s, err := acme.CreateSession(ctx, sandbox.SessionOptions{Tier: "heavy"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { acme.CloseSession(s.ID) })
-	h := interp.New(interp.Options{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.Serve(w, r, interp.Target{Session: s.ID, Engine: acme})
-	}))
-	b.Cleanup(srv.Close)
 	cell := func(body map[string]any) {
 		bs, _ := json.Marshal(body)
 		r, err := http.Post(srv.URL+"/execute", "application/json", bytes.NewReader(bs))
@@ -53,19 +38,6 @@ func BenchmarkBashCell(b *testing.B) {
 	}
 	cell(map[string]any{"code": "print(1)"})
 	cell(map[string]any{"code": "echo 1", "language": "bash"}) // the shell started
-	measure := func(b *testing.B, op func()) {
-		ds := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			op()
-			ds = append(ds, time.Since(t0))
-		}
-		b.StopTimer()
-		slices.Sort(ds)
-		b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(ds[min(len(ds)-1, len(ds)*99/100)].Microseconds())/1000, "p99-ms")
-	}
 	b.Run("python", func(b *testing.B) {
 		measure(b, func() { cell(map[string]any{"code": "print(1)"}) })
 	})
@@ -74,7 +46,7 @@ func BenchmarkBashCell(b *testing.B) {
 	})
 	b.Run("command-baseline", func(b *testing.B) {
 		measure(b, func() {
-			c, err := acme.RunCommand(ctx, s.ID, sandbox.Command{Argv: []string{"/bin/bash", "-c", "echo 1"}}, nil)
+			c, err := acme.RunCommand(ctx, sid, sandbox.Command{Argv: []string{"/bin/bash", "-c", "echo 1"}}, nil)
 			if err != nil || c.Stdout != "1\n" {
 				b.Fatalf("%v %+v", err, c)
 			}

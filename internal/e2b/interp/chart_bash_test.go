@@ -4,31 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/e2b/interp"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
-
-// interpServer serves the code interpreter of a new heavy session of tenant acme.
-func interpServer(t *testing.T) (*httptest.Server, *sandbox.View, string) {
-	t.Helper()
-	m := heavyManager(t)
-	acme := m.As(sandbox.Caller{Tenant: "acme"})
-	s, err := acme.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "heavy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := interp.New(interp.Options{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.Serve(w, r, interp.Target{Session: s.ID, Engine: acme})
-	}))
-	t.Cleanup(srv.Close)
-	return srv, acme, s.ID
-}
 
 // figureChart runs code that draws one figure and returns the chart of its PNG result.
 func figureChart(t *testing.T, url, code string) map[string]any {
@@ -73,7 +54,7 @@ type pointChart struct {
 // TestChart: a figure's PNG result carries its chart, as E2B's code interpreter returns it: the
 // type and, per type, the data read from the axes; a huge figure's chart is bounded and says so.
 func TestChart(t *testing.T) {
-	srv, acme, sid := interpServer(t)
+	srv, acme, sid := interpServer(t, "heavy")
 
 	t.Run("Line", func(t *testing.T) {
 		var c pointChart
@@ -213,7 +194,7 @@ func TestChart(t *testing.T) {
 // that exits non-zero is the cell's error; a cell the client stops waiting for is interrupted and
 // the next cell finds the shell as it was.
 func TestBash(t *testing.T) {
-	srv, _, _ := interpServer(t)
+	srv, _, _ := interpServer(t, "heavy")
 	bash := func(code string) *execution {
 		t.Helper()
 		return run(t, srv.URL, map[string]any{"code": code, "language": "bash"})
@@ -325,18 +306,7 @@ func TestBash(t *testing.T) {
 // keeps no shell; it ends at once with the tier's typed error as the cell's error, and the
 // session's Python goes on.
 func TestBashWithoutProcesses(t *testing.T) {
-	m := heavyManager(t)
-	acme := m.As(sandbox.Caller{Tenant: "acme"})
-	s, err := acme.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "nano"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer acme.CloseSession(s.ID)
-	h := interp.New(interp.Options{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.Serve(w, r, interp.Target{Session: s.ID, Engine: acme})
-	}))
-	t.Cleanup(srv.Close)
+	srv, _, _ := interpServer(t, "nano")
 	st, ex := execute(t, srv.URL, map[string]any{"code": "echo hi", "language": "bash"})
 	if st != 200 && st < 400 {
 		t.Fatalf("status %d", st)

@@ -5,12 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"testing"
-	"time"
 
-	"github.com/agentbox-dev/agentbox/internal/e2b/interp"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -25,19 +21,8 @@ import (
 //
 //	sudo go test ./internal/e2b/interp/ -run '^$' -bench Contexts -benchtime 30x
 func BenchmarkContexts(b *testing.B) {
-	m := heavyManager(b)
-	acme := m.As(sandbox.Caller{Tenant: "acme"})
+	srv, acme, _ := interpServer(b, "heavy")
 	ctx := context.Background()
-	s, err := acme.CreateSession(ctx, sandbox.SessionOptions{Tier: "heavy"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { acme.CloseSession(s.ID) })
-	h := interp.New(interp.Options{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.Serve(w, r, interp.Target{Session: s.ID, Engine: acme})
-	}))
-	b.Cleanup(srv.Close)
 	call := func(method, path string, body any) []byte {
 		bs, _ := json.Marshal(body)
 		req, _ := http.NewRequest(method, srv.URL+path, bytes.NewReader(bs))
@@ -60,19 +45,6 @@ func BenchmarkContexts(b *testing.B) {
 	}
 	cell(map[string]any{"code": "import pandas"}) // the sandbox warm, as an SDK user's would be
 
-	measure := func(b *testing.B, op func()) {
-		ds := make([]time.Duration, 0, b.N)
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t0 := time.Now()
-			op()
-			ds = append(ds, time.Since(t0))
-		}
-		b.StopTimer()
-		slices.Sort(ds)
-		b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(ds[min(len(ds)-1, len(ds)*99/100)].Microseconds())/1000, "p99-ms")
-	}
 	b.Run("cell", func(b *testing.B) {
 		measure(b, func() { cell(map[string]any{"code": "x = 1"}) })
 	})
