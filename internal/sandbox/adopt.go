@@ -216,17 +216,20 @@ func (s *session) persistContext() context.Context {
 }
 
 // hurryPersist cancels the session's waiting snapshots and waits for them; later ones get a new
-// context.
+// context. The cancelled one goes even while the drain is still running: flush returns when the
+// queue's last step is done, before the drain sees the queue empty, and a drain that kept the
+// cancelled context would hand it to every later step (which then stayed in memory for good).
+// The drain takes its context per step, so the next step gets the new one.
 func (m *Manager) hurryPersist(s *session) {
 	m.mu.Lock()
-	cancel := s.tl.persistCancel
+	ctx, cancel := s.tl.persistCtx, s.tl.persistCancel
 	m.mu.Unlock()
 	if cancel != nil {
 		cancel()
 	}
 	s.flush()
 	m.mu.Lock()
-	if s.tl.persistCancel != nil && !s.tl.draining {
+	if ctx != nil && s.tl.persistCtx == ctx {
 		s.tl.persistCtx, s.tl.persistCancel = nil, nil
 	}
 	m.mu.Unlock()

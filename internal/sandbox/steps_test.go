@@ -29,6 +29,9 @@ type counterTier struct {
 	// notDurable makes Persist refuse for a reason that lasts (sandbox.NotDurableNow), as the
 	// heavy tier does while a command runs.
 	notDurable bool
+	// givesUp makes Persist end with its context's error once that is cancelled, as a tier
+	// waiting for a quiet moment does when the session pauses.
+	givesUp bool
 }
 
 type counterSession struct {
@@ -80,12 +83,16 @@ func (s *counterSession) Snapshot(_ context.Context, step string) error {
 	s.snaps[step] = s.n
 	return nil
 }
-func (s *counterSession) Persist(_ context.Context, step string) (sandbox.SnapshotRef, error) {
+func (s *counterSession) Persist(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
 	s.mu.Lock()
 	n := s.snaps[step]
 	s.mu.Unlock()
 	ref := "ref-" + step
 	s.t.mu.Lock()
+	if s.t.givesUp && ctx.Err() != nil {
+		s.t.mu.Unlock()
+		return sandbox.SnapshotRef{}, ctx.Err()
+	}
 	if s.t.notTaken {
 		s.t.mu.Unlock()
 		return sandbox.SnapshotRef{}, fmt.Errorf("%w: the sandbox ended first", sandbox.ErrSnapshotNotTaken)
@@ -617,5 +624,39 @@ func TestNotDurableNotice(t *testing.T) {
 	reasoned(addRun(t, v, info.ID, 6).Step)
 	if n := addRun(t, v, info.ID, 7).Notice; n == nil || n.Kind != sandbox.NoticeNotDurable || n.Step != fifth.Step {
 		t.Fatalf("refused again after a durable step: notice %+v, want one naming %s", n, fifth.Step)
+	}
+}
+
+// Steps after a pause become durable: a pause hurries the snapshots queued before it, and those
+// of later steps are made durable under a context of their own. (They once got the pause's,
+// cancelled, whenever the pause caught the drain between its last step and its end, and stayed in
+// memory for good.)
+func TestStepsAfterAPauseBecomeDurable(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}, givesUp: true}
+	m := counterManager(t, tier, t.TempDir(), sandbox.Retention{})
+	v := m.As(sandbox.Caller{Tenant: "acme"})
+	ctx := context.Background()
+	info, err := v.CreateSession(ctx, sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		addRun(t, v, info.ID, 1)
+		if _, err := v.Pause(ctx, info.ID); err != nil {
+			t.Fatal(err)
+		}
+		after := addRun(t, v, info.ID, 1).Step
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			st, err := v.Step(info.ID, after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Snapshot.State == sandbox.SnapshotDurable {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the step after a pause is not durable after 10s: %+v", round, st.Snapshot)
+			}
+		}
 	}
 }
