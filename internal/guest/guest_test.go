@@ -49,10 +49,23 @@ func serveWith(t *testing.T, edit func(*Config)) (io.WriteCloser, io.Reader, cha
 	if edit != nil {
 		edit(&cfg)
 	}
+	finished := make(chan struct{})
 	go func() {
 		done <- Serve(cfg, inR, outW)
 		outW.Close()
+		close(finished)
 	}()
+	// The agent ends with the test, so its own cleanup kills its Python and the snapshots parked
+	// outside Python's process group; left to the test binary's exit, they stayed on the host.
+	t.Cleanup(func() {
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+		select {
+		case <-finished:
+		case <-time.After(30 * time.Second):
+			t.Errorf("the agent did not end within 30s of its input's end")
+		}
+	})
 	var hello proto.Frame
 	if err := proto.Read(outR, &hello, 0); err != nil || hello.Op != proto.OpHello || hello.Version != proto.Version {
 		select {
