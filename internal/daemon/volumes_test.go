@@ -243,3 +243,58 @@ func TestVolumesAreTenants(t *testing.T) {
 	_, err = runOnly.Volumes(ctx)
 	wantCode(t, "a key without the files scope", err, api.CodeForbidden)
 }
+
+// A heavy session with a volume pauses and resumes with its files (its lease held while it is
+// paused, so no other session or the files API writes the volume meanwhile); a fork of a session
+// holding a volume read-write is a conflict (a second writer), a fork of a read-only holder
+// mounts it read-only too, with a lease of its own.
+func TestDaemonHeavyVolumePauseFork(t *testing.T) {
+	c, _ := volumeDaemon(t, t.TempDir())
+	ctx := context.Background()
+	if _, err := c.CreateVolume(ctx, "data", 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "heavy", Volumes: map[string]string{"data": "/mnt/data"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := runIn(t, c, s.ID, "fh = open('/mnt/data/a.txt', 'w')\nfh.write('before the pause'); fh.flush()").Step
+	if _, err := c.Pause(ctx, s.ID); err != nil {
+		t.Fatalf("pause with a volume: %v", err)
+	}
+	err = c.WriteVolumeFile(ctx, "data", "a.txt", []byte("x"))
+	wantVolCode(t, "files API write while paused", err, "conflict")
+	if v, err := c.Volume(ctx, "data"); err != nil || v.MountedRW != 1 {
+		t.Fatalf("a paused session's volume: %+v %v", v, err)
+	}
+	if res := runIn(t, c, s.ID, "fh.write(', after'); fh.close()\nprint(open('/mnt/data/a.txt').read())"); res.Stdout != "before the pause, after\n" {
+		t.Fatalf("after resume: %q %q", res.Stdout, res.Stderr)
+	}
+	_, err = c.Fork(ctx, s.ID, step)
+	wantVolCode(t, "fork of a read-write holder", err, "conflict", "data", "read-only")
+	if err := c.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "heavy", Volumes: map[string]string{"data": "/data:ro"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step = runIn(t, c, r.ID, "v = open('/data/a.txt').read()").Step
+	f, err := c.Fork(ctx, r.ID, step)
+	if err != nil {
+		t.Fatalf("fork of a read-only holder: %v", err)
+	}
+	if v, err := c.Volume(ctx, "data"); err != nil || v.MountedRO != 2 {
+		t.Fatalf("after the fork: %+v %v", v, err)
+	}
+	if res := runIn(t, c, f.ID, "print(v, open('/data/a.txt').read())"); res.Stdout != "before the pause, after before the pause, after\n" {
+		t.Fatalf("fork: %q %q", res.Stdout, res.Stderr)
+	}
+	if err := c.CloseSession(ctx, f.ID); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Volume(ctx, "data"); err != nil || v.MountedRO != 1 {
+		t.Fatalf("after the fork's close: %+v %v", v, err)
+	}
+}

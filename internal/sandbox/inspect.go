@@ -156,6 +156,12 @@ func (m *Manager) inStepFork(ctx context.Context, id, step, code string, maxOut 
 		return nil, err
 	}
 	opts.ID = id + "-inspect"
+	release, err := m.attachVolumes(s.info.Tenant, &opts)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	defer release()
 	fork, err := sn.Fork(ctx, step, ref, opts)
 	unlock()
 	if err != nil {

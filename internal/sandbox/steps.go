@@ -483,14 +483,34 @@ func (m *Manager) Fork(ctx context.Context, id, step string) (SessionInfo, error
 	m.sessions[nid] = f
 	m.mu.Unlock()
 
-	impl, err := sn.Fork(ctx, step, ref, opts)
+	// The fork's own leases of the volumes: read-only ones are shared, a read-write one is the
+	// parent's alone (a conflict).
+	var release func()
+	for _, v := range s.opts.Mounts {
+		if !v.ReadOnly {
+			err = Errorf(KindConflict, "session %s holds volume %q read-write: a fork would be its second writer", id, v.Volume).
+				WithHint("fork a session that mounts its volumes read-only (\"/path:ro\"), or copy the files into the session's own directory first")
+			break
+		}
+	}
+	if err == nil {
+		release, err = m.attachVolumes(s.info.Tenant, &opts)
+	}
+	var impl Session
+	if err == nil {
+		f.opts.Mounts = opts.Mounts
+		impl, err = sn.Fork(ctx, step, ref, opts)
+		if err != nil {
+			release()
+		}
+	}
 	m.mu.Lock()
 	if err != nil {
 		delete(m.sessions, nid)
 		m.mu.Unlock()
 		return SessionInfo{}, err
 	}
-	f.impl = impl
+	f.impl, f.releaseVolumes = impl, release
 	now := time.Now().UTC()
 	f.info.CreatedAt, f.info.LastUsed = now, now
 	f.active = false

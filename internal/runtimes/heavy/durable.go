@@ -31,7 +31,8 @@ import (
 //     moved on;
 //   - scrubbed of the session's secrets, as a pause's checkpoint is.
 //
-// A session with volumes, with a command running, or paused is not checkpointed this way.
+// A session with a command running, or paused, is not checkpointed this way. A session's
+// read-write volumes go into the checkpoint as tar blobs (volumes.go).
 //
 // Why not while a command runs, however long: a command is a request in flight to the guest
 // (OpSpawn) until it ends, its output and its exit frames sent as it goes. `runsc checkpoint`
@@ -99,7 +100,7 @@ func (s *session) latestLocked() string {
 // Persist makes step durable when it is still the session's latest once the session is idle.
 func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
 	rt := s.rt
-	if rt.opts.Snapshots == nil || rt.opts.DurableSteps < 0 || len(s.volumes) > 0 {
+	if rt.opts.Snapshots == nil || rt.opts.DurableSteps < 0 {
 		return sandbox.SnapshotRef{}, nil
 	}
 	// Wait for a quiet moment, while step is still the newest.
@@ -165,6 +166,14 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 		return sandbox.SnapshotRef{}, err
 	}
 	defer os.RemoveAll(dir)
+	// The read-write volumes' files first, with no request in flight to the guest and the
+	// session's lock held (no run starts): the checkpoint then holds the sandbox as it found them.
+	vols, vadded, err := putVolumes(store, s.volumes)
+	if err != nil {
+		b.reopen()
+		s.mu.Unlock()
+		return sandbox.SnapshotRef{}, err
+	}
 	// Not cancelled with ctx: a checkpoint half taken would leave the sandbox paused.
 	err = rt.checkpoint(context.WithoutCancel(ctx), b, dir, true)
 	b.reopen()
@@ -175,7 +184,7 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	if err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
-	body.Step, body.StepSnap = step, snap
+	body.Step, body.StepSnap, body.Volumes = step, snap, vols
 	if _, err := scrub(dir, secrets); err != nil {
 		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindInternal, "heavy: scrubbing the session's env from its checkpoint: %v", err)
 	}
@@ -183,6 +192,7 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	if err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
+	added += vadded
 	rt.durableStats.add(held, time.Since(start), added)
 	return sandbox.SnapshotRef{Ref: ref, Bytes: added, Latest: true}, nil
 }

@@ -17,7 +17,7 @@ type session struct {
 	rt     *Runtime
 	b      *box
 	limits sandbox.Limits
-	// volumes are bound into b (volumes.go); a session with volumes neither pauses nor forks.
+	// volumes are bound into b (volumes.go); their read-write ones go into its checkpoints.
 	volumes []sandbox.Mount
 	// installed says where the packages installed on demand at its start came from (packages.go):
 	// the routing reasons of its first run. Guarded by mu.

@@ -80,16 +80,18 @@ type checkpointBody struct {
 	NextSnap  uint64 `json:"next_snap"`
 	// Step and StepSnap: a checkpoint of a session's latest step (durable.go) is restored at
 	// that step's parked snapshot (the live interpreter may have moved on when it was taken).
-	Step      string    `json:"step,omitempty"`
-	StepSnap  uint64    `json:"step_snap,omitempty"`
-	Features  []string  `json:"features"`
-	Python    string    `json:"python"`
-	Network   bool      `json:"network,omitempty"`
-	Session   string    `json:"session,omitempty"`
-	Profile   string    `json:"profile,omitempty"`
-	Created   time.Time `json:"created"`
-	Bytes     int64     `json:"bytes"`
-	TookPause string    `json:"took"`
+	Step     string `json:"step,omitempty"`
+	StepSnap uint64 `json:"step_snap,omitempty"`
+	// Volumes are the files of the session's read-write volumes when it was taken (volumes.go).
+	Volumes   []checkpointVolume `json:"volumes,omitempty"`
+	Features  []string           `json:"features"`
+	Python    string             `json:"python"`
+	Network   bool               `json:"network,omitempty"`
+	Session   string             `json:"session,omitempty"`
+	Profile   string             `json:"profile,omitempty"`
+	Created   time.Time          `json:"created"`
+	Bytes     int64              `json:"bytes"`
+	TookPause string             `json:"took"`
 }
 
 // Interface guards.
@@ -122,6 +124,9 @@ type tt struct {
 	network  bool
 	last     *proto.SnapInfo // the last snapshot's, for StepCost
 	secrets  [][]byte        // the session's env values, scrubbed from its checkpoints
+	// refill: the read-write volumes take their files from the paused checkpoint at its restore
+	// (a session Restore made: its mounts hold what another daemon left, not the checkpoint's).
+	refill bool
 }
 
 func (t *tt) init() {
@@ -340,8 +345,10 @@ func (s *session) Forget(step string) {
 // Fork starts a new session from step's state, restored from a checkpoint of the sandbox taken
 // while it was at that step.
 func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.SessionOptions) (sandbox.Session, error) {
-	if len(s.volumes) > 0 {
-		return nil, errVolumes("fork")
+	for _, v := range s.volumes {
+		if !v.ReadOnly {
+			return nil, errVolumes("fork", v.Volume)
+		}
 	}
 	s.mu.Lock()
 	s.tt.init()
@@ -390,7 +397,8 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 		}
 		return nil, err
 	}
-	ns := &session{rt: s.rt, limits: opts.Limits}
+	// Its read-only volumes are bound again (the Manager took the fork's own leases).
+	ns := &session{rt: s.rt, limits: opts.Limits, volumes: opts.Mounts}
 	ns.tt.init()
 	ns.tt.secrets = sandbox.SecretsOf(opts.Env)
 	body.Snaps, body.Order, body.Taken = nil, nil, nil
@@ -413,9 +421,6 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 
 // Pause checkpoints the sandbox into the store and ends it.
 func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
-	if len(s.volumes) > 0 {
-		return sandbox.SnapshotRef{}, errVolumes("pause")
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tt.init()
@@ -465,7 +470,15 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	s.smu.Unlock()
 	s.rt.release(b, true)
 	s.dropImageDir()
+	// Its read-write volumes' files, as the ended sandbox left them, go with the checkpoint.
+	vols, vadded, err := putVolumes(store, s.volumes)
+	if err != nil {
+		s.closed.Store(true)
+		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindInternal, "heavy: storing the session's volumes with its checkpoint: %v; the session is lost", err)
+	}
+	body.Volumes = vols
 	ref, added, err := putCheckpoint(store, dir, body)
+	added += vadded
 	if err != nil {
 		// The state is gone with the sandbox: say so rather than pretend it is paused.
 		s.closed.Store(true)
@@ -572,7 +585,11 @@ func putCheckpoint(store *snapstore.Store, dir string, body *checkpointBody) (st
 		refs = append(refs, d)
 		added += n
 	}
+	for _, v := range body.Volumes {
+		refs = append(refs, v.Blob)
+	}
 	sort.Strings(refs)
+	refs = slices.Compact(refs)
 	raw, err := json.Marshal(body)
 	if err != nil {
 		return "", 0, err
@@ -630,6 +647,15 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 				return nil, sandbox.Errorf(sandbox.KindConflict, "this paused session's checkpoint is gone from the store: %v", err)
 			}
 		}
+		if s.tt.refill {
+			// Restored by another daemon (or this one after its end): the volumes get the
+			// files the checkpoint was taken with, whatever the mounts hold now.
+			if err := refillVolumes(store, s.volumes, s.tt.paused.Volumes); err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+			s.tt.refill = false
+		}
 		if err := s.restoreFrom(ctx, s.tt.paused, dir); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -684,7 +710,7 @@ func (s *session) restoreFrom(ctx context.Context, body *checkpointBody, dir str
 		return sandbox.Errorf(sandbox.KindConflict, "this session was paused in image %s %s, which is now %s: its checkpoint cannot be restored",
 			body.Image, body.ImageHash, img.Manifest.Hash).WithHint("close it and start a new session")
 	}
-	b, err := rt.restoreSession(ctx, img, body.Limits, dir)
+	b, err := rt.restoreSession(ctx, img, body.Limits, dir, s.volumes...)
 	if err != nil {
 		return err
 	}
@@ -733,9 +759,10 @@ func (rt *Runtime) Restore(ctx context.Context, ref string, opts sandbox.Session
 	if err := json.Unmarshal(raw, &body); err != nil || body.Kind != manifestKind {
 		return nil, sandbox.Errorf(sandbox.KindConflict, "heavy: %s is not a heavy session's checkpoint", short(ref))
 	}
-	s := &session{rt: rt, limits: body.Limits}
+	s := &session{rt: rt, limits: body.Limits, volumes: opts.Mounts}
 	s.tt.init()
 	s.tt.secrets = sandbox.SecretsOf(opts.Env)
+	s.tt.refill = true
 	if opts.ID != "" {
 		body.Session = opts.ID
 	}
@@ -790,7 +817,7 @@ func (rt *Runtime) checkpoint(ctx context.Context, b *box, dir string, leaveRunn
 
 // restoreSession restores a session's checkpoint into a new sandbox holding a slot, and checks
 // that its guest answers.
-func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits sandbox.Limits, dir string) (*box, error) {
+func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits sandbox.Limits, dir string, mounts ...sandbox.Mount) (*box, error) {
 	wait := time.NewTimer(rt.opts.QueueTimeout)
 	defer wait.Stop()
 	select {
@@ -805,7 +832,7 @@ func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits 
 	var lastErr error
 	// One restore in ~90 never answers (notes/gvisor.md): a second try from the same image.
 	for attempt := 0; attempt < 2; attempt++ {
-		b, err := rt.newBox(img, limits, false)
+		b, err := rt.newBox(img, limits, false, mounts...)
 		if err != nil {
 			<-rt.slots
 			return nil, err

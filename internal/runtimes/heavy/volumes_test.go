@@ -1,10 +1,18 @@
 package heavy
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
 	"reflect"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
 )
 
 // A session's volumes become bind mounts after the sandbox's own, read-only ones with "ro", and
@@ -27,5 +35,185 @@ func TestVolumeMounts(t *testing.T) {
 	}
 	if len(boxSpec{nproc: 10}.spec().Mounts) != n-2 {
 		t.Errorf("a sandbox without volumes has bind mounts")
+	}
+}
+
+// volDir is a host directory standing in for a volume's mount, owned by the sandbox's user.
+func volDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	if err := os.Chown(d, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A heavy session's read-write volume travels with its checkpoints: a pause and resume keep its
+// files and an open file handle; a session restored from its durable step with another, empty
+// mount (another node's copy, or this one after files changed since) finds the files as they
+// were at the checkpoint, with their sizes and modification times, and its open handle still
+// writes; a fork of a session holding the volume read-write is refused (a second writer), of
+// one holding it read-only works.
+func TestVolumeTravelsWithCheckpoints(t *testing.T) {
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store, DurableQuiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	dir := volDir(t)
+	mounts := []sandbox.Mount{{Volume: "data", Source: dir, Path: "/mnt/data"}}
+	sess, err := rt.NewSession(ctx, sandbox.SessionOptions{Limits: limits(t, 120*time.Second), Mounts: mounts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	s := sess.(*session)
+	out(t, s, "import os\nos.makedirs('/mnt/data/sub', exist_ok=True)\nopen('/mnt/data/sub/a.txt', 'w').write('one')\n"+
+		"os.symlink('sub/a.txt', '/mnt/data/link')\nfh = open('/mnt/data/log.txt', 'a')\nfh.write('first\\n'); fh.flush()\n")
+	if err := s.Snapshot(ctx, "st_1"); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.Persist(ctx, "st_1")
+	if err != nil || ref.Ref == "" {
+		t.Fatalf("a session with a volume was not made durable: %+v %v", ref, err)
+	}
+	mtime := func(p string) time.Time {
+		t.Helper()
+		fi, err := os.Lstat(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.ModTime()
+	}
+	at := mtime("sub/a.txt")
+
+	// Pause and resume on this node: the files and the open handle are there.
+	if _, err := s.Pause(ctx); err != nil {
+		t.Fatalf("pause with a volume: %v", err)
+	}
+	if got := out(t, s, "fh.write('second\\n'); fh.flush()\nprint(open('/mnt/data/sub/a.txt').read(), open('/mnt/data/link').read())"); got != "one one\n" {
+		t.Fatalf("after resume: %q", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "log.txt")); string(b) != "first\nsecond\n" {
+		t.Fatalf("the handle kept through a pause wrote %q", b)
+	}
+
+	// Forks: not while it holds the volume read-write.
+	if err := s.Snapshot(ctx, "st_2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Fork(ctx, "st_2", "", sandbox.SessionOptions{Limits: limits(t, 120*time.Second), Mounts: mounts}); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Fatalf("a fork of a read-write holder: %v", err)
+	}
+	s.Close()
+
+	// Another node: its mount is an empty volume. The durable step comes back with the files.
+	other := volDir(t)
+	back, err := rt.Restore(ctx, ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second),
+		Mounts: []sandbox.Mount{{Volume: "data", Source: other, Path: "/mnt/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if got := out(t, back, "fh.write('third\\n'); fh.close()\nimport os\nprint(open('/mnt/data/sub/a.txt').read(), os.readlink('/mnt/data/link'), open('/mnt/data/log.txt').read().split())"); got != "one sub/a.txt ['first', 'third']\n" {
+		t.Fatalf("restored elsewhere: %q", got)
+	}
+	fi, err := os.Stat(filepath.Join(other, "sub", "a.txt"))
+	if err != nil || !fi.ModTime().Equal(at) || fi.Size() != 3 {
+		t.Fatalf("restored file: %v %v, want mtime %v", fi, err, at)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 1000 {
+		t.Fatalf("restored file's owner: %+v", fi.Sys())
+	}
+
+	// Read-only: a fork shares it.
+	ro := []sandbox.Mount{{Volume: "data", Source: other, Path: "/data", ReadOnly: true}}
+	back.Close()
+	rs, err := rt.NewSession(ctx, sandbox.SessionOptions{Limits: limits(t, 120*time.Second), Mounts: ro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	out(t, rs, "v = open('/data/sub/a.txt').read()")
+	if err := rs.(*session).Snapshot(ctx, "st_r"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := rs.(*session).Fork(ctx, "st_r", "", sandbox.SessionOptions{Limits: limits(t, 120*time.Second), Mounts: ro})
+	if err != nil {
+		t.Fatalf("a fork of a read-only holder: %v", err)
+	}
+	defer f.Close()
+	if got := out(t, f, "print(v, open('/data/log.txt').read().split())"); got != "one ['first', 'third']\n" {
+		t.Fatalf("fork: %q", got)
+	}
+}
+
+// tarVolume and untarVolume keep a tree as it was (modes, owners, links, nanosecond times) and
+// replace what the target held; a tar entry leading outside is refused.
+func TestVolumeTarRoundTrip(t *testing.T) {
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "d", "e"), 0o750)
+	os.WriteFile(filepath.Join(src, "d", "e", "f"), []byte("hello"), 0o640)
+	os.Symlink("../../etc/passwd", filepath.Join(src, "d", "evil"))
+	os.Mkdir(filepath.Join(src, "lost+found"), 0o700)
+	os.WriteFile(filepath.Join(src, "lost+found", "x"), []byte("x"), 0o600)
+	when := time.Date(2024, 5, 6, 7, 8, 9, 123456789, time.UTC)
+	os.Chtimes(filepath.Join(src, "d", "e", "f"), when, when)
+	os.Chtimes(filepath.Join(src, "d"), when, when)
+	var buf bytes.Buffer
+	n, err := tarVolume(src, &buf)
+	if err != nil || n != 5 {
+		t.Fatalf("tar: %d %v", n, err)
+	}
+	p := filepath.Join(t.TempDir(), "v.tar")
+	os.WriteFile(p, buf.Bytes(), 0o600)
+	dst := t.TempDir()
+	os.WriteFile(filepath.Join(dst, "stale"), []byte("old"), 0o600)
+	if err := untarVolume(dst, p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "stale")); !os.IsNotExist(err) {
+		t.Errorf("a file the checkpoint did not have stayed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "lost+found")); !os.IsNotExist(err) {
+		t.Errorf("lost+found was copied: %v", err)
+	}
+	fi, err := os.Stat(filepath.Join(dst, "d", "e", "f"))
+	if err != nil || !fi.ModTime().Equal(when) || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("file: %v %v", fi, err)
+	}
+	if di, err := os.Stat(filepath.Join(dst, "d")); err != nil || !di.ModTime().Equal(when) || di.Mode().Perm() != 0o750 {
+		t.Fatalf("dir: %v %v", di, err)
+	}
+	if l, err := os.Readlink(filepath.Join(dst, "d", "evil")); err != nil || l != "../../etc/passwd" {
+		t.Fatalf("link: %q %v", l, err)
+	}
+
+	// An entry naming a path outside the volume.
+	var bad bytes.Buffer
+	tw := tar.NewWriter(&bad)
+	tw.WriteHeader(&tar.Header{Name: "../outside", Typeflag: tar.TypeReg, Size: 1, Mode: 0o600})
+	tw.Write([]byte("x"))
+	tw.Close()
+	os.WriteFile(p, bad.Bytes(), 0o600)
+	if err := untarVolume(dst, p); err == nil {
+		t.Fatal("an entry outside the volume was extracted")
+	}
+	// Through a link: d/evil points outside; writing d/evil/x must not leave dst.
+	os.MkdirAll(filepath.Join(dst, "d"), 0o700)
+	bad.Reset()
+	tw = tar.NewWriter(&bad)
+	tw.WriteHeader(&tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o700})
+	tw.WriteHeader(&tar.Header{Name: "d/up", Typeflag: tar.TypeSymlink, Linkname: "../..", Mode: 0o777})
+	tw.WriteHeader(&tar.Header{Name: "d/up/escaped", Typeflag: tar.TypeReg, Size: 1, Mode: 0o600})
+	tw.Write([]byte("x"))
+	tw.Close()
+	os.WriteFile(p, bad.Bytes(), 0o600)
+	if err := untarVolume(dst, p); err == nil {
+		t.Fatal("an entry through a link leading out was extracted")
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dst), "escaped")); err == nil {
+		t.Fatal("a file was written outside the volume")
 	}
 }
