@@ -337,3 +337,53 @@ func TestCloseKeepHTTP(t *testing.T) {
 		t.Fatalf("steps after a plain close: %v", err)
 	}
 }
+
+// A rewind that was answered survives a kill -9 of the daemon right after it, and so does a step
+// run on the branch after it: the restarted daemon brings the session back at that head, with
+// every step, and its state.
+func TestRewindSurvivesKill(t *testing.T) {
+	requireNano(t)
+	dir := t.TempDir()
+	c, cmd := startTTDaemon(t, dir)
+	ctx := context.Background()
+	s, err := c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "nano"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for i := 1; i <= 3; i++ {
+		steps = append(steps, ttRun(t, c, s.ID, fmt.Sprintf("x = %d", i)).Step)
+	}
+	waitDurable(t, c, s.ID)
+	if _, err := c.Rewind(ctx, s.ID, steps[0]); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	c, cmd = startTTDaemon(t, dir)
+	l, err := c.Steps(ctx, s.ID)
+	if err != nil || l.Head != steps[0] || len(l.Steps) != 3 {
+		t.Fatalf("after a kill -9 right after a rewind: head %s with %d steps (%v), want %s with 3", l.Head, len(l.Steps), err, steps[0])
+	}
+	if got := ttRun(t, c, s.ID, "print(x)\nx = 10").Stdout; got != "1\n" {
+		t.Fatalf("the rewound session after a kill -9 printed %q, want 1", got)
+	}
+	waitDurable(t, c, s.ID)
+	l, err = c.Steps(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch := l.Head
+	cmd.Process.Kill()
+	cmd.Wait()
+
+	c, _ = startTTDaemon(t, dir)
+	l, err = c.Steps(ctx, s.ID)
+	if err != nil || l.Head != branch || len(l.Steps) != 4 {
+		t.Fatalf("after a kill -9 after a step on the branch: head %s with %d steps (%v), want %s with 4", l.Head, len(l.Steps), err, branch)
+	}
+	if got := ttRun(t, c, s.ID, "print(x)").Stdout; got != "10\n" {
+		t.Fatalf("the branch after a kill -9 printed %q, want 10", got)
+	}
+}

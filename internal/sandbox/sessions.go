@@ -19,6 +19,9 @@ type session struct {
 	run sync.Mutex
 	// saveMu keeps the session's record writes in the order of the states they describe.
 	saveMu sync.Mutex
+	// journal is what was written of the session's record, for changes appended to it
+	// (journal.go). Guarded by saveMu.
+	journal recordJournal
 	// impl is the session's sandbox. A move replaces it while holding run and Manager.mu, so
 	// either lock is enough to read it.
 	impl Session

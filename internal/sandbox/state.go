@@ -14,8 +14,10 @@ import (
 
 // Sessions that outlive the daemon. With ManagerOptions.StateDir (or Records) set, the Manager
 // keeps one record per session (its description, options, step tree, head and the durable
-// reference of its state), rewritten whole whenever a step becomes durable,
-// on a rewind, fork, pause or resume. A new Manager reads them: each session comes back asleep,
+// reference of its state), written whenever a step becomes durable, on a rewind, fork, pause or
+// resume: whole, or, where the records can (RecordJournal, the daemon's directory), as a small
+// entry appended to the session's journal (journal.go), the whole record rewritten only now and
+// then. A new Manager reads them: each session comes back asleep,
 // holding no sandbox, and is woken on its next use by the tier's Restorer from the head's durable
 // snapshot (or its Pause's). The environment of a session is not written (it may hold secrets): a
 // session woken after a restart runs with the environment its interpreter kept in memory.
@@ -32,6 +34,12 @@ type savedSession struct {
 	ForkedFrom string         `json:"forked_from,omitempty"`
 	KeptUntil  time.Time      `json:"kept_until,omitzero"`
 	Steps      []*Step        `json:"steps"`
+	// Seq numbers the session's record writes (journal.go): a journal entry applies to a
+	// record with a lower one only. 0 in records written before journals.
+	Seq uint64 `json:"seq,omitempty"`
+	// Gone, in a journal entry only, names the steps forgotten since the entry before; its
+	// Steps are those added or changed.
+	Gone []string `json:"gone,omitempty"`
 }
 
 // SessionRecords keeps the sessions' records, so that a session outlives its daemon: in a
@@ -54,22 +62,55 @@ type SessionRecords interface {
 // ErrMoved says another node of the cluster owns a session now.
 var ErrMoved = errors.New("the session is owned by another node now")
 
-// dirRecords are the records in a directory of the daemon: a file per session.
+// dirRecords are the records in a directory of the daemon: a file per session (ID.json), and
+// beside it the session's journal of changes since (ID.journal, journal.go).
 type dirRecords struct{ dir string }
 
-func (d dirRecords) file(id string) string { return filepath.Join(d.dir, id+".json") }
+func (d dirRecords) file(id string) string    { return filepath.Join(d.dir, id+".json") }
+func (d dirRecords) journal(id string) string { return filepath.Join(d.dir, id+journalExt) }
 
-func (d dirRecords) Save(id string, b []byte, _ []string) error { return writeAtomic(d.file(id), b) }
-
-func (d dirRecords) Remove(id string) error {
-	if err := os.Remove(d.file(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+// Save writes the whole record, then drops the journal it includes (a kill -9 in between leaves
+// entries the record's Seq says are in it already).
+func (d dirRecords) Save(id string, b []byte, _ []string) error {
+	if err := writeAtomic(d.file(id), b); err != nil {
 		return err
+	}
+	if err := os.Remove(d.journal(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Append adds one entry to the session's journal, in one write. Not fsynced, as the whole
+// records are not: durable means surviving the daemon (kill -9 included), not the machine.
+func (d dirRecords) Append(id string, entry []byte) error {
+	f, err := os.OpenFile(d.journal(id), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(entry, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Remove forgets a session: its record first, so a kill -9 in between leaves a journal without
+// a record (removed by the next Load) rather than a closed session's record.
+func (d dirRecords) Remove(id string) error {
+	for _, f := range []string{d.file(id), d.journal(id)} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }
 
 func (d dirRecords) Release(string) error { return nil }
 
+// Load returns every session's record with its journal applied. A record that had a journal is
+// written back whole with it and the journal removed: a torn last entry (the daemon killed in
+// the middle of its write) is dropped from the file before anything is appended after it.
 func (d dirRecords) Load() (map[string][]byte, error) {
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox: state directory: %w", err)
@@ -79,8 +120,13 @@ func (d dirRecords) Load() (map[string][]byte, error) {
 		return nil, fmt.Errorf("sandbox: state directory: %w", err)
 	}
 	out := map[string][]byte{}
+	journals := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
+		if id, ok := strings.CutSuffix(name, journalExt); ok {
+			journals[id] = true
+			continue
+		}
 		id, ok := strings.CutSuffix(name, ".json")
 		if !ok {
 			if strings.HasSuffix(name, ".tmp") {
@@ -91,6 +137,25 @@ func (d dirRecords) Load() (map[string][]byte, error) {
 		if b, err := os.ReadFile(filepath.Join(d.dir, name)); err == nil {
 			out[id] = b
 		}
+	}
+	for id := range journals {
+		b, ok := out[id]
+		if !ok {
+			_ = os.Remove(d.journal(id)) // its session was removed
+			continue
+		}
+		j, err := os.ReadFile(d.journal(id))
+		if err != nil {
+			continue
+		}
+		merged, err := applyJournal(b, j)
+		if err != nil {
+			continue // the record does not parse: revive says so
+		}
+		if err := d.Save(id, merged, nil); err != nil {
+			return nil, fmt.Errorf("sandbox: state directory: session %s: %w", id, err)
+		}
+		out[id] = merged
 	}
 	return out, nil
 }
@@ -127,12 +192,19 @@ func (v *savedSession) refs() []string {
 // saveSession writes s's record. Errors are logged: the session goes on, it just would not
 // survive a restart in its latest state. A record another node owns now (ErrMoved) makes this
 // Manager let the session go.
-func (m *Manager) saveSession(s *session) { m.saveSessionWith(s, nil, nil) }
+func (m *Manager) saveSession(s *session) { m.writeRecord(s, nil, nil, false) }
 
 // saveSessionWith writes s's record with change applied to it first, then calls then (when
 // set) before any other write of the record: a state the Manager makes visible only once it is
 // written. It reports whether the record was written.
 func (m *Manager) saveSessionWith(s *session, change func(*savedSession), then func()) bool {
+	return m.writeRecord(s, change, then, false)
+}
+
+// writeRecord writes s's record: an entry in its journal when the records keep journals
+// (RecordJournal) and the whole record was written once, the whole record otherwise or when the
+// journal is due for compaction (never when urgent: a rewind waits for this write).
+func (m *Manager) writeRecord(s *session, change func(*savedSession), then func(), urgent bool) bool {
 	if m.records == nil {
 		return false
 	}
@@ -148,9 +220,37 @@ func (m *Manager) saveSessionWith(s *session, change func(*savedSession), then f
 	if change != nil {
 		change(&v)
 	}
-	b, err := json.Marshal(v)
-	if err == nil {
-		err = m.records.Save(v.Info.ID, b, v.refs())
+	jr := &s.journal
+	var err error
+	written := false
+	if j, ok := m.records.(RecordJournal); ok && jr.based && (urgent || !jr.due()) {
+		e := jr.entry(&v)
+		var b []byte
+		if b, err = json.Marshal(e); err == nil {
+			err = j.Append(v.Info.ID, b)
+		}
+		if err == nil {
+			jr.appended(&v, e.Seq, len(b))
+			written = true
+		} else {
+			// Written whole instead, which also drops a journal the failed write may have left
+			// a torn entry in.
+			m.log.Warn("session journal not written; writing the whole record", "session", v.Info.ID, "err", err)
+			jr.based = false
+		}
+	}
+	if !written {
+		jr.seq++
+		v.Seq = jr.seq
+		var b []byte
+		if b, err = json.Marshal(v); err == nil {
+			err = m.records.Save(v.Info.ID, b, v.refs())
+		}
+		if err == nil {
+			jr.rebase(&v, len(b))
+		} else {
+			jr.based = false
+		}
 	}
 	if errors.Is(err, ErrMoved) {
 		m.log.Warn("another node owns this session now; letting it go", "session", v.Info.ID, "err", err)
@@ -218,6 +318,7 @@ func (m *Manager) loadSessions() error {
 			}
 			continue
 		}
+		s.journal.based = true // Load returned the record as it is in the records
 		m.sessions[id] = s
 	}
 	if len(m.sessions) > 0 {
@@ -246,6 +347,10 @@ func (m *Manager) revive(id string, b []byte) (*session, string, error) {
 		return nil, "", fmt.Errorf("its tier %s is not run here", v.Info.Tier)
 	}
 	s := &session{opts: v.Opts, requested: v.Requested, auto: v.Auto, info: v.Info, impl: asleep{}}
+	// What the record holds as read, before the changes below: loadSessions appends to it
+	// (journal.based), Adopt, whose record is not this Manager's, writes its own first.
+	s.journal.rebase(&v, len(b))
+	s.journal.based, s.journal.seq = false, v.Seq
 	s.tl = timeline{steps: v.Steps, head: v.Head, state: v.State, ref: v.Ref, forkedFrom: v.ForkedFrom, keptUntil: v.KeptUntil, asleep: true}
 	if s.tl.state == "" {
 		s.tl.state = SessionLive

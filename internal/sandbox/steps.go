@@ -417,7 +417,7 @@ func (m *Manager) Rewind(ctx context.Context, id, step string) (Step, error) {
 	saved := make(chan struct{})
 	go func() {
 		defer close(saved)
-		m.saveSession(s)
+		m.writeRecord(s, nil, nil, true) // an entry in its journal: no compaction now
 	}()
 	err = sn.Rewind(ctx, step, ref)
 	<-saved
