@@ -322,6 +322,27 @@ func testSessionsSurviveNodeKill(t *testing.T, sa, sb nodeSpec) {
 	if got := waitDurableHead(t, a.c, hs.ID); got != heavyHead {
 		t.Fatalf("heavy durable head %s, want %s", got, heavyHead)
 	}
+	// A heavy session holding a volume read-write, made on node a: the volume is the cluster's
+	// (node b lists it, and refuses a second writer), and the session's durable step holds its
+	// files (and a file handle open across the move).
+	if _, err := a.c.CreateVolume(ctx, "data", 8<<20); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := a.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "heavy", Volumes: map[string]string{"data": "/mnt/data"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, a.c, vs.ID, "z = 5\nfh = open('/mnt/data/v.txt', 'w')\nfh.write('volume file'); fh.flush()")
+	volHead := mustRun(t, a.c, vs.ID, "z += 1").Step
+	if got := waitDurableHead(t, a.c, vs.ID); got != volHead {
+		t.Fatalf("volume session's durable head %s, want %s", got, volHead)
+	}
+	if v, err := b.c.Volume(ctx, "data"); err != nil || v.MountedRW != 1 || v.QuotaBytes != 8<<20 {
+		t.Fatalf("node b's view of the volume made on a: %+v %v", v, err)
+	}
+	if _, err := b.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "heavy", Volumes: map[string]string{"data": "/mnt/data"}}); err == nil || !strings.Contains(err.Error(), "read-write") {
+		t.Fatalf("a second writer on node b: %v", err)
+	}
 
 	a.kill(t)
 	killed := time.Now()
@@ -366,6 +387,18 @@ func testSessionsSurviveNodeKill(t *testing.T, sa, sb nodeSpec) {
 		t.Fatalf("the heavy session's next run: %q, notice %+v", again.Stdout, again.Notice)
 	}
 	t.Logf("node killed → nano session answering on the other node: %v", moved)
+
+	// The session with the volume: adopted, its variables and its volume's files (through the
+	// handle it had open) on node b.
+	vstart := time.Now()
+	var vres cluster.AdoptResult
+	if code := nodeCall(t, b.url, "/v1/node/adopt", cluster.AdoptRequest{Session: vs.ID}, &vres); code != http.StatusOK || !vres.Adopted || vres.Step != volHead {
+		t.Fatalf("adopt %s: %d %+v", vs.ID, code, vres)
+	}
+	if r := mustRun(t, b.c, vs.ID, "fh.write(' and more'); fh.close()\nprint(z, open('/mnt/data/v.txt').read())"); r.Stdout != "6 volume file and more\n" || r.Notice == nil {
+		t.Fatalf("the volume session on node b: %q, notice %+v", r.Stdout, r.Notice)
+	}
+	t.Logf("heavy session with a volume: adopted and answering on the other node in %v", time.Since(vstart))
 	// Node b's audit log records the adoption, then the session's runs there.
 	recs, err := b.c.Audit(ctx, client.AuditQuery{Session: ns.ID, Kind: "session.adopt"})
 	if err != nil || len(recs) != 1 || recs[0].Lifecycle == nil || !strings.Contains(recs[0].Lifecycle.Reason, "adopted from node "+a.id+" at step "+nanoHead) {
@@ -390,7 +423,7 @@ func testSessionsSurviveNodeKill(t *testing.T, sa, sb nodeSpec) {
 	// Node b drains: it takes no new sessions, says so, and releases both; node a adopts them at
 	// once (no owner to ask), with their state.
 	var dr cluster.DrainResult
-	if code := nodeCall(t, b.url, "/v1/node/drain", struct{}{}, &dr); code != http.StatusOK || len(dr.Released) != 2 || dr.Failed != "" {
+	if code := nodeCall(t, b.url, "/v1/node/drain", struct{}{}, &dr); code != http.StatusOK || len(dr.Released) != 3 || dr.Failed != "" {
 		t.Fatalf("drain: %d %+v", code, dr)
 	}
 	req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/node", nil)
@@ -402,7 +435,7 @@ func testSessionsSurviveNodeKill(t *testing.T, sa, sb nodeSpec) {
 	if _, err := b.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: "nano"}); err == nil || !strings.Contains(err.Error(), "draining") {
 		t.Fatalf("a draining node took a new session: %v", err)
 	}
-	for _, id := range []string{ns.ID, hs.ID} {
+	for _, id := range []string{ns.ID, hs.ID, vs.ID} {
 		var back cluster.AdoptResult
 		if code := nodeCall(t, a2.url, "/v1/node/adopt", cluster.AdoptRequest{Session: id}, &back); code != http.StatusOK || !back.Adopted || back.Owner != a.id {
 			t.Fatalf("adopt %s after the drain: %d %+v", id, code, back)
@@ -413,5 +446,17 @@ func testSessionsSurviveNodeKill(t *testing.T, sa, sb nodeSpec) {
 	}
 	if r := mustRun(t, a2.c, hs.ID, "print(y, open('/home/user/h.txt').read())"); r.Stdout != "43 heavy file\n" || r.Notice == nil {
 		t.Fatalf("the heavy session after the drain: %q, notice %+v", r.Stdout, r.Notice)
+	}
+	if r := mustRun(t, a2.c, vs.ID, "print(z, open('/mnt/data/v.txt').read())"); r.Stdout != "6 volume file and more\n" || r.Notice == nil {
+		t.Fatalf("the volume session after the drain: %q, notice %+v", r.Stdout, r.Notice)
+	}
+	// Closed, its files are the volume's, read on either node.
+	if err := a2.c.CloseSession(ctx, vs.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*testNode{a2, b} {
+		if got, err := n.c.ReadVolumeFile(ctx, "data", "v.txt"); err != nil || string(got) != "volume file and more" {
+			t.Fatalf("node %s reads the volume: %q %v", n.id, got, err)
+		}
 	}
 }

@@ -144,7 +144,14 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		closeAll()
 		return nil, err
 	}
-	vols, err := volumes.Open(cfg.VolumesPath(), volumes.Options{})
+	vopts := volumes.Options{}
+	if vs, ok := shared.(interface{ Volumes() sharedstore.Records }); ok {
+		// A node's volumes are the cluster's: records and contents in the shared store, this
+		// node's images a cache of them, so a session moves with its volumes.
+		vopts.Cluster = &volumes.Cluster{Records: vs.Volumes(), Sessions: shared, Snapshots: shared.Snapshots(),
+			Node: cfg.Cluster.NodeID, Addr: strings.TrimRight(cfg.Cluster.Advertise, "/"), Log: log}
+	}
+	vols, err := volumes.Open(cfg.VolumesPath(), vopts)
 	if err != nil {
 		closeAll()
 		return nil, err

@@ -24,7 +24,7 @@
 //   - /ui/: a session's pages to the node its id names, an artifact to the node that has it,
 //     the rest to the first healthy node in discovery's order (the nodes share the console's
 //     logins through their shared storage, and list each other's sessions from it);
-//   - /v1/volumes: not_implemented (volumes are per node).
+//   - /v1/volumes: any healthy node (a node's volumes are the cluster's, in the shared store).
 //
 // Capacity comes from each node's GET /v1/node, polled in the background (default every 500 ms,
 // so at most a second stale); the only other state is counters of requests in flight per node.

@@ -184,8 +184,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, "/mcp/servers/"):
 		g.hostedMCP(w, r)
 	case strings.HasPrefix(p, "/v1/volumes"):
-		fail(w, sandbox.Errorf(sandbox.KindNotImplemented, "volumes are kept by each node, and a cluster's gateway does not place them").
-			WithHint("use volumes on a single machine (agentbox serve without --role), or session files through the gateway"))
+		// A node's volumes are the cluster's (their records in the shared store): any node
+		// answers for every volume.
+		g.anyNode(w, r)
 	case p == "/v1/node" || strings.HasPrefix(p, "/v1/node/"):
 		fail(w, sandbox.Errorf(sandbox.KindNotFound, "%s is a node's own endpoint, not the gateway's", p).
 			WithHint("ask the node itself (its address is in discovery)"))

@@ -106,6 +106,9 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, Errorf(KindInvalidRequest, "the %s runtime has no sessions", opts.Tier).
 			WithHint("use runtime %s", m.instead(func(c Capabilities) bool { return c.Sessions }))
 	}
+	// The id first: a cluster's volumes name their read-write lease's holder.
+	id := m.newSessionID()
+	opts.ID = id
 	releaseVolumes, err := m.attachVolumes(caller.Tenant, &opts)
 	if err != nil {
 		return SessionInfo{}, err
@@ -134,7 +137,6 @@ func (m *Manager) CreateSession(ctx context.Context, opts SessionOptions) (Sessi
 		return SessionInfo{}, err
 	}
 	// Reserve the slot before the slow start so concurrent creates cannot overshoot the cap.
-	id := m.newSessionID()
 	s := &session{env: opts.Env, info: SessionInfo{ID: id, Tier: opts.Tier, Limits: limits, IdleTimeout: m.idle,
 		Network: opts.Network, EgressProfile: opts.EgressProfile, Tenant: caller.Tenant, Agent: caller.Agent}}
 	opts.ID = id

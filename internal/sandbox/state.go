@@ -403,6 +403,9 @@ func (m *Manager) wake(ctx context.Context, s *session) error {
 	m.mu.Unlock()
 	t, _ := m.tier(s.info.Tier)
 	// A session with volumes takes their leases again: the daemon that held them is gone.
+	if opts.ID == "" {
+		opts.ID = id
+	}
 	release, err := m.attachVolumes(s.info.Tenant, &opts)
 	if err != nil {
 		return err

@@ -39,6 +39,13 @@ type VolumeStore interface {
 	WriteFile(tenant, name, path string, content []byte) error
 }
 
+// VolumeHolders is a VolumeStore whose leases name the session that holds them (a cluster's
+// volumes: a session moved to another node takes its read-write lease there again, and another
+// session's is a conflict on every node).
+type VolumeHolders interface {
+	AttachFor(session, tenant, name string, readOnly bool) (dir string, release func(), err error)
+}
+
 // Mount is a volume as a tier binds it: Source is the host directory, Path where it appears
 // in the sandbox.
 type Mount struct {
@@ -195,7 +202,13 @@ func (m *Manager) attachVolumes(tenant string, opts *SessionOptions) (func(), er
 		}
 	}
 	for i := range mounts {
-		dir, r, err := vs.Attach(tenant, mounts[i].Volume, mounts[i].ReadOnly)
+		var dir string
+		var r func()
+		if h, ok := vs.(VolumeHolders); ok {
+			dir, r, err = h.AttachFor(opts.ID, tenant, mounts[i].Volume, mounts[i].ReadOnly)
+		} else {
+			dir, r, err = vs.Attach(tenant, mounts[i].Volume, mounts[i].ReadOnly)
+		}
 		if err != nil {
 			release()
 			return nil, fmt.Errorf("session volumes: %w", err)

@@ -31,6 +31,7 @@ import (
 type Dir struct {
 	dir   string
 	snaps *snapstore.Store
+	ns    string // "records" (sessions), or "volumes" (Volumes)
 }
 
 // Interface guards.
@@ -48,7 +49,16 @@ func OpenDir(dir string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dir{dir: dir, snaps: snaps}, nil
+	return &Dir{dir: dir, snaps: snaps, ns: "records"}, nil
+}
+
+// Volumes are the records of the cluster's volumes (package volumes), in DIR/volumes: the same
+// fenced records as the sessions', beside them.
+func (d *Dir) Volumes() Records {
+	v := *d
+	v.ns = "volumes"
+	_ = os.MkdirAll(filepath.Join(d.dir, v.ns, "tmp"), 0o700)
+	return &v
 }
 
 // Path is the store's directory.
@@ -64,7 +74,7 @@ func (d *Dir) sessionDir(id string) (string, error) {
 	if !sessionID.MatchString(id) || id == "tmp" {
 		return "", fmt.Errorf("sharedstore: %q is not a session id", id)
 	}
-	return filepath.Join(d.dir, "records", id), nil
+	return filepath.Join(d.dir, d.ns, id), nil
 }
 
 func epochName(e uint64) string { return fmt.Sprintf("%020d.json", e) }
@@ -128,7 +138,7 @@ func (d *Dir) stage(rec Record) (string, error) {
 	}
 	var n [6]byte
 	_, _ = rand.Read(n[:])
-	tmp := filepath.Join(d.dir, "records", "tmp", rec.Session+"."+hex.EncodeToString(n[:]))
+	tmp := filepath.Join(d.dir, d.ns, "tmp", rec.Session+"."+hex.EncodeToString(n[:]))
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return "", fmt.Errorf("sharedstore: %w", err)
 	}
@@ -242,7 +252,7 @@ func (d *Dir) Delete(_ context.Context, id string, epoch uint64) error {
 	sd, _ := d.sessionDir(id)
 	var n [6]byte
 	_, _ = rand.Read(n[:])
-	trash := filepath.Join(d.dir, "records", "tmp", "deleted-"+id+"-"+hex.EncodeToString(n[:]))
+	trash := filepath.Join(d.dir, d.ns, "tmp", "deleted-"+id+"-"+hex.EncodeToString(n[:]))
 	if err := os.Rename(sd, trash); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -255,7 +265,7 @@ func (d *Dir) Delete(_ context.Context, id string, epoch uint64) error {
 // List returns every session's current record. Sessions whose record cannot be read (deleted
 // under the listing) are left out.
 func (d *Dir) List(_ context.Context) ([]Record, error) {
-	ents, err := os.ReadDir(filepath.Join(d.dir, "records"))
+	ents, err := os.ReadDir(filepath.Join(d.dir, d.ns))
 	if err != nil {
 		return nil, fmt.Errorf("sharedstore: %w", err)
 	}
@@ -278,4 +288,4 @@ func (d *Dir) Roots(ctx context.Context) ([]string, error) { return roots(ctx, d
 // node's own) nor any session's record refers to: a node's collection never takes what another
 // node's sessions need. Snapshots written in the last minute are kept (snapstore.GC), which
 // covers one being written on another node whose record does not name it yet.
-func (d *Dir) Collect(roots []string) error { return collect(d, d.snaps, roots) }
+func (d *Dir) Collect(roots []string) error { return collect(d, d.snaps, roots, d.Volumes()) }

@@ -112,10 +112,17 @@ func roots(ctx context.Context, r Records) ([]string, error) {
 // collect is Collect over any Records: a node's collection never takes what another node's
 // sessions need. Snapshots written lately are kept (snapstore.GC), which covers one being
 // written on another node whose record does not name it yet.
-func collect(r Records, snaps *snapstore.Store, mine []string) error {
+func collect(r Records, snaps *snapstore.Store, mine []string, more ...Records) error {
 	all, err := roots(context.Background(), r)
 	if err != nil {
 		return err
+	}
+	for _, m := range more { // the volumes' contents
+		rs, err := roots(context.Background(), m)
+		if err != nil {
+			return err
+		}
+		all = append(all, rs...)
 	}
 	_, err = snaps.GC(append(all, mine...))
 	return err

@@ -32,6 +32,7 @@ import (
 type S3 struct {
 	c     *s3.Client
 	snaps *snapstore.Store
+	ns    string // "records" (sessions), or "volumes" (Volumes)
 }
 
 // Interface guards.
@@ -47,7 +48,15 @@ func OpenS3(c *s3.Client, cacheDir string) (*S3, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &S3{c: c, snaps: snaps}, nil
+	return &S3{c: c, snaps: snaps, ns: "records"}, nil
+}
+
+// Volumes are the records of the cluster's volumes (package volumes), under PREFIX/volumes/: the
+// same fenced records as the sessions', beside them.
+func (s *S3) Volumes() Records {
+	v := *s
+	v.ns = "volumes"
+	return &v
 }
 
 // Client is the store's S3 client.
@@ -61,7 +70,7 @@ func (s *S3) recordsPrefix(id string) (string, error) {
 	if !sessionID.MatchString(id) {
 		return "", fmt.Errorf("sharedstore: %q is not a session id", id)
 	}
-	return "records/" + id + "/", nil
+	return s.ns + "/" + id + "/", nil
 }
 
 // epochs lists the epochs a session has objects for, oldest first.
@@ -85,7 +94,7 @@ func (s *S3) epochs(ctx context.Context, id string) ([]uint64, error) {
 	return out, nil
 }
 
-func recordKey(id string, e uint64) string { return "records/" + id + "/" + epochName(e) }
+func (s *S3) recordKey(id string, e uint64) string { return s.ns + "/" + id + "/" + epochName(e) }
 
 // latest reads the session's record at its latest epoch, with the object's ETag.
 func (s *S3) latest(ctx context.Context, id string) (Record, string, error) {
@@ -97,7 +106,7 @@ func (s *S3) latest(ctx context.Context, id string) (Record, string, error) {
 		if len(es) == 0 {
 			return Record{}, "", fmt.Errorf("session %s: %w", id, ErrNotFound)
 		}
-		b, o, err := s.c.GetBytes(ctx, recordKey(id, es[len(es)-1]))
+		b, o, err := s.c.GetBytes(ctx, s.recordKey(id, es[len(es)-1]))
 		if errors.Is(err, s3.ErrNotFound) {
 			continue
 		}
@@ -133,7 +142,7 @@ func (s *S3) Create(ctx context.Context, rec Record) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	if _, err := s.c.PutBytes(ctx, recordKey(rec.Session, 1), b, s3.PutOptions{IfNoneMatch: true, ContentType: "application/json"}); err != nil {
+	if _, err := s.c.PutBytes(ctx, s.recordKey(rec.Session, 1), b, s3.PutOptions{IfNoneMatch: true, ContentType: "application/json"}); err != nil {
 		if errors.Is(err, s3.ErrPrecondition) {
 			return Record{}, fmt.Errorf("session %s: %w", rec.Session, ErrExists)
 		}
@@ -165,7 +174,7 @@ func (s *S3) Put(ctx context.Context, rec Record) error {
 		}
 		// A claim of the next epoch between the check and this write leaves it at the old
 		// epoch, under the new one: the new owner never reads it.
-		_, err = s.c.PutBytes(ctx, recordKey(rec.Session, rec.Epoch), b, s3.PutOptions{IfMatch: etag, ContentType: "application/json"})
+		_, err = s.c.PutBytes(ctx, s.recordKey(rec.Session, rec.Epoch), b, s3.PutOptions{IfMatch: etag, ContentType: "application/json"})
 		if err == nil {
 			return nil
 		}
@@ -205,7 +214,7 @@ func (s *S3) Claim(ctx context.Context, id string, from uint64, node, addr strin
 		if err != nil {
 			return Record{}, err
 		}
-		_, err = s.c.PutBytes(ctx, recordKey(id, from+1), b, s3.PutOptions{IfNoneMatch: true, ContentType: "application/json"})
+		_, err = s.c.PutBytes(ctx, s.recordKey(id, from+1), b, s3.PutOptions{IfNoneMatch: true, ContentType: "application/json"})
 		if err == nil {
 			s.dropBefore(ctx, id, from)
 			return next, nil
@@ -231,7 +240,7 @@ func (s *S3) dropBefore(ctx context.Context, id string, from uint64) {
 	}
 	for _, e := range es {
 		if e < from {
-			_ = s.c.Delete(ctx, recordKey(id, e))
+			_ = s.c.Delete(ctx, s.recordKey(id, e))
 		}
 	}
 }
@@ -251,7 +260,7 @@ func (s *S3) Delete(ctx context.Context, id string, epoch uint64) error {
 		return err
 	}
 	for _, e := range es {
-		if err := s.c.Delete(ctx, recordKey(id, e)); err != nil {
+		if err := s.c.Delete(ctx, s.recordKey(id, e)); err != nil {
 			return fmt.Errorf("sharedstore: %w", err)
 		}
 	}
@@ -262,8 +271,8 @@ func (s *S3) Delete(ctx context.Context, id string, epoch uint64) error {
 // of each session's latest.
 func (s *S3) List(ctx context.Context) ([]Record, error) {
 	latest := map[string]uint64{}
-	_, err := s.c.List(ctx, "records/", func(o s3.Object) error {
-		id, name, ok := strings.Cut(strings.TrimPrefix(o.Key, "records/"), "/")
+	_, err := s.c.List(ctx, s.ns+"/", func(o s3.Object) error {
+		id, name, ok := strings.Cut(strings.TrimPrefix(o.Key, s.ns+"/"), "/")
 		n, _ := strings.CutSuffix(name, ".json")
 		if v, err := strconv.ParseUint(n, 10, 64); ok && err == nil && v > latest[id] {
 			latest[id] = v
@@ -280,7 +289,7 @@ func (s *S3) List(ctx context.Context) ([]Record, error) {
 	slices.Sort(ids)
 	var out []Record
 	for _, id := range ids {
-		b, _, err := s.c.GetBytes(ctx, recordKey(id, latest[id]))
+		b, _, err := s.c.GetBytes(ctx, s.recordKey(id, latest[id]))
 		if errors.Is(err, s3.ErrNotFound) { // claimed or deleted since: read it again
 			if r, _, err := s.latest(ctx, id); err == nil {
 				out = append(out, r)
@@ -300,7 +309,7 @@ func (s *S3) List(ctx context.Context) ([]Record, error) {
 
 // Collect removes from the bucket every snapshot that neither roots nor any session's record
 // refers to (and that is older than snapstore.RemoteGrace), and trims this node's cache.
-func (s *S3) Collect(roots []string) error { return collect(s, s.snaps, roots) }
+func (s *S3) Collect(roots []string) error { return collect(s, s.snaps, roots, s.Volumes()) }
 
 // s3Remote keeps a snapshot store's objects in the bucket, under snapshots/.
 type s3Remote struct{ c *s3.Client }

@@ -37,6 +37,7 @@ func cleanRel(p string) (string, error) {
 // with runs f on the volume's mounted root: through the lease a session holds when there is one
 // and the access fits it, else through a lease of its own for the call.
 func (s *Store) with(tenant, name string, write bool, f func(root *os.Root) error) error {
+	var leaseErr error // a cluster's volume: the write's content was not recorded
 	s.mu.Lock()
 	var release func()
 	mnt := ""
@@ -46,6 +47,41 @@ func (s *Store) with(tenant, name string, write bool, f func(root *os.Root) erro
 			return err
 		}
 		mnt = s.volDir(tenant, name) + "/mnt"
+	} else if c := s.opts.Cluster; c != nil {
+		// A cluster's volume: a write takes the read-write lease for the call and stores the
+		// files as the volume's new content; a read mounts this node's copy of the latest.
+		var err error
+		if write {
+			mnt, release, err = s.attachCluster("", tenant, name, false)
+			if err == nil {
+				l := s.leases[key{tenant, name}]
+				done := release
+				release = func() {
+					done()
+					if l.err != nil {
+						leaseErr = l.err
+					}
+				}
+			}
+		} else {
+			var r record
+			if _, r, err = c.get(tenant, name); err == nil {
+				if err = s.syncLocal(r); err != nil {
+					err = sandbox.Errorf(sandbox.KindRuntimeUnavailable, "%v", err)
+				}
+			}
+			if err == nil {
+				mnt, release, err = s.attachLocked(tenant, name, true)
+			}
+		}
+		if err != nil {
+			s.mu.Unlock()
+			if sandbox.KindOf(err) == sandbox.KindConflict && write {
+				return sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted by a session; the files API writes only to a volume no session holds", name).
+					WithHint("write from inside the session, or close it first")
+			}
+			return err
+		}
 	} else {
 		var err error
 		if mnt, release, err = s.attachLocked(tenant, name, !write); err != nil {
@@ -58,15 +94,20 @@ func (s *Store) with(tenant, name string, write bool, f func(root *os.Root) erro
 		}
 	}
 	s.mu.Unlock()
-	if release != nil {
-		defer release()
-	}
 	root, err := os.OpenRoot(mnt)
-	if err != nil {
-		return fmt.Errorf("volume %q: %w", name, err)
+	if err == nil {
+		err = f(root)
+		root.Close()
+	} else {
+		err = fmt.Errorf("volume %q: %w", name, err)
 	}
-	defer root.Close()
-	return f(root)
+	if release != nil {
+		release()
+	}
+	if err == nil {
+		err = leaseErr
+	}
+	return err
 }
 
 // ReadFile reads a file of tenant's volume name.

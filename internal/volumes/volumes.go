@@ -35,6 +35,9 @@ type Options struct {
 	// UID and GID own each volume's root directory: the user code runs as inside a sandbox.
 	// Default 1000:1000, the heavy tier's.
 	UID, GID int
+	// Cluster, on a node of a cluster, makes the volumes the cluster's (cluster.go): their
+	// records and contents in the shared store, this node's images a cache of them.
+	Cluster *Cluster
 }
 
 // Store is the daemon's volumes, in dir: dir/TENANT/NAME/{volume.json,volume.img,mnt}. It is safe
@@ -53,6 +56,10 @@ type key struct{ tenant, name string }
 type lease struct {
 	rw bool
 	n  int
+	// onRelease runs when the last holder lets go, before the unmount (cluster.go); err is
+	// what it could not do.
+	onRelease func()
+	err       error
 }
 
 // meta is what volume.json keeps.
@@ -63,7 +70,10 @@ type meta struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-var _ sandbox.VolumeStore = (*Store)(nil)
+var (
+	_ sandbox.VolumeStore   = (*Store)(nil)
+	_ sandbox.VolumeHolders = (*Store)(nil)
+)
 
 // Open opens the store in dir. Mounts left by a daemon that died are undone: no lease
 // outlives its daemon.
@@ -157,6 +167,9 @@ func (s *Store) Create(tenant, name string, quota int64) (sandbox.VolumeInfo, er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.opts.Cluster != nil {
+		return s.createCluster(tenant, name, quota)
+	}
 	if _, err := s.read(tenant, name); err == nil {
 		return sandbox.VolumeInfo{}, sandbox.Errorf(sandbox.KindConflict, "volume %q exists", name).
 			WithHint("use it, or remove it first (DELETE /v1/volumes/%s)", name)
@@ -166,24 +179,12 @@ func (s *Store) Create(tenant, name string, quota int64) (sandbox.VolumeInfo, er
 			WithHint("remove volumes you no longer need")
 	}
 	dir := s.volDir(tenant, name)
-	if err := os.MkdirAll(filepath.Join(dir, "mnt"), 0o700); err != nil {
-		return sandbox.VolumeInfo{}, fmt.Errorf("volume %q: %w", name, err)
-	}
-	img := filepath.Join(dir, "volume.img")
 	fail := func(err error) (sandbox.VolumeInfo, error) {
 		os.RemoveAll(dir)
 		return sandbox.VolumeInfo{}, fmt.Errorf("volume %q: %w", name, err)
 	}
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
+	if err := s.makeImage(dir, quota); err != nil {
 		return fail(err)
-	}
-	if err := os.Truncate(img, quota); err != nil {
-		return fail(err)
-	}
-	// No reserved blocks (nobody is root inside), the root directory owned by the sandbox's user.
-	owner := "root_owner=" + strconv.Itoa(s.opts.UID) + ":" + strconv.Itoa(s.opts.GID)
-	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner, "-L", "agentbox", img).CombinedOutput(); err != nil {
-		return fail(fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out))))
 	}
 	m := meta{Name: name, Tenant: tenant, QuotaBytes: quota, CreatedAt: time.Now().UTC().Truncate(time.Second)}
 	b, _ := json.Marshal(m)
@@ -194,10 +195,33 @@ func (s *Store) Create(tenant, name string, quota int64) (sandbox.VolumeInfo, er
 	return s.info(m), nil
 }
 
+// makeImage makes an empty volume of quota bytes in dir: dir/volume.img and dir/mnt.
+func (s *Store) makeImage(dir string, quota int64) error {
+	if err := os.MkdirAll(filepath.Join(dir, "mnt"), 0o700); err != nil {
+		return err
+	}
+	img := filepath.Join(dir, "volume.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		return err
+	}
+	if err := os.Truncate(img, quota); err != nil {
+		return err
+	}
+	// No reserved blocks (nobody is root inside), the root directory owned by the sandbox's user.
+	owner := "root_owner=" + strconv.Itoa(s.opts.UID) + ":" + strconv.Itoa(s.opts.GID)
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-E", owner, "-L", "agentbox", img).CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // List returns tenant's volumes by name.
 func (s *Store) List(tenant string) []sandbox.VolumeInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.opts.Cluster != nil {
+		return s.listCluster(tenant)
+	}
 	return s.list(tenant)
 }
 
@@ -217,6 +241,13 @@ func (s *Store) list(tenant string) []sandbox.VolumeInfo {
 func (s *Store) Get(tenant, name string) (sandbox.VolumeInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c := s.opts.Cluster; c != nil {
+		_, r, err := c.get(tenant, name)
+		if err != nil {
+			return sandbox.VolumeInfo{}, err
+		}
+		return s.infoCluster(r), nil
+	}
 	m, err := s.read(tenant, name)
 	if err != nil {
 		return sandbox.VolumeInfo{}, err
@@ -228,6 +259,25 @@ func (s *Store) Get(tenant, name string) (sandbox.VolumeInfo, error) {
 func (s *Store) Delete(tenant, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c := s.opts.Cluster; c != nil {
+		rec, r, err := c.get(tenant, name)
+		if err != nil {
+			return err
+		}
+		if s.leases[key{tenant, name}] != nil || c.held(r) {
+			return sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted by a session", name).
+				WithHint("close the sessions that mount it first")
+		}
+		if rec, err = c.own(rec, name); err != nil {
+			return err
+		}
+		ctx, cancel := cctx()
+		defer cancel()
+		if err := c.Records.Delete(ctx, rec.Session, rec.Epoch); err != nil {
+			return fenced(name, err)
+		}
+		return os.RemoveAll(s.volDir(tenant, name))
+	}
 	if _, err := s.read(tenant, name); err != nil {
 		return err
 	}
@@ -245,8 +295,17 @@ func (s *Store) Delete(tenant, name string) error {
 // Attach takes a lease of tenant's volume name: read-write (no other lease may hold it) or
 // read-only (no read-write lease may). It returns the host directory to bind and the release.
 func (s *Store) Attach(tenant, name string, readOnly bool) (string, func(), error) {
+	return s.AttachFor("", tenant, name, readOnly)
+}
+
+// AttachFor is Attach for session (sandbox.VolumeHolders): on a node of a cluster the read-write
+// lease names its holder, so the session takes it again wherever it moves.
+func (s *Store) AttachFor(session, tenant, name string, readOnly bool) (string, func(), error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.opts.Cluster != nil {
+		return s.attachCluster(session, tenant, name, readOnly)
+	}
 	return s.attachLocked(tenant, name, readOnly)
 }
 
@@ -281,6 +340,9 @@ func (s *Store) attachLocked(tenant, name string, readOnly bool) (string, func()
 			l.n--
 			if l.n == 0 {
 				delete(s.leases, k)
+				if l.onRelease != nil {
+					l.onRelease()
+				}
 				if err := unmount(mnt); err != nil {
 					// Keep it known as held: the next Open undoes the mount.
 					s.leases[k] = &lease{rw: true, n: 1}
