@@ -173,6 +173,43 @@ func TestGatewayOverTwoNodes(t *testing.T) {
 		t.Errorf("another tenant's list: %d sessions, %v", len(theirs), err)
 	}
 
+	// Volumes through the gateway are the cluster's: made through it, seen and written on
+	// either node; another tenant finds nothing of them through the gateway or any node, nor
+	// mounts them.
+	if _, err := c.CreateVolume(bg, "gv", 4<<20); err != nil {
+		t.Fatalf("a volume through the gateway: %v", err)
+	}
+	if err := c.WriteVolumeFile(bg, "gv", "a.txt", []byte("through the gateway")); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*testNode{a, b} {
+		if got, err := n.c.ReadVolumeFile(bg, "gv", "a.txt"); err != nil || string(got) != "through the gateway" {
+			t.Errorf("node %s reads the gateway's volume: %q %v", n.id, got, err)
+		}
+		oc, _ := client.New(n.url, otherKey)
+		if vs, err := oc.Volumes(bg); err != nil || len(vs) != 0 {
+			t.Errorf("another tenant's volumes on node %s: %+v %v", n.id, vs, err)
+		}
+		if _, err := oc.ReadVolumeFile(bg, "gv", "a.txt"); !isCode(err, api.CodeNotFound) {
+			t.Errorf("another tenant's volume read on node %s: %v, want not_found", n.id, err)
+		}
+		if _, err := oc.CreateSession(bg, api.CreateSessionRequest{Runtime: "heavy", Volumes: map[string]string{"gv": "/mnt/gv:ro"}}); !isCode(err, api.CodeNotFound) {
+			t.Errorf("another tenant mounting the volume on node %s: %v, want not_found", n.id, err)
+		}
+	}
+	if _, err := other.Volume(bg, "gv"); !isCode(err, api.CodeNotFound) {
+		t.Errorf("another tenant's volume through the gateway: %v, want not_found", err)
+	}
+	if err := other.DeleteVolume(bg, "gv"); !isCode(err, api.CodeNotFound) {
+		t.Errorf("another tenant's delete through the gateway: %v, want not_found", err)
+	}
+	if vs, err := c.Volumes(bg); err != nil || len(vs) != 1 || vs[0].Name != "gv" {
+		t.Errorf("the volumes through the gateway: %+v %v", vs, err)
+	}
+	if err := c.DeleteVolume(bg, "gv"); err != nil {
+		t.Errorf("delete through the gateway: %v", err)
+	}
+
 	// A stream comes through as the code prints: the first line before the run ends.
 	var firstAt, doneAt time.Time
 	start := time.Now()
