@@ -31,7 +31,12 @@ import (
 //     session back at its newest durable step. ctx is cancelled when the session is paused or the
 //     daemon stops: a tier waiting for its moment gives up then.
 //   - Rewind(ctx, step, ref) makes the live session's state the step's; ref is the step's durable
-//     reference ("" when it has none) for when the tier no longer holds the step in memory.
+//     reference ("" when it has none) for when the tier no longer holds the step in memory. It
+//     may return once the rewind is ordered before anything else the session does (nano: sent to
+//     its worker, which serves its requests in order) when the tier holds the step's state
+//     itself too: a rewind that then fails is made from that copy before the session's next use.
+//     The Manager's record names the new head before Rewind's answer (a kill -9 after it brings
+//     the session back at the step).
 //   - Fork(ctx, step, ref, opts) starts a new Session from the step's state; the original is not
 //     touched.
 //   - Forget(step) drops what the tier keeps for a step (retention); the durable blobs are

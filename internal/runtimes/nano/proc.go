@@ -40,6 +40,9 @@ type proc struct {
 	// readDone is closed when the worker's frames end: a snapshot frame not delivered by then
 	// never comes.
 	readDone chan struct{}
+	// posted is the ID of a request sent without waiting for its answer (post: a rewind in
+	// place), 0 when none: the next call reads that answer first (settle).
+	posted uint64
 
 	exited  chan struct{} // closed when the process is gone
 	exitErr error         // set before exited is closed
@@ -270,6 +273,9 @@ func (f *snapFrame) wait(ctx context.Context, p *proc) (*engine.SnapshotDelta, e
 // snap, when set, asks the worker for the session's snapshot right after the result, kept as
 // snap.key (a delta from the one it sent last with snap.base): snap.frame receives it.
 func (p *proc) run(ctx context.Context, req *sandbox.RunRequest, grace time.Duration, restore []byte, snap *stepAsk) (*sandbox.Result, error) {
+	if err := p.settle(ctx); err != nil {
+		return nil, err
+	}
 	p.nextID++
 	w := wire.Request{
 		Op:            wire.OpRun,
@@ -405,21 +411,36 @@ func (p *proc) call(ctx context.Context, op wire.Op) (wire.Response, error) {
 
 // callWith sends req (its ID set here) and waits up to 10 s for its answer.
 func (p *proc) callWith(ctx context.Context, req *wire.Request) (wire.Response, error) {
+	if err := p.settle(ctx); err != nil {
+		return wire.Response{}, err
+	}
+	if err := p.send(req); err != nil {
+		return wire.Response{}, err
+	}
+	return p.await(ctx, req.ID, req.Op)
+}
+
+// send writes req with the next ID; a worker that cannot be written to is killed.
+func (p *proc) send(req *wire.Request) error {
 	p.nextID++
 	req.ID = p.nextID
-	op := req.Op
 	if err := wire.Write(p.in, req); err != nil {
 		p.kill()
-		return wire.Response{}, p.deadErr(err)
+		return p.deadErr(err)
 	}
+	return nil
+}
+
+// await waits up to 10 s for the answer to request id.
+func (p *proc) await(ctx context.Context, id uint64, op wire.Op) (wire.Response, error) {
 	timer := time.NewTimer(10 * time.Second)
 	defer timer.Stop()
 	select {
 	case resp := <-p.results:
 		switch {
-		case resp.ID != p.nextID:
+		case resp.ID != id:
 			p.kill()
-			return resp, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, p.nextID)
+			return resp, sandbox.Errorf(sandbox.KindInternal, "nano worker answered request %d to request %d", resp.ID, id)
 		case resp.Error != nil:
 			return resp, &sandbox.Error{Kind: resp.Error.Kind, Message: resp.Error.Message, Hint: resp.Error.Hint}
 		}
@@ -433,4 +454,28 @@ func (p *proc) callWith(ctx context.Context, req *wire.Request) (wire.Response, 
 		p.kill()
 		return wire.Response{}, ctx.Err()
 	}
+}
+
+// post sends req without waiting for its answer: the worker serves its requests in order, so
+// whatever is sent next happens after it. The next call (or settle) reads its answer.
+func (p *proc) post(ctx context.Context, req *wire.Request) error {
+	if err := p.settle(ctx); err != nil {
+		return err
+	}
+	if err := p.send(req); err != nil {
+		return err
+	}
+	p.posted = req.ID
+	return nil
+}
+
+// settle waits for the answer to the request posted last, if any, and returns its error.
+func (p *proc) settle(ctx context.Context) error {
+	id := p.posted
+	if id == 0 {
+		return nil
+	}
+	p.posted = 0
+	_, err := p.await(ctx, id, wire.OpRestore)
+	return err
 }

@@ -79,6 +79,9 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		s.idle.Stop()
 	}
 	s.r.unhold(s)
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
 	var restore []byte
 	if s.p == nil {
 		if err := s.unpause(); err != nil {
@@ -176,7 +179,7 @@ func (s *session) takeOut(ctx context.Context, wait bool) *proc {
 		return nil
 	}
 	defer s.mu.Unlock()
-	if s.closed || s.p == nil || s.stuck || !s.p.alive() {
+	if s.closed || s.p == nil || s.stuck || !s.p.alive() || s.settle(ctx) != nil || s.p == nil || !s.p.alive() {
 		return nil
 	}
 	blob, err := s.p.hibernate(ctx)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/wire"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
@@ -74,6 +75,8 @@ type travel struct {
 	ask  bool
 	last *snap
 	seq  int
+	// rewinding is a rewind sent to the worker and not answered yet (settle).
+	rewinding *rewinding
 }
 
 // snap is a step's snapshot as the daemon holds it: its parts, or the delta its worker sent
@@ -92,6 +95,40 @@ type snap struct {
 	parts *engine.SnapshotParts
 	err   error
 	took  time.Duration // how long the worker took to take it after the run's result
+}
+
+// taken says the snapshot's state is in the daemon's hands, or on its way whole: its parts, or
+// its worker's frame delivered without an error over a base that is taken too. It does not wait
+// (a snapshot being made into parts counts as not taken).
+func (x *snap) taken() bool {
+	for x != nil {
+		if !x.mu.TryLock() {
+			return false
+		}
+		parts, frame, err, base := x.parts, x.frame, x.err, x.base
+		x.mu.Unlock()
+		switch {
+		case err != nil:
+			return false
+		case parts != nil:
+			return true
+		case frame == nil:
+			return false
+		}
+		select {
+		case <-frame.done:
+			if frame.err != nil {
+				return false
+			}
+		default:
+			return false
+		}
+		if base == nil {
+			return true // a whole delta
+		}
+		x = base
+	}
+	return false
 }
 
 // snapOf is a snapshot already in parts.
@@ -224,6 +261,9 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var x *snap
+	if err := s.settle(ctx); err != nil {
+		return err
+	}
 	switch {
 	case s.closed:
 		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
@@ -465,12 +505,18 @@ func (s *session) stepSnap(step, ref string) (*snap, map[[32]byte]pageLoc, error
 }
 
 // Rewind makes the session's state step's: in its worker at once (from the snapshots the worker
-// kept, or sent there), or at its next run when it holds none.
+// kept, or sent there), or at its next run when it holds none. A rewind to a step the worker
+// keeps is sent and not waited for: the worker serves its requests in order, so nothing the
+// session does next sees the state before it, and its answer is read before the session's next
+// use of the worker (settle), which makes the rewind another way if the worker could not.
 func (s *session) Rewind(ctx context.Context, step, ref string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
+	}
+	if err := s.settle(ctx); err != nil {
+		return err
 	}
 	x, pages, err := s.stepSnap(step, ref)
 	if err != nil {
@@ -480,13 +526,72 @@ func (s *session) Rewind(ctx context.Context, step, ref string) error {
 		s.tt.pages = pages
 	}
 	s.tt.paused, s.tt.last = "", nil
-	if s.p != nil && s.p.alive() {
-		// The worker's own copy of the step, when it still keeps it: nothing is sent, and
-		// nothing waits for the daemon's copy.
-		var err error = sandbox.Errorf(sandbox.KindNotFound, "not in the worker")
-		if x.p == s.p && x.key != "" {
-			err = s.p.restore(ctx, x.key, nil)
+	if s.p != nil && s.p.alive() && x.p == s.p && x.key != "" {
+		if x.taken() {
+			// The daemon holds the state too, should the worker fail it: not waited for.
+			if err := s.p.post(ctx, &wire.Request{Op: wire.OpRestore, Step: x.key}); err == nil {
+				s.tt.rewinding = &rewinding{step: step, x: x, p: s.p}
+				s.tt.remember(step, x)
+				s.tt.base = x
+				return nil
+			}
+		} else {
+			// The worker's own copy of the step: nothing is sent, and nothing waits for the
+			// daemon's copy.
+			err := s.p.restore(ctx, x.key, nil)
+			if err == nil {
+				s.tt.remember(step, x)
+				s.tt.base = x
+				return nil
+			}
+			if ctx.Err() != nil {
+				return err
+			}
+			return s.rewindAnew(ctx, step, x, err)
 		}
+	}
+	return s.rewindAnew(ctx, step, x, sandbox.Errorf(sandbox.KindNotFound, "not in the worker"))
+}
+
+// rewinding is a rewind in place sent to the session's worker p and not answered yet.
+type rewinding struct {
+	step string
+	x    *snap
+	p    *proc
+}
+
+// settle reads the answer of the session's rewind in place, if one is on its way, before the
+// session uses its worker again; a rewind the worker failed is made anew from the daemon's
+// copy of the step (Rewind checked that it has it). Called with s.mu.
+func (s *session) settle(ctx context.Context) error {
+	rw := s.tt.rewinding
+	if rw == nil {
+		return nil
+	}
+	s.tt.rewinding = nil
+	if rw.p != s.p {
+		return nil // the worker went (closed, lost): the session restores cur, the step's, anew
+	}
+	err := rw.p.settle(ctx)
+	if err == nil {
+		return nil
+	}
+	// The rewind was answered already: it is made, whatever the caller's ctx.
+	wctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.rewindAnew(wctx, rw.step, rw.x, err); err != nil {
+		return sandbox.Errorf(sandbox.KindInternal, "the session's rewind to step %s could not be made: %v", rw.step, err).
+			WithHint("rewind to the step again, or to another")
+	}
+	return nil
+}
+
+// rewindAnew makes the session's state x's (step's) when its worker's own copy could not serve
+// (why): x is sent to the worker when the worker just did not keep the step, else the session
+// goes to the step at its next run, in another worker. Called with s.mu.
+func (s *session) rewindAnew(ctx context.Context, step string, x *snap, why error) error {
+	if s.p != nil && s.p.alive() {
+		err := why
 		if sandbox.KindOf(err) == sandbox.KindNotFound {
 			var parts *engine.SnapshotParts
 			if parts, err = x.get(ctx); err == nil {
@@ -507,6 +612,9 @@ func (s *session) Rewind(ctx context.Context, step, ref string) error {
 			return err
 		}
 		// The worker could not take it: the session restores at its next run, in another.
+		s.p.kill()
+		s.p = nil
+	} else if s.p != nil {
 		s.p.kill()
 		s.p = nil
 	}
@@ -588,6 +696,9 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	}
 	if s.tt.paused != "" {
 		return sandbox.SnapshotRef{Ref: s.tt.paused}, nil
+	}
+	if err := s.settle(ctx); err != nil {
+		return sandbox.SnapshotRef{}, err
 	}
 	var parts *engine.SnapshotParts
 	if s.snap != nil {

@@ -396,3 +396,58 @@ func TestDurableSnapshotsHoldNoSecrets(t *testing.T) {
 		t.Errorf("after a resume the run sees its environment: %q", out)
 	}
 }
+
+// A rewind in place is sent to the worker and not waited for: whatever the session does next
+// sees the step's state. A step the worker no longer keeps (it keeps its last few) is made from
+// the daemon's copy when the worker says so, before the next run; a rewind right after another
+// and a pause right after a rewind see the rewound state too.
+func TestRewindNotWaitedFor(t *testing.T) {
+	rt, err := New(context.Background(), Options{Artifacts: artifacts(t), Workers: 1, Warm: 1, SessionWarm: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}})
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	e := &ttEnv{t: t, rt: rt, m: m}
+	id := e.session()
+	var ids []string
+	for k := 1; k <= 6; k++ {
+		ids = append(ids, e.run(id, stepCode(k)).Step)
+	}
+	ctx := context.Background()
+	// Step 1: the daemon holds it (no store: every step stays in memory), the worker no more.
+	if _, err := m.Rewind(ctx, id, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, e.state(id), 1)
+	if _, err := m.Rewind(ctx, id, ids[4]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Rewind(ctx, id, ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, e.state(id), 4)
+
+	// With a store: a pause right behind a rewind keeps the rewound state.
+	d := newTTEnv(t, t.TempDir())
+	id = d.session()
+	ids = nil
+	for k := 1; k <= 3; k++ {
+		ids = append(ids, d.run(id, stepCode(k)).Step)
+	}
+	d.durable(id)
+	if _, err := d.m.Rewind(ctx, id, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.m.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.m.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, d.state(id), 2)
+}
