@@ -61,6 +61,9 @@ type DurableRow struct {
 	Steps           int     `json:"steps"`
 }
 
+// heavyVolume is the move rows' heavy session holding a volume read-write.
+const heavyVolume = "heavy+volume"
+
 const pandasSetup = "import pandas as pd, numpy as np\ndf = pd.DataFrame(np.random.rand(100000, 6))\nx = 0\n"
 
 func msOf(ds []time.Duration) []float64 {
@@ -145,7 +148,7 @@ type movingSession struct {
 func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, gw *clusterNode, rounds int, withHeavy bool) ([]MoveRow, int, error) {
 	tiers := []string{api.RuntimeNano}
 	if withHeavy {
-		tiers = append(tiers, api.RuntimeHeavy)
+		tiers = append(tiers, api.RuntimeHeavy, heavyVolume)
 	}
 	type sample struct{ move, base time.Duration }
 	samples := map[string][]sample{}
@@ -160,16 +163,29 @@ func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, g
 		cl.progress("round %d: sessions on node %s, killing it, moving them to %s", r+1, on.id, to.id)
 		var sessions []movingSession
 		base := map[string]time.Duration{}
+		volume := fmt.Sprintf("move-%d", r)
 		for _, tier := range tiers {
-			s, err := on.c.CreateSession(ctx, api.CreateSessionRequest{Runtime: tier})
+			req := api.CreateSessionRequest{Runtime: tier}
+			if tier == heavyVolume {
+				// A heavy session holding a volume of 8 MiB of files: they travel in its checkpoint.
+				if _, err := on.c.CreateVolume(ctx, volume, 64<<20); err != nil {
+					return nil, failed, fmt.Errorf("round %d: volume: %w", r+1, err)
+				}
+				req = api.CreateSessionRequest{Runtime: api.RuntimeHeavy, Volumes: map[string]string{volume: "/mnt/v"}}
+			}
+			s, err := on.c.CreateSession(ctx, req)
 			if err != nil {
 				return nil, failed, fmt.Errorf("round %d: %s session: %w", r+1, tier, err)
 			}
 			setup := "x = 41\nopen('/home/user/m.txt', 'w').write('moved')\n"
 			check, want := "x += 1\nprint(x, open('/home/user/m.txt').read())", "42 moved\n"
-			if tier == api.RuntimeHeavy {
+			switch tier {
+			case api.RuntimeHeavy:
 				setup = pandasSetup + setup
 				check, want = "x += 1\nprint(x, len(df), open('/home/user/m.txt').read())", "42 100000 moved\n"
+			case heavyVolume:
+				setup = pandasSetup + setup + "import os\nfor i in range(8):\n    open(f'/mnt/v/{i}.bin', 'wb').write(os.urandom(1 << 20))\n"
+				check, want = "x += 1\nprint(x, len(df), open('/home/user/m.txt').read(), sum(os.path.getsize(f'/mnt/v/{i}.bin') for i in range(8)))", "42 100000 moved 8388608\n"
 			}
 			if _, _, err := sessionRun(ctx, on.c, s.ID, setup); err != nil {
 				return nil, failed, fmt.Errorf("round %d: %s: %w", r+1, tier, err)
@@ -249,6 +265,9 @@ func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, g
 		for _, s := range sessions {
 			_ = to.c.CloseSession(ctx, s.id)
 		}
+		if withHeavy {
+			_ = to.c.DeleteVolume(ctx, volume)
+		}
 		n, err := cl.start(ctx, on.id)
 		if err != nil {
 			return nil, failed, err
@@ -290,7 +309,7 @@ func writeMoveReport(w io.Writer, r *ClusterResults) {
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %s ms | %s ms | %s ms | ≤ 2000 ms | %d | %d |\n", m.Store, m.Tier, m.Path, m.Moved,
 			fmtMS(m.MoveP50MS), fmtMS(m.MoveMaxMS), fmtMS(m.BaselineP50MS), m.FirstTryFailed, m.Failed)
 	}
-	fmt.Fprintf(w, "\nE2B resumes a paused sandbox in ~1 s; agent-sandbox has no move. The heavy session holds pandas and a 100,000 × 6 DataFrame.\n")
+	fmt.Fprintf(w, "\nE2B resumes a paused sandbox in ~1 s; agent-sandbox has no move. The heavy session holds pandas and a 100,000 × 6 DataFrame; heavy+volume also holds a volume (read-write) with 8 MiB of files, which travel in its checkpoint.\n")
 	if d := r.Durable; d != nil {
 		fmt.Fprintf(w, "\n## Durable heavy steps (runsc checkpoint --leave-running of the latest step, pandas loaded)\n\n")
 		fmt.Fprintf(w, "| figure | p50 | p99 |\n| --- | --- | --- |\n")
