@@ -376,3 +376,19 @@ func (s *Store) attachCluster(session, tenant, name string, readOnly bool) (stri
 	}
 	return mnt, release, nil
 }
+
+// dropDeleted removes this node's copies of volumes the cluster no longer has (deleted on
+// another node, perhaps made again since: another id).
+func (s *Store) dropDeleted() {
+	metas, _ := filepath.Glob(filepath.Join(s.dir, "*", "*", "volume.json"))
+	for _, p := range metas {
+		var l local
+		if b, err := os.ReadFile(p); err != nil || json.Unmarshal(b, &l) != nil {
+			continue
+		}
+		_, r, err := s.opts.Cluster.get(l.Tenant, l.Name)
+		if sandbox.KindOf(err) == sandbox.KindNotFound || err == nil && r.ID != l.ID {
+			_ = os.RemoveAll(filepath.Dir(p))
+		}
+	}
+}

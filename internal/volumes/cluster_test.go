@@ -164,4 +164,28 @@ func TestClusterVolumes(t *testing.T) {
 	if _, err := a.ReadFile("acme", "data", "c.txt"); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Fatalf("the new volume on node a holds the old one's file: %v", err)
 	}
+	// A node's copies of volumes deleted elsewhere go when it starts.
+	dir := t.TempDir()
+	c1, err := volumes.Open(dir, volumes.Options{Cluster: &volumes.Cluster{Records: shared.Volumes(), Sessions: shared, Snapshots: shared.Snapshots(), Node: "nc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c1.ReadFile("acme", "data", "c.txt"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Fatal(err)
+	}
+	c1.Close()
+	if err := b2.Delete("acme", "data"); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := filepath.Glob(filepath.Join(dir, "*", "*", "volume.json")); len(ms) != 1 {
+		t.Fatalf("node c's copies: %v", ms)
+	}
+	c2, err := volumes.Open(dir, volumes.Options{Cluster: &volumes.Cluster{Records: shared.Volumes(), Sessions: shared, Snapshots: shared.Snapshots(), Node: "nc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if ms, _ := filepath.Glob(filepath.Join(dir, "*", "*")); len(ms) != 0 {
+		t.Fatalf("node c kept copies of a deleted volume: %v", ms)
+	}
 }

@@ -95,6 +95,9 @@ func Open(dir string, opts Options) (*Store, error) {
 			_ = unmount(m)
 		}
 	}
+	if opts.Cluster != nil {
+		s.dropDeleted()
+	}
 	return s, nil
 }
 
