@@ -388,8 +388,12 @@ func testSessionsSurviveNodeKill(t *testing.T, sa, sb nodeSpec) {
 	}
 	t.Logf("node killed → nano session answering on the other node: %v", moved)
 
-	// The session with the volume: adopted, its variables and its volume's files (through the
-	// handle it had open) on node b.
+	// The session with the volume: its durable step's files are the volume's on node b before
+	// the session moves (the files API reads them; the session still holds it read-write), then
+	// adopted, its variables and its volume's files (through the handle it had open) on node b.
+	if got, err := b.c.ReadVolumeFile(ctx, "data", "v.txt"); err != nil || string(got) != "volume file" {
+		t.Fatalf("node b reads the volume of a session on the dead node: %q %v", got, err)
+	}
 	vstart := time.Now()
 	var vres cluster.AdoptResult
 	if code := nodeCall(t, b.url, "/v1/node/adopt", cluster.AdoptRequest{Session: vs.ID}, &vres); code != http.StatusOK || !vres.Adopted || vres.Step != volHead {

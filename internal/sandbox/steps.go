@@ -229,6 +229,9 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 			if !saved {
 				apply()
 			}
+			if saved {
+				m.volumesCheckpointed(s, ref)
+			}
 			if err != nil {
 				m.log.Info("step snapshot not durable", "session", st.Session, "step", st.ID, "err", err)
 			}
@@ -539,6 +542,7 @@ func (m *Manager) Pause(ctx context.Context, id string) (SessionInfo, error) {
 	if err != nil {
 		return SessionInfo{}, err
 	}
+	m.volumesCheckpointed(s, ref)
 	m.mu.Lock()
 	s.tl.state, s.tl.ref = SessionPaused, ref.Ref
 	info := s.info

@@ -117,6 +117,9 @@ type SnapshotRef struct {
 	// whose Snapshot returns once nothing can change the state before it is taken (nano: its
 	// worker takes it right behind the run's result, before it reads another request).
 	Took time.Duration `json:"-"`
+	// Volumes are the contents of the session's read-write volumes the snapshot holds, by volume
+	// name: references of the snapshot store (VolumeContents).
+	Volumes map[string]string `json:"-"`
 }
 
 // ErrSnapshotNotTaken, wrapped in an error of Persist, says the step's snapshot was never taken

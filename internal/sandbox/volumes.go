@@ -46,6 +46,21 @@ type VolumeHolders interface {
 	AttachFor(session, tenant, name string, readOnly bool) (dir string, release func(), err error)
 }
 
+// VolumeContents is a VolumeStore that keeps what a session's durable snapshots hold of its
+// read-write volumes (a cluster's: should the session end where nobody can give its files back,
+// its volumes keep those of its last durable step).
+type VolumeContents interface {
+	Checkpointed(session, tenant string, contents map[string]string)
+}
+
+// volumesCheckpointed tells the volume store what a session's durable snapshot holds of its
+// volumes.
+func (m *Manager) volumesCheckpointed(s *session, ref SnapshotRef) {
+	if vc, ok := m.volumes.(VolumeContents); ok && len(ref.Volumes) > 0 {
+		vc.Checkpointed(s.info.ID, s.info.Tenant, ref.Volumes)
+	}
+}
+
 // Mount is a volume as a tier binds it: Source is the host directory, Path where it appears
 // in the sandbox.
 type Mount struct {

@@ -34,9 +34,11 @@ import (
 // holds the volume. A moved session takes its own lease again on its new node; its files come
 // from its checkpoint (package heavy), newer than the record's content.
 //
+// Each durable step of the holder records its volume's files as the content too (Checkpointed).
+//
 // Read-only leases stay a node's own: a node mounts its copy of the latest content read-only
 // while no session holds the volume read-write anywhere. The files API writes a new content; its
-// reads see a volume held read-write on another node as of that lease's start.
+// reads see a volume held read-write on another node as of the holder's last durable step.
 
 // Cluster makes a Store a cluster node's (Options.Cluster).
 type Cluster struct {
@@ -298,7 +300,7 @@ func (s *Store) storeContent(mnt string) (string, error) {
 		os.Remove(f.Name())
 		return "", err
 	}
-	ref, _, err := snaps.PutManifest([]string{d}, []byte(`{"kind":"volume-content/1"}`))
+	ref, _, err := snaps.PutManifest([]string{d}, []byte(contentKind))
 	return ref, err
 }
 
@@ -375,6 +377,31 @@ func (s *Store) attachCluster(session, tenant, name string, readOnly bool) (stri
 		s.setLocalContent(r, content)
 	}
 	return mnt, release, nil
+}
+
+// contentKind is the body of a volume content's manifest (package heavy writes the same).
+const contentKind = `{"kind":"volume-content/1"}`
+
+// Checkpointed records the contents a durable snapshot of session holds of its read-write
+// volumes (sandbox.VolumeContents): should the session end where nobody can give its files back
+// (closed while asleep after its node died), its volumes keep those of its last durable step.
+func (s *Store) Checkpointed(session, tenant string, contents map[string]string) {
+	c := s.opts.Cluster
+	if c == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, content := range contents {
+		rec, r, err := c.get(tenant, name)
+		if err != nil || r.Holder != session || rec.Owner != c.Node || content == "" {
+			continue
+		}
+		r.Content = content
+		if _, err := c.put(rec, r, name); err != nil {
+			c.logger().Warn("volume: recording its content of a durable step", "volume", name, "err", err)
+		}
+	}
 }
 
 // dropDeleted removes this node's copies of volumes the cluster no longer has (deleted on

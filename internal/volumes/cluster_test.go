@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentbox-dev/agentbox/internal/dirtar"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 	"github.com/agentbox-dev/agentbox/internal/sharedstore"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
@@ -187,5 +188,62 @@ func TestClusterVolumes(t *testing.T) {
 	defer c2.Close()
 	if ms, _ := filepath.Glob(filepath.Join(dir, "*", "*")); len(ms) != 0 {
 		t.Fatalf("node c kept copies of a deleted volume: %v", ms)
+	}
+}
+
+// What a holder's durable snapshot keeps of its volume becomes the volume's content: a session
+// that ends where nobody gives its files back (its node died, it was closed while asleep) leaves
+// the volume as at its last durable step.
+func TestClusterVolumeCheckpointed(t *testing.T) {
+	shared, err := sharedstore.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := clusterNode(t, shared, "na"), clusterNode(t, shared, "nb")
+	ctx := context.Background()
+	if _, err := a.Create("acme", "data", 4<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shared.Create(ctx, sharedstore.Record{Session: "s1", Owner: "na"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.AttachFor("s1", "acme", "data", false); err != nil {
+		t.Fatal(err)
+	}
+	// The step's files, as package heavy stores them.
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, "ck.txt"), []byte("at the durable step"), 0o644)
+	f, _ := os.CreateTemp(shared.Snapshots().TmpDir(), "t-*.tar")
+	if _, err := dirtar.Write(src, f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	d, _, err := shared.Snapshots().PutFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _, err := shared.Snapshots().PutManifest([]string{d}, []byte(`{"kind":"volume-content/1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Checkpointed("s1", "acme", map[string]string{"data": ref}) // not its holder's node: nothing
+	a.Checkpointed("s2", "acme", map[string]string{"data": ref}) // not its holder: nothing
+	if _, err := b.ReadFile("acme", "data", "ck.txt"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Fatalf("a content from another than the holder was taken: %v", err)
+	}
+	a.Checkpointed("s1", "acme", map[string]string{"data": ref})
+	// Node a dies; s1 is closed (its record goes) without giving the volume back.
+	a.Close()
+	rec, _ := shared.Get(ctx, "s1")
+	if err := shared.Delete(ctx, "s1", rec.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	mnt, release, err := b.AttachFor("s3", "acme", "data", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if got, err := os.ReadFile(filepath.Join(mnt, "ck.txt")); err != nil || string(got) != "at the durable step" {
+		t.Fatalf("the volume after its holder ended: %q %v", got, err)
 	}
 }

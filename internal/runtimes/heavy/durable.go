@@ -194,5 +194,5 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	}
 	added += vadded
 	rt.durableStats.add(held, time.Since(start), added)
-	return sandbox.SnapshotRef{Ref: ref, Bytes: added, Latest: true}, nil
+	return sandbox.SnapshotRef{Ref: ref, Bytes: added, Latest: true, Volumes: contents(vols)}, nil
 }

@@ -487,7 +487,7 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	body.Bytes = added
 	body.TookPause = time.Since(start).String()
 	s.tt.paused, s.tt.ref = body, ref
-	return sandbox.SnapshotRef{Ref: ref, Bytes: added}, nil
+	return sandbox.SnapshotRef{Ref: ref, Bytes: added, Volumes: contents(vols)}, nil
 }
 
 // scrub overwrites every occurrence of the secrets in the files of a checkpoint image with zero

@@ -55,6 +55,24 @@ type checkpointVolume struct {
 	Path   string `json:"path"` // where the session mounts it
 	Blob   string `json:"blob"` // a tar of its files, a blob of the snapshot store
 	Bytes  int64  `json:"bytes"`
+	// Content is a manifest naming only Blob: the volume's content as the core's volume store
+	// keeps it (sandbox.SnapshotRef.Volumes).
+	Content string `json:"content,omitempty"`
+}
+
+// VolumeContentKind is the body of a volume content's manifest (package volumes writes the same).
+const volumeContentKind = `{"kind":"volume-content/1"}`
+
+// contents are the volumes' contents by name, for the SnapshotRef.
+func contents(vols []checkpointVolume) map[string]string {
+	if len(vols) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, v := range vols {
+		out[v.Volume] = v.Content
+	}
+	return out
 }
 
 // putVolumes stores the files of each read-write mount as a tar blob.
@@ -82,8 +100,12 @@ func putVolumes(store *snapstore.Store, mounts []sandbox.Mount) ([]checkpointVol
 			os.Remove(f.Name())
 			return nil, 0, err
 		}
-		added += a
-		out = append(out, checkpointVolume{Volume: m.Volume, Path: m.Path, Blob: d, Bytes: n})
+		content, b, err := store.PutManifest([]string{d}, []byte(volumeContentKind))
+		if err != nil {
+			return nil, 0, err
+		}
+		added += a + b
+		out = append(out, checkpointVolume{Volume: m.Volume, Path: m.Path, Blob: d, Bytes: n, Content: content})
 	}
 	return out, added, nil
 }
