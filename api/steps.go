@@ -97,6 +97,9 @@ type InspectedFile struct {
 // interpreter held, read in a throwaway copy of it (the live session is not touched).
 type StepInspection struct {
 	Step string `json:"step"`
+	// Context is the code context whose variables these are (?context=); empty: the main one.
+	// Files are the session's, whatever the context.
+	Context string `json:"context,omitempty"`
 	// Variables are the interpreter's globals not starting with "_", sorted by name, at most 200.
 	// Never null.
 	Variables []Variable `json:"variables"`

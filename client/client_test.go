@@ -90,3 +90,37 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// Inspecting and diffing a step in a code context asks for it in the query; without one the
+// query is as before.
+func TestInspectStepContextQuery(t *testing.T) {
+	var got []string
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.URL.RequestURI())
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"step":"st_1","context":"a b","variables":[],"files":[]}`))
+	}))
+	defer hs.Close()
+	c, err := client.New(hs.URL, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	in, err := c.InspectStepIn(ctx, "sb_1", "st_1", "a b")
+	if err != nil || in.Context != "a b" {
+		t.Fatalf("%+v %v", in, err)
+	}
+	c.InspectStep(ctx, "sb_1", "st_1")
+	c.DiffStepsIn(ctx, "sb_1", "st_2", "st_1", "a")
+	c.DiffSteps(ctx, "sb_1", "st_2", "")
+	want := []string{"/v1/sessions/sb_1/steps/st_1/inspect?context=a+b", "/v1/sessions/sb_1/steps/st_1/inspect",
+		"/v1/sessions/sb_1/steps/st_2/diff?base=st_1&context=a", "/v1/sessions/sb_1/steps/st_2/diff"}
+	if len(got) != len(want) {
+		t.Fatalf("requests %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}

@@ -33,8 +33,19 @@ func (c *Client) Step(ctx context.Context, id, step string) (*api.Step, error) {
 
 // InspectStep describes the variables and files a step held (GET .../steps/{step}/inspect).
 func (c *Client) InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error) {
+	return c.InspectStepIn(ctx, id, step, "")
+}
+
+// InspectStepIn describes the variables one code context held at a step (a session's contexts,
+// RunRequest.Context; "" the main one) and the session's files then (GET
+// .../steps/{step}/inspect?context=).
+func (c *Client) InspectStepIn(ctx context.Context, id, step, codeContext string) (*api.StepInspection, error) {
+	p := stepPath(id, step) + "/inspect"
+	if codeContext != "" {
+		p += "?context=" + url.QueryEscape(codeContext)
+	}
 	var in api.StepInspection
-	if err := c.do(ctx, http.MethodGet, stepPath(id, step)+"/inspect", nil, &in, http.StatusOK); err != nil {
+	if err := c.do(ctx, http.MethodGet, p, nil, &in, http.StatusOK); err != nil {
 		return nil, err
 	}
 	return &in, nil
@@ -43,9 +54,22 @@ func (c *Client) InspectStep(ctx context.Context, id, step string) (*api.StepIns
 // DiffSteps says what changed from base (empty: the step's parent) to step (GET
 // .../steps/{step}/diff?base=).
 func (c *Client) DiffSteps(ctx context.Context, id, step, base string) (*api.StepDiff, error) {
-	p := stepPath(id, step) + "/diff"
+	return c.DiffStepsIn(ctx, id, step, base, "")
+}
+
+// DiffStepsIn is DiffSteps for one code context's variables ("" the main one; GET
+// .../steps/{step}/diff?base=&context=).
+func (c *Client) DiffStepsIn(ctx context.Context, id, step, base, codeContext string) (*api.StepDiff, error) {
+	q := url.Values{}
 	if base != "" {
-		p += "?base=" + url.QueryEscape(base)
+		q.Set("base", base)
+	}
+	if codeContext != "" {
+		q.Set("context", codeContext)
+	}
+	p := stepPath(id, step) + "/diff"
+	if len(q) > 0 {
+		p += "?" + q.Encode()
 	}
 	var d api.StepDiff
 	if err := c.do(ctx, http.MethodGet, p, nil, &d, http.StatusOK); err != nil {

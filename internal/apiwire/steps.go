@@ -55,7 +55,7 @@ func filesToAPI(fs []sandbox.InspectedFile) []api.InspectedFile {
 
 // InspectionToAPI turns a step's inspection into the wire one.
 func InspectionToAPI(in sandbox.Inspection) api.StepInspection {
-	return api.StepInspection{Step: in.Step, Variables: variablesToAPI(in.Variables), Files: filesToAPI(in.Files),
+	return api.StepInspection{Step: in.Step, Context: in.Context, Variables: variablesToAPI(in.Variables), Files: filesToAPI(in.Files),
 		Truncated: in.Truncated, TookMS: Millis(in.Took)}
 }
 

@@ -43,6 +43,8 @@ type Engine interface {
 	Resume(ctx context.Context, id string) (sandbox.SessionInfo, error)
 	InspectStep(ctx context.Context, id, step string) (sandbox.Inspection, error)
 	DiffSteps(ctx context.Context, id, from, to string) (sandbox.StepDiff, error)
+	InspectStepIn(ctx context.Context, id, step, codeContext string) (sandbox.Inspection, error)
+	DiffStepsIn(ctx context.Context, id, from, to, codeContext string) (sandbox.StepDiff, error)
 	ReadStepFile(ctx context.Context, id, step, path string) ([]byte, error)
 
 	// A session's files, artifacts and the images (/v1/sessions/{id}/files..., /v1/artifacts,

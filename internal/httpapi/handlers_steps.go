@@ -31,10 +31,10 @@ func (s *API) handleGetStep(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiwire.StepToAPI(st))
 }
 
-// GET /v1/sessions/{id}/steps/{step}/inspect
+// GET /v1/sessions/{id}/steps/{step}/inspect?context=
 func (s *API) handleInspectStep(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	in, err := s.engine(r).InspectStep(r.Context(), id, r.PathValue("step"))
+	in, err := s.engine(r).InspectStepIn(r.Context(), id, r.PathValue("step"), r.URL.Query().Get("context"))
 	if err != nil {
 		s.fail(w, r, stepError(id, err))
 		return
@@ -42,7 +42,7 @@ func (s *API) handleInspectStep(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, apiwire.InspectionToAPI(in))
 }
 
-// GET /v1/sessions/{id}/steps/{step}/diff?base=
+// GET /v1/sessions/{id}/steps/{step}/diff?base=&context=
 func (s *API) handleDiffSteps(w http.ResponseWriter, r *http.Request) {
 	id, to := r.PathValue("id"), r.PathValue("step")
 	e := s.engine(r)
@@ -60,7 +60,7 @@ func (s *API) handleDiffSteps(w http.ResponseWriter, r *http.Request) {
 		}
 		from = st.Parent
 	}
-	d, err := e.DiffSteps(r.Context(), id, from, to)
+	d, err := e.DiffStepsIn(r.Context(), id, from, to, r.URL.Query().Get("context"))
 	if err != nil {
 		s.fail(w, r, stepError(id, err))
 		return

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,10 @@ type InspectedFile struct {
 
 // Inspection is what a step held.
 type Inspection struct {
-	Step      string          `json:"step"`
+	Step string `json:"step"`
+	// Context is the code context whose variables these are (RunRequest.Context); "" the main
+	// one. Files are the session's, whatever the context.
+	Context   string          `json:"context,omitempty"`
 	Variables []Variable      `json:"variables"`
 	Files     []InspectedFile `json:"files"`
 	// Truncated says some variables or files were left out (the bounds above).
@@ -65,8 +69,15 @@ type Inspection struct {
 
 // InspectStep describes the variables and files of a session's step.
 func (m *Manager) InspectStep(ctx context.Context, id, step string) (Inspection, error) {
+	return m.InspectStepIn(ctx, id, step, "")
+}
+
+// InspectStepIn describes the variables of one code context of a session's step (codeContext,
+// RunRequest.Context; "" the main one) and the session's files. A context no run up to the step
+// named (it did not exist then) is not found.
+func (m *Manager) InspectStepIn(ctx context.Context, id, step, codeContext string) (Inspection, error) {
 	start := time.Now()
-	res, err := m.inStepFork(ctx, id, step, inspectScript, inspectMaxBytes)
+	res, err := m.inStepForkIn(ctx, id, step, codeContext, inspectScript, inspectMaxBytes)
 	if err != nil {
 		return Inspection{}, err
 	}
@@ -80,7 +91,7 @@ func (m *Manager) InspectStep(ctx context.Context, id, step string) (Inspection,
 	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
 		return Inspection{}, Errorf(KindInternal, "inspecting step %s gave no description: %v", step, err)
 	}
-	out.Step, out.Took = step, time.Since(start)
+	out.Step, out.Context, out.Took = step, codeContext, time.Since(start)
 	if out.Variables == nil {
 		out.Variables = []Variable{}
 	}
@@ -132,6 +143,15 @@ else:
 // inStepFork runs code in a throwaway fork of a session's step, bounded by InspectTimeout and
 // maxOut bytes of stdout, and closes the fork. The live session is not touched.
 func (m *Manager) inStepFork(ctx context.Context, id, step, code string, maxOut int64) (*Result, error) {
+	return m.inStepForkIn(ctx, id, step, "", code, maxOut)
+}
+
+// inStepForkIn is inStepFork with the code run in one of the step's code contexts ("" the main
+// one).
+func (m *Manager) inStepForkIn(ctx context.Context, id, step, codeContext, code string, maxOut int64) (*Result, error) {
+	if err := checkContext(&RunRequest{Context: codeContext}); err != nil {
+		return nil, err
+	}
 	// The fork is taken under the run lock (the tier's Fork reads the step's snapshot, which may
 	// sit in the live sandbox); the code runs after it is released.
 	s, unlock, err := m.lockSession(ctx, id)
@@ -148,6 +168,9 @@ func (m *Manager) inStepFork(ctx context.Context, id, step, code string, maxOut 
 	var ref string
 	if st != nil {
 		ref = st.Snapshot.Ref
+	}
+	if err == nil && codeContext != "" {
+		err = m.stepHasContext(s, st, codeContext)
 	}
 	opts := s.opts
 	m.mu.Unlock()
@@ -171,11 +194,40 @@ func (m *Manager) inStepFork(ctx context.Context, id, step, code string, maxOut 
 	limits := opts.Limits
 	limits.Timeout = InspectTimeout
 	limits.StdoutBytes = maxOut
-	res, err := fork.Run(ctx, &RunRequest{Code: code, Tier: opts.Tier, Limits: limits, ID: "run_" + newID()[3:]})
+	res, err := fork.Run(ctx, &RunRequest{Code: code, Tier: opts.Tier, Limits: limits, ID: "run_" + newID()[3:], Context: codeContext})
 	if err != nil {
 		return nil, fmt.Errorf("step %s: %w", step, err)
 	}
 	return res, nil
+}
+
+// stepHasContext says whether code context c existed at step st of s: a run of st or of a step
+// it came from named it (a context is made by the first run that names it). Called with m.mu.
+func (m *Manager) stepHasContext(s *session, st *Step, c string) error {
+	if t, ok := m.tier(st.Tier); ok {
+		if err := m.checkContextTier(&RunRequest{Context: c}, t.caps); err != nil {
+			return err
+		}
+	}
+	var seen []string
+	for o := st; o != nil; o = s.tl.step(o.Parent) {
+		if o.Context == c {
+			return nil
+		}
+		if o.Context != "" && !slices.Contains(seen, o.Context) {
+			seen = append(seen, o.Context)
+		}
+		if o.Parent == "" {
+			break
+		}
+	}
+	hint := "no run up to that step named a context: inspect the main one (no context)"
+	if len(seen) > 0 {
+		slices.Sort(seen)
+		hint = "contexts up to that step: " + strings.Join(seen, ", ") + " (and the main one)"
+	}
+	return Errorf(KindNotFound, "step %s of session %s has no code context %q: no run up to it made one", st.ID, s.info.ID, c).
+		WithHint("%s", hint)
 }
 
 // StepDiff is what changed between two steps.
@@ -195,11 +247,17 @@ type StepDiff struct {
 
 // DiffSteps compares the variables and files of two steps of a session.
 func (m *Manager) DiffSteps(ctx context.Context, id, from, to string) (StepDiff, error) {
-	a, err := m.InspectStep(ctx, id, from)
+	return m.DiffStepsIn(ctx, id, from, to, "")
+}
+
+// DiffStepsIn compares the variables of one code context ("" the main one) and the files of two
+// steps of a session.
+func (m *Manager) DiffStepsIn(ctx context.Context, id, from, to, codeContext string) (StepDiff, error) {
+	a, err := m.InspectStepIn(ctx, id, from, codeContext)
 	if err != nil {
 		return StepDiff{}, err
 	}
-	b, err := m.InspectStep(ctx, id, to)
+	b, err := m.InspectStepIn(ctx, id, to, codeContext)
 	if err != nil {
 		return StepDiff{}, err
 	}

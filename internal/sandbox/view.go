@@ -340,6 +340,24 @@ func (v *View) DiffSteps(ctx context.Context, id, from, to string) (StepDiff, er
 	return v.m.DiffSteps(v.ctx(ctx), id, from, to)
 }
 
+// InspectStepIn describes the variables of one code context ("" the main one) and the files of
+// a step of one of the caller's sessions.
+func (v *View) InspectStepIn(ctx context.Context, id, step, codeContext string) (Inspection, error) {
+	if err := v.session(id); err != nil {
+		return Inspection{}, err
+	}
+	return v.m.InspectStepIn(v.ctx(ctx), id, step, codeContext)
+}
+
+// DiffStepsIn compares one code context ("" the main one) and the files of two steps of one of
+// the caller's sessions.
+func (v *View) DiffStepsIn(ctx context.Context, id, from, to, codeContext string) (StepDiff, error) {
+	if err := v.session(id); err != nil {
+		return StepDiff{}, err
+	}
+	return v.m.DiffStepsIn(v.ctx(ctx), id, from, to, codeContext)
+}
+
 // ReadStepFile reads a file as a step of one of the caller's sessions held it.
 func (v *View) ReadStepFile(ctx context.Context, id, step, path string) ([]byte, error) {
 	if err := v.session(id); err != nil {

@@ -396,6 +396,8 @@ export interface InspectedFile {
 
 export interface StepInspection {
   step: string;
+  /** The code context whose variables these are; absent for the main one. */
+  context?: string;
   variables: Variable[];
   files: InspectedFile[];
   truncated: boolean;
@@ -489,8 +491,8 @@ export declare class Client {
   getIntent(id: string): Promise<Intent>;
   steps(id: string): Promise<StepList>;
   step(id: string, step: string): Promise<Step>;
-  inspectStep(id: string, step: string): Promise<StepInspection>;
-  diffSteps(id: string, step: string, base?: string): Promise<StepDiff>;
+  inspectStep(id: string, step: string, context?: string): Promise<StepInspection>;
+  diffSteps(id: string, step: string, base?: string, context?: string): Promise<StepDiff>;
   rewind(id: string, step: string): Promise<Session>;
   fork(id: string, step: string): Promise<Session>;
   pause(id: string): Promise<Session>;
@@ -623,8 +625,8 @@ export declare class Sandbox {
   pause(): Promise<Session>;
   resume(): Promise<Session>;
   /** The variables and files of `step` (default the current one), read in a throwaway copy. */
-  inspect(step?: string | Step): Promise<StepInspection>;
-  diff(step: string | Step, base?: string | Step): Promise<StepDiff>;
+  inspect(step?: string | Step | null, context?: string): Promise<StepInspection>;
+  diff(step: string | Step, base?: string | Step | null, context?: string): Promise<StepDiff>;
   setIntent(name: string, ttl?: Duration): Promise<Intent>;
   clearIntent(): Promise<void>;
   /**

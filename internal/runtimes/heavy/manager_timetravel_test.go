@@ -105,3 +105,76 @@ func TestManagerTimeTravelHeavy(t *testing.T) {
 		t.Fatalf("after pause and the next run: %q", got)
 	}
 }
+
+// Inspecting a step in one of the session's code contexts shows that context's variables as
+// they were at the step (not the main one's, nor a later step's); a context made after the step
+// is not found there; a diff compares one context.
+func TestInspectStepContextHeavy(t *testing.T) {
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}, StateDir: t.TempDir(), Snapshots: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: Tier, Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range []sandbox.RunRequest{
+		{Code: "main_only = 1"},
+		{Code: "in_a = 'first'", Context: "a"},
+		{Code: "in_a = 'second'\nmore = 2", Context: "a"},
+		{Code: "in_b = 3", Context: "b"},
+	} {
+		r.Limits = limits(t, 120*time.Second)
+		res, err := m.RunInSession(ctx, info.ID, &r)
+		if err != nil || res.Error != nil {
+			t.Fatalf("%q in %q: %v %+v", r.Code, r.Context, err, res)
+		}
+		ids = append(ids, res.Step)
+	}
+	vars := func(in sandbox.Inspection) map[string]string {
+		out := map[string]string{}
+		for _, v := range in.Variables {
+			out[v.Name] = v.Repr
+		}
+		return out
+	}
+	in, err := m.InspectStepIn(ctx, info.ID, ids[1], "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vars(in); len(got) != 1 || got["in_a"] != "'first'" || in.Context != "a" {
+		t.Fatalf("context a at step 2: %v (%+v)", got, in)
+	}
+	in, err = m.InspectStepIn(ctx, info.ID, ids[3], "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vars(in); got["in_a"] != "'second'" || got["more"] != "2" || got["main_only"] != "" {
+		t.Fatalf("context a at step 4: %v", got)
+	}
+	in, err = m.InspectStep(ctx, info.ID, ids[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vars(in); got["main_only"] != "1" || got["in_a"] != "" {
+		t.Fatalf("the main context at step 4: %v", got)
+	}
+	if _, err := m.InspectStepIn(ctx, info.ID, ids[2], "b"); sandbox.KindOf(err) != sandbox.KindNotFound {
+		t.Fatalf("context b at step 3, before a run made it: %v", err)
+	}
+	d, err := m.DiffStepsIn(ctx, info.ID, ids[1], ids[2], "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Added) != 1 || d.Added[0].Name != "more" || len(d.Changed) != 1 || d.Changed[0].Name != "in_a" {
+		t.Fatalf("diff of context a from step 2 to 3: %+v", d)
+	}
+}

@@ -354,14 +354,19 @@ export class Client {
     return this._json('getStep', { id, step });
   }
 
-  /** The variables and files a step held, read in a throwaway copy of it. */
-  async inspectStep(id, step) {
-    return this._json('inspectStep', { id, step, timeout: Math.max(this.timeout, 60) });
+  /** The variables and files a step held, read in a throwaway copy of it; `context` names one of
+   * the session's code contexts (default the main one). */
+  async inspectStep(id, step, context) {
+    return this._json('inspectStep', { id, step, query: context ? { context } : undefined, timeout: Math.max(this.timeout, 60) });
   }
 
-  /** What changed from `base` (default the step's parent) to `step`. */
-  async diffSteps(id, step, base) {
-    return this._json('diffSteps', { id, step, query: base ? { base } : undefined, timeout: Math.max(this.timeout, 60) });
+  /** What changed from `base` (default the step's parent) to `step`; `context` names the code
+   * context whose variables are compared (default the main one). */
+  async diffSteps(id, step, base, context) {
+    const query = {};
+    if (base) query.base = base;
+    if (context) query.context = context;
+    return this._json('diffSteps', { id, step, query: Object.keys(query).length ? query : undefined, timeout: Math.max(this.timeout, 60) });
   }
 
   /** Makes a session's state that of one of its steps. */

@@ -280,20 +280,22 @@ export class Sandbox {
     return this._sessionCall((sid) => this.client.resume(sid));
   }
 
-  /** The variables and files of `step` (default the session's current one), read in a throwaway copy. */
-  async inspect(step) {
+  /** The variables and files of `step` (default the session's current one), read in a throwaway
+   * copy; `context` names the code context whose variables to show (default the main one). */
+  async inspect(step, context) {
     return this._sessionCall(async (sid) => {
-      let st = step === undefined ? undefined : (typeof step === 'string' ? step : step.id);
+      let st = step === undefined || step === null ? undefined : (typeof step === 'string' ? step : step.id);
       if (!st) st = (await this.client.steps(sid)).head;
-      return this.client.inspectStep(sid, st);
+      return this.client.inspectStep(sid, st, context);
     });
   }
 
-  /** What changed in variables and files from `base` (default the step's parent) to `step`. */
-  async diff(step, base) {
+  /** What changed in variables and files from `base` (default the step's parent) to `step`;
+   * `context` names the code context whose variables to compare. */
+  async diff(step, base, context) {
     const st = typeof step === 'string' ? step : step.id;
-    const b = base === undefined ? undefined : (typeof base === 'string' ? base : base.id);
-    return this._sessionCall((sid) => this.client.diffSteps(sid, st, b));
+    const b = base === undefined || base === null ? undefined : (typeof base === 'string' ? base : base.id);
+    return this._sessionCall((sid) => this.client.diffSteps(sid, st, b, context));
   }
 
   /** Declares an intent: it opens the egress rules the session's profile names for it, for `ttl`. */

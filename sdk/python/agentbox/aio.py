@@ -234,13 +234,18 @@ class AsyncClient:
     async def step(self, id: str, step: str) -> Step:
         return await self._json("getStep", Step, id=id, step=step)
 
-    async def inspect_step(self, id: str, step: str) -> StepInspection:
-        """The variables and files a step held, read in a throwaway copy of it."""
-        return await self._json("inspectStep", StepInspection, id=id, step=step, timeout=max(self.timeout, 60.0))
+    async def inspect_step(self, id: str, step: str, context: Optional[str] = None) -> StepInspection:
+        """The variables and files a step held, read in a throwaway copy of it; ``context``
+        names one of the session's code contexts (default the main one)."""
+        return await self._json("inspectStep", StepInspection, id=id, step=step,
+                          query={"context": context} if context else None, timeout=max(self.timeout, 60.0))
 
-    async def diff_steps(self, id: str, step: str, base: Optional[str] = None) -> StepDiff:
-        """What changed from ``base`` (default the step's parent) to ``step``."""
-        return await self._json("diffSteps", StepDiff, id=id, step=step, query={"base": base} if base else None,
+    async def diff_steps(self, id: str, step: str, base: Optional[str] = None,
+                   context: Optional[str] = None) -> StepDiff:
+        """What changed from ``base`` (default the step's parent) to ``step``; ``context`` names the
+        code context whose variables are compared (default the main one)."""
+        query = {k: v for k, v in (("base", base), ("context", context)) if v}
+        return await self._json("diffSteps", StepDiff, id=id, step=step, query=query or None,
                                 timeout=max(self.timeout, 60.0))
 
     async def rewind(self, id: str, step: str) -> Session:
@@ -613,20 +618,23 @@ class AsyncSandbox:
         """Bring a paused session back ahead of its next run."""
         return await self._session_call(self.client.resume)
 
-    async def inspect(self, step: Union[None, str, Step] = None) -> StepInspection:
-        """The variables and files of ``step`` (default the current one), read in a throwaway copy."""
+    async def inspect(self, step: Union[None, str, Step] = None, context: Optional[str] = None) -> StepInspection:
+        """The variables and files of ``step`` (default the current one), read in a throwaway copy;
+        ``context`` names the code context whose variables to show (default the main one)."""
         async def call(sid: str) -> StepInspection:
             st = step.id if isinstance(step, Step) else step
             if not st:
                 st = (await self.client.steps(sid)).head
-            return await self.client.inspect_step(sid, st)
+            return await self.client.inspect_step(sid, st, context=context)
         return await self._session_call(call)
 
-    async def diff(self, step: Union[str, Step], base: Union[None, str, Step] = None) -> StepDiff:
-        """What changed in variables and files from ``base`` (default the step's parent) to ``step``."""
+    async def diff(self, step: Union[str, Step], base: Union[None, str, Step] = None,
+                   context: Optional[str] = None) -> StepDiff:
+        """What changed in variables and files from ``base`` (default the step's parent) to
+        ``step``; ``context`` names the code context whose variables to compare."""
         st = step.id if isinstance(step, Step) else step
         b = base.id if isinstance(base, Step) else base
-        return await self._session_call(lambda sid: self.client.diff_steps(sid, st, b))
+        return await self._session_call(lambda sid: self.client.diff_steps(sid, st, b, context=context))
 
     async def set_intent(self, name: str, ttl: Union[None, float, str] = None) -> Intent:
         t = parse_duration(ttl)

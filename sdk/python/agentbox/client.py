@@ -448,13 +448,18 @@ class Client:
     def step(self, id: str, step: str) -> Step:
         return self._json("getStep", Step, id=id, step=step)
 
-    def inspect_step(self, id: str, step: str) -> StepInspection:
-        """The variables and files a step held, read in a throwaway copy of it."""
-        return self._json("inspectStep", StepInspection, id=id, step=step, timeout=max(self.timeout, 60.0))
+    def inspect_step(self, id: str, step: str, context: Optional[str] = None) -> StepInspection:
+        """The variables and files a step held, read in a throwaway copy of it; ``context``
+        names one of the session's code contexts (default the main one)."""
+        return self._json("inspectStep", StepInspection, id=id, step=step,
+                          query={"context": context} if context else None, timeout=max(self.timeout, 60.0))
 
-    def diff_steps(self, id: str, step: str, base: Optional[str] = None) -> StepDiff:
-        """What changed from ``base`` (default the step's parent) to ``step``."""
-        return self._json("diffSteps", StepDiff, id=id, step=step, query={"base": base} if base else None,
+    def diff_steps(self, id: str, step: str, base: Optional[str] = None,
+                   context: Optional[str] = None) -> StepDiff:
+        """What changed from ``base`` (default the step's parent) to ``step``; ``context`` names the
+        code context whose variables are compared (default the main one)."""
+        query = {k: v for k, v in (("base", base), ("context", context)) if v}
+        return self._json("diffSteps", StepDiff, id=id, step=step, query=query or None,
                           timeout=max(self.timeout, 60.0))
 
     def read_step_file(self, id: str, step: str, path: str) -> bytes:

@@ -923,6 +923,7 @@ class StepInspection:
     files: List[InspectedFile] = field(default_factory=list)
     truncated: bool = False
     took_ms: float = 0.0
+    context: str = ""  # the code context whose variables these are; "" the main one
 
 
 @dataclass

@@ -417,21 +417,24 @@ class Sandbox:
         """Bring a paused session back ahead of its next run."""
         return self._session_call(self.client.resume)
 
-    def inspect(self, step: Union[None, str, Step] = None) -> StepInspection:
+    def inspect(self, step: Union[None, str, Step] = None, context: Optional[str] = None) -> StepInspection:
         """The variables and files of ``step`` (default the session's current step), read in a
-        throwaway copy: the session itself is not touched."""
+        throwaway copy: the session itself is not touched. ``context`` names one of the session's
+        code contexts (a run's ``context``) whose variables to show; default the main one."""
         def call(sid: str) -> StepInspection:
             st = step.id if isinstance(step, Step) else step
             if not st:
                 st = self.client.steps(sid).head
-            return self.client.inspect_step(sid, st)
+            return self.client.inspect_step(sid, st, context=context)
         return self._session_call(call)
 
-    def diff(self, step: Union[str, Step], base: Union[None, str, Step] = None) -> StepDiff:
-        """What changed in variables and files from ``base`` (default the step's parent) to ``step``."""
+    def diff(self, step: Union[str, Step], base: Union[None, str, Step] = None,
+             context: Optional[str] = None) -> StepDiff:
+        """What changed in variables and files from ``base`` (default the step's parent) to
+        ``step``; ``context`` names the code context whose variables to compare."""
         st = step.id if isinstance(step, Step) else step
         b = base.id if isinstance(base, Step) else base
-        return self._session_call(lambda sid: self.client.diff_steps(sid, st, b))
+        return self._session_call(lambda sid: self.client.diff_steps(sid, st, b, context=context))
 
     # --- lifecycle -----------------------------------------------------------------------
 
