@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,15 @@ type ClusterOptions struct {
 	// GatewayOnly measures the gateway's rows alone (overhead, placement, claims), without the
 	// move and durable rows.
 	GatewayOnly bool `json:"gateway_only,omitempty"`
+	// Think is how long after the sessions' last step became durable their node is killed (an
+	// agent thinking between steps). 0 (the default): at once, the worst case, before another
+	// node could fetch the step's snapshot ahead from an S3 store.
+	Think time.Duration `json:"think,omitempty"`
+	// MovesOnly measures the move rows alone (no gateway or durable rows).
+	MovesOnly bool `json:"moves_only,omitempty"`
+	// Stores are the shared stores the move rounds run over: "dir", "s3" (when SeaweedFS is
+	// built) or both (the default).
+	Stores string `json:"stores,omitempty"`
 	// Rounds is how many times a node is killed and its sessions moved, half of them through the
 	// gateway, half to the adopting node directly. Default 6.
 	Rounds int `json:"rounds"`
@@ -108,6 +118,9 @@ func mainCluster(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.Heavy, "heavy", d.Heavy, "measure heavy sessions too: on, off or auto")
 	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "the data directory with the runtimes' artifacts")
 	fs.BoolVar(&o.GatewayOnly, "gateway-only", false, "measure the gateway's rows only (no move or durable rows)")
+	fs.DurationVar(&o.Think, "think", 0, "time between the sessions' last durable step and their node's kill")
+	fs.BoolVar(&o.MovesOnly, "moves-only", false, "measure the move rows only (no gateway or durable rows)")
+	fs.StringVar(&o.Stores, "stores", "dir,s3", "the shared stores the moves run over: dir, s3 or dir,s3")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -180,7 +193,9 @@ func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) 
 	res := &ClusterResults{Started: time.Now(), Host: thisHost(), Rounds: o.Rounds, N: o.N}
 	// The gateway's rows first, on nodes of their own in this process (stopped before the
 	// move rounds start theirs).
-	if res.Gateway, res.Targets, err = measureGateway(ctx, o, withHeavy); err != nil {
+	if o.MovesOnly {
+		// no gateway rows
+	} else if res.Gateway, res.Targets, err = measureGateway(ctx, o, withHeavy); err != nil {
 		return nil, fmt.Errorf("gateway rows: %w", err)
 	}
 	for _, r := range res.Gateway {
@@ -225,18 +240,26 @@ func RunCluster(ctx context.Context, o ClusterOptions) (*ClusterResults, error) 
 		return nil, err
 	}
 	defer gw.stop()
-	if withHeavy {
+	if withHeavy && !o.MovesOnly {
 		if res.Durable, err = measureDurable(ctx, nodes[0], o.Steps, progress); err != nil {
 			return nil, err
 		}
 	}
-	if res.Move, res.Failed, err = measureMoves(ctx, cl, nodes, gw, o.Rounds, withHeavy); err != nil {
-		return nil, err
+	stores := o.Stores
+	if stores == "" {
+		stores = "dir,s3"
+	}
+	if slices.Contains(strings.Split(stores, ","), "dir") {
+		if res.Move, res.Failed, err = measureMoves(ctx, cl, nodes, gw, o.Rounds, o.Think, withHeavy); err != nil {
+			return nil, err
+		}
 	}
 	// The same moves with the nodes sharing a bucket of an S3-compatible server (SeaweedFS, when
 	// scripts/cluster/seaweedfs-build.sh has built it): the nodes start again over it.
-	if weed, ok := s3local.Find(o.DataDir); ok && ctx.Err() == nil {
-		rows, failed, err := measureMovesS3(ctx, cl, nodes, gw, weed, o.Rounds, withHeavy)
+	if !slices.Contains(strings.Split(stores, ","), "s3") {
+		// not asked for
+	} else if weed, ok := s3local.Find(o.DataDir); ok && ctx.Err() == nil {
+		rows, failed, err := measureMovesS3(ctx, cl, nodes, gw, weed, o.Rounds, o.Think, withHeavy)
 		if err != nil {
 			return nil, fmt.Errorf("moves over S3: %w", err)
 		}

@@ -34,6 +34,8 @@ type MoveRow struct {
 	// Store is what the nodes share: "dir" (a directory) or "s3" (a bucket of SeaweedFS on
 	// loopback).
 	Store string `json:"store"`
+	// ThinkMS is how long after the last durable step the node was killed.
+	ThinkMS float64 `json:"think_ms,omitempty"`
 }
 
 // sandboxUnavailable says the gateway answered runtime_unavailable.
@@ -145,7 +147,7 @@ type movingSession struct {
 }
 
 // measureMoves kills a node per round and times its sessions' move to the other node.
-func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, gw *clusterNode, rounds int, withHeavy bool) ([]MoveRow, int, error) {
+func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, gw *clusterNode, rounds int, think time.Duration, withHeavy bool) ([]MoveRow, int, error) {
 	tiers := []string{api.RuntimeNano}
 	if withHeavy {
 		tiers = append(tiers, api.RuntimeHeavy, heavyVolume)
@@ -212,6 +214,9 @@ func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, g
 			path = "node"
 		}
 		key := func(tier string) string { return tier + " via " + path }
+		if think > 0 {
+			time.Sleep(think)
+		}
 		on.kill()
 		killed := time.Now()
 		var wg sync.WaitGroup
@@ -286,7 +291,8 @@ func measureMoves(ctx context.Context, cl *benchCluster, nodes []*clusterNode, g
 			if cl.store != "" {
 				store = "s3"
 			}
-			row := MoveRow{Tier: tier, Path: path, Moved: len(mv), Failed: failedBy[k], FirstTryFailed: firstFailed[k], Store: store}
+			row := MoveRow{Tier: tier, Path: path, Moved: len(mv), Failed: failedBy[k], FirstTryFailed: firstFailed[k], Store: store,
+				ThinkMS: float64(think) / float64(time.Millisecond)}
 			if len(mv) > 0 {
 				row.MoveP50MS, row.MoveMaxMS = Median(msOf(mv)), Percentile(msOf(mv), 100)
 				row.BaselineP50MS = Median(msOf(bs))
@@ -303,10 +309,11 @@ func writeMoveReport(w io.Writer, r *ClusterResults) {
 	fmt.Fprintf(w, "## Session move (node killed with SIGKILL → the session's next run answered by the other node)\n\n")
 	fmt.Fprintf(w, "Via gateway: the run is sent to the gateway, which finds the node gone and has the other adopt the session. Via node: the adopt call and the run sent to the other node directly (the node's part alone). Rounds alternate.\n\n")
 	fmt.Fprintf(w, "Store: dir = the nodes share a directory; s3 = a bucket of SeaweedFS on loopback (records by conditional writes, snapshots through each node's cache).\n\n")
-	fmt.Fprintf(w, "| store | tier | via | moved | move p50 | move max | same run on the live session p50 | target | first try refused | failed |\n")
-	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(w, "Killed: how long after the sessions' last step became durable their node was killed (0: at once, the worst case).\n\n")
+	fmt.Fprintf(w, "| store | killed | tier | via | moved | move p50 | move max | same run on the live session p50 | target | first try refused | failed |\n")
+	fmt.Fprintf(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, m := range r.Move {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %s ms | %s ms | %s ms | ≤ 2000 ms | %d | %d |\n", m.Store, m.Tier, m.Path, m.Moved,
+		fmt.Fprintf(w, "| %s | +%s ms | %s | %s | %d | %s ms | %s ms | %s ms | ≤ 2000 ms | %d | %d |\n", m.Store, fmtMS(m.ThinkMS), m.Tier, m.Path, m.Moved,
 			fmtMS(m.MoveP50MS), fmtMS(m.MoveMaxMS), fmtMS(m.BaselineP50MS), m.FirstTryFailed, m.Failed)
 	}
 	fmt.Fprintf(w, "\nE2B resumes a paused sandbox in ~1 s; agent-sandbox has no move. The heavy session holds pandas and a 100,000 × 6 DataFrame; heavy+volume also holds a volume (read-write) with 8 MiB of files, which travel in its checkpoint.\n")
@@ -325,7 +332,7 @@ func writeMoveReport(w io.Writer, r *ClusterResults) {
 // measureMovesS3 runs the move rounds again with the nodes over a bucket of a SeaweedFS server
 // (weed) started for them: the nodes are stopped and started again (same ids and ports, so the
 // gateway's static discovery still finds them) with --store s3://BUCKET/cluster.
-func measureMovesS3(ctx context.Context, cl *benchCluster, nodes []*clusterNode, gw *clusterNode, weed string, rounds int, withHeavy bool) ([]MoveRow, int, error) {
+func measureMovesS3(ctx context.Context, cl *benchCluster, nodes []*clusterNode, gw *clusterNode, weed string, rounds int, think time.Duration, withHeavy bool) ([]MoveRow, int, error) {
 	srv, err := s3local.Start(weed)
 	if err != nil {
 		return nil, 0, err
@@ -347,5 +354,5 @@ func measureMovesS3(ctx context.Context, cl *benchCluster, nodes []*clusterNode,
 			return nil, 0, err
 		}
 	}
-	return measureMoves(ctx, cl, nodes, gw, rounds, withHeavy)
+	return measureMoves(ctx, cl, nodes, gw, rounds, think, withHeavy)
 }

@@ -1,5 +1,11 @@
 package cluster
 
+import (
+	"cmp"
+	"hash/fnv"
+	"slices"
+)
+
 // AdoptRequest is the body of a node's POST /v1/node/adopt.
 type AdoptRequest struct {
 	Session string `json:"session"`
@@ -38,4 +44,28 @@ type DrainResult struct {
 	Released []string `json:"released"`
 	// Failed names sessions that could not be released, with why.
 	Failed string `json:"failed,omitempty"`
+}
+
+// Successors orders nodes by who should adopt session if its node is lost (rendezvous hashing:
+// each node's rank is a hash of the session and the node, so every process that knows the same
+// nodes orders them alike, and a node joining or leaving moves only the sessions it ranks
+// first). The gateway asks nodes to adopt in this order; a node of a shared store that keeps
+// snapshots remotely fetches ahead the latest snapshots of the sessions it ranks high for
+// (sharedstore.S3.Prefetch), so that a move finds them on its disk. nodes is not changed.
+func Successors(session string, nodes []string) []string {
+	out := slices.Clone(nodes)
+	rank := func(n string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(session))
+		h.Write([]byte{0})
+		h.Write([]byte(n))
+		x := h.Sum64() // FNV alone clusters on ids that differ in their last bytes: mixed
+		x ^= x >> 30
+		x *= 0xbf58476d1ce4e5b9
+		x ^= x >> 27
+		x *= 0x94d049bb133111eb
+		return x ^ x>>31
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(rank(b), rank(a)) })
+	return out
 }

@@ -2,6 +2,8 @@ package cluster_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,5 +66,32 @@ func TestOpenStatic(t *testing.T) {
 		if _, err := cluster.Open(ctx, spec, kinds, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open(%q) = %v; want an error with %q", spec, err, want)
 		}
+	}
+}
+
+func TestSuccessorsAgreeAndSpread(t *testing.T) {
+	nodes := []string{"a", "b", "c", "d"}
+	first := map[string]int{}
+	for i := range 400 {
+		id := fmt.Sprintf("sb_a-%04x", i)
+		o := cluster.Successors(id, nodes)
+		// Every process that knows the same nodes, in any order, agrees.
+		if got := cluster.Successors(id, []string{"d", "c", "b", "a"}); !slices.Equal(got, o) {
+			t.Fatalf("%s: %v and %v", id, o, got)
+		}
+		// A node leaving changes nothing else's order.
+		without := cluster.Successors(id, []string{"a", "b", "d"})
+		if !slices.Equal(without, slices.DeleteFunc(slices.Clone(o), func(n string) bool { return n == "c" })) {
+			t.Fatalf("%s: %v without c is %v", id, o, without)
+		}
+		first[o[0]]++
+	}
+	for _, n := range nodes {
+		if first[n] < 50 {
+			t.Fatalf("sessions ranked first per node: %v (not spread)", first)
+		}
+	}
+	if !slices.Equal(nodes, []string{"a", "b", "c", "d"}) {
+		t.Fatal("Successors changed its argument")
 	}
 }

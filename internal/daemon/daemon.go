@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/artifacts"
 	"github.com/agentbox-dev/agentbox/internal/config"
@@ -183,11 +184,20 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		mopts.StateDir, mopts.Snapshots = filepath.Join(cfg.SessionsPath(), "records"), w.snaps
 		mopts.Closers = append(mopts.Closers, sessionsLock) // after the Manager wrote its last records
 	}
+	stopPrefetch := func() {}
 	if shared != nil {
 		// Records every node sees, written at the epoch this node owns each session at; the
 		// store's collection keeps what any node's sessions refer to.
 		mopts.Records = sharedstore.NewNodeRecords(shared, cfg.Cluster.NodeID, strings.TrimRight(cfg.Cluster.Advertise, "/"))
 		mopts.Snapshots = shared
+		if s3s, ok := shared.(*sharedstore.S3); ok {
+			// The latest snapshots of the sessions this node would adopt, fetched ahead
+			// (sharedstore/prefetch.go): a move restores from this node's disk.
+			pctx, stop := context.WithCancel(context.Background())
+			go s3s.Prefetch(pctx, cfg.Cluster.NodeID, time.Second, log)
+			mopts.Closers = append([]io.Closer{closeFunc(stop)}, mopts.Closers...)
+			stopPrefetch = stop
+		}
 	}
 	if rt != nil {
 		mopts.Router = rt
@@ -198,6 +208,7 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 	}
 	core, err := sandbox.NewManager(mopts)
 	if err != nil {
+		stopPrefetch()
 		closeAll()
 		return nil, err
 	}
@@ -336,3 +347,8 @@ func startHeavy(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 	w.log.Warn("heavy tier unavailable; running nano only", "reason", e.Message, "hint", e.Hint)
 	return nil, nil
 }
+
+// closeFunc is an io.Closer that calls a function.
+type closeFunc func()
+
+func (f closeFunc) Close() error { f(); return nil }

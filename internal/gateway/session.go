@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/cluster"
@@ -103,6 +104,17 @@ func (g *Gateway) adopt(r *http.Request, id, from string) (*node, error) {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "session %s is on node %s, which cannot be reached, and no node can take it over: %v", id, from, sandbox.AsError(err).Message).
 			WithHint("retry shortly: the session resumes from its latest durable step when a node is back")
 	}
+	// The session's successors first (cluster.Successors): the nodes that fetch its latest
+	// snapshot ahead from a shared store kept remotely, so that a move finds it on their disk.
+	ids := make([]string, len(order))
+	for i, n := range order {
+		ids[i] = n.ID
+	}
+	rank := map[string]int{}
+	for i, n := range cluster.Successors(id, ids) {
+		rank[n] = i
+	}
+	slices.SortStableFunc(order, func(a, b *node) int { return rank[a.ID] - rank[b.ID] })
 	var lastErr error
 	for _, n := range order {
 		if n.ID == from {

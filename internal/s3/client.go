@@ -548,35 +548,48 @@ func (c *Client) uploadPart(ctx context.Context, full, key, uploadID string, num
 	return resp.Header.Get("ETag"), nil
 }
 
-// GetFile downloads an object into f (from its start) and returns its size: one GET up to the
-// part size, ranged GETs of that size, a few at once, beyond it. The bytes written are checked
-// against the object's size; their content is the caller's to check.
+// GetFile downloads an object into f (from its start) and returns its size: one ranged GET of
+// the first part size (whose answer also says the object's size: no HEAD first, a round trip
+// less per object), then ranged GETs of that size beyond it, a few at once, while the first
+// part is being read. The bytes written are checked against the object's size; their content
+// is the caller's to check.
 func (c *Client) GetFile(ctx context.Context, key string, f *os.File) (int64, error) {
-	o, _, err := c.Head(ctx, key)
+	hdr := http.Header{"Range": {fmt.Sprintf("bytes=0-%d", c.cfg.PartSize-1)}}
+	req, err := c.request(ctx, http.MethodGet, c.fullKey(key), nil, nil, 0, "", hdr)
 	if err != nil {
 		return 0, err
 	}
-	if o.Size <= c.cfg.PartSize {
-		body, _, err := c.Get(ctx, key)
-		if err != nil {
-			return 0, err
+	resp, err := c.do(req, "get", key)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Status == http.StatusRequestedRangeNotSatisfiable {
+			return 0, nil // an empty object: no byte is in any range
 		}
-		defer body.Close()
-		n, err := io.Copy(io.NewOffsetWriter(f, 0), body)
-		if err == nil && n != o.Size {
-			err = fmt.Errorf("s3: get %s: %d bytes of %d", key, n, o.Size)
-		}
-		return n, err
+		return 0, err
 	}
-	n := int((o.Size + c.cfg.PartSize - 1) / c.cfg.PartSize)
-	errs := make(chan error, n)
-	sem := make(chan struct{}, transfers)
-	var wg sync.WaitGroup
+	defer resp.Body.Close()
+	size, first := resp.ContentLength, resp.ContentLength
+	if resp.StatusCode == http.StatusPartialContent {
+		// Content-Range: bytes 0-N/TOTAL
+		cr := resp.Header.Get("Content-Range")
+		i := strings.LastIndexByte(cr, '/')
+		total, perr := strconv.ParseInt(cr[i+1:], 10, 64)
+		if i < 0 || perr != nil {
+			return 0, fmt.Errorf("s3: get %s: a range answer with Content-Range %q", key, cr)
+		}
+		size = total
+	}
+	if first < 0 {
+		return 0, fmt.Errorf("s3: get %s: an answer without a length", key)
+	}
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i := range n {
-		off := int64(i) * c.cfg.PartSize
-		ln := min(c.cfg.PartSize, o.Size-off)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1+(size/max(c.cfg.PartSize, 1)))
+	sem := make(chan struct{}, transfers-1)
+	etag := resp.Header.Get("ETag")
+	for off := first; off < size; off += c.cfg.PartSize {
+		ln := min(c.cfg.PartSize, size-off)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -587,20 +600,30 @@ func (c *Client) GetFile(ctx context.Context, key string, f *os.File) (int64, er
 				return
 			}
 			defer func() { <-sem }()
-			if err := c.getRange(gctx, key, o.ETag, f, off, ln); err != nil {
+			if err := c.getRange(gctx, key, etag, f, off, ln); err != nil {
 				errs <- err
 				cancel()
 			}
 		}()
 	}
+	n, err := io.Copy(io.NewOffsetWriter(f, 0), resp.Body)
+	if err == nil && n != first {
+		err = fmt.Errorf("s3: get %s: %d bytes of %d", key, n, first)
+	}
+	if err != nil {
+		cancel()
+	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
-		if err != nil {
-			return 0, err
+	for e := range errs {
+		if err == nil {
+			err = e
 		}
 	}
-	return o.Size, nil
+	if err != nil {
+		return 0, err
+	}
+	return size, nil
 }
 
 // getRange copies bytes [off, off+ln) of the object (of ETag etag: a rewrite meanwhile fails the

@@ -128,7 +128,7 @@ func TestPutFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, size := range []int{0, 1 << 10, 12<<20 + 3} {
+	for _, size := range []int{0, 1 << 10, 5 << 20, 10 << 20, 12<<20 + 3} {
 		data := make([]byte, size)
 		_, _ = rand.Read(data)
 		p := filepath.Join(t.TempDir(), "f")
@@ -160,5 +160,13 @@ func TestPutFile(t *testing.T) {
 		if err != nil || n != int64(size) || !bytes.Equal(back, data) {
 			t.Fatalf("%d bytes: GetFile wrote %d (%v), equal %v", size, n, err, bytes.Equal(back, data))
 		}
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "none"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := c.GetFile(ctx, "no-such-key", f); !errors.Is(err, s3.ErrNotFound) {
+		t.Fatalf("GetFile of a missing object: %v, want ErrNotFound", err)
 	}
 }

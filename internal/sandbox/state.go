@@ -355,18 +355,7 @@ func (m *Manager) revive(id string, b []byte) (*session, string, error) {
 	if s.tl.state == "" {
 		s.tl.state = SessionLive
 	}
-	if s.tl.state != SessionPaused && s.tl.head != "" && s.tl.ref == "" {
-		// The newest durable step on the head's branch.
-		for st := s.tl.step(s.tl.head); st != nil; st = s.tl.step(st.Parent) {
-			if st.Snapshot.State == SnapshotDurable && st.Snapshot.Ref != "" {
-				s.tl.head, s.tl.ref = st.ID, st.Snapshot.Ref
-				break
-			}
-			if st.Parent == "" {
-				break
-			}
-		}
-	}
+	s.tl.head, s.tl.ref = s.tl.resumePoint()
 	if _, restorer := t.rt.(Restorer); !restorer || s.tl.head != "" && s.tl.ref == "" {
 		// Its state was not durable (the tier keeps none, or the daemon stopped before): the
 		// session is lost, as an ephemeral one would be.
@@ -380,6 +369,36 @@ func (m *Manager) revive(id string, b []byte) (*session, string, error) {
 	// The idle clock starts again now: a session is not reaped for the time it slept.
 	s.info.LastUsed = time.Now().UTC()
 	return s, s.tl.head, nil
+}
+
+// resumePoint is the step and snapshot reference a session asleep with this timeline wakes at:
+// the pause's checkpoint, or the newest durable step on the head's branch.
+func (tl *timeline) resumePoint() (head, ref string) {
+	head, ref = tl.head, tl.ref
+	if tl.state != SessionPaused && head != "" && ref == "" {
+		for st := tl.step(head); st != nil; st = tl.step(st.Parent) {
+			if st.Snapshot.State == SnapshotDurable && st.Snapshot.Ref != "" {
+				return st.ID, st.Snapshot.Ref
+			}
+			if st.Parent == "" {
+				break
+			}
+		}
+	}
+	return head, ref
+}
+
+// RecordResumeRef is the snapshot reference a session (its record as SessionRecords.Save got
+// it) would be restored from if another node adopted it now: "" when none. For a node that
+// fetches it ahead of a move (package sharedstore's prefetch).
+func RecordResumeRef(record []byte) string {
+	var v savedSession
+	if json.Unmarshal(record, &v) != nil {
+		return ""
+	}
+	tl := timeline{steps: v.Steps, head: v.Head, state: v.State, ref: v.Ref}
+	_, ref := tl.resumePoint()
+	return ref
 }
 
 // asleep is the sandbox of a session restored from the state directory and not woken yet.

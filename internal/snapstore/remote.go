@@ -52,6 +52,8 @@ type remoteState struct {
 	mu     sync.Mutex
 	kept   map[string]time.Time
 	lastGC time.Time
+	// inflight are the fetches under way, by kind/digest.
+	inflight map[string]*transfer
 }
 
 // OpenCache opens (creating) a store whose contents live in remote, with dir as this machine's
@@ -133,6 +135,46 @@ func (s *Store) keep(kind, d, p string) error {
 // tier (LinkBlob: a checkpoint of hundreds of MB) is checked by its size (Fetch's copy is whole),
 // as a local one is, since hashing it would cost much of what the transfer does.
 func (s *Store) fetch(kind, d, p string) error {
+	// One transfer per object at a time: a restore that needs a blob being fetched ahead
+	// (Prefetch) waits for that transfer rather than starting a second one beside it.
+	r := s.remote
+	key := kind + "/" + d
+	r.mu.Lock()
+	if r.inflight == nil {
+		r.inflight = map[string]*transfer{}
+	}
+	if t, ok := r.inflight[key]; ok {
+		r.mu.Unlock()
+		<-t.done
+		if t.err == nil {
+			return nil
+		}
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+		return t.err
+	}
+	t := &transfer{done: make(chan struct{})}
+	r.inflight[key] = t
+	r.mu.Unlock()
+	t.err = s.fetchOnce(kind, d, p)
+	r.mu.Lock()
+	delete(r.inflight, key)
+	r.mu.Unlock()
+	close(t.done)
+	return t.err
+}
+
+// transfer is a fetch under way.
+type transfer struct {
+	done chan struct{}
+	err  error
+}
+
+func (s *Store) fetchOnce(kind, d, p string) error {
+	if _, err := os.Stat(p); err == nil {
+		return nil // fetched by a transfer that ended just now
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("snapstore: %w", err)
 	}
@@ -228,4 +270,54 @@ func (s *Store) remoteGC(roots []string) error {
 		_ = r.r.Delete(ctx, "blobs", d)
 	}
 	return nil
+}
+
+// Prefetch brings a snapshot (its manifest and every blob it names) into this machine's cache
+// from the remote, where the cache lacks it, and returns the bytes it fetched: a node that may
+// soon restore it (a session moving in from a node that is gone) then reads it locally. The
+// blobs come down a few at once. Nothing to do without a remote.
+func (s *Store) Prefetch(ref string) (int64, error) {
+	if s.remote == nil {
+		return 0, nil
+	}
+	refs, _, err := s.Manifest(ref)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		mu      sync.Mutex
+		fetched int64
+		first   error
+		wg      sync.WaitGroup
+	)
+	sem := make(chan struct{}, 4)
+	for _, d := range refs {
+		p, err := s.path("blobs", d)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := os.Stat(p); err == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := s.fetch("blobs", d, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				return
+			}
+			if st, err := os.Stat(p); err == nil {
+				fetched += st.Size()
+			}
+		}()
+	}
+	wg.Wait()
+	return fetched, first
 }

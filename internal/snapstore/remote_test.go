@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,10 @@ type memRemote struct {
 	written map[string]time.Time
 	uploads int
 	corrupt bool
+	// fetches counts Fetch calls by kind/digest; hold, when set, makes blob fetches wait for
+	// it to close.
+	fetches map[string]int
+	hold    chan struct{}
 }
 
 func newMem() *memRemote {
@@ -41,7 +46,15 @@ func (m *memRemote) Upload(_ context.Context, kind, d, path string) error {
 func (m *memRemote) Fetch(_ context.Context, kind, d string, w *os.File) error {
 	m.mu.Lock()
 	b, ok := m.objs[kind+"/"+d]
+	if m.fetches == nil {
+		m.fetches = map[string]int{}
+	}
+	m.fetches[kind+"/"+d]++
+	hold := m.hold
 	m.mu.Unlock()
+	if hold != nil && kind == "blobs" {
+		<-hold
+	}
 	if !ok {
 		return fmt.Errorf("fake: %w", ErrNotFound)
 	}
@@ -141,5 +154,66 @@ func TestCacheOverRemote(t *testing.T) {
 	c, _ := OpenCache(t.TempDir(), rem)
 	if _, err := c.Get(d); err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("a corrupt fetch: %v", err)
+	}
+}
+
+// A node fetches ahead a snapshot it may restore: the manifest and its blobs come into its cache,
+// once; a restore that needs a blob while it is being fetched ahead waits for that transfer
+// instead of starting another.
+func TestPrefetch(t *testing.T) {
+	rem := newMem()
+	a, _ := OpenCache(t.TempDir(), rem)
+	d1, _, _ := a.Put([]byte("pages"))
+	d2, _, _ := a.Put([]byte("state"))
+	m, _, err := a.PutManifest([]string{d1, d2}, []byte("body"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := OpenCache(t.TempDir(), rem)
+	n, err := b.Prefetch(m)
+	if err != nil || n != int64(len("pages")+len("state")) {
+		t.Fatalf("prefetch: %d bytes, %v", n, err)
+	}
+	if n, err := b.Prefetch(m); err != nil || n != 0 {
+		t.Fatalf("a second prefetch fetched %d bytes (%v)", n, err)
+	}
+	if err := b.LinkBlob(d1, filepath.Join(t.TempDir(), "pages.img")); err != nil {
+		t.Fatal(err)
+	}
+	if f := rem.fetches; f["blobs/"+d1] != 1 || f["blobs/"+d2] != 1 || f["manifests/"+m] != 1 {
+		t.Fatalf("fetches: %v (each object once)", f)
+	}
+	if n, err := a.Prefetch(m); err != nil || n != 0 {
+		t.Fatalf("the writer's own cache: %d bytes fetched (%v)", n, err)
+	}
+
+	// A restore meets the prefetch half way.
+	rem.mu.Lock()
+	rem.hold, rem.fetches = make(chan struct{}), nil
+	rem.mu.Unlock()
+	c, _ := OpenCache(t.TempDir(), rem)
+	done := make(chan error, 2)
+	go func() { _, err := c.Prefetch(m); done <- err }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		rem.mu.Lock()
+		started := rem.fetches["blobs/"+d1] > 0
+		rem.mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the prefetch did not start")
+		}
+	}
+	go func() { done <- c.LinkBlob(d1, filepath.Join(t.TempDir(), "pages.img")) }()
+	time.Sleep(20 * time.Millisecond)
+	close(rem.hold)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f := rem.fetches["blobs/"+d1]; f != 1 {
+		t.Fatalf("the blob was fetched %d times, want once", f)
 	}
 }

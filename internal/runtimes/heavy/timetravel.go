@@ -598,6 +598,23 @@ func putCheckpoint(store *snapstore.Store, dir string, body *checkpointBody) (st
 	return ref, added + n, err
 }
 
+// linkAll links a checkpoint's files (name → blob) into dir, all at once: on a node whose
+// cache of a shared store lacks them (a session moving in), each is fetched from the remote
+// store, and the image's pages and its small state files come down side by side.
+func linkAll(store *snapstore.Store, files map[string]string, dir string) error {
+	errs := make(chan error, len(files))
+	for name, d := range files {
+		go func() { errs <- store.LinkBlob(d, filepath.Join(dir, name)) }()
+	}
+	var first error
+	for range files {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // bodyLocked describes the session for its checkpoint's manifest.
 func (s *session) bodyLocked(b *box) *checkpointBody {
 	b.egress.mu.Lock()
@@ -641,11 +658,9 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 		if err != nil {
 			return nil, err
 		}
-		for name, d := range s.tt.paused.Files {
-			if err := store.LinkBlob(d, filepath.Join(dir, name)); err != nil {
-				os.RemoveAll(dir)
-				return nil, sandbox.Errorf(sandbox.KindConflict, "this paused session's checkpoint is gone from the store: %v", err)
-			}
+		if err := linkAll(store, s.tt.paused.Files, dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, sandbox.Errorf(sandbox.KindConflict, "this paused session's checkpoint is gone from the store: %v", err)
 		}
 		if s.tt.refill {
 			// Restored by another daemon (or this one after its end): the volumes get the
@@ -660,6 +675,7 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 			os.RemoveAll(dir)
 			return nil, err
 		}
+
 		if at, step := s.tt.paused.StepSnap, s.tt.paused.Step; at != 0 {
 			// A checkpoint of a latest step: the state is that step's parked snapshot.
 			s.smu.Lock()
