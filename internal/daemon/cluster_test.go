@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 	"github.com/agentbox-dev/agentbox/internal/sharedstore"
+	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
 // A cluster in this process: nodes (the daemon's own Manager and front doors in node role, over a
@@ -65,6 +66,8 @@ type testCluster struct {
 type clusterOpts struct {
 	node    func(cfg *config.Config, o *FrontDoorOptions)
 	gateway func(cfg *config.Config, o *FrontDoorOptions)
+	// volumes: the toy tier's sessions mount volumes (it binds nothing: the leases are tested).
+	volumes bool
 }
 
 // startTestCluster starts nodes ids and a gateway before them.
@@ -85,7 +88,7 @@ func startTestCluster(t *testing.T, co clusterOpts, ids ...string) *testCluster 
 		cfg := config.Default()
 		cfg.DataDir = data
 		cfg.Cluster = config.ClusterConfig{Role: config.RoleNode, NodeID: id, Advertise: url, SharedDir: sharedDir, Token: clusterTestToken}
-		fake := runtimetest.NewFake(sandbox.Capabilities{Tier: "toy", Sessions: true, SessionFiles: true})
+		fake := runtimetest.NewFake(sandbox.Capabilities{Tier: "toy", Sessions: true, SessionFiles: true, Volumes: co.volumes})
 		fake.Answer = func(_ context.Context, req *sandbox.RunRequest, _ *runtimetest.FakeSession) (*sandbox.Result, error) {
 			if req.Output != nil { // a streamed run prints as it goes
 				req.Output.Write(sandbox.StreamStdout, []byte(req.Code))
@@ -265,5 +268,71 @@ func TestGatewayAdoptsOnlyForTheOwner(t *testing.T) {
 	// And still not the stranger's, on its new node.
 	if st, _ = call(t, c.gw, stranger, "GET", "/v1/sessions/"+s.ID, "", &e); st != 404 {
 		t.Errorf("another tenant's read after the move: %d", st)
+	}
+}
+
+// A cluster's volume and the session holding it: made through the gateway, the volume is the
+// cluster's (either node mounts it); its read-write lease is the session's across nodes (a second
+// writer is a conflict on both), and when the session's node dies and the session moves, it takes
+// its lease again on its new node; once it is closed the volume is free everywhere. Another
+// tenant sees none of it through the gateway, and cannot mount it on any node.
+func TestClusterVolumeLeaseMovesWithItsSession(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireTool(t, "mkfs.ext4")
+	c := startTestCluster(t, clusterOpts{volumes: true}, "na", "nb")
+	a, b := c.nodes[0], c.nodes[1]
+	owner, stranger := c.tenantKey(t, "acme"), c.tenantKey(t, "umbrella")
+	if st, _ := call(t, c.gw, owner, "POST", "/v1/volumes", `{"name":"data","quota_bytes":4194304}`, nil); st != 201 && st != 200 {
+		t.Fatalf("create a volume through the gateway: %d", st)
+	}
+	withVol := `{"runtime":"toy","volumes":{"data":"/mnt/data"}}`
+	var s struct{ ID string }
+	// A session on node a, holding the volume read-write.
+	if st, _ := call(t, a.url, owner, "POST", "/v1/sessions", withVol, &s); st != 201 {
+		t.Fatalf("create on %s: %d", a.id, st)
+	}
+	var e apiError
+	for _, n := range c.nodes {
+		if st, _ := call(t, n.url, owner, "POST", "/v1/sessions", withVol, &e); st != 409 || e.Error.Code != "conflict" {
+			t.Errorf("a second writer on %s: %d %+v", n.id, st, e)
+		}
+		if st, _ := call(t, n.url, stranger, "POST", "/v1/sessions", `{"runtime":"toy","volumes":{"data":"/mnt/data:ro"}}`, &e); st != 404 || e.Error.Code != "not_found" {
+			t.Errorf("another tenant mounting it on %s: %d %+v", n.id, st, e)
+		}
+	}
+	var list struct{ Volumes []struct{ Name string } }
+	if st, _ := call(t, c.gw, stranger, "GET", "/v1/volumes", "", &list); st != 200 || len(list.Volumes) != 0 {
+		t.Errorf("another tenant's volumes through the gateway: %d %+v", st, list)
+	}
+	if st, _ := call(t, c.gw, stranger, "GET", "/v1/volumes/data", "", &e); st != 404 {
+		t.Errorf("another tenant's volume through the gateway: %d", st)
+	}
+
+	// Node a dies; the session's next run (through the gateway) moves it to b, with its lease.
+	a.kill()
+	var res struct{ Stdout string }
+	if st, hdr := call(t, c.gw, owner, "POST", "/v1/sessions/"+s.ID+"/run", `{"code":"after the move"}`, &res); st != 200 || hdr.Get("Agentbox-Node") != b.id {
+		t.Fatalf("the run after the move: %d on %q", st, hdr.Get("Agentbox-Node"))
+	}
+	if st, _ := call(t, b.url, owner, "POST", "/v1/sessions", withVol, &e); st != 409 {
+		t.Errorf("a second writer on %s after the move: %d %+v", b.id, st, e)
+	}
+	var v struct {
+		MountedRW int `json:"mounted_rw"`
+	}
+	if st, _ := call(t, c.gw, owner, "GET", "/v1/volumes/data", "", &v); st != 200 || v.MountedRW != 1 {
+		t.Errorf("the volume after the move: %d %+v", st, v)
+	}
+	rec, err := c.shared.Volumes().List(context.Background())
+	if err != nil || len(rec) != 1 || rec[0].Owner != b.id {
+		t.Fatalf("the volume's record after the move: %+v %v", rec, err)
+	}
+	// Closed: free for the next writer, on either node.
+	if st, _ := call(t, c.gw, owner, "DELETE", "/v1/sessions/"+s.ID, "", nil); st != 200 && st != 204 {
+		t.Fatalf("close: %d", st)
+	}
+	var s2 struct{ ID string }
+	if st, _ := call(t, c.gw, owner, "POST", "/v1/sessions", withVol, &s2); st != 201 {
+		t.Fatalf("the next writer: %d", st)
 	}
 }
