@@ -381,6 +381,18 @@ func serveGateway(ctx context.Context, opts ServeOptions, cfg config.Config, log
 	}
 	defer ln.Close()
 	start := time.Now()
+	// The gateway's own E2B listener, as a node's --e2b-listen: E2B requests are forwarded to
+	// the nodes under their E2B domain's names, so it needs that domain.
+	var e2bLn net.Listener
+	if cfg.E2B.Listen != "" {
+		if cfg.E2B.Domain == "" {
+			return fmt.Errorf("--e2b-listen on a gateway needs --e2b-domain (or AGENTBOX_E2B_DOMAIN): the nodes' E2B domain, under whose names the gateway forwards E2B requests")
+		}
+		if e2bLn, err = daemon.Listen(cfg.E2B.Listen, log); err != nil {
+			return err
+		}
+		defer e2bLn.Close()
+	}
 	doors, gw, err := daemon.NewGatewayDoors(ctx, cfg, daemon.FrontDoorOptions{
 		APIKey: key.key, KeysFile: cfg.KeysPath(), MaxBodyBytes: cfg.MaxBodyBytes, Version: version(),
 		Logger: log, ShutdownTimeout: opts.ShutdownTimeout,
@@ -391,10 +403,27 @@ func serveGateway(ctx context.Context, opts ServeOptions, cfg config.Config, log
 	defer gw.Close()
 	fmt.Fprintf(opts.Stderr, "agentbox: gateway listening on http://%s (nodes from %s, ready in %v)\n",
 		ln.Addr(), cfg.Cluster.Discovery, time.Since(start).Round(time.Millisecond))
+	e2bDone := make(chan error, 1)
+	if e2bLn != nil {
+		scheme := "http"
+		if cfg.E2B.TLSCert != "" {
+			scheme = "https"
+		}
+		fmt.Fprintf(opts.Stderr, "agentbox: gateway E2B front door on %s://%s (domain %q)\n", scheme, e2bLn.Addr(), cfg.E2B.Domain)
+		if opts.E2BReady != nil {
+			opts.E2BReady(e2bLn.Addr())
+		}
+		go func() { e2bDone <- doors.ServeE2B(ctx, e2bLn, cfg.E2B.TLSCert, cfg.E2B.TLSKey) }()
+	} else {
+		e2bDone <- nil
+	}
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
 	if err := doors.Serve(ctx, ln); err != nil {
+		return err
+	}
+	if err := <-e2bDone; err != nil {
 		return err
 	}
 	log.Info("stopped")

@@ -63,7 +63,10 @@ func NewGatewayDoors(ctx context.Context, cfg config.Config, opts FrontDoorOptio
 		return nil, nil, err
 	}
 	self.h = gw
-	return newFrontDoors(gw, opts), gw, nil
+	doors := newFrontDoors(gw, opts)
+	// The gateway's own E2B listener (--e2b-listen), as a node's.
+	doors.e2bOwn = gw.E2BHandler()
+	return doors, gw, nil
 }
 
 // lateHandler serves with h, set once it exists.

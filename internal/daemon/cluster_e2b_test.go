@@ -252,3 +252,45 @@ func nodeOf(sessionID string) string {
 	n, _ := cluster.NodeOfSession(sessionID)
 	return n
 }
+
+// The gateway's own E2B listener (serve --role gateway --e2b-listen), for SDKs pointed at one
+// address (E2B_API_URL and E2B_SANDBOX_URL) without a wildcard name: whatever its host name, a
+// request is the control plane, or a sandbox's service when the SDKs' sandbox headers name one;
+// both reach the node the sandbox is on.
+func TestE2BGatewayOwnListener(t *testing.T) {
+	t.Parallel()
+	c := e2bCluster(t)
+	if c.gwE2B == "" {
+		t.Fatal("a gateway with an E2B domain has no E2B listener handler")
+	}
+	key := c.tenantKey(t, "acme")
+	api := map[string]string{"X-API-Key": key, "Content-Type": "application/json"}
+	if st, _, b := e2bCall(t, c.gwE2B, "", "GET", "/health", "", nil); st != 200 || !strings.Contains(b, "ok") {
+		t.Fatalf("control plane health on the E2B listener: %d %s", st, b)
+	}
+	if st, _, b := e2bCall(t, c.gwE2B, "", "POST", "/v2/sandboxes", `{"templateID":"toy"}`, map[string]string{"X-API-Key": "wrong"}); st != 401 || !strings.Contains(b, `"code":401`) {
+		t.Fatalf("a bad key: %d %s, want 401 in E2B's format", st, b)
+	}
+	nodes := map[string]bool{}
+	for range 4 {
+		st, _, b := e2bCall(t, c.gwE2B, "", "POST", "/v2/sandboxes", `{"templateID":"toy","allow_internet_access":false}`, api)
+		var sb e2bSandbox
+		if st != 201 || json.Unmarshal([]byte(b), &sb) != nil || sb.EnvdAccessToken == "" {
+			t.Fatalf("create on the E2B listener: %d %s", st, b)
+		}
+		sid, _ := sandboxSessionOf(sb.SandboxID)
+		nodes[nodeOf(sid)] = true
+		hdrs := map[string]string{"X-Access-Token": sb.EnvdAccessToken, "E2b-Sandbox-Id": sb.SandboxID, "E2b-Sandbox-Port": "49999",
+			"Content-Type": "application/json"}
+		st, hdr, b := e2bCall(t, c.gwE2B, "", "POST", "/execute", `{"code":"cell `+sb.SandboxID+`"}`, hdrs)
+		if st != 200 || !strings.Contains(b, "cell "+sb.SandboxID) || hdr.Get("Agentbox-Node") != nodeOf(sid) {
+			t.Fatalf("execute by the sandbox headers: %d on %q %s", st, hdr.Get("Agentbox-Node"), b)
+		}
+		if st, _, b := e2bCall(t, c.gwE2B, "", "GET", "/sandboxes/"+sb.SandboxID, "", api); st != 200 || !strings.Contains(b, sb.SandboxID) {
+			t.Fatalf("getInfo on the E2B listener: %d %s", st, b)
+		}
+	}
+	if len(nodes) != 2 {
+		t.Errorf("4 sandboxes created on the E2B listener went to %v, want both nodes", nodes)
+	}
+}

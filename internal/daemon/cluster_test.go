@@ -56,8 +56,10 @@ func (n *testClusterNode) kill() { n.srv.Close() }
 
 // testCluster is the in-process cluster: its nodes, the gateway's URL, the keys file.
 type testCluster struct {
-	nodes    []*testClusterNode
-	gw       string
+	nodes []*testClusterNode
+	gw    string
+	// gwE2B is the gateway's own E2B listener, when it has an E2B domain.
+	gwE2B    string
 	keysFile string
 	shared   *sharedstore.Dir
 }
@@ -139,7 +141,15 @@ func startTestCluster(t *testing.T, co clusterOpts, ids ...string) *testCluster 
 		t.Fatal(err)
 	}
 	gsrv := httptest.NewServer(doors)
+	var esrv *httptest.Server
+	if h := doors.E2BHandler(); h != nil {
+		esrv = httptest.NewServer(h) // the gateway's own E2B listener (--e2b-listen)
+		c.gwE2B = esrv.URL
+	}
 	t.Cleanup(func() {
+		if esrv != nil {
+			esrv.Close()
+		}
 		gsrv.Close()
 		closer.Close()
 		cancel()

@@ -79,8 +79,10 @@ type FrontDoorOptions struct {
 // FrontDoors is what the daemon serves on its listener: every front door, mounted by path. It is
 // an http.Handler; Serve runs it on a listener with graceful shutdown.
 type FrontDoors struct {
-	handler   http.Handler
-	e2b       *e2b.Handler
+	handler http.Handler
+	e2b     *e2b.Handler
+	// e2bOwn serves an E2B listener of its own when e2b does not (the gateway's).
+	e2bOwn    http.Handler
 	debugUIDs []uint32
 	log       *slog.Logger
 	shutTO    time.Duration
@@ -262,15 +264,24 @@ func (d *FrontDoors) E2BEnabled() bool { return d.e2b != nil }
 // certFile and keyFile are set (HTTP/2 offered, as E2B's edge does). Every name on ln is the E2B
 // front door's: the control plane, or a sandbox by its name or the SDK's E2b-Sandbox-Id header.
 func (d *FrontDoors) ServeE2B(ctx context.Context, ln net.Listener, certFile, keyFile string) error {
-	if d.e2b == nil {
+	e := d.E2BHandler()
+	if e == nil {
 		return errors.New("the E2B front door is not enabled")
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.inflight.Add(1)
 		defer d.inflight.Add(-1)
-		d.e2b.ServeHTTP(w, r)
+		e.ServeHTTP(w, r)
 	})
 	return d.serve(ctx, ln, h, certFile, keyFile)
+}
+
+// E2BHandler is what ServeE2B serves (an E2B listener of its own), or nil when E2B is off.
+func (d *FrontDoors) E2BHandler() http.Handler {
+	if d.e2b != nil {
+		return d.e2b
+	}
+	return d.e2bOwn
 }
 
 // Close stops what the front doors run in the background (the E2B front door's timeout

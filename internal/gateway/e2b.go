@@ -98,6 +98,27 @@ func (g *Gateway) e2bAddress(r *http.Request) (e2bAddr, bool) {
 	return e2bAddr{}, false
 }
 
+// E2BHandler is the gateway's own E2B listener (serve --role gateway --e2b-listen), as a node's
+// --e2b-listen: every request there is E2B's. A sandbox's services are found by host name or by
+// the SDKs' sandbox headers (E2B_SANDBOX_URL pointed here), and whatever else arrives is the
+// control plane (E2B_API_URL pointed here), whatever its host name. Nil when the gateway has no
+// E2B domain: the nodes know E2B requests by their domain's names, which the gateway forwards.
+func (g *Gateway) E2BHandler() http.Handler {
+	if g.e2bDomain == "" {
+		return nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &apiwire.StatusWriter{ResponseWriter: w}
+		defer func() { g.metrics.observe(r, sw.Status, time.Since(start)) }()
+		a, ok := g.e2bAddress(r)
+		if !ok {
+			a = e2bAddr{control: true, host: "api." + g.e2bDomain}
+		}
+		g.e2b(sw, r, a)
+	})
+}
+
 // e2bWriter marks an answer to an E2B request: fail writes E2B's error format to it.
 type e2bWriter struct{ http.ResponseWriter }
 
