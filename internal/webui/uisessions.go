@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,8 @@ type sessionTable struct {
 	log    *slog.Logger
 	// dir, when set, holds one file per login (SharedLogins), the truth every node reads.
 	dir string
+	// swept is when this node last removed the expired logins' files from dir (sweepLocked).
+	swept time.Time
 }
 
 // shared makes the table keep each login in a file of its own in dir (when not ""), shared by the
@@ -107,6 +110,50 @@ func (t *sessionTable) readLogin(k [32]byte) (*uiSession, bool) {
 	return &uiSession{key: d, created: l.Created, lastSeen: l.LastSeen}, true
 }
 
+// sweepEvery spaces a node's sweeps of the shared logins' directory.
+const sweepEvery = 10 * time.Minute
+
+// sweepLocked removes, at most every sweepEvery, the files of logins past their idle time or
+// maximum age (by the times the file holds: its last use is written at most every touchEvery,
+// so a login counts as idle only touchEvery later than its real last use), and writes a failed
+// rename left. A login that is never used again is found by nobody's request, so without this
+// its file would stay for good. Called with t.mu held.
+func (t *sessionTable) sweepLocked(now time.Time) {
+	if t.dir == "" || now.Sub(t.swept) < sweepEvery {
+		return
+	}
+	t.swept = now
+	ents, err := os.ReadDir(t.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		name := e.Name()
+		p := filepath.Join(t.dir, name)
+		if strings.HasSuffix(name, ".tmp") {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > time.Hour {
+				_ = os.Remove(p)
+			}
+			continue
+		}
+		hexID, ok := strings.CutSuffix(name, ".json")
+		raw, err := hex.DecodeString(hexID)
+		if !ok || err != nil || len(raw) != 32 {
+			continue // not a login's file
+		}
+		var k [32]byte
+		copy(k[:], raw)
+		s, found := t.readLogin(k)
+		if !found {
+			continue
+		}
+		if now.Sub(s.lastSeen) > t.idle+touchEvery || now.Sub(s.created) > t.maxAge {
+			_ = os.Remove(p)
+			delete(t.byID, k)
+		}
+	}
+}
+
 // touchEvery is how stale the file's last-seen times may get: a UI session's use is written at
 // most this often (its idle time is minutes to hours, so a restart shortens it by at most this).
 const touchEvery = time.Minute
@@ -134,6 +181,7 @@ func (t *sessionTable) create(key string) (string, *uiSession) {
 	t.byID[k] = s
 	if t.dir != "" {
 		t.writeLogin(k, s)
+		t.sweepLocked(now)
 	}
 	t.saveLocked(now)
 	return id, s
@@ -147,6 +195,7 @@ func (t *sessionTable) get(id string) (*uiSession, bool) {
 	defer t.mu.Unlock()
 	s, ok := t.byID[k]
 	if t.dir != "" {
+		t.sweepLocked(now)
 		// The login's file is the truth: made on another node, or ended there.
 		f, found := t.readLogin(k)
 		switch {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -139,4 +140,44 @@ func ExampleUI() {
 	// logout without the cookie: 401
 	// logout with the cookie, without the token: 403
 	// logout with a wrong token: 403
+}
+
+// Logins kept in a directory the nodes share (Options.SharedLogins) that are never used again are
+// swept: a node removes the files of logins past their idle time or maximum age, and keeps those
+// in use on any node.
+func TestSharedLoginsSwept(t *testing.T) {
+	t.Parallel()
+	clk := &clock{now: time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)}
+	dir := t.TempDir()
+	opts := webui.Options{Now: clk.Now, IdleTimeout: 10 * time.Minute, MaxAge: 24 * time.Hour, SharedLogins: dir}
+	c1, c2 := consoleWith(t, opts), consoleWith(t, opts)
+	files := func() int {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	abandoned, elsewhere := c1.browser(t), c2.browser(t)
+	abandoned.login(adminKey)
+	elsewhere.login(adminKey)
+	if files() != 2 {
+		t.Fatalf("%d login files after two logins", files())
+	}
+	clk.add(9 * time.Minute)
+	if res, _ := elsewhere.get("/ui/sessions"); res.StatusCode != http.StatusOK {
+		t.Fatal("a login in use on its node ended")
+	}
+	clk.add(3 * time.Minute) // the abandoned login idle 12 minutes, the other 3
+	fresh := c1.browser(t)
+	fresh.login(adminKey)
+	if files() != 2 {
+		t.Fatalf("%d login files after the sweep, want 2 (the abandoned one removed)", files())
+	}
+	for name, b := range map[string]*browser{"in use on another node": elsewhere, "just made": fresh} {
+		b.c = c1
+		if res, _ := b.get("/ui/sessions"); res.StatusCode != http.StatusOK {
+			t.Errorf("the login %s was swept", name)
+		}
+	}
 }
