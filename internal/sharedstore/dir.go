@@ -124,6 +124,9 @@ func (d *Dir) latest(id string) (Record, error) {
 		if err := json.Unmarshal(b, &r); err != nil {
 			return Record{}, fmt.Errorf("sharedstore: session %s's record: %w", id, err)
 		}
+		if r.Closed {
+			return Record{}, fmt.Errorf("session %s (closed): %w", id, ErrNotFound)
+		}
 		return r, nil
 	}
 	return Record{}, fmt.Errorf("sharedstore: session %s's records kept changing under the read", id)
@@ -250,6 +253,28 @@ func (d *Dir) Delete(_ context.Context, id string, epoch uint64) error {
 		return &FencedError{Current: cur}
 	}
 	sd, _ := d.sessionDir(id)
+	// The next epoch's tombstone first, made as a claim's record is (link(2): one winner): a
+	// claim from epoch under way now either won before it (the close is fenced) or loses to it
+	// (and finds the session gone), never claims a session whose records are being removed.
+	tomb := Record{Session: id, Owner: cur.Owner, Epoch: epoch + 1, Closed: true, Updated: time.Now().UTC()}
+	tmp, err := d.stage(tomb)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, filepath.Join(sd, epochName(epoch+1))); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			won, rerr := d.latest(id)
+			if rerr != nil {
+				return rerr
+			}
+			return &FencedError{Current: won}
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // removed meanwhile
+		}
+		return fmt.Errorf("sharedstore: %w", err)
+	}
 	var n [6]byte
 	_, _ = rand.Read(n[:])
 	trash := filepath.Join(d.dir, d.ns, "tmp", "deleted-"+id+"-"+hex.EncodeToString(n[:]))

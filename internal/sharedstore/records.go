@@ -22,6 +22,11 @@ type Record struct {
 	// Released says the owner gave the session up (a drain): any node may claim it without
 	// asking whether the owner is gone.
 	Released bool `json:"released,omitempty"`
+	// Closed marks a tombstone: Delete writes one at the next epoch, the way a claim takes it,
+	// so that of a close and a claim at once exactly one wins (a claim meeting it finds the
+	// session gone; a close meeting a claim is fenced). Readers never see one: the session has
+	// no record.
+	Closed bool `json:"closed,omitempty"`
 	// Refs are the snapshot references the session holds: roots of the shared store's garbage
 	// collection, whichever node runs it.
 	Refs []string `json:"refs,omitempty"`

@@ -96,8 +96,18 @@ func (s *S3) epochs(ctx context.Context, id string) ([]uint64, error) {
 
 func (s *S3) recordKey(id string, e uint64) string { return s.ns + "/" + id + "/" + epochName(e) }
 
-// latest reads the session's record at its latest epoch, with the object's ETag.
+// latest reads the session's record at its latest epoch, with the object's ETag; a session
+// whose latest epoch is a close's tombstone has none (ErrNotFound).
 func (s *S3) latest(ctx context.Context, id string) (Record, string, error) {
+	r, etag, err := s.latestRaw(ctx, id)
+	if err == nil && r.Closed {
+		return Record{}, "", fmt.Errorf("session %s (closed): %w", id, ErrNotFound)
+	}
+	return r, etag, err
+}
+
+// latestRaw is latest, a tombstone included.
+func (s *S3) latestRaw(ctx context.Context, id string) (Record, string, error) {
 	for range 5 { // a claim's cleanup may remove an old epoch between the listing and the read
 		es, err := s.epochs(ctx, id)
 		if err != nil {
@@ -128,25 +138,39 @@ func encode(rec Record) ([]byte, Record, error) {
 	return b, rec, err
 }
 
-// Create writes a new session's first record.
+// Create writes a new session's first record: at epoch 1, or after the tombstone of a closed
+// record of the same name (a volume made again), at the epoch after it.
 func (s *S3) Create(ctx context.Context, rec Record) (Record, error) {
 	es, err := s.epochs(ctx, rec.Session)
 	if err != nil {
 		return Record{}, err
 	}
+	epoch := uint64(1)
 	if len(es) > 0 {
-		return Record{}, fmt.Errorf("session %s: %w", rec.Session, ErrExists)
+		cur, _, err := s.latestRaw(ctx, rec.Session)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Record{}, err
+		}
+		if err == nil && !cur.Closed {
+			return Record{}, fmt.Errorf("session %s: %w", rec.Session, ErrExists)
+		}
+		if err == nil {
+			epoch = cur.Epoch + 1
+		}
 	}
-	rec.Epoch, rec.Released = 1, false
+	rec.Epoch, rec.Released, rec.Closed = epoch, false, false
 	b, rec, err := encode(rec)
 	if err != nil {
 		return Record{}, err
 	}
-	if _, err := s.c.PutBytes(ctx, s.recordKey(rec.Session, 1), b, s3.PutOptions{IfNoneMatch: true, ContentType: "application/json"}); err != nil {
+	if _, err := s.c.PutBytes(ctx, s.recordKey(rec.Session, epoch), b, s3.PutOptions{IfNoneMatch: true, ContentType: "application/json"}); err != nil {
 		if errors.Is(err, s3.ErrPrecondition) {
 			return Record{}, fmt.Errorf("session %s: %w", rec.Session, ErrExists)
 		}
 		return Record{}, fmt.Errorf("sharedstore: %w", err)
+	}
+	if epoch > 1 {
+		s.dropBefore(ctx, rec.Session, epoch)
 	}
 	return rec, nil
 }
@@ -245,27 +269,58 @@ func (s *S3) dropBefore(ctx context.Context, id string, from uint64) {
 	}
 }
 
-// Delete removes the session's records, if epoch is still its latest: the older epochs first,
-// so that a reader meanwhile sees the current one until the last delete.
+// Delete removes the session's records, if epoch is still its latest. It first writes a
+// tombstone at the next epoch, as a claim writes its record (a create-if-absent: one winner), so
+// that a claim from epoch under way at the same moment either won before it (the close is
+// fenced: the session lives on at its new owner) or loses to it (and finds the session gone):
+// never a node holding an epoch of a session whose records are gone. The older epochs are then
+// removed; the tombstone stays (a claim that read the old epoch long ago still meets it), and
+// List removes it once older than tombstoneKeep.
 func (s *S3) Delete(ctx context.Context, id string, epoch uint64) error {
-	cur, _, err := s.latest(ctx, id)
+	cur, _, err := s.latestRaw(ctx, id)
 	if err != nil {
 		return err
 	}
+	if cur.Closed {
+		return fmt.Errorf("session %s (closed): %w", id, ErrNotFound)
+	}
 	if cur.Epoch != epoch {
 		return &FencedError{Current: cur}
+	}
+	b, _, err := encode(Record{Session: id, Owner: cur.Owner, Epoch: epoch + 1, Closed: true})
+	if err != nil {
+		return err
+	}
+	if _, err := s.c.PutBytes(ctx, s.recordKey(id, epoch+1), b, s3.PutOptions{IfNoneMatch: true, ContentType: "application/json"}); err != nil {
+		if !errors.Is(err, s3.ErrPrecondition) {
+			return fmt.Errorf("sharedstore: %w", err)
+		}
+		won, _, rerr := s.latestRaw(ctx, id)
+		switch {
+		case rerr != nil:
+			return rerr
+		case won.Closed:
+			return fmt.Errorf("session %s (closed): %w", id, ErrNotFound)
+		}
+		return &FencedError{Current: won}
 	}
 	es, err := s.epochs(ctx, id)
 	if err != nil {
 		return err
 	}
 	for _, e := range es {
-		if err := s.c.Delete(ctx, s.recordKey(id, e)); err != nil {
-			return fmt.Errorf("sharedstore: %w", err)
+		if e <= epoch {
+			if err := s.c.Delete(ctx, s.recordKey(id, e)); err != nil {
+				return fmt.Errorf("sharedstore: %w", err)
+			}
 		}
 	}
 	return nil
 }
+
+// tombstoneKeep is how long a close's tombstone stays: far longer than a claim takes between
+// reading an epoch and writing the next.
+const tombstoneKeep = 10 * time.Minute
 
 // List returns every session's current record: one listing of all records' keys, then a read
 // of each session's latest.
@@ -300,9 +355,17 @@ func (s *S3) List(ctx context.Context) ([]Record, error) {
 			return nil, fmt.Errorf("sharedstore: %w", err)
 		}
 		var r Record
-		if json.Unmarshal(b, &r) == nil {
-			out = append(out, r)
+		if json.Unmarshal(b, &r) != nil {
+			continue
 		}
+		if r.Closed {
+			// A close's tombstone: no record; removed once no claim can be under way.
+			if time.Since(r.Updated) > tombstoneKeep {
+				_ = s.c.Delete(ctx, s.recordKey(id, latest[id]))
+			}
+			continue
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/internal/s3"
@@ -122,4 +125,68 @@ func TestS3Snapshots(t *testing.T) {
 	if _, _, err := e.Snapshots().Manifest(orphan); err == nil {
 		t.Fatal("a manifest nothing names outlived the grace")
 	}
+}
+
+// A close (Delete) and another node's claim of the same session at the same moment: exactly one
+// wins. Either the session is gone and the claim failed (no node holds an epoch of it), or the
+// claimer owns it at the next epoch and the close was fenced. A name closed can be created again
+// (a volume made anew).
+func TestCloseAndClaimAtOnce(t *testing.T) {
+	forEachStore(t, func(t *testing.T, newStore func() Store) {
+		ctx := context.Background()
+		a, b := newStore(), newStore()
+		closed, claimed := 0, 0
+		for i := range 12 {
+			id := fmt.Sprintf("sb_a-%016x", i)
+			if _, err := a.Create(ctx, Record{Session: id, Owner: "a"}); err != nil {
+				t.Fatal(err)
+			}
+			var derr, cerr error
+			var won Record
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); derr = a.Delete(ctx, id, 1) }()
+			go func() { defer wg.Done(); won, cerr = b.Claim(ctx, id, 1, "b", "") }()
+			wg.Wait()
+			cur, gerr := b.Get(ctx, id)
+			switch {
+			case derr == nil && cerr == nil:
+				t.Fatalf("%s: both the close and the claim won", id)
+			case derr == nil:
+				closed++
+				if !errors.Is(gerr, ErrNotFound) {
+					t.Fatalf("%s: closed, yet Get = %+v, %v", id, cur, gerr)
+				}
+				if _, err := b.Claim(ctx, id, 1, "b", ""); err == nil {
+					t.Fatalf("%s: a late claim of a closed session won", id)
+				}
+			case cerr == nil:
+				claimed++
+				if !errors.Is(derr, ErrFenced) || gerr != nil || cur.Owner != "b" || cur.Epoch != 2 || won.Epoch != 2 {
+					t.Fatalf("%s: claimed, yet close %v and Get %+v %v", id, derr, cur, gerr)
+				}
+			default:
+				t.Fatalf("%s: neither won: close %v, claim %v", id, derr, cerr)
+			}
+		}
+		t.Logf("closed first %d times, claimed first %d times", closed, claimed)
+		// Made again after a close.
+		id := "sb_a-00000000000000ff"
+		if _, err := a.Create(ctx, Record{Session: id, Owner: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Delete(ctx, id, 1); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := b.Create(ctx, Record{Session: id, Owner: "b"})
+		if err != nil {
+			t.Fatalf("create after a close: %v", err)
+		}
+		if got, err := a.Get(ctx, id); err != nil || got.Owner != "b" || got.Epoch != rec.Epoch {
+			t.Fatalf("after the new create: %+v %v", got, err)
+		}
+		if list, err := a.List(ctx); err != nil || len(list) != 1+claimed {
+			t.Fatalf("List: %d records (%v), want %d", len(list), err, 1+claimed)
+		}
+	})
 }
