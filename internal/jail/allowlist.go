@@ -6,8 +6,9 @@ package jail
 // holds only the read-only binds). Pass a copy with additions to LockDown if
 // a worker needs more; find what it calls with `strace -f -c`.
 var DefaultAllowlist = []string{
-	// I/O on the fds the worker holds, and its poller.
-	"read", "write", "close", "fcntl", "epoll_pwait", "epoll_ctl",
+	// I/O on the fds the worker holds, and its poller. writev is write in parts (a nano
+	// worker sends a step's snapshot pages without joining them into one buffer first).
+	"read", "write", "writev", "close", "fcntl", "epoll_pwait", "epoll_ctl",
 	// Opening and inspecting files (only the binds exist).
 	"openat", "fstat", "newfstatat",
 	// Memory (mmap and mprotect never with PROT_EXEC, see LockDown).

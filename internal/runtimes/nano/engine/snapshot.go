@@ -385,20 +385,39 @@ func EncodeSnapshot(s *SnapshotParts) ([]byte, error) {
 // encodePaged is a blob of hdr (gob) and then the pages, raw: gob encodes a slice of pages
 // element by element, at twice the cost of copying them.
 func encodePaged(hdr any, pages [][]byte) ([]byte, error) {
+	parts, err := encodePagedParts(hdr, pages)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+// encodePagedParts is encodePaged's blob in parts, the pages themselves not copied: the
+// encoded header, then the pages.
+func encodePagedParts(hdr any, pages [][]byte) ([][]byte, error) {
 	var out bytes.Buffer
-	out.Grow(len(pages)*snapPage + 16<<10)
 	out.Write(make([]byte, 4))
 	if err := gob.NewEncoder(&out).Encode(hdr); err != nil {
 		return nil, err
 	}
 	binary.BigEndian.PutUint32(out.Bytes(), uint32(out.Len()-4))
+	parts := make([][]byte, 0, 1+len(pages))
+	parts = append(parts, out.Bytes())
 	for _, p := range pages {
 		if len(p) != snapPage {
 			return nil, fmt.Errorf("a page of %d bytes", len(p))
 		}
-		out.Write(p)
+		parts = append(parts, p)
 	}
-	return out.Bytes(), nil
+	return parts, nil
 }
 
 // decodePaged reads a blob of encodePaged into hdr and returns its pages, as many as n says
@@ -535,6 +554,18 @@ func EncodeDelta(d *SnapshotDelta) ([]byte, error) {
 		return nil, fmt.Errorf("engine: encode snapshot delta: %w", err)
 	}
 	return b, nil
+}
+
+// EncodeDeltaParts is EncodeDelta's blob in parts that share the delta's pages (never written
+// once in a snapshot), for a writer that sends them without joining them first.
+func EncodeDeltaParts(d *SnapshotDelta) ([][]byte, error) {
+	c := *d
+	c.Pages = nil
+	parts, err := encodePagedParts(&c, d.Pages)
+	if err != nil {
+		return nil, fmt.Errorf("engine: encode snapshot delta: %w", err)
+	}
+	return parts, nil
 }
 
 func DecodeDelta(b []byte) (*SnapshotDelta, error) {

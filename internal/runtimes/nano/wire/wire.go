@@ -167,6 +167,39 @@ func Write(w io.Writer, v any) error {
 	return err
 }
 
+// WriteParts writes a frame of r whose Snapshot is the concatenation of parts (r.Snapshot is
+// ignored), as Write would: the same bytes, without joining the parts into one buffer first
+// where w is a file (a vectored write).
+func WriteParts(w io.Writer, r *Response, parts [][]byte) error {
+	c := *r
+	c.Snapshot = nil
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return fmt.Errorf("wire: encode: %w", err)
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if len(b)+n > MaxFrame {
+		return fmt.Errorf("wire: frame of %d bytes is over the %d byte limit", len(b)+n, MaxFrame)
+	}
+	head := make([]byte, 8+len(b))
+	binary.BigEndian.PutUint32(head, uint32(len(b))|blobFollows)
+	copy(head[4:], b)
+	binary.BigEndian.PutUint32(head[4+len(b):], uint32(n))
+	iovs := append([][]byte{head}, parts...)
+	if ok, err := writev(w, iovs); ok {
+		return err
+	}
+	buf := make([]byte, 0, len(head)+n)
+	for _, p := range iovs {
+		buf = append(buf, p...)
+	}
+	_, err = w.Write(buf)
+	return err
+}
+
 // blobFollows, in a frame's length word, says the frame's JSON is followed by a length word and
 // that many raw bytes: a Request's Restore or a Response's Snapshot.
 const blobFollows = 1 << 31

@@ -2,8 +2,11 @@ package wire
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
@@ -68,5 +71,46 @@ func TestSnapshotBytesRaw(t *testing.T) {
 	cut := bytes.NewReader(buf.Bytes()[:buf.Len()-10])
 	if err := Read(cut, &r1); err == nil || !strings.Contains(err.Error(), "short frame") {
 		t.Errorf("cut frame: %v", err)
+	}
+}
+
+// WriteParts writes the frame Write would for the parts joined, to a pipe (vectored, more parts
+// than one writev takes, more bytes than the pipe holds) and to any other writer, and Read reads
+// it back.
+func TestWritePartsIsWrite(t *testing.T) {
+	var parts [][]byte
+	var joined []byte
+	for i := range 3000 {
+		p := bytes.Repeat([]byte{byte(i)}, 100+i%7)
+		parts = append(parts, p)
+		joined = append(joined, p...)
+	}
+	r := &Response{Op: OpStepSnapshot, ID: 7, Took: time.Millisecond}
+	var want bytes.Buffer
+	if err := Write(&want, &Response{Op: OpStepSnapshot, ID: 7, Took: time.Millisecond, Snapshot: joined}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteParts(&buf, r, parts); err != nil || !bytes.Equal(buf.Bytes(), want.Bytes()) {
+		t.Fatalf("to a buffer: %v, same bytes %v", err, bytes.Equal(buf.Bytes(), want.Bytes()))
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	go func() {
+		defer pw.Close()
+		if err := WriteParts(pw, r, parts); err != nil {
+			t.Error(err)
+		}
+	}()
+	got, err := io.ReadAll(pr)
+	if err != nil || !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("through a pipe: %v, %d bytes, same %v", err, len(got), bytes.Equal(got, want.Bytes()))
+	}
+	var back Response
+	if err := Read(bytes.NewReader(got), &back); err != nil || back.ID != 7 || !bytes.Equal(back.Snapshot, joined) {
+		t.Fatalf("read back: %v %+v", err, back.ID)
 	}
 }

@@ -144,11 +144,12 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 			// The step's snapshot, right behind its result and before the next request is
 			// read: nothing can change the session's state in between, so the daemon need not
 			// wait for it, and it costs no round trip of its own.
+			// Its pages go out as they are (a vectored write), not copied into a frame twice.
 			t0 := time.Now()
 			snap := &wire.Response{Op: wire.OpStepSnapshot, ID: req.ID}
-			w.snapshot(ctx, &wire.Request{Step: req.SnapStep, Base: req.Base}, snap)
+			parts := w.snapshotParts(ctx, &wire.Request{Step: req.SnapStep, Base: req.Base}, snap)
 			snap.Took = time.Since(t0)
-			if err := w.sendResponse(snap); err != nil {
+			if err := w.sendParts(snap, parts); err != nil {
 				log.Error("nano worker: cannot write to the daemon", "err", err)
 				return ExitFailed
 			}
@@ -211,6 +212,17 @@ func (w *worker) send(r *wire.Response) error {
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
 	return wire.Write(w.out, r)
+}
+
+// sendParts writes a response whose snapshot is parts (none: an error response).
+func (w *worker) sendParts(r *wire.Response, parts [][]byte) error {
+	if parts == nil {
+		return w.sendResponse(r)
+	}
+	r.Warm = w.warm()
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	return wire.WriteParts(w.out, r, parts)
 }
 
 // sendResponse writes a response, falling back to one without files when it is too large for a
@@ -448,26 +460,36 @@ const keepSteps = 4
 // snapshot answers OpSnapshot: the session's state as a delta from the snapshot sent last (when
 // the daemon has it), kept under the step's name.
 func (w *worker) snapshot(ctx context.Context, req *wire.Request, resp *wire.Response) {
+	for _, p := range w.snapshotParts(ctx, req, resp) {
+		resp.Snapshot = append(resp.Snapshot, p...)
+	}
+}
+
+// snapshotParts is snapshot's delta as encoded parts that share its pages (nil, and resp.Error
+// set, when there is none).
+func (w *worker) snapshotParts(ctx context.Context, req *wire.Request, resp *wire.Response) [][]byte {
 	inst, _, err := w.session.get(ctx)
 	var parts *engine.SnapshotParts
 	if err == nil {
 		parts, err = inst.SnapshotParts()
 	}
+	var enc [][]byte
 	if err == nil {
 		base := w.snapLast
 		if !req.Base {
 			base = nil
 		}
-		resp.Snapshot, err = engine.EncodeDelta(inst.Delta(base, parts))
+		enc, err = engine.EncodeDeltaParts(inst.Delta(base, parts))
 	}
 	if err != nil {
 		// The daemon's base is now unknown: the next delta is whole.
 		w.snapLast = nil
 		resp.Error = &wire.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("no snapshot of the session: %v", err)}
-		return
+		return nil
 	}
 	w.snapLast = parts
 	w.keepStep(req.Step, parts)
+	return enc
 }
 
 func (w *worker) keepStep(step string, parts *engine.SnapshotParts) {
