@@ -187,6 +187,9 @@ func (rt *Runtime) runscFlags(limits sandbox.Limits) []string {
 	if rt.cpuQuota() > 0 {
 		global = append(global, "--cpu-num-from-quota")
 	}
+	if !rt.opts.SystrapFastPath {
+		global = append(global, "--systrap-disable-fast-path")
+	}
 	return global
 }
 

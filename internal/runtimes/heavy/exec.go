@@ -58,6 +58,10 @@ const (
 	boxBroken                   // the sandbox is gone or must be destroyed
 )
 
+// traceRun, when set (by a measuring test), is told of every run's answer: when its frame was
+// sent, when the answer came, and the cell's time inside the guest.
+var traceRun func(b *box, sent, answered time.Time, guest time.Duration)
+
 // run runs one request in b. A one-shot run (session false) is stopped at its deadline without
 // waiting for the guest: the caller destroys the sandbox anyway. A session run gets the guest's
 // interrupt first, so the session survives a timeout.
@@ -148,6 +152,9 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 		if ans.Op != proto.OpResult || r == nil {
 			b.fail(fmt.Sprintf("answered a run with %s", ans.Op))
 			return nil, boxBroken, sandbox.Errorf(sandbox.KindInternal, "the heavy guest answered a run with %q", ans.Op)
+		}
+		if traceRun != nil {
+			traceRun(b, start, time.Now(), r.Elapsed)
 		}
 		res.ExitCode = r.ExitCode
 		res.Error = r.Error

@@ -220,79 +220,67 @@ func (rt *Runtime) release(b *box, destroy bool) {
 	go func() {
 		defer rt.wg.Done()
 		if destroy {
-			rt.afterFirstAnswers(refillWait)
+			rt.afterFreshAnswers(refillWait)
 			b.kill()
 		}
 		<-rt.slots
 	}()
 }
 
-// afterFirstAnswers waits until every sandbox handed out has answered its first run, or d
-// passed: background work (a refill, tearing a used sandbox down) then does not compete for the
-// CPU with the first cells of a burst of claims.
-func (rt *Runtime) afterFirstAnswers(d time.Duration) {
-	rt.mu.Lock()
-	var waits []chan struct{}
-	for b := range rt.active {
-		select {
-		case <-b.answered:
-		default:
-			waits = append(waits, b.answered)
-		}
-	}
-	rt.mu.Unlock()
-	if len(waits) == 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for _, w := range waits {
-		select {
-		case <-w:
-		case <-t.C:
-			return
-		case <-rt.ctx.Done():
-			return
-		}
-	}
-}
-
 // afterFreshAnswers waits until every sandbox handed out less than d ago has answered its first
-// run, each at most until d after it was handed out: work that must not wait long (a session's
-// step snapshot, which its next run waits for) yields to a burst of claims, not to a session
-// that was opened and left without a run.
+// run, each at most until d after it was handed out: background work (a refill, tearing a used
+// sandbox down, a session's step snapshot, which its next run waits for) then does not compete
+// for the CPU with the first cells of a burst of claims, and yields to a burst, not to a session
+// that was opened and left without a run. Claims made while it waits count too (it looks again
+// after each wait): in a burst the first answers come while later claims' cells still run, and
+// work started on those first answers ran beside the later cells. It waits at most burstWait.
 func (rt *Runtime) afterFreshAnswers(d time.Duration) {
 	type wait struct {
 		answered <-chan struct{}
 		until    time.Time
 	}
-	now := time.Now()
-	var waits []wait
-	rt.mu.Lock()
-	for b := range rt.active {
-		if b.claimedAt.IsZero() || now.Sub(b.claimedAt) >= d {
-			continue
+	deadline := time.Now().Add(burstWait)
+	for {
+		now := time.Now()
+		var waits []wait
+		rt.mu.Lock()
+		for b := range rt.active {
+			if b.claimedAt.IsZero() || now.Sub(b.claimedAt) >= d {
+				continue
+			}
+			select {
+			case <-b.answered:
+			default:
+				waits = append(waits, wait{b.answered, b.claimedAt.Add(d)})
+			}
 		}
-		select {
-		case <-b.answered:
-		default:
-			waits = append(waits, wait{b.answered, b.claimedAt.Add(d)})
+		rt.mu.Unlock()
+		if len(waits) == 0 || !now.Before(deadline) {
+			return
 		}
-	}
-	rt.mu.Unlock()
-	for _, w := range waits {
-		t := time.NewTimer(time.Until(w.until))
-		select {
-		case <-w.answered:
-		case <-t.C:
-		case <-rt.ctx.Done():
+		for _, w := range waits {
+			until := w.until
+			if deadline.Before(until) {
+				until = deadline
+			}
+			t := time.NewTimer(time.Until(until))
+			select {
+			case <-w.answered:
+			case <-t.C:
+			case <-rt.ctx.Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
 		}
-		t.Stop()
 	}
 }
 
-// refillWait bounds how long background work waits for the first answers of the sandboxes just
-// handed out (afterFirstAnswers): long enough for a one-shot `print` or a session's first cell,
+// burstWait bounds how long afterFreshAnswers waits in all, however many claims keep coming.
+const burstWait = 4 * refillWait
+
+// refillWait bounds how long background work waits for the first answer of a sandbox just
+// handed out (afterFreshAnswers): long enough for a one-shot `print` or a session's first cell,
 // short enough that a session that does not run at once does not hold the pool back.
 const refillWait = 250 * time.Millisecond
 
@@ -305,7 +293,7 @@ func (rt *Runtime) refillAfter() {
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
-		rt.afterFirstAnswers(refillWait)
+		rt.afterFreshAnswers(refillWait)
 		rt.refill()
 	}()
 }

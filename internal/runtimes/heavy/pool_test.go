@@ -267,3 +267,41 @@ func TestAfterFreshAnswers(t *testing.T) {
 		t.Fatal("still waiting after the sandbox answered")
 	}
 }
+
+// In a burst the first sandboxes answer while later claims' cells still run: work that yields to
+// the burst waits for those too, not only for the claims made before it began to wait.
+func TestAfterFreshAnswersWaitsForLaterClaims(t *testing.T) {
+	rt := &Runtime{active: map[*box]bool{}, ctx: context.Background()}
+	first := &box{answered: make(chan struct{}), claimedAt: time.Now()}
+	rt.active[first] = true
+	done := make(chan struct{})
+	go func() { rt.afterFreshAnswers(10 * time.Second); close(done) }()
+	time.Sleep(20 * time.Millisecond)
+	later := &box{answered: make(chan struct{}), claimedAt: time.Now()}
+	rt.mu.Lock()
+	rt.active[later] = true
+	rt.mu.Unlock()
+	first.markAnswered()
+	select {
+	case <-done:
+		t.Fatal("returned while a sandbox claimed during the wait had not answered")
+	case <-time.After(100 * time.Millisecond):
+	}
+	later.markAnswered()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting after every claim answered")
+	}
+
+	// However many claims keep coming, the wait ends.
+	stuck := &box{answered: make(chan struct{}), claimedAt: time.Now()}
+	rt.mu.Lock()
+	rt.active[stuck] = true
+	rt.mu.Unlock()
+	start := time.Now()
+	rt.afterFreshAnswers(time.Hour)
+	if waited := time.Since(start); waited > burstWait+2*time.Second {
+		t.Errorf("waited %v for a sandbox that never answered; the bound is %v", waited, burstWait)
+	}
+}

@@ -56,6 +56,13 @@ type Options struct {
 	// even when the image has an EROFS copy of it. By default the copy is used: gVisor reads it
 	// itself, so a sandbox has one process and ~6 MiB fewer (image/erofs.go, FIGURES.md).
 	NoErofs bool
+	// SystrapFastPath lets gVisor's systrap platform spin instead of sleeping while a sandbox's
+	// threads and its kernel hand work to each other (its "fast path", on by default in runsc
+	// whenever a sandbox sees two CPUs or more). Spinning wins latency only when a core is idle for
+	// it; with many sandboxes per core it burns the CPU the others' cells wait for: ten first cells
+	// at once took ~15-20% more of the sandboxes' CPU with it (FIGURES.md, "fourth pass"). Off
+	// by default (--systrap-disable-fast-path).
+	SystrapFastPath bool
 	// FillParallel is how many warm sandboxes are made at once. Restores overlap well even on two
 	// cores (they mostly wait on the runtime's start-up and page-ins). Default 4.
 	FillParallel int
