@@ -59,8 +59,8 @@ const (
 )
 
 // traceRun, when set (by a measuring test), is told of every run's answer: when its frame was
-// sent, when the answer came, and the cell's time inside the guest.
-var traceRun func(b *box, sent, answered time.Time, guest time.Duration)
+// sent, when the answer came, and the guest's result (the cell's time and CPU inside the guest).
+var traceRun func(b *box, sent, answered time.Time, r *proto.RunResult)
 
 // run runs one request in b. A one-shot run (session false) is stopped at its deadline without
 // waiting for the guest: the caller destroys the sandbox anyway. A session run gets the guest's
@@ -154,7 +154,7 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 			return nil, boxBroken, sandbox.Errorf(sandbox.KindInternal, "the heavy guest answered a run with %q", ans.Op)
 		}
 		if traceRun != nil {
-			traceRun(b, start, time.Now(), r.Elapsed)
+			traceRun(b, start, time.Now(), r)
 		}
 		res.ExitCode = r.ExitCode
 		res.Error = r.Error

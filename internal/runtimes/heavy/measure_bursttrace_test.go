@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 	"github.com/agentbox-dev/agentbox/internal/snapstore"
 )
@@ -52,7 +53,8 @@ func TestMeasureBurstTrace(t *testing.T) {
 	}
 	var tmu sync.Mutex
 	runs := map[*box][]runMark{}
-	traceRun = func(b *box, sent, answered time.Time, guest time.Duration) {
+	traceRun = func(b *box, sent, answered time.Time, r *proto.RunResult) {
+		guest := r.Elapsed
 		rt.mu.Lock()
 		claimed := b.claimedAt
 		rt.mu.Unlock()
@@ -277,6 +279,11 @@ func TestMeasureFirstCellCPU(t *testing.T) {
 	const runs = 3
 	cpu := make([][]time.Duration, runs)
 	wall := make([][]time.Duration, runs)
+	pyCPU := make([][]time.Duration, runs)
+	inGuest := make([][]time.Duration, runs)
+	var last *proto.RunResult
+	traceRun = func(_ *box, _, _ time.Time, r *proto.RunResult) { last = r }
+	t.Cleanup(func() { traceRun = nil })
 	usage := func(b *box) time.Duration {
 		raw, _ := os.ReadFile(filepath.Join(cgroupRoot, "cpuacct", b.cg.path, "cpuacct.usage"))
 		v, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
@@ -297,6 +304,8 @@ func TestMeasureFirstCellCPU(t *testing.T) {
 			res, err := s.Run(ctx, &sandbox.RunRequest{Code: "print('hi')", Limits: l})
 			wall[r] = append(wall[r], time.Since(t0))
 			cpu[r] = append(cpu[r], usage(b)-u0)
+			pyCPU[r] = append(pyCPU[r], last.CPU)
+			inGuest[r] = append(inGuest[r], last.Elapsed)
 			if err != nil || res.Stdout != "hi\n" {
 				t.Fatalf("%+v %v", res, err)
 			}
@@ -310,6 +319,7 @@ func TestMeasureFirstCellCPU(t *testing.T) {
 	}
 	up, _ := os.ReadFile("/proc/loadavg")
 	for r := 0; r < runs; r++ {
-		t.Logf("run %d of a session from the pool: CPU median %v (all %v), wall median %v (loadavg %s)", r+1, med(cpu[r]), cpu[r], med(wall[r]), strings.TrimSpace(string(up)))
+		t.Logf("run %d of a session from the pool: sandbox CPU median %v (all %v), of it Python's %v; wall median %v, in the guest %v (loadavg %s)",
+			r+1, med(cpu[r]), cpu[r], med(pyCPU[r]), med(wall[r]), med(inGuest[r]), strings.TrimSpace(string(up)))
 	}
 }
