@@ -53,6 +53,11 @@ type restartTracker struct {
 	state    runningState
 	sessions map[string]audit.LostSession
 	closed   bool
+	// version counts the changes to sessions, written the last one in the file (both under mu).
+	version, written uint64
+	// wmu serialises the file's writes, which happen outside mu: a write (a new file and a
+	// rename) can take hundreds of milliseconds on a busy disk, and every run's record takes mu.
+	wmu sync.Mutex
 }
 
 // Interface guards.
@@ -153,7 +158,6 @@ func (t *restartTracker) Audit(ctx context.Context, ev sandbox.AuditEvent) error
 		return err
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	changed := false
 	switch ev.Kind {
 	case sandbox.AuditSessionCreate:
@@ -177,10 +181,41 @@ func (t *restartTracker) Audit(ctx context.Context, ev sandbox.AuditEvent) error
 			t.sessions[ev.Session], changed = s, true
 		}
 	}
-	if changed {
-		t.writeLocked()
+	if !changed {
+		t.mu.Unlock()
+		return err
 	}
+	t.version++
+	v := t.version
+	t.mu.Unlock()
+	t.save(v)
 	return err
+}
+
+// save writes the running state if the file does not hold change v yet. It returns once the file
+// holds v or a later change; the state is taken as it is when the write begins, so concurrent
+// changes share one write. Runs' records (which take mu only to look) never wait for it.
+func (t *restartTracker) save(v uint64) {
+	t.wmu.Lock()
+	defer t.wmu.Unlock()
+	t.mu.Lock()
+	if t.closed || t.written >= v {
+		t.mu.Unlock()
+		return
+	}
+	b, err := t.marshalLocked()
+	cur := t.version
+	t.mu.Unlock()
+	if err == nil {
+		err = t.writeFile(b)
+	}
+	if err != nil {
+		t.log.Error("the daemon's running state is not kept: a crash would not record its sessions as lost", "file", t.path, "err", err)
+		return
+	}
+	t.mu.Lock()
+	t.written = cur
+	t.mu.Unlock()
 }
 
 // writeLocked writes the running state: a new file renamed over the old, so that a daemon killed
@@ -191,21 +226,32 @@ func (t *restartTracker) writeLocked() {
 	if t.closed {
 		return
 	}
+	b, err := t.marshalLocked()
+	if err == nil {
+		err = t.writeFile(b)
+	}
+	if err != nil {
+		t.log.Error("the daemon's running state is not kept: a crash would not record its sessions as lost", "file", t.path, "err", err)
+	}
+}
+
+// marshalLocked encodes the running state with the sessions as they are now. t.mu is held.
+func (t *restartTracker) marshalLocked() ([]byte, error) {
 	t.state.Sessions = make([]audit.LostSession, 0, len(t.sessions))
 	for _, s := range t.sessions {
 		t.state.Sessions = append(t.state.Sessions, s)
 	}
 	slices.SortFunc(t.state.Sessions, func(a, b audit.LostSession) int { return strings.Compare(a.ID, b.ID) })
-	b, err := json.Marshal(t.state)
-	if err == nil {
-		tmp := t.path + ".tmp"
-		if err = os.WriteFile(tmp, b, 0o600); err == nil {
-			err = os.Rename(tmp, t.path)
-		}
+	return json.Marshal(t.state)
+}
+
+// writeFile replaces the file with b: a new file renamed over the old.
+func (t *restartTracker) writeFile(b []byte) error {
+	tmp := t.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
 	}
-	if err != nil {
-		t.log.Error("the daemon's running state is not kept: a crash would not record its sessions as lost", "file", t.path, "err", err)
-	}
+	return os.Rename(tmp, t.path)
 }
 
 // QueryAudit reads the audit log.
@@ -216,6 +262,8 @@ func (t *restartTracker) QueryAudit(ctx context.Context, f sandbox.AuditFilter) 
 // Close is the clean shutdown: the Manager has ended every session (Audited closes its sink
 // last). It removes the running state, then closes the audit log.
 func (t *restartTracker) Close() error {
+	t.wmu.Lock() // after a write under way, or it would bring the file back
+	defer t.wmu.Unlock()
 	t.mu.Lock()
 	t.closed = true
 	if len(t.sessions) > 0 {
