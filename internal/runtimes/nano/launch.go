@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/agentbox-dev/agentbox/internal/jail"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
 )
 
 // WorkerArg is argv[1] of a nano worker; cmd/agentbox dispatches it to worker.Main.
@@ -34,10 +35,10 @@ func jailedLauncher(opts Options) launcher {
 			Binds: []jail.Bind{{Source: opts.Artifacts.Dir, Target: jailDir}},
 			Rlimits: jail.Rlimits{
 				// wazero reserves address space far beyond what it touches: each
-				// interpreter reserves the largest memory cap up front, and the Go runtime
-				// and compiled code take ~2 GB more. The Wasm memory cap is the real limit;
-				// this is the backstop.
-				AS:     uint64(warm+2)*uint64(opts.MaxMemoryBytes) + 4<<30,
+				// interpreter reserves the largest memory cap up front (8 GiB in the
+				// build with guard pages), and the Go runtime and compiled code take ~2 GB
+				// more. The Wasm memory cap is the real limit; this is the backstop.
+				AS:     uint64(warm+2)*engine.InstanceAddressSpace(opts.MaxMemoryBytes) + 4<<30,
 				NOFILE: 64,
 				NPROC:  128,
 				FSIZE:  0,

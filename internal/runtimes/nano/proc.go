@@ -40,6 +40,7 @@ type proc struct {
 	// readDone is closed when the worker's frames end: a snapshot frame not delivered by then
 	// never comes.
 	readDone chan struct{}
+	logDone  chan struct{} // closed when the worker's log has ended
 	// posted is the ID of a request sent without waiting for its answer (post: a rewind in
 	// place), 0 when none: the next call reads that answer first (settle).
 	posted uint64
@@ -51,6 +52,8 @@ type proc struct {
 	once    sync.Once
 
 	tail logtail.Tail // the worker's last log lines, for errors
+	// fault watches the log for a fault in compiled guest code (engine.FaultWatch).
+	fault engine.FaultWatch
 }
 
 // streamTo routes a request's OpChunk frames to its sink.
@@ -79,11 +82,18 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 	if session {
 		growPipe(out) // step snapshots come this way
 	}
-	errPipe, err := cmd.StderrPipe()
+	// The log through a pipe of our own, not StderrPipe: Wait closes that as soon as the process
+	// has ended, and the last lines (the signature of a guest fault, engine.FaultWatch) would be
+	// lost. This one is read to its end.
+	errPipe, errW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stderr = errW
+	err = cmd.Start()
+	errW.Close()
+	if err != nil {
+		errPipe.Close()
 		return nil, fmt.Errorf("nano: start worker: %w", err)
 	}
 	p := &proc{
@@ -94,6 +104,7 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 		results:  make(chan wire.Response, 1),
 		exited:   make(chan struct{}),
 		readDone: make(chan struct{}),
+		logDone:  make(chan struct{}),
 	}
 	ready := make(chan error, 1)
 	go p.logStderr(errPipe)
@@ -184,8 +195,13 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 	}
 }
 
-func (p *proc) logStderr(r io.Reader) {
-	p.tail.Follow(r, func(line string) { p.log.Debug("nano worker: " + line) })
+func (p *proc) logStderr(r io.ReadCloser) {
+	defer close(p.logDone)
+	defer r.Close()
+	p.tail.Follow(r, func(line string) {
+		p.fault.Line(line)
+		p.log.Debug("nano worker: " + line)
+	})
 }
 
 // kill ends the process at once and waits for it to be gone.
@@ -351,9 +367,20 @@ type stepAsk struct {
 
 // deadErr describes a worker that died under a run.
 func (p *proc) deadErr(cause error) error {
-	select {
-	case <-p.exited:
-	case <-time.After(time.Second):
+	// The exit, then the end of its log (which says whether the guest faulted), a second in all.
+	timeout := time.NewTimer(time.Second)
+	defer timeout.Stop()
+	waitFor := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		case <-timeout.C:
+			return false
+		}
+	}
+	_ = waitFor(p.exited) && waitFor(p.logDone)
+	if p.fault.Faulted() {
+		return engine.GuestFaultError()
 	}
 	how := "exited"
 	if ee, ok := p.exitErr.(*exec.ExitError); ok {

@@ -11,7 +11,8 @@ package engine
 //
 // Knobs: COMPUTE_REPS (default 3), COMPUTE_BUILDS ("name=/path/python.wasm,..."; the stdlib is
 // the python311.zip beside each; default: the test build), COMPUTE_SNIPPETS (comma list),
-// COMPUTE_PYODIDE=0 skips Pyodide. Pyodide is the npm package `agentbox bench nano` installs under
+// COMPUTE_PYODIDE=0 skips Pyodide. In the build with guard pages (scripts/wazero-guard.sh) the
+// test build also runs compiled with bounds checks ("nano-checked"; COMPUTE_CHECKED=0 leaves it out). Pyodide is the npm package `agentbox bench nano` installs under
 // the data directory (bench/pyodide), run by the node on PATH; without it the column is left out.
 
 import (
@@ -161,6 +162,15 @@ func TestComputeSideBySide(t *testing.T) {
 			t.Fatal(err)
 		}
 		builds = append(builds, build{"nano", e})
+		if GuardPages && os.Getenv("COMPUTE_CHECKED") != "0" {
+			// The same module with wazero's bounds checks, as a plain build compiles it: the
+			// guard pages' gain in the same run.
+			e, err := New(context.Background(), Config{WasmPath: b.Wasm, StdlibPath: b.Stdlib, CacheDir: b.Cache, MemoryReserveBytes: 1 << 30, checked: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			builds = append(builds, build{"nano-checked", e})
+		}
 	}
 
 	var pyo *cbPyodide

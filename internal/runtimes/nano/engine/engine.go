@@ -55,6 +55,10 @@ type Config struct {
 	// that a snapshot or a rewind looks at those pages only (snapshot.go). Nil: they compare
 	// the whole memory.
 	DirtyPages *dirtypages.Tracker
+
+	// checked compiles with wazero's bounds checks even in the build with guard pages: the
+	// compute bench's baseline in the same process (compute_bench_test.go).
+	checked bool
 }
 
 // DefaultMemoryReserve is Config.MemoryReserveBytes's default.
@@ -145,7 +149,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	start := time.Now()
-	e.compiled, err = e.rt.CompileModule(experimental.WithCompilationWorkers(ctx, cfg.CompileWorkers), wasm)
+	cctx := experimental.WithCompilationWorkers(ctx, cfg.CompileWorkers)
+	if !cfg.checked {
+		cctx = withGuardPages(cctx)
+	}
+	e.compiled, err = e.rt.CompileModule(cctx, wasm)
 	if err != nil {
 		e.rt.Close(ctx)
 		return nil, fmt.Errorf("engine: compile CPython module: %w", err)
@@ -159,6 +167,13 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	// Compiling leaves hundreds of MB of garbage; give it back now rather than at the next GC.
 	debug.FreeOSMemory()
 	return e, nil
+}
+
+// InstanceAddressSpace is the address space one instance's memory reserves when runs may ask
+// for up to maxMemory bytes: the cap itself, or the guard region in the build with guard pages
+// (guard_on.go). The worker's RLIMIT_AS counts it.
+func InstanceAddressSpace(maxMemory int64) uint64 {
+	return max(uint64(maxMemory), guardReservation)
 }
 
 // MemoryReserve is the largest memory cap a run on this engine's instances can have.

@@ -17,9 +17,15 @@ import (
 //
 // limit is consulted on every growth: it is the memory cap of the run in progress, so one
 // instance can serve runs with different caps up to its reserve.
+//
+// In the build with guard pages (guard_on.go) the mapping is guardReservation bytes (8 GiB and a
+// little more) whatever the cap: compiled code does not check the bounds of loads and stores,
+// and every address a Wasm32 access can form lands inside this mapping, where all but the
+// committed pages fault.
 type linearMemory struct {
 	mu        sync.Mutex
 	buf       []byte // the whole reservation
+	max       int    // the most the memory may grow to: the reserve, at most len(buf)
 	committed int
 	limit     func() uint64
 	freed     bool
@@ -31,17 +37,17 @@ type linearMemory struct {
 }
 
 func (m *linearMemory) allocator(reserve uint64, limit func() uint64) experimental.MemoryAllocator {
-	return experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
-		if max > reserve {
-			max = reserve
+	return experimental.MemoryAllocatorFunc(func(_, maxBytes uint64) experimental.LinearMemory {
+		if maxBytes > reserve {
+			maxBytes = reserve
 		}
-		b, err := syscall.Mmap(-1, 0, int(max), syscall.PROT_NONE,
+		b, err := syscall.Mmap(-1, 0, int(max(maxBytes, guardReservation)), syscall.PROT_NONE,
 			syscall.MAP_PRIVATE|syscall.MAP_ANONYMOUS|syscall.MAP_NORESERVE)
 		if err != nil {
 			return failedMemory{}
 		}
-		m.buf, m.limit = b, limit
-		m.tracked = m.dirty != nil && m.dirty.Register(b) == nil
+		m.buf, m.max, m.limit = b, int(maxBytes), limit
+		m.tracked = m.dirty != nil && m.dirty.Register(b[:maxBytes:maxBytes]) == nil
 		return m
 	})
 }
@@ -50,7 +56,7 @@ func (m *linearMemory) allocator(reserve uint64, limit func() uint64) experiment
 func (m *linearMemory) Reallocate(size uint64) []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.unmapped || size > uint64(len(m.buf)) || (size > uint64(m.committed) && size > m.limit()) {
+	if m.unmapped || size > uint64(m.max) || (size > uint64(m.committed) && size > m.limit()) {
 		return nil
 	}
 	if int(size) > m.committed {
