@@ -37,7 +37,10 @@
 // Memory. The cap is fixed per runtime in wazero (WithMemoryLimitPages), so every instance
 // reserves the engine's MemoryReserveBytes of address space (PROT_NONE, no commit charge) and
 // makes pages accessible as the guest grows; a run's own cap is enforced at each growth by the
-// allocator, so one warm instance serves any cap up to the reserve. The buffer never moves.
+// allocator, so one warm instance serves any cap up to the reserve. The buffer never moves. In
+// the build with guard pages (guard_on.go, scripts/wazero-guard.sh) the reservation is 8 GiB and
+// a little more whatever the cap, and the module is compiled without bounds checks: an access out
+// of bounds faults and ends the worker process (fault.go).
 //
 // Determinism. Until its first run an instance reads fixed clocks and a fixed random seed, and
 // PYTHONHASHSEED is 0: every instance parks with byte-identical memory. Each run then switches the
