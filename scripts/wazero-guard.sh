@@ -41,7 +41,11 @@ if [ ! -f "$out/wazero/go.mod" ]; then
 			chmod u+w "$tmp/wazero/$f"
 		fi
 	done
-	patch -s -p1 -d "$tmp/wazero" <"$patch"
+	if command -v patch >/dev/null; then
+		patch -s -p1 -d "$tmp/wazero" <"$patch"
+	else # git apply works outside a repository; the ceiling keeps it from finding one above
+		(cd "$tmp/wazero" && GIT_CEILING_DIRECTORIES=$(dirname "$tmp") git apply -p1 "$patch")
+	fi
 	# Another build may have made it meanwhile: the first rename wins, the others drop theirs.
 	mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"
 	trap - EXIT
