@@ -72,7 +72,7 @@ func guardModule(maxPages uint32) []byte {
 			body(0x20, 0, 0x28, 2, 0),
 			body(0x20, 0, 0x20, 1, 0x36, 2, 0),
 			body(0x20, 0, 0x40, 0),
-			append(body(append([]byte{0x20, 0, 0x29, 3}, u(0xffffffff)...)...)))),
+			body(append([]byte{0x20, 0, 0x29, 3}, u(0xffffffff)...)...))),
 	}, nil)
 }
 
