@@ -37,8 +37,10 @@ func jailedLauncher(opts Options) launcher {
 				// wazero reserves address space far beyond what it touches: each
 				// interpreter reserves the largest memory cap up front (8 GiB in the
 				// build with guard pages), and the Go runtime and compiled code take ~2 GB
-				// more. The Wasm memory cap is the real limit; this is the backstop.
-				AS:     uint64(warm+2)*engine.InstanceAddressSpace(opts.MaxMemoryBytes) + 4<<30,
+				// more; an instance being replaced keeps its reservation until its guest
+				// has stopped. The Wasm memory cap is the real limit; this is the backstop,
+				// with room for two instances beyond the warm ones and the one running.
+				AS:     uint64(warm+3)*engine.InstanceAddressSpace(opts.MaxMemoryBytes) + 4<<30,
 				NOFILE: 64,
 				NPROC:  128,
 				FSIZE:  0,
