@@ -336,13 +336,16 @@ func (s *Store) attachCluster(session, tenant, name string, readOnly bool) (stri
 		}
 		return s.attachLocked(tenant, name, true)
 	}
-	// A read-write lease: this node owns the record, the session holds it.
+	// A read-write lease: this node owns the record, the session holds it (a moved session
+	// held it already: the claim alone moves its lease here, one conditional write).
 	if rec, err = c.own(rec, name); err != nil {
 		return "", nil, err
 	}
-	r.Holder = session
-	if rec, err = c.put(rec, r, name); err != nil {
-		return "", nil, err
+	if r.Holder != session {
+		r.Holder = session
+		if rec, err = c.put(rec, r, name); err != nil {
+			return "", nil, err
+		}
 	}
 	giveBack := func() {
 		r.Holder = ""
