@@ -122,3 +122,43 @@ func TestConsoleAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// The console page of a session that moved while its node is down is served by the node that
+// adopted it, not by whichever node is first healthy.
+func TestConsolePageOfAMovedSession(t *testing.T) {
+	t.Parallel()
+	c := startTestCluster(t, clusterOpts{}, "ma", "mb", "mc")
+	key := c.tenantKey(t, "acme")
+	// A session on ma that mc (not mb, the first healthy node once ma is gone) takes over.
+	var id string
+	for range 64 {
+		var s struct{ ID string }
+		if st, _ := call(t, c.gw, key, "POST", "/v1/sessions", `{"runtime":"toy"}`, &s); st != 201 {
+			t.Fatalf("create: %d", st)
+		}
+		if n, _ := cluster.NodeOfSession(s.ID); n == "ma" && cluster.Successors(s.ID, []string{"mb", "mc"})[0] == "mc" {
+			id = s.ID
+			break
+		}
+	}
+	if id == "" {
+		t.Fatal("no session on ma that mc would adopt in 64 tries")
+	}
+	c.nodes[0].kill()
+	var info struct{ ID string }
+	if st, _ := call(t, c.gw, key, "GET", "/v1/sessions/"+id, "", &info); st != 200 {
+		t.Fatalf("the session after its node died: %d", st)
+	}
+	if rec, err := c.shared.Get(t.Context(), id); err != nil || rec.Owner != "mc" {
+		t.Fatalf("after the move the session is owned by %q (%v), want mc", rec.Owner, err)
+	}
+	b := newConsoleClient(t, c.gw)
+	_, page := b.do("GET", "/ui/login", nil)
+	if resp, _ := b.do("POST", "/ui/login", url.Values{"csrf": {csrfOfPage(t, page)}, "key": {key}, "next": {"/ui/sessions"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d", resp.StatusCode)
+	}
+	resp, page := b.do("GET", "/ui/sessions/"+id, nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Agentbox-Node") != "mc" || !strings.Contains(page, id) {
+		t.Fatalf("the page of the moved session: %d from %q, want 200 from mc\n%s", resp.StatusCode, resp.Header.Get("Agentbox-Node"), page)
+	}
+}

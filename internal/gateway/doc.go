@@ -21,7 +21,9 @@
 //     sessions (session_list, audit_query) are answered by Options.MCPLists (the MCP front door
 //     over this gateway's own API, wired by the daemon), so they cover every node; /mcp/servers/NAME keeps an MCP
 //     session on its node by prefixing its Mcp-Session-Id with the node's id;
-//   - /ui/: a session's pages to the node its id names, an artifact to the node that has it,
+//   - /ui/: a session's pages to the node its id names (or, when that node is gone or no longer
+//     holds it, to the node that owns it now by the shared store: GET /v1/node/owner; a console
+//     request moves nothing), an artifact to the node that has it,
 //     the rest to the first healthy node in discovery's order (the nodes share the console's
 //     logins through their shared storage, and list each other's sessions from it);
 //   - /v1/volumes: any healthy node (a node's volumes are the cluster's, in the shared store).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -299,11 +300,27 @@ func (g *Gateway) console(w http.ResponseWriter, r *http.Request) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/ui/sessions/")
 	if id, _, _ := strings.Cut(rest, "/"); ok && id != "" {
 		if owner, named := cluster.NodeOfSession(id); named {
-			if n := g.byID(owner); n != nil && n.healthy() {
+			n := g.byID(owner)
+			if n == nil || !n.healthy() {
+				// Its node is gone: the node that adopted it, if one has (a console request
+				// names no caller the gateway knows, so it moves nothing itself).
+				n = g.ownerNow(r, id, owner)
+			}
+			if n != nil {
 				resp, _, err := g.send(r, n, r.URL.Path, &body{stream: r.Body})
 				if err != nil {
 					fail(w, unreachable(n, err))
 					return
+				}
+				if resp.StatusCode == http.StatusNotFound && r.Method == http.MethodGet {
+					// Up, but the session moved away while it was gone: follow it.
+					if to := g.ownerNow(r, id, n.ID); to != nil {
+						resp.Body.Close()
+						if resp, _, err = g.send(r, to, r.URL.Path, &body{buf: []byte{}}); err != nil {
+							fail(w, unreachable(to, err))
+							return
+						}
+					}
 				}
 				relay(w, resp)
 				return
@@ -343,4 +360,37 @@ func (g *Gateway) stable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fail(w, noNode(g.snapshot()))
+}
+
+// ownerNow asks a healthy node (GET /v1/node/owner, with the cluster token) which node owns
+// session id now, by the shared store, and returns it when it is another healthy node than not;
+// nil otherwise. Nothing moves.
+func (g *Gateway) ownerNow(r *http.Request, id, not string) *node {
+	for _, n := range g.snapshot() {
+		if !n.healthy() || n.ID == not {
+			continue
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, n.Addr+"/v1/node/owner?session="+url.QueryEscape(id), nil)
+		if err != nil {
+			return nil
+		}
+		if g.opts.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+g.opts.Token)
+		}
+		resp, err := g.tr.RoundTrip(req)
+		if err != nil {
+			continue
+		}
+		var ans AdoptAnswer
+		ok := resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&ans) == nil
+		resp.Body.Close()
+		if !ok {
+			return nil // not found, or not answered: the same from every node
+		}
+		if to := g.byID(ans.Owner); to != nil && to.healthy() && to.ID != not {
+			return to
+		}
+		return nil
+	}
+	return nil
 }

@@ -213,3 +213,30 @@ func (h *Handler) drain(w http.ResponseWriter, r *http.Request) {
 	h.opts.Logger.Info("node drained", "released", len(released), "err", err)
 	WriteJSON(w, http.StatusOK, res)
 }
+
+// GET /v1/node/owner?session=ID: which node owns the session now, by its record in the shared
+// store ({owner, addr}; adopted false), moving nothing: for the gateway, to follow a session that
+// moved (its web console pages) when the node its id names is gone. Operators only (the cluster
+// token or an admin key, as every node endpoint).
+func (h *Handler) owner(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("session")
+	if id == "" {
+		Fail(w, r, sandbox.Errorf(sandbox.KindInvalidRequest, "the session query parameter is required").
+			WithHint("GET /v1/node/owner?session=sb_n1-..."))
+		return
+	}
+	if info, err := h.opts.Mover.Session(id); err == nil {
+		WriteJSON(w, http.StatusOK, cluster.AdoptResult{Owner: h.opts.ID, Addr: h.opts.Addr, Step: info.Head})
+		return
+	}
+	rec, err := h.opts.Owners.Get(r.Context(), id)
+	if errors.Is(err, sharedstore.ErrNotFound) {
+		Fail(w, r, sandbox.Errorf(sandbox.KindNotFound, "session %s is not in the cluster's shared store (closed, or never created)", id))
+		return
+	}
+	if err != nil {
+		Fail(w, r, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the shared store: %v", err))
+		return
+	}
+	WriteJSON(w, http.StatusOK, cluster.AdoptResult{Owner: rec.Owner, Addr: rec.Addr})
+}

@@ -86,6 +86,7 @@ func New(opts Options) *Handler {
 	if opts.Mover != nil && opts.Owners != nil {
 		h.mux.HandleFunc("POST /v1/node/adopt", h.adopt)
 		h.mux.HandleFunc("POST /v1/node/drain", h.drain)
+		h.mux.HandleFunc("GET /v1/node/owner", h.owner)
 	}
 	h.mux.HandleFunc("GET /v1/node/audit/proof", h.proof)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
