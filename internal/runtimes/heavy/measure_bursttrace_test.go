@@ -24,7 +24,8 @@ import (
 // its run's frame went to the guest, the guest's cell time and when the answer came; and, in 10 ms
 // buckets, where the host's CPU went meanwhile (the claimed sandboxes' cgroups, the runtime's
 // other sandboxes: refills, teardowns; this process, the daemon; and everything else). Set
-// AGENTBOX_HEAVY_MEASURE=1 (AGENTBOX_HEAVY_MEASURE_N bursts, default 2).
+// AGENTBOX_HEAVY_MEASURE=1 (AGENTBOX_HEAVY_MEASURE_N bursts, default 2;
+// AGENTBOX_HEAVY_MEASURE_FASTPATH=1 turns gVisor's systrap fast path on).
 func TestMeasureBurstTrace(t *testing.T) {
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
 		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
@@ -38,7 +39,8 @@ func TestMeasureBurstTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := newTestRuntime(t, Options{Warm: burst, PoolMemoryBytes: -1, MaxSandboxes: 2 * burst, Snapshots: store})
+	rt := newTestRuntime(t, Options{Warm: burst, PoolMemoryBytes: -1, MaxSandboxes: 2 * burst, Snapshots: store,
+		SystrapFastPath: os.Getenv("AGENTBOX_HEAVY_MEASURE_FASTPATH") != ""})
 	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}, StateDir: t.TempDir(), Snapshots: store})
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +266,7 @@ func selfCPU() time.Duration {
 // TestMeasureFirstCellCPU measures the CPU time (the sandbox's cgroup, so the sentry's, the
 // stubs' and the guest's together) and the wall time of the first, second and third `print`
 // in sessions taken one at a time from a pool at rest. Set AGENTBOX_HEAVY_MEASURE=1
-// (AGENTBOX_HEAVY_MEASURE_N sessions, default 8).
+// (AGENTBOX_HEAVY_MEASURE_N sessions, default 8; AGENTBOX_HEAVY_MEASURE_FASTPATH=1 as above).
 func TestMeasureFirstCellCPU(t *testing.T) {
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
 		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
@@ -273,10 +275,10 @@ func TestMeasureFirstCellCPU(t *testing.T) {
 	if n <= 0 {
 		n = 8
 	}
-	rt := newTestRuntime(t, Options{Warm: 2, PoolMemoryBytes: -1})
+	rt := newTestRuntime(t, Options{Warm: 2, PoolMemoryBytes: -1, SystrapFastPath: os.Getenv("AGENTBOX_HEAVY_MEASURE_FASTPATH") != ""})
 	l := limits(t, 30*time.Second)
 	ctx := context.Background()
-	const runs = 3
+	const runs = 5
 	cpu := make([][]time.Duration, runs)
 	wall := make([][]time.Duration, runs)
 	pyCPU := make([][]time.Duration, runs)
