@@ -165,7 +165,7 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 	defer s.Close()
 	sn := s.(sandbox.Snapshotter)
 	_, mem0, _ := heavy.StepCost(s)
-	var runs, snaps, forks, files []time.Duration
+	var runs, snaps, forks, files, guestTook, trips []time.Duration
 	var fileBytes []int64
 	for i := 1; i <= o.Steps; i++ {
 		time.Sleep(thinkTime)
@@ -183,6 +183,8 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 		fileBytes = append(fileBytes, last.NewBytes)
 		forks = append(forks, last.Fork)
 		files = append(files, last.FilesTime)
+		guestTook = append(guestTook, last.Queued+last.Took)
+		trips = append(trips, max(0, snaps[len(snaps)-1]-last.Queued-last.Took))
 	}
 	_, mem1, _ := heavy.StepCost(s)
 
@@ -191,6 +193,8 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 	add("snapshot (in memory: fork + files; a next run waits for it)", snaps, "≤ 15 ms", "DeltaBox 10.8 ms", "")
 	add("  of which the fork of the Python process", forks, "", "", "")
 	add("  of which the files (walk, copy of changed ones)", files, "", "", "")
+	add("  of which in the guest (queued behind the run, then taken)", guestTook, "", "", "")
+	add("  of which the daemon and the way to the guest and back", trips, "", "", "")
 	res.FileBytesPerStep = medianInt(fileBytes)
 	if o.Steps > 0 {
 		res.MemoryBytesPerStep = max(0, (mem1-mem0)-(baseMem-mem0)) / int64(o.Steps)
