@@ -495,18 +495,34 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     # live worker: it goes on as the live worker on the same pipes, reporting {"woke": pid}, and
     # the agent then asks it for a fork that parks in its place (so the step stays available).
     o_fork, o_setpgid, thread_count = os.fork, os.setpgid, _thread._count
+    FORKED_HEAD = b'{"forked": '
     sigmask, sigwait = signal.pthread_sigmask, signal.sigwait
     SIG_BLOCK, SIG_UNBLOCK, WAKE = signal.SIG_BLOCK, signal.SIG_UNBLOCK, {signal.SIGUSR1}
 
     # After a fork the live process pays for its first touches of memory (gVisor maps it again
     # and copies 2 MiB per first write): ~20 ms for the next cell of a pandas session. Touching
     # what every cell touches (the compiler, small objects, the globals' headers) right after the
-    # fork, behind the snapshot's answer, takes about half of that off the next cell.
+    # fork, behind the snapshot's report, takes about half of that off the next cell.
     warm_code = compile("w = [str(i) for i in range(2000)]\nd = {i: i for i in range(2000)}\ndel w, d\n",
                         "<agentbox-warm>", "exec", dont_inherit=True)
 
+    # The snapshots this process forked: the agent kills those it drops, and they stay zombies
+    # (each holding a pid, which RLIMIT_NPROC counts) until this process waits for them.
+    snap_kids = []
+    o_waitpid, WNOHANG = os.waitpid, os.WNOHANG
+
+    def reap_snaps():
+        for kid in snap_kids[:]:
+            try:
+                done = o_waitpid(kid, WNOHANG)[0]
+            except OSErr:  # not this process's child (a woken copy inherited the list)
+                done = True
+            if done:
+                snap_kids.remove(kid)
+
     def warm():
         try:
+            reap_snaps()
             exec(warm_code, {"__builtins__": builtins})
             main = modules.get("__main__")
             if main is not None:
@@ -532,6 +548,18 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         # it is woken for a rewind, as the live process.
         nonlocal pid0
         flush()
+        # The code's threads still running are not in the child (a fork copies the calling
+        # thread only): the agent notes how many on the step. Counted and formatted before the
+        # fork, with the report's frame around the child's pid: after the fork, gVisor copies
+        # 2 MiB of this process at its first write to each piece it shares with the child
+        # (refcounts, allocations, ~1 ms each on a loaded machine), and the snapshot is
+        # waited for until this report is out, so it goes out first, touching what little
+        # it must (a full report, the mask's change and a JSON dump took ~10 ms there, this
+        # ~3 ms); the rest comes after it.
+        threads = thread_count()
+        tail = (', "threads": %d}' % threads).encode()
+        size = len(FORKED_HEAD) + 10 + len(tail)
+        head = size.to_bytes(4, "little") + FORKED_HEAD
         sigmask(SIG_BLOCK, WAKE)
         try:
             child = o_fork()
@@ -541,13 +569,18 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             return
         if child:
             try:
+                with write_lock:  # the frame in one write (a thread of the code may report)
+                    o_write(REP, head + str(child).encode().rjust(10) + tail)
+            except BaseExc:
+                o_exit(125)
+            # The child moves to a group of its own as it parks, and so does this: whichever
+            # comes first. (The agent waits for it before it ends the live group: snaps.go.)
+            try:
                 o_setpgid(child, child)
             except OSErr:
                 pass
             sigmask(SIG_UNBLOCK, WAKE)
-            # The code's threads still running are not in the child (a fork copies the calling
-            # thread only): the agent notes how many on the step.
-            report({"forked": child, "threads": thread_count()})
+            snap_kids.append(child)
             warm()  # a request sent meanwhile waits in the pipe
             return
         park()
