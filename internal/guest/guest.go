@@ -93,6 +93,12 @@ type agent struct {
 	// else may have changed it; filesGen counts the requests that may have (run.go, takeFiles).
 	files    map[string]fileState
 	filesGen uint64
+	// stepFiles is held from a run's result until the files of the step's snapshot that rides
+	// on it (RunRequest.SnapAfter) are copied: a write or delete of the files API sent once the
+	// result is out waits for it, so the step's snapshot is the files the cell left
+	// (stepFilesHeld says whether it is held; guarded by mu).
+	stepFiles     sync.Mutex
+	stepFilesHeld bool
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either
@@ -121,7 +127,7 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	}
 	a.py = py
 	defer a.killAll()
-	features := []string{proto.FeatureSnapshots, proto.FeatureContexts}
+	features := []string{proto.FeatureSnapshots, proto.FeatureContexts, proto.FeatureStepSnapshots}
 	if cfg.HostStdin != nil && cfg.HostStdout != nil {
 		features = append(features, proto.FeatureHostStdio)
 	}
@@ -192,7 +198,11 @@ func (a *agent) dispatch(f *proto.Frame) error {
 		busy := a.run != nil
 		a.mu.Unlock()
 		if busy {
-			return a.fail(f.ID, sandbox.KindConflict, "a run is already in progress")
+			err := a.fail(f.ID, sandbox.KindConflict, "a run is already in progress")
+			if sa := f.Run.SnapAfter; sa != nil {
+				_ = a.fail(sa.ID, sandbox.KindConflict, "the run was refused: there is no step to snapshot")
+			}
+			return err
 		}
 		r := newActiveRun(f.ID, f.Run)
 		a.mu.Lock()
@@ -212,6 +222,7 @@ func (a *agent) dispatch(f *proto.Frame) error {
 		}
 		return nil
 	case proto.OpWriteFile:
+		a.waitStepFiles()
 		return a.answer(f.ID, a.writeFile(f.Path, f.Content, f.Mode))
 	case proto.OpReadFile:
 		b, err := a.readFile(f.Path)
@@ -226,6 +237,7 @@ func (a *agent) dispatch(f *proto.Frame) error {
 		}
 		return a.send(&proto.Frame{Op: proto.OpFiles, ID: f.ID, Path: f.Path, Entries: entries})
 	case proto.OpDeleteFile:
+		a.waitStepFiles()
 		return a.answer(f.ID, a.deleteFile(f.Path))
 	case proto.OpStats:
 		return a.send(&proto.Frame{Op: proto.OpStats, ID: f.ID, Stats: a.stats()})

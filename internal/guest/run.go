@@ -104,6 +104,7 @@ func (a *agent) doRun(r *activeRun) {
 	var refused *proto.Error // the REPL refused the cell before it ran (a context too many)
 	var py *python
 	forkAfter := false // the cell ended with its report: its step's fork may go behind the result
+	reported := false  // the cell ended with its report (the Python process is the same)
 	defer func() {
 		res.Elapsed = now().Sub(start)
 		a.mu.Lock()
@@ -113,19 +114,32 @@ func (a *agent) doRun(r *activeRun) {
 			a.runs++
 		}
 		a.mu.Unlock()
+		sa := r.req.SnapAfter
 		if refused != nil {
 			_ = a.send(&proto.Frame{Op: proto.OpError, ID: r.id, Error: refused})
+			if sa != nil {
+				_ = a.answer(sa.ID, &proto.Error{Kind: sandbox.KindConflict, Message: "the run was refused: there is no step to snapshot"})
+			}
 			return
 		}
+		if sa != nil {
+			a.holdStepFiles()
+		}
 		_ = a.send(&proto.Frame{Op: proto.OpResult, ID: r.id, Result: res})
-		if forkAfter {
-			// The step's snapshot, asked for now, behind the result: the daemon's OpSnapshot
-			// (queued behind this run) finds the fork made or under way (snaps.go).
+		sent := now()
+		if forkAfter || (sa != nil && reported) {
+			// The step's snapshot, asked for now, behind the result: the snapshot (below, or
+			// the daemon's OpSnapshot queued behind this run) finds the fork made or under way
+			// while it copies the files (snaps.go).
 			if err := py.send(map[string]any{"fork": 1}); err == nil {
 				a.mu.Lock()
 				a.prefork = py
 				a.mu.Unlock()
 			}
+		}
+		if sa != nil {
+			// Before any other request: nothing else can change the state in between.
+			a.answerSnapshot(sa.ID, sa.Snap, sa.MaxBytes, sent)
 		}
 	}()
 	py, restarted, err := a.currentPython()
@@ -201,6 +215,7 @@ func (a *agent) doRun(r *activeRun) {
 			res.ExitCode, res.Error, res.Outputs = parseReport(rep)
 			res.CPU = reportedCPU(rep)
 			forkAfter = r.req.ForkAfter && r.req.Session
+			reported = true
 			done = true
 		case <-py.exited:
 			// The cell ended the process (os._exit, a crash) or was killed below. The snapshots

@@ -124,18 +124,7 @@ func (a *agent) dispatchSnaps(f *proto.Frame) {
 	switch f.Op {
 	case proto.OpSnapshot:
 		queued := now()
-		a.enqueue(func() {
-			start := now()
-			info, err := a.takeSnapshot(snapID, maxBytes)
-			if info != nil {
-				info.Queued, info.Took = start.Sub(queued), now().Sub(start)
-			}
-			if err != nil {
-				_ = a.answer(id, err)
-				return
-			}
-			_ = a.send(&proto.Frame{Op: proto.OpSnapshot, ID: id, Snap: snapID, SnapInfo: info})
-		})
+		a.enqueue(func() { a.answerSnapshot(id, snapID, maxBytes, queued) })
 	case proto.OpRewind:
 		a.enqueue(func() {
 			err := a.rewind(snapID)
@@ -153,6 +142,72 @@ func (a *agent) dispatchSnaps(f *proto.Frame) {
 			}
 			_ = a.answer(id, nil)
 		})
+	}
+}
+
+// answerSnapshot takes snapshot snapID and answers request id with it; queued is when the
+// request came (OpSnapshot), or when the run it rides on sent its result (RunRequest.SnapAfter).
+func (a *agent) answerSnapshot(id, snapID uint64, maxBytes int64, queued time.Time) {
+	defer a.releaseStepFiles()
+	start := now()
+	info, err := a.takeSnapshot(snapID, maxBytes)
+	if info != nil {
+		info.Queued, info.Took = start.Sub(queued), now().Sub(start)
+	}
+	if err != nil {
+		_ = a.answer(id, err)
+		return
+	}
+	_ = a.send(&proto.Frame{Op: proto.OpSnapshot, ID: id, Snap: snapID, SnapInfo: info})
+}
+
+// holdStepFiles holds file writes back until releaseStepFiles (agent.stepFiles).
+func (a *agent) holdStepFiles() {
+	a.stepFiles.Lock()
+	a.mu.Lock()
+	a.stepFilesHeld = true
+	a.mu.Unlock()
+}
+
+func (a *agent) releaseStepFiles() {
+	a.mu.Lock()
+	held := a.stepFilesHeld
+	a.stepFilesHeld = false
+	a.mu.Unlock()
+	if held {
+		a.stepFiles.Unlock()
+	}
+}
+
+// waitStepFiles waits until no step snapshot is copying the files (a write or delete of the
+// files API, which does not queue behind runs).
+func (a *agent) waitStepFiles() {
+	a.stepFiles.Lock()
+	a.stepFiles.Unlock() // only a wait for the holder
+
+}
+
+// waitOwnGroups waits until every kept snapshot's process is in a process group of its own
+// (the REPL moves a forked child there after reporting it, and the child moves itself as it
+// parks), so that ending the live process's group does not end a snapshot.
+func (a *agent) waitOwnGroups() {
+	a.mu.Lock()
+	var pids []int
+	for _, s := range a.snaps {
+		if s.proc != nil && s.proc.alive() {
+			pids = append(pids, s.proc.pid)
+		}
+	}
+	a.mu.Unlock()
+	deadline := now().Add(time.Second)
+	for _, pid := range pids {
+		for {
+			pg, err := unix.Getpgid(pid)
+			if err != nil || pg == pid || now().After(deadline) {
+				break
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
 	}
 }
 
@@ -209,6 +264,7 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	dir := filepath.Join(SnapDir, strconv.FormatUint(id, 10))
 	_ = os.RemoveAll(dir)
 	entries, newBytes, err := a.snapshotFiles(filepath.Join(dir, "files"), maxBytes)
+	a.releaseStepFiles()
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
@@ -528,6 +584,7 @@ func (a *agent) rewind(id uint64) error {
 	}
 	if py != nil {
 		a.dropPrefork(py)
+		a.waitOwnGroups()
 		// Its parked children become the agent's orphans once it is reaped.
 		py.end()
 	}

@@ -221,3 +221,97 @@ func TestSnapshotForkAfter(t *testing.T) {
 	rewind(3)
 	look("5\n")
 }
+
+// A run with SnapAfter takes its step's snapshot right behind its result, before any other
+// request, and answers the reserved request with it: a rewind to it is the state after the cell
+// exactly (variables and files). A run that is refused answers the reserved request too (with
+// an error), so the daemon never waits for a snapshot that will not come.
+func TestSnapshotRidesOnRun(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _ := serve(t)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	// run sends code with SnapAfter and returns the run's answer and the snapshot's, checking
+	// that the result comes first.
+	run := func(code string, snap uint64) (proto.Frame, proto.Frame) {
+		t.Helper()
+		runID, snapID := next(), next()
+		req := &proto.Frame{Op: proto.OpRun, ID: runID, Run: &proto.RunRequest{Code: code, Session: true,
+			StdoutBytes: 1 << 20, StderrBytes: 1 << 20, FilesBytes: 1 << 20,
+			SnapAfter: &proto.SnapAfter{ID: snapID, Snap: snap}}}
+		if err := proto.Write(in, req); err != nil {
+			t.Fatal(err)
+		}
+		var res, snapAns proto.Frame
+		for snapAns.Op == "" {
+			var f proto.Frame
+			if err := proto.Read(out, &f, 0); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case f.ID == runID && f.Op == proto.OpOutput:
+			case f.ID == runID:
+				res = f
+			case f.ID == snapID:
+				if res.Op == "" {
+					t.Fatalf("the snapshot's answer came before the run's: %+v", f)
+				}
+				snapAns = f
+			default:
+				t.Fatalf("a frame of neither request: %+v", f)
+			}
+		}
+		return res, snapAns
+	}
+	step := func(code string, snap uint64) *proto.SnapInfo {
+		t.Helper()
+		res, ans := run(code, snap)
+		if res.Op != proto.OpResult || res.Result.Error != nil {
+			t.Fatalf("%q: %+v", code, res)
+		}
+		if ans.Op != proto.OpSnapshot || ans.Snap != snap || ans.SnapInfo == nil {
+			t.Fatalf("the snapshot behind %q: %+v %+v", code, ans, ans.Error)
+		}
+		return ans.SnapInfo
+	}
+	show := "import os\nprint(x, sorted(os.listdir('.')), [open(f).read() for f in sorted(os.listdir('.'))])"
+	step("x = 1\nopen('a.txt', 'w').write('one')", 1)
+	if info := step("x = [2]\nopen('a.txt', 'w').write('two')\nopen('b.txt', 'w').write('b')", 2); info.Files != 2 || info.NewBytes != 4 {
+		t.Errorf("snapshot 2 holds %d files, %d new bytes; want 2 and 4", info.Files, info.NewBytes)
+	}
+	step("x = 3\nimport os\nos.remove('b.txt')", 3)
+	for _, c := range []struct {
+		snap uint64
+		want string
+	}{{1, "1 ['a.txt'] ['one']\n"}, {2, "[2] ['a.txt', 'b.txt'] ['two', 'b']\n"}, {3, "3 ['a.txt'] ['two']\n"}} {
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: c.snap}); ans.Error != nil {
+			t.Fatalf("rewind %d: %+v", c.snap, ans.Error)
+		}
+		if _, o, e := cell(t, in, out, next(), show); o != c.want {
+			t.Fatalf("after the rewind to %d: %q, want %q (%s)", c.snap, o, c.want, e)
+		}
+	}
+	// A run sent while another runs is refused, and so is its snapshot.
+	slow := next()
+	if err := proto.Write(in, &proto.Frame{Op: proto.OpRun, ID: slow, Run: &proto.RunRequest{Code: "import time\ntime.sleep(0.5)", Session: true}}); err != nil {
+		t.Fatal(err)
+	}
+	res, ans := run("x = 'refused'", 4)
+	if res.Op != proto.OpError || ans.Op != proto.OpError || ans.Error.Kind != sandbox.KindConflict {
+		t.Fatalf("a refused run with a snapshot behind it: %+v, its snapshot %+v", res, ans)
+	}
+	for {
+		var f proto.Frame
+		if err := proto.Read(out, &f, 0); err != nil {
+			t.Fatal(err)
+		}
+		if f.ID == slow && f.Op == proto.OpResult {
+			break
+		}
+	}
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: 4}); ans.Error == nil || ans.Error.Kind != sandbox.KindNotFound {
+		t.Fatalf("rewind to the refused run's snapshot: %+v", ans)
+	}
+}

@@ -122,6 +122,8 @@ const (
 	// FeatureContexts: OpRun's Context fields (code contexts, sandbox.RunRequest.Context). The
 	// daemon refuses a context run to a guest without it (an image built before it).
 	FeatureContexts = "contexts"
+	// FeatureStepSnapshots: OpRun's SnapAfter (a step's snapshot rides on its run).
+	FeatureStepSnapshots = "step-snapshots"
 )
 
 // The descriptors of the host pipes a sandbox made for one long-lived child gets
@@ -262,6 +264,14 @@ type RunRequest struct {
 	// OpSnapshot takes that fork instead of asking for one, saving the request's trip (snaps.go).
 	// A run or rewind before any OpSnapshot drops it.
 	ForkAfter bool `json:"fork_after,omitempty"`
+	// SnapAfter (FeatureStepSnapshots; a session's cell whose step the daemon snapshots): the
+	// step's snapshot rides on the run. Right after sending the result, before it serves any
+	// other request, the agent takes snapshot SnapAfter.Snap as OpSnapshot would, and answers
+	// request SnapAfter.ID (an ID the daemon reserved, no frame of its own) with OpSnapshot or
+	// OpError. A run that ends without a result (refused) answers it with OpError too, so the
+	// daemon's reserved request always ends. It saves the snapshot request's way into the
+	// sandbox, and the snapshot begins as the result leaves instead of when the daemon asks.
+	SnapAfter *SnapAfter `json:"snap_after,omitempty"`
 	// StreamArtifacts asks for each artifact as an OpArtifact frame as soon as it is made.
 	StreamArtifacts bool `json:"stream_artifacts,omitempty"`
 	// The code context to run in, as sandbox.RunRequest has them (FeatureContexts). ContextDir
@@ -271,6 +281,13 @@ type RunRequest struct {
 	ContextDir   string `json:"context_dir,omitempty"`
 	ContextReset bool   `json:"context_reset,omitempty"`
 	ContextEnd   bool   `json:"context_end,omitempty"`
+}
+
+// SnapAfter is the snapshot a run takes behind its result (RunRequest.SnapAfter).
+type SnapAfter struct {
+	ID       uint64 `json:"id"`
+	Snap     uint64 `json:"snap"`
+	MaxBytes int64  `json:"max_bytes,omitempty"`
 }
 
 // RunResult ends a run.

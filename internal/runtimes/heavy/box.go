@@ -43,7 +43,8 @@ type box struct {
 	features  []string // what the guest said it has (proto.Feature*)
 	snapBase  int64    // the memory limit before snapshots raised it (timetravel.go); 0 before
 	// forkAfter: the session's steps are snapshotted (a Snapshot was asked), so each session
-	// cell asks the guest to fork right behind its report (proto.RunRequest.ForkAfter).
+	// cell carries its step's snapshot (proto.RunRequest.SnapAfter), or, with a guest without
+	// that, asks the guest to fork right behind its report (ForkAfter).
 	forkAfter bool
 	restored  bool // from the template, not booted
 	// pass are host files given to the sandbox's init at launch (runsc --pass-fd), each at its
@@ -370,6 +371,28 @@ func (b *box) send(f *proto.Frame, output func(string, []byte)) (*call, error) {
 
 // sendCall is send with the call's handlers given.
 func (b *box) sendCall(f *proto.Frame, c *call) (*call, error) {
+	id, err := b.register(c)
+	if err != nil {
+		return nil, err
+	}
+	f.ID = id
+	if err := b.write(f); err != nil {
+		b.unregister(id)
+		return nil, err
+	}
+	return c, nil
+}
+
+// unregister forgets a pending request whose frame could not be written.
+func (b *box) unregister(id uint64) {
+	b.mu.Lock()
+	delete(b.pending, id)
+	b.mu.Unlock()
+}
+
+// register makes c a pending request and returns its ID; the caller writes the frame that asks
+// for it (sendCall), or one that names the ID in its body (a run's SnapAfter).
+func (b *box) register(c *call) (uint64, error) {
 	b.mu.Lock()
 	for b.gate != nil { // a checkpoint is being taken (durable.go): wait for its end
 		g := b.gate
@@ -380,20 +403,14 @@ func (b *box) sendCall(f *proto.Frame, c *call) (*call, error) {
 	if b.broken != "" {
 		why := b.broken
 		b.mu.Unlock()
-		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the sandbox has ended (%s)", why)
+		return 0, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "the sandbox has ended (%s)", why)
 	}
 	b.nextID++
-	f.ID = b.nextID
+	id := b.nextID
 	c.answer = make(chan proto.Frame, 1)
-	b.pending[f.ID] = c
+	b.pending[id] = c
 	b.mu.Unlock()
-	if err := b.write(f); err != nil {
-		b.mu.Lock()
-		delete(b.pending, f.ID)
-		b.mu.Unlock()
-		return nil, err
-	}
-	return c, nil
+	return id, nil
 }
 
 func (b *box) write(f *proto.Frame) error {
@@ -412,6 +429,11 @@ func (b *box) request(ctx context.Context, f *proto.Frame) (proto.Frame, error) 
 	if err != nil {
 		return proto.Frame{}, err
 	}
+	return b.await(ctx, c)
+}
+
+// await waits for the one answer of pending request c.
+func (b *box) await(ctx context.Context, c *call) (proto.Frame, error) {
 	select {
 	case ans, ok := <-c.answer:
 		if !ok {

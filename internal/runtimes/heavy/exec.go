@@ -65,7 +65,10 @@ var traceRun func(b *box, sent, answered time.Time, r *proto.RunResult)
 // run runs one request in b. A one-shot run (session false) is stopped at its deadline without
 // waiting for the guest: the caller destroys the sandbox anyway. A session run gets the guest's
 // interrupt first, so the session survives a timeout.
-func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, grace time.Duration) (*sandbox.Result, runOutcome, error) {
+//
+// snap, when set, is the step's snapshot the guest takes right behind the result
+// (proto.RunRequest.SnapAfter); once the run's frame is sent, snap.call is where its answer comes.
+func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, grace time.Duration, snap *stepSnap) (*sandbox.Result, runOutcome, error) {
 	l := req.Limits
 	cap := &capture{limit: [2]int64{l.StdoutBytes, l.StderrBytes}, out: req.Output}
 	res := &sandbox.Result{Runtime: Tier}
@@ -120,9 +123,25 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 			}
 		}
 	}
+	var sc *call
+	if snap != nil {
+		sc = &call{}
+		id, err := b.register(sc)
+		if err != nil {
+			return nil, boxBroken, err
+		}
+		f.Run.SnapAfter = &proto.SnapAfter{ID: id, Snap: snap.snap, MaxBytes: snap.maxBytes}
+		f.Run.ForkAfter = false
+	}
 	c, err := b.sendCall(f, cl)
 	if err != nil {
+		if f.Run.SnapAfter != nil {
+			b.unregister(f.Run.SnapAfter.ID)
+		}
 		return nil, boxBroken, err
+	}
+	if snap != nil {
+		snap.call = sc
 	}
 	// The guest interrupts the cell at the timeout and answers at once; the daemon's deadline is a
 	// backstop for code that does not take the interrupt (stuck in C, signals ignored).
@@ -181,6 +200,13 @@ func (b *box) run(ctx context.Context, req *sandbox.RunRequest, session bool, gr
 		res.ExitCode = -1
 		return nil, boxBroken, (&sandbox.Error{Kind: sandbox.KindTimeout, Message: fmt.Sprintf("the request was cancelled: %v", ctx.Err()), Result: res})
 	}
+}
+
+// stepSnap is a step's snapshot that rides on a session's run (proto.RunRequest.SnapAfter).
+type stepSnap struct {
+	snap     uint64 // the guest's snapshot id
+	maxBytes int64
+	call     *call // its answer, once the run's frame is sent
 }
 
 // boundFiles keeps the guest's files within the files cap.

@@ -199,7 +199,7 @@ func (rt *Runtime) install(ctx context.Context, b *box, pkgs []string, id, profi
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
 	defer cancel()
-	res, _, err := b.run(rctx, &sandbox.RunRequest{Code: code, Limits: sandbox.Limits{Timeout: timeout, StdoutBytes: 512 << 20, StderrBytes: 64 << 10}}, false, time.Second)
+	res, _, err := b.run(rctx, &sandbox.RunRequest{Code: code, Limits: sandbox.Limits{Timeout: timeout, StdoutBytes: 512 << 20, StderrBytes: 64 << 10}}, false, time.Second, nil)
 	if err != nil {
 		return nil, fmt.Errorf("heavy: installing %s: %w", strings.Join(pkgs, ", "), err)
 	}

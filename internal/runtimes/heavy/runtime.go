@@ -411,7 +411,7 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 		// caller waits at most the timeout (plus a small grace) for an answer.
 		rr.Limits.Timeout = max(rr.Limits.Timeout-b.startTime, time.Millisecond)
 	}
-	res, _, err := b.run(ctx, &rr, false, rt.opts.Grace)
+	res, _, err := b.run(ctx, &rr, false, rt.opts.Grace, nil)
 	b.markAnswered()
 	rt.release(b, true)
 	fill := func(r *sandbox.Result) {

@@ -58,8 +58,20 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	if err := s.checkPackages(req.Packages, req.Image); err != nil {
 		return nil, err
 	}
+	// A snapshot an earlier run took behind its result that no Snapshot claimed goes first.
+	s.settleLocked(ctx, b)
+	// Once the session's steps are snapshotted, each step's snapshot rides on its run: the
+	// guest takes it behind the result, and Snapshot waits for its answer (timetravel.go).
+	var snap *stepSnap
+	if b.forkAfter && b.can(proto.FeatureStepSnapshots) {
+		s.tt.nextSnap++
+		snap = &stepSnap{snap: s.tt.nextSnap, maxBytes: s.rt.opts.SnapshotFilesBytes}
+	}
 	start := time.Now()
-	res, _, err := b.run(ctx, req, true, s.rt.opts.Grace)
+	res, _, err := b.run(ctx, req, true, s.rt.opts.Grace, snap)
+	if snap != nil && snap.call != nil {
+		s.tt.pending = &pendingSnap{b: b, snap: snap.snap, call: snap.call}
+	}
 	b.markAnswered()
 	cold := s.cold.Swap(false)
 	installed := s.installed

@@ -127,6 +127,35 @@ type tt struct {
 	// refill: the read-write volumes take their files from the paused checkpoint at its restore
 	// (a session Restore made: its mounts hold what another daemon left, not the checkpoint's).
 	refill bool
+	// pending is the snapshot the last run had the guest take behind its result
+	// (proto.RunRequest.SnapAfter), until Snapshot claims it for the run's step.
+	pending *pendingSnap
+}
+
+// pendingSnap is a snapshot taken behind a run's result, not yet claimed by a step.
+type pendingSnap struct {
+	b    *box
+	snap uint64
+	call *call // its answer
+}
+
+// settleLocked drops the snapshot the last run took behind its result when no Snapshot claimed
+// it (a run that was not a step), once the guest has answered for it: a run, rewind, fork or
+// pause comes next.
+func (s *session) settleLocked(ctx context.Context, b *box) {
+	p := s.tt.pending
+	if p == nil {
+		return
+	}
+	s.tt.pending = nil
+	if p.b != b || b == nil {
+		return // that sandbox is gone, and the snapshot with it
+	}
+	if ans, err := b.await(ctx, p.call); err == nil && ans.Op == proto.OpSnapshot {
+		if _, err := b.request(ctx, &proto.Frame{Op: proto.OpDropSnaps, Snaps: []uint64{p.snap}}); err != nil {
+			s.rt.log.Info("heavy: dropping an unclaimed snapshot", "err", err)
+		}
+	}
 }
 
 func (t *tt) init() {
@@ -153,13 +182,10 @@ func (s *session) SnapshotNote(step string) string {
 	return s.tt.notes[step]
 }
 
-// Snapshot takes the session's state after step into the sandbox.
+// Snapshot takes the session's state after step into the sandbox. Once a session's steps are
+// snapshotted, the guest takes each step's snapshot right behind its run's result
+// (proto.RunRequest.SnapAfter): Snapshot then only waits for its answer, already on its way.
 func (s *session) Snapshot(ctx context.Context, step string) error {
-	// The snapshot forks the session's Python (~40 ms of CPU with pandas imported) right after
-	// the step's result: in a burst of new sessions, the first to answer forked while the
-	// others' first cells waited for the CPU. It waits for them (at most refillWait after each
-	// claim), as the pool's refill does.
-	s.rt.afterFreshAnswers(refillWait)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tt.init()
@@ -183,15 +209,32 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 			b.snapBase = base
 		}
 	}
-	s.tt.nextSnap++
-	id := s.tt.nextSnap
-	ans, err := b.request(ctx, &proto.Frame{Op: proto.OpSnapshot, Snap: id, MaxBytes: s.rt.opts.SnapshotFilesBytes})
+	var ans proto.Frame
+	var id uint64
+	if p := s.tt.pending; p != nil && p.b == b {
+		s.tt.pending = nil
+		id = p.snap
+		ans, err = b.await(ctx, p.call)
+		if err != nil && ctx.Err() != nil {
+			s.tt.pending = p // its answer still comes: the next run or rewind drops it
+		}
+	} else {
+		s.settleLocked(ctx, b)
+		// The snapshot forks the session's Python (~40 ms of CPU with pandas imported) right
+		// after the step's result: in a burst of new sessions, the first to answer forked while
+		// the others' first cells waited for the CPU. It waits for them (at most refillWait
+		// after each claim), as the pool's refill does. (A snapshot that rides on its run is a
+		// session's second step or later, not a burst's first cells.)
+		s.rt.afterFreshAnswers(refillWait)
+		ans, id, err = s.requestSnapshotLocked(ctx, b)
+	}
 	if err != nil {
 		return err
 	}
 	s.tt.last = ans.SnapInfo
-	// From now on the guest forks behind each cell's report, so the next snapshot finds its
-	// fork made (or being made) instead of asking for it.
+	// From now on the guest takes each step's snapshot behind its run's result (SnapAfter), or,
+	// a guest without that, forks behind it (ForkAfter), so the next snapshot finds its fork
+	// made (or being made) instead of asking for it.
 	b.forkAfter = true
 	if ans.SnapInfo != nil && ans.SnapInfo.Threads > 0 {
 		s.tt.notes[step] = threadsNote(ans.SnapInfo.Threads)
@@ -210,6 +253,14 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 		go s.trimMemory(b)
 	}
 	return nil
+}
+
+// requestSnapshotLocked asks the guest for a snapshot of the state now (OpSnapshot).
+func (s *session) requestSnapshotLocked(ctx context.Context, b *box) (proto.Frame, uint64, error) {
+	s.tt.nextSnap++
+	id := s.tt.nextSnap
+	ans, err := b.request(ctx, &proto.Frame{Op: proto.OpSnapshot, Snap: id, MaxBytes: s.rt.opts.SnapshotFilesBytes})
+	return ans, id, err
 }
 
 // trimMemory drops the oldest kept steps while the sandbox uses more memory than the limit it
@@ -295,6 +346,7 @@ func (s *session) Rewind(ctx context.Context, step, _ string) error {
 }
 
 func (s *session) rewindLocked(ctx context.Context, b *box, step string) error {
+	s.settleLocked(ctx, b)
 	id, ok := s.tt.snaps[step]
 	if !ok {
 		return s.notKept(step)
@@ -361,6 +413,7 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 		s.mu.Unlock()
 		return nil, s.notKept(step)
 	}
+	s.settleLocked(ctx, b)
 	// The live state, to come back to.
 	s.tt.nextSnap++
 	here := s.tt.nextSnap
@@ -441,6 +494,7 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		return sandbox.SnapshotRef{}, err
 	}
 	start := time.Now()
+	s.settleLocked(ctx, b)
 	// Each kept step's parked process adds its own memory to the checkpoint (~30 MB with pandas,
 	// more after large edits): only the newest PauseKeep go through a pause.
 	if n := len(s.tt.order) - s.rt.opts.SnapshotKeepOnPause; n > 0 {

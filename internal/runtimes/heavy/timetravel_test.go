@@ -286,3 +286,94 @@ func TestSnapshotKeepsTmpInHeavy(t *testing.T) {
 		t.Errorf("a step that left a thread running: note %q", note)
 	}
 }
+
+// Once a session's steps are snapshotted, each step's snapshot rides on its run (the guest takes
+// it right behind the result; after a rewind, from the second step on): the step is the state the cell left, even when the files API
+// writes the work directory between the run's result and the step's Snapshot (the write lands
+// in the live state and the next step); a run whose snapshot no step claims (a run outside the
+// Manager's steps) leaves nothing kept behind, and the steps around it rewind as before.
+func TestStepSnapshotRidesOnRun(t *testing.T) {
+	rt := ttRuntime(t, Options{SnapshotKeep: 8})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	look := "print(x, open('f.txt').read())"
+	out(t, s, "x = 1\nopen('f.txt', 'w').write('one')")
+	if err := s.Snapshot(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if i > 0 {
+			// The first step after a rewind asks for its snapshot; the steps after it ride.
+			out(t, s, "x = 0")
+			if err := s.Snapshot(ctx, fmt.Sprint("s0-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out(t, s, fmt.Sprintf("x = 2\nopen('f.txt', 'w').write('two %d')", i))
+		s.mu.Lock()
+		p := s.tt.pending
+		s.mu.Unlock()
+		if p == nil {
+			t.Fatal("a step's run after a snapshotted step carried no snapshot")
+		}
+		if err := s.WriteFile(ctx, sandbox.WorkDir+"/f.txt", []byte("written by the API")); err != nil {
+			t.Fatal(err)
+		}
+		step := fmt.Sprint("s2-", i)
+		if err := s.Snapshot(ctx, step); err != nil {
+			t.Fatal(err)
+		}
+		if got := out(t, s, look); got != "2 written by the API\n" {
+			t.Fatalf("the live state after the API's write: %q", got)
+		}
+		if err := s.Rewind(ctx, step, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := out(t, s, look), fmt.Sprintf("2 two %d\n", i); got != want {
+			t.Fatalf("step %s is %q, want %q: the state its cell left", step, got, want)
+		}
+		if err := s.Rewind(ctx, "s1", ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := out(t, s, look); got != "1 one\n" {
+			t.Fatalf("step s1: %q", got)
+		}
+	}
+	// Runs whose snapshots nobody claims, then a step.
+	out(t, s, "x = 0")
+	if err := s.Snapshot(ctx, "s0"); err != nil {
+		t.Fatal(err)
+	}
+	out(t, s, "x = 3")
+	out(t, s, "x = 4")
+	out(t, s, "x = 5\nopen('f.txt', 'w').write('five')")
+	if err := s.Snapshot(ctx, "s5"); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	kept := len(s.tt.snaps)
+	s.mu.Unlock()
+	// The guest, the live Python process and one parked process per kept step: the unclaimed
+	// snapshots were dropped in the sandbox (once their killed processes are reaped).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		st, _, err := s.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Processes == kept+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes in the sandbox with %d steps kept, want %d", st.Processes, kept, kept+2)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, c := range []struct{ step, want string }{{"s1", "1 one\n"}, {"s5", "5 five\n"}, {"s2-1", "2 two 1\n"}} {
+		if err := s.Rewind(ctx, c.step, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := out(t, s, look); got != c.want {
+			t.Fatalf("step %s: %q, want %q", c.step, got, c.want)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func (b *box) runQuiet(ctx context.Context, code string, timeout time.Duration) 
 	ctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
 	defer cancel()
 	req := &sandbox.RunRequest{Code: code, Limits: sandbox.Limits{Timeout: timeout, StdoutBytes: 4 << 10, StderrBytes: 4 << 10}}
-	res, _, err := b.run(ctx, req, false, time.Second)
+	res, _, err := b.run(ctx, req, false, time.Second, nil)
 	if err != nil {
 		return err
 	}
