@@ -234,6 +234,7 @@ func (p *proc) alive() bool {
 type snapFrame struct {
 	id   uint64
 	done chan struct{} // closed once blob, err and took are set
+	ok   atomic.Bool   // set before done is closed when the frame carries a snapshot
 	blob []byte
 	err  error
 	took time.Duration
@@ -247,6 +248,9 @@ func (f *snapFrame) deliver(resp wire.Response) {
 		f.err = sandbox.Errorf(sandbox.KindInternal, "nano worker sent no snapshot")
 	}
 	f.blob, f.took = resp.Snapshot, resp.Took
+	if f.err == nil {
+		f.ok.Store(true)
+	}
 	close(f.done)
 }
 

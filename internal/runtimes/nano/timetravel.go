@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine"
@@ -89,6 +90,11 @@ type snap struct {
 	key string
 	p   *proc
 
+	// sent is the frame the snapshot came in, if any (frame until made into parts); ok says
+	// its parts are made. For taken, without mu.
+	sent *snapFrame
+	ok   atomic.Bool
+
 	mu    sync.Mutex
 	frame *snapFrame // the delta, until made into parts
 	base  *snap      // what the delta is relative to, until made into parts
@@ -97,42 +103,20 @@ type snap struct {
 	took  time.Duration // how long the worker took to take it after the run's result
 }
 
-// taken says the snapshot's state is in the daemon's hands, or on its way whole: its parts, or
-// its worker's frame delivered without an error over a base that is taken too. It does not wait
-// (a snapshot being made into parts counts as not taken).
+// taken says the snapshot's state is in the daemon's hands, or on its way: its parts, or its
+// worker's frame delivered without an error. It does not wait, nor take x.mu (a Persist may be
+// making the frame into parts). A delta relative to the snapshot before is sent only over a
+// base the worker took without an error, so a frame delivered whole can be made into parts.
 func (x *snap) taken() bool {
-	for x != nil {
-		if !x.mu.TryLock() {
-			return false
-		}
-		parts, frame, err, base := x.parts, x.frame, x.err, x.base
-		x.mu.Unlock()
-		switch {
-		case err != nil:
-			return false
-		case parts != nil:
-			return true
-		case frame == nil:
-			return false
-		}
-		select {
-		case <-frame.done:
-			if frame.err != nil {
-				return false
-			}
-		default:
-			return false
-		}
-		if base == nil {
-			return true // a whole delta
-		}
-		x = base
-	}
-	return false
+	return x.ok.Load() || x.sent != nil && x.sent.ok.Load()
 }
 
 // snapOf is a snapshot already in parts.
-func snapOf(parts *engine.SnapshotParts) *snap { return &snap{parts: parts} }
+func snapOf(parts *engine.SnapshotParts) *snap {
+	x := &snap{parts: parts}
+	x.ok.Store(true)
+	return x
+}
 
 // get returns the snapshot's parts, made from the worker's delta and its base the first time.
 func (x *snap) get(ctx context.Context) (*engine.SnapshotParts, error) {
@@ -168,6 +152,7 @@ func (x *snap) get(ctx context.Context) (*engine.SnapshotParts, error) {
 	}
 	// The base and the delta are not needed any more: older snapshots can go.
 	x.parts, x.frame, x.base = parts, nil, nil
+	x.ok.Store(true)
 	return parts, nil
 }
 
@@ -246,7 +231,7 @@ func (s *session) asked(a *stepAsk) {
 	if a == nil || a.frame == nil || s.p == nil || !s.p.alive() {
 		return
 	}
-	x := &snap{key: a.key, p: s.p, frame: a.frame}
+	x := &snap{key: a.key, p: s.p, frame: a.frame, sent: a.frame}
 	if a.base {
 		x.base = s.tt.base
 	}
@@ -288,6 +273,7 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 			return err
 		}
 		x = &snap{key: step, p: s.p, parts: parts}
+		x.ok.Store(true)
 		s.tt.base = x
 	case s.snap != nil:
 		// Hibernated (its worker lost in the run): the state is the one before.
