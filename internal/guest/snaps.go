@@ -50,6 +50,11 @@ import (
 //     Live files are read and written as the sandbox user, beneath the work directory
 //     (files.go), so a link the code planted leads nowhere else.
 //
+// A session's step usually asks for its snapshot on the run itself (RunRequest.SnapAfter): right
+// behind the result, before any other request, the agent asks the REPL to fork and copies the
+// files meanwhile; a write or delete of the files API that comes after the result waits until the
+// copy is made (agent.stepFiles), so the snapshot is the state the cell left.
+//
 // Threads of the code are not in a snapshot (a fork copies the calling thread only): the fork's
 // report counts the threads the code left running (_thread._count()), the agent passes the count
 // in SnapInfo.Threads and the daemon notes it on the step. The

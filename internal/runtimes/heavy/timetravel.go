@@ -23,7 +23,10 @@ import (
 //
 //   - A step's snapshot is taken inside the sandbox by the guest (package guest, snaps.go): the
 //     Python process forks and the child parks; the work directory's changed files are copied
-//     into a root-only tree. That is the in-memory part the next run waits for (~10–40 ms).
+//     into a root-only tree. That is the in-memory part the next run waits for (~15–25 ms on a
+//     loaded 2-core machine). From a session's second step on it rides on the run
+//     (proto.RunRequest.SnapAfter): the guest takes it right behind the result and Snapshot
+//     only waits for its answer.
 //     Rewind wakes the parked child. Kept snapshots are capped (Options.SnapshotKeep) and
 //     expired (SnapshotKeepFor): each fork costs ~24 MB at once and gVisor copies 2 MiB on every
 //     copy-on-write break, all of it counted in the sandbox's cgroup. The first snapshot raises
