@@ -13,4 +13,9 @@
 // price is the file system's own metadata: a volume holds a little less than its quota (about
 // 5% at 16 MiB, under 2% from 256 MiB), and its image takes the quota's size on disk at once
 // only where blocks are written (the image is sparse).
+//
+// On a node of a cluster (Options.Cluster, cluster.go) the volumes are the cluster's: their
+// records (meta, the read-write lease's holder session, the latest content) live in the shared
+// store beside the sessions', fenced the same way, and each node's images are a cache of the
+// content, so a volume is used from any node and a session moves with it.
 package volumes
