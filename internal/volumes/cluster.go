@@ -36,9 +36,10 @@ import (
 //
 // Each durable step of the holder records its volume's files as the content too (Checkpointed).
 //
-// Read-only leases stay a node's own: a node mounts its copy of the latest content read-only
-// while no session holds the volume read-write anywhere. The files API writes a new content; its
-// reads see a volume held read-write on another node as of the holder's last durable step.
+// A read-only lease names its session among the record's readers (so a writer on any node meets
+// it) and mounts this node's copy of the latest content read-only. The files API writes a new
+// content; its reads see a volume held read-write on another node as of the holder's last durable
+// step.
 
 // Cluster makes a Store a cluster node's (Options.Cluster).
 type Cluster struct {
@@ -63,6 +64,8 @@ type record struct {
 	Content string `json:"content,omitempty"`
 	// Holder is the session holding it read-write, if any.
 	Holder string `json:"holder,omitempty"`
+	// Readers are the sessions holding it read-only, with their nodes.
+	Readers map[string]string `json:"readers,omitempty"`
 }
 
 // local is what volume.json keeps on a node of a cluster: the meta and what its image holds.
@@ -104,14 +107,61 @@ func (c *Cluster) get(tenant, name string) (sharedstore.Record, record, error) {
 }
 
 // held reports whether r's read-write holder still holds it: its session has a record.
-func (c *Cluster) held(r record) bool {
-	if r.Holder == "" {
-		return false
-	}
+func (c *Cluster) held(r record) bool { return r.Holder != "" && c.live(r.Holder) }
+
+// live reports whether session has a record (a session gone holds nothing).
+func (c *Cluster) live(session string) bool {
 	ctx, cancel := cctx()
 	defer cancel()
-	_, err := c.Sessions.Get(ctx, r.Holder)
+	_, err := c.Sessions.Get(ctx, session)
 	return !errors.Is(err, sharedstore.ErrNotFound)
+}
+
+// reader returns a session other than except that holds r read-only, and its node.
+func (c *Cluster) reader(r record, except string) (string, string, bool) {
+	for s, n := range r.Readers {
+		if s != except && c.live(s) {
+			return s, n, true
+		}
+	}
+	return "", "", false
+}
+
+// setReader adds session as a reader of tenant's volume name (on this node), or removes it.
+// Concurrent changes on other nodes fence a write: it is read and tried again.
+func (c *Cluster) setReader(tenant, name, session string, add bool) error {
+	var err error
+	for range 5 {
+		var rec sharedstore.Record
+		var r record
+		if rec, r, err = c.get(tenant, name); err != nil {
+			return err
+		}
+		if add && r.Holder != "" && c.held(r) {
+			return sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted read-write by another session (on node %s); it cannot be mounted read-only beside it", name, rec.Owner).
+				WithHint("a volume is mounted read-write by one session at a time: close that session, or wait")
+		}
+		if _, ok := r.Readers[session]; ok == add && (!add || r.Readers[session] == c.Node) {
+			return nil
+		}
+		if r.Readers == nil {
+			r.Readers = map[string]string{}
+		}
+		if add {
+			r.Readers[session] = c.Node
+		} else {
+			delete(r.Readers, session)
+		}
+		if rec, err = c.own(rec, name); err == nil {
+			if _, err = c.put(rec, r, name); err == nil {
+				return nil
+			}
+		}
+		if sandbox.KindOf(err) != sandbox.KindConflict {
+			return err
+		}
+	}
+	return err
 }
 
 // own makes this node the record's owner (the next epoch), so that it may write it.
@@ -190,6 +240,9 @@ func (s *Store) infoCluster(r record) sandbox.VolumeInfo {
 	v := s.info(r.meta)
 	if r.Holder != "" {
 		v.MountedRW = 1
+	}
+	if len(r.Readers) > v.MountedRO {
+		v.MountedRO = len(r.Readers)
 	}
 	return v
 }
@@ -318,6 +371,9 @@ func (s *Store) attachCluster(session, tenant, name string, readOnly bool) (stri
 		return "", nil, err
 	}
 	k := key{tenant, name}
+	if readOnly {
+		return s.attachReader(session, tenant, name, r)
+	}
 	if l := s.leases[k]; l != nil {
 		// This node holds it already: the local rules say (one writer, or readers).
 		return s.attachLocked(tenant, name, readOnly)
@@ -330,19 +386,17 @@ func (s *Store) attachCluster(session, tenant, name string, readOnly bool) (stri
 		return "", nil, sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted read-write by another session (on node %s); it cannot be mounted %s", name, rec.Owner, what).
 			WithHint("a volume is mounted read-write by one session at a time: close that session, or wait")
 	}
-	if readOnly {
-		if err := s.syncLocal(r); err != nil {
-			return "", nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "%v", err)
-		}
-		return s.attachLocked(tenant, name, true)
+	if rs, n, ok := c.reader(r, session); ok {
+		return "", nil, sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted read-only by session %s (on node %s); it cannot be mounted read-write as well", name, rs, n).
+			WithHint("mount it read-only (\"/path:ro\"), or close the sessions that read it")
 	}
 	// A read-write lease: this node owns the record, the session holds it (a moved session
 	// held it already: the claim alone moves its lease here, one conditional write).
 	if rec, err = c.own(rec, name); err != nil {
 		return "", nil, err
 	}
-	if r.Holder != session {
-		r.Holder = session
+	if r.Holder != session || len(r.Readers) > 0 {
+		r.Holder, r.Readers = session, nil // the readers left are gone
 		if rec, err = c.put(rec, r, name); err != nil {
 			return "", nil, err
 		}
@@ -405,6 +459,36 @@ func (s *Store) Checkpointed(session, tenant string, contents map[string]string)
 			c.logger().Warn("volume: recording its content of a durable step", "volume", name, "err", err)
 		}
 	}
+}
+
+// attachReader is a read-only lease of session on a node of a cluster: its reader entry in the
+// record (so a writer on any node meets it), and this node's copy of the latest content mounted
+// read-only. Called with s.mu held.
+func (s *Store) attachReader(session, tenant, name string, r record) (string, func(), error) {
+	c := s.opts.Cluster
+	if s.leases[key{tenant, name}] == nil {
+		if r.Holder != "" && r.Holder != session && c.held(r) {
+			return "", nil, sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted read-write by another session; it cannot be mounted read-only beside it", name).
+				WithHint("a volume is mounted read-write by one session at a time: close that session, or wait")
+		}
+		if err := s.syncLocal(r); err != nil {
+			return "", nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "%v", err)
+		}
+	}
+	mnt, release, err := s.attachLocked(tenant, name, true)
+	if err != nil || session == "" {
+		return mnt, release, err
+	}
+	if err := c.setReader(tenant, name, session, true); err != nil {
+		release()
+		return "", nil, err
+	}
+	return mnt, func() {
+		release()
+		if err := c.setReader(tenant, name, session, false); err != nil {
+			c.logger().Warn("volume: the reader's end was not recorded", "volume", name, "err", err)
+		}
+	}, nil
 }
 
 // dropDeleted removes this node's copies of volumes the cluster no longer has (deleted on

@@ -100,6 +100,33 @@ func TestClusterVolumes(t *testing.T) {
 	}
 	release()
 
+	// Readers are the cluster's too: a reader on node a keeps a writer (and the files API) on
+	// node b out until it lets go; readers on both nodes at once are fine.
+	session("r1")
+	session("r2")
+	_, rel1, err := a.AttachFor("r1", "acme", "data", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rel2, err := b.AttachFor("r2", "acme", "data", true)
+	if err != nil {
+		t.Fatalf("a second reader on another node: %v", err)
+	}
+	if v, err := b.Get("acme", "data"); err != nil || v.MountedRO != 2 {
+		t.Fatalf("readers on two nodes: %+v %v", v, err)
+	}
+	rel2()
+	if _, _, err := b.AttachFor("s2", "acme", "data", false); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Fatalf("a writer on node b beside a reader on node a: %v", err)
+	}
+	if err := b.WriteFile("acme", "data", "x", []byte("x")); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Fatalf("the files API on node b beside a reader on node a: %v", err)
+	}
+	if err := b.Delete("acme", "data"); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Fatalf("delete on node b beside a reader on node a: %v", err)
+	}
+	rel1()
+
 	// Node b: the files API reads what s1 left, writes a new content; node a reads that.
 	if got, err := b.ReadFile("acme", "data", "a.txt"); err != nil || string(got) != "from s1 on a" {
 		t.Fatalf("node b reads %q %v", got, err)

@@ -267,7 +267,7 @@ func (s *Store) Delete(tenant, name string) error {
 		if err != nil {
 			return err
 		}
-		if s.leases[key{tenant, name}] != nil || c.held(r) {
+		if _, _, reading := c.reader(r, ""); s.leases[key{tenant, name}] != nil || c.held(r) || reading {
 			return sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted by a session", name).
 				WithHint("close the sessions that mount it first")
 		}
