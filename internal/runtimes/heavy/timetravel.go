@@ -308,13 +308,36 @@ func (s *session) retainLocked(ctx context.Context, b *box) {
 			why[st] = fmt.Sprintf("its snapshot expired after %v (heavy.snapshot_keep_for)", keepFor)
 		}
 	}
-	s.dropLocked(ctx, b, drop, why)
+	// Behind the snapshot's answer: once a session keeps SnapshotKeep steps, every snapshot
+	// drops one, and the guest's round trip for it was in every step's snapshot. The guest
+	// serves the drop before any later request, and the steps are gone from the record now.
+	if ids := s.dropRecordsLocked(drop, why); len(ids) > 0 && b != nil {
+		c, err := b.send(&proto.Frame{Op: proto.OpDropSnaps, Snaps: ids}, nil)
+		if err == nil {
+			go func() {
+				if ans, ok := <-c.answer; ok && ans.Op == proto.OpError && ans.Error != nil {
+					s.rt.log.Info("heavy: dropping snapshots", "err", ans.Error.Message)
+				}
+			}()
+		}
+	}
 	// Memory: past the limit the session was made with, the oldest go; Snapshot has it done
 	// behind its answer (trimMemory).
 }
 
 // dropLocked drops steps' snapshots in the sandbox and remembers why.
 func (s *session) dropLocked(ctx context.Context, b *box, steps []string, why map[string]string) {
+	ids := s.dropRecordsLocked(steps, why)
+	if len(ids) > 0 && b != nil {
+		if _, err := b.request(ctx, &proto.Frame{Op: proto.OpDropSnaps, Snaps: ids}); err != nil {
+			s.rt.log.Info("heavy: dropping snapshots", "err", err)
+		}
+	}
+}
+
+// dropRecordsLocked forgets steps' snapshots, remembering why, and returns the guest's ids of
+// those that were kept.
+func (s *session) dropRecordsLocked(steps []string, why map[string]string) []uint64 {
 	var ids []uint64
 	for _, st := range steps {
 		id, ok := s.tt.snaps[st]
@@ -328,11 +351,7 @@ func (s *session) dropLocked(ctx context.Context, b *box, steps []string, why ma
 		s.tt.dropped[st] = why[st]
 		s.tt.order = slices.DeleteFunc(s.tt.order, func(x string) bool { return x == st })
 	}
-	if len(ids) > 0 && b != nil {
-		if _, err := b.request(ctx, &proto.Frame{Op: proto.OpDropSnaps, Snaps: ids}); err != nil {
-			s.rt.log.Info("heavy: dropping snapshots", "err", err)
-		}
-	}
+	return ids
 }
 
 // Rewind makes the session's state step's: the guest wakes the step's parked process and puts

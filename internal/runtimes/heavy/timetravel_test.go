@@ -288,12 +288,13 @@ func TestSnapshotKeepsTmpInHeavy(t *testing.T) {
 }
 
 // Once a session's steps are snapshotted, each step's snapshot rides on its run (the guest takes
-// it right behind the result; after a rewind, from the second step on): the step is the state the cell left, even when the files API
-// writes the work directory between the run's result and the step's Snapshot (the write lands
-// in the live state and the next step); a run whose snapshot no step claims (a run outside the
-// Manager's steps) leaves nothing kept behind, and the steps around it rewind as before.
+// it right behind the result; after a rewind, from the second step on): the step is the state
+// the cell left, even when the files API writes the work directory between the run's result and
+// the step's Snapshot (the write lands in the live state and the next step); a run whose
+// snapshot no step claims (a run outside the Manager's steps) leaves nothing kept behind, nor do
+// the steps the cap drops, and the steps around them rewind as before.
 func TestStepSnapshotRidesOnRun(t *testing.T) {
-	rt := ttRuntime(t, Options{SnapshotKeep: 8})
+	rt := ttRuntime(t, Options{SnapshotKeep: 6})
 	s := ttSession(t, rt)
 	ctx := context.Background()
 	look := "print(x, open('f.txt').read())"
@@ -368,7 +369,11 @@ func TestStepSnapshotRidesOnRun(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, c := range []struct{ step, want string }{{"s1", "1 one\n"}, {"s5", "5 five\n"}, {"s2-1", "2 two 1\n"}} {
+	// The cap dropped the oldest (s1, s2-0), in the record at once and in the sandbox behind.
+	if err := s.Rewind(ctx, "s1", ""); sandbox.KindOf(err) != sandbox.KindConflict {
+		t.Fatalf("rewind to a step the cap dropped: %v", err)
+	}
+	for _, c := range []struct{ step, want string }{{"s5", "5 five\n"}, {"s2-1", "2 two 1\n"}, {"s2-2", "2 two 2\n"}} {
 		if err := s.Rewind(ctx, c.step, ""); err != nil {
 			t.Fatal(err)
 		}
