@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -190,7 +191,9 @@ func newManager(ctx context.Context, cfg config.Config, log *slog.Logger, specs 
 		// store's collection keeps what any node's sessions refer to.
 		mopts.Records = sharedstore.NewNodeRecords(shared, cfg.Cluster.NodeID, strings.TrimRight(cfg.Cluster.Advertise, "/"))
 		mopts.Snapshots = shared
-		if s3s, ok := shared.(*sharedstore.S3); ok {
+		// AGENTBOX_CLUSTER_PREFETCH=0 turns it off (each node then fetches a snapshot only
+		// when it restores one: less traffic, slower moves).
+		if s3s, ok := shared.(*sharedstore.S3); ok && os.Getenv("AGENTBOX_CLUSTER_PREFETCH") != "0" {
 			// The latest snapshots of the sessions this node would adopt, fetched ahead
 			// (sharedstore/prefetch.go): a move restores from this node's disk.
 			pctx, stop := context.WithCancel(context.Background())
