@@ -809,14 +809,36 @@ func (r *Runtime) Restore(ctx context.Context, ref string, opts sandbox.SessionO
 
 var pagePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// flateWriters keeps a few compressors for compress. A flate.Writer is ~1.1 MiB of tables
+// (most of it the hash chains), allocated whole by flate.NewWriter: made anew for every step's
+// pages it was four fifths of what the daemon allocated per step, and the garbage collections
+// it set off slowed the session's next runs (the collector's workers and its stops compete with
+// the goroutine reading the worker's answer on two Ps, one of them often held by the
+// low-priority persist thread). A channel rather than a sync.Pool: a pool is emptied by every
+// second collection.
+var flateWriters = make(chan *flate.Writer, 2)
+
 func compress(b []byte) ([]byte, error) {
 	buf := pagePool.Get().(*bytes.Buffer)
 	defer pagePool.Put(buf)
 	buf.Reset()
-	w, err := flate.NewWriter(buf, flate.BestSpeed)
-	if err != nil {
-		return nil, err
+	var w *flate.Writer
+	select {
+	case w = <-flateWriters:
+		w.Reset(buf) // as flate.NewWriter(buf, flate.BestSpeed) would make it
+	default:
+		var err error
+		if w, err = flate.NewWriter(buf, flate.BestSpeed); err != nil {
+			return nil, err
+		}
 	}
+	defer func() {
+		w.Reset(io.Discard) // holds no reference to buf
+		select {
+		case flateWriters <- w:
+		default:
+		}
+	}()
 	if _, err := w.Write(b); err != nil {
 		return nil, err
 	}
