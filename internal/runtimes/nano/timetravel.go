@@ -811,11 +811,9 @@ var pagePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // flateWriters keeps a few compressors for compress. A flate.Writer is ~1.1 MiB of tables
 // (most of it the hash chains), allocated whole by flate.NewWriter: made anew for every step's
-// pages it was four fifths of what the daemon allocated per step, and the garbage collections
-// it set off slowed the session's next runs (the collector's workers and its stops compete with
-// the goroutine reading the worker's answer on two Ps, one of them often held by the
-// low-priority persist thread). A channel rather than a sync.Pool: a pool is emptied by every
-// second collection.
+// pages it was most of what the daemon allocated per step, and under load the daemon's garbage
+// collections slow the session's next runs (RATIONALE, "Where the rest of the critical path
+// goes"). A channel rather than a sync.Pool: a pool is emptied by every second collection.
 var flateWriters = make(chan *flate.Writer, 2)
 
 func compress(b []byte) ([]byte, error) {
