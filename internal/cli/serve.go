@@ -163,19 +163,8 @@ func Serve(ctx context.Context, opts ServeOptions) error {
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
-	e2bDone := make(chan error, 1)
-	if e2bLn != nil {
-		scheme := "http"
-		if cfg.E2B.TLSCert != "" {
-			scheme = "https"
-		}
-		fmt.Fprintf(opts.Stderr, "agentbox: E2B front door on %s://%s (domain %q)\n", scheme, e2bLn.Addr(), cfg.E2B.Domain)
-		if opts.E2BReady != nil {
-			opts.E2BReady(e2bLn.Addr())
-		}
-		go func() { e2bDone <- doors.ServeE2B(ctx, e2bLn, cfg.E2B.TLSCert, cfg.E2B.TLSKey) }()
-	} else {
-		e2bDone <- nil
+	e2bDone := serveE2B(ctx, opts, cfg, doors, e2bLn, "E2B front door")
+	if e2bLn == nil {
 		if cfg.E2B.Domain != "" {
 			fmt.Fprintf(opts.Stderr, "agentbox: E2B front door for api.%s and *.%s on the main listener\n", cfg.E2B.Domain, cfg.E2B.Domain)
 		}
@@ -225,6 +214,27 @@ type debugListener struct {
 // listenE2BDebug opens the debug mode's listeners: ports 3000, 49983 and 49999 of 127.0.0.1 and
 // of ::1 (the SDK connects to "localhost", which may be either); ::1 is skipped on a machine
 // without IPv6.
+// serveE2B serves the E2B front door on a listener of its own (--e2b-listen), a node's or a
+// gateway's (what names it in the start-up line), and returns where its end is reported: nil at
+// once when there is no such listener.
+func serveE2B(ctx context.Context, opts ServeOptions, cfg config.Config, doors *daemon.FrontDoors, ln net.Listener, what string) <-chan error {
+	done := make(chan error, 1)
+	if ln == nil {
+		done <- nil
+		return done
+	}
+	scheme := "http"
+	if cfg.E2B.TLSCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(opts.Stderr, "agentbox: %s on %s://%s (domain %q)\n", what, scheme, ln.Addr(), cfg.E2B.Domain)
+	if opts.E2BReady != nil {
+		opts.E2BReady(ln.Addr())
+	}
+	go func() { done <- doors.ServeE2B(ctx, ln, cfg.E2B.TLSCert, cfg.E2B.TLSKey) }()
+	return done
+}
+
 func listenE2BDebug() ([]debugListener, error) {
 	var out []debugListener
 	for _, port := range daemon.E2BDebugPorts {
@@ -403,20 +413,7 @@ func serveGateway(ctx context.Context, opts ServeOptions, cfg config.Config, log
 	defer gw.Close()
 	fmt.Fprintf(opts.Stderr, "agentbox: gateway listening on http://%s (nodes from %s, ready in %v)\n",
 		ln.Addr(), cfg.Cluster.Discovery, time.Since(start).Round(time.Millisecond))
-	e2bDone := make(chan error, 1)
-	if e2bLn != nil {
-		scheme := "http"
-		if cfg.E2B.TLSCert != "" {
-			scheme = "https"
-		}
-		fmt.Fprintf(opts.Stderr, "agentbox: gateway E2B front door on %s://%s (domain %q)\n", scheme, e2bLn.Addr(), cfg.E2B.Domain)
-		if opts.E2BReady != nil {
-			opts.E2BReady(e2bLn.Addr())
-		}
-		go func() { e2bDone <- doors.ServeE2B(ctx, e2bLn, cfg.E2B.TLSCert, cfg.E2B.TLSKey) }()
-	} else {
-		e2bDone <- nil
-	}
+	e2bDone := serveE2B(ctx, opts, cfg, doors, e2bLn, "gateway E2B front door")
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
