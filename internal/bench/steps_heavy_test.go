@@ -37,7 +37,10 @@ func TestHeavyStepsRows(t *testing.T) {
 		}
 	}
 	for _, r := range res.Rows {
-		if r.Stats.N == 0 || r.Stats.Median <= 0 {
+		// The daemon's share of a snapshot is what is left of it beside the guest's part, and
+		// since the snapshot rides on its run that is often nothing at all: 0 is a figure there.
+		remainder := strings.Contains(r.Name, "the daemon and the way to the guest")
+		if r.Stats.N == 0 || r.Stats.Median < 0 || !remainder && r.Stats.Median == 0 {
 			t.Errorf("row %q has no figure: %+v", r.Name, r.Stats)
 		}
 	}
