@@ -15,21 +15,8 @@ import (
 // step runs on its own; inspecting a step that holds a 1M-row DataFrame answers bounded; pause
 // and the next run resume the session with its state.
 func TestManagerTimeTravelHeavy(t *testing.T) {
-	store, err := snapstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := ttRuntime(t, Options{Snapshots: store})
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}, StateDir: t.TempDir(), Snapshots: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, info := ttManagerSession(t)
 	ctx := context.Background()
-	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: Tier, Limits: limits(t, 120*time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(id, code string) string {
 		t.Helper()
 		res, err := m.RunInSession(ctx, id, &sandbox.RunRequest{Code: code, Limits: limits(t, 120*time.Second)})
@@ -110,21 +97,8 @@ func TestManagerTimeTravelHeavy(t *testing.T) {
 // they were at the step (not the main one's, nor a later step's); a context made after the step
 // is not found there; a diff compares one context.
 func TestInspectStepContextHeavy(t *testing.T) {
-	store, err := snapstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := ttRuntime(t, Options{Snapshots: store})
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}, StateDir: t.TempDir(), Snapshots: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
+	m, info := ttManagerSession(t)
 	ctx := context.Background()
-	info, err := m.CreateSession(ctx, sandbox.SessionOptions{Tier: Tier, Limits: limits(t, 120*time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var ids []string
 	for _, r := range []sandbox.RunRequest{
 		{Code: "main_only = 1"},
@@ -177,4 +151,25 @@ func TestInspectStepContextHeavy(t *testing.T) {
 	if len(d.Added) != 1 || d.Added[0].Name != "more" || len(d.Changed) != 1 || d.Changed[0].Name != "in_a" {
 		t.Fatalf("diff of context a from step 2 to 3: %+v", d)
 	}
+}
+
+// ttManagerSession is a Manager over the heavy tier with snapshots in a store of the test's
+// own, and a session in it; both end with the test.
+func ttManagerSession(t *testing.T) (*sandbox.Manager, sandbox.SessionInfo) {
+	t.Helper()
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}, StateDir: t.TempDir(), Snapshots: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	info, err := m.CreateSession(context.Background(), sandbox.SessionOptions{Tier: Tier, Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, info
 }
