@@ -11,18 +11,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/apiwire"
 	"github.com/agentbox-dev/agentbox/internal/auth"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // Steps is what the console calls for a session's steps, on the engine as the caller sees it (a
 // *sandbox.View): the step tree, one step, what a step held and what changed from its parent, and
-// the changes a person may ask for (rewind, fork, pause, resume).
+// the changes a person may ask for (rewind, fork, pause, resume). Inspections name a code context
+// ("" the main one).
 type Steps interface {
 	Steps(id string) ([]sandbox.Step, string, error)
 	Step(id, step string) (sandbox.Step, error)
-	InspectStep(ctx context.Context, id, step string) (sandbox.Inspection, error)
-	DiffSteps(ctx context.Context, id, from, to string) (sandbox.StepDiff, error)
+	InspectStepIn(ctx context.Context, id, step, codeContext string) (sandbox.Inspection, error)
+	DiffStepsIn(ctx context.Context, id, from, to, codeContext string) (sandbox.StepDiff, error)
 	Rewind(ctx context.Context, id, step string) (sandbox.Step, error)
 	Fork(ctx context.Context, id, step string) (sandbox.SessionInfo, error)
 	Pause(ctx context.Context, id string) (sandbox.SessionInfo, error)
@@ -84,6 +86,21 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	data["Figures"], data["Files"] = figures, others
 
+	// The code contexts the step has (those a run up to it named, besides the main one) and the
+	// one whose variables the page shows: ?context= (empty: the main one), else the context
+	// the step's own run ran in, whose variables are the ones it changed.
+	byID := make(map[string]sandbox.Step, len(steps))
+	for _, s := range steps {
+		byID[s.ID] = s
+	}
+	contexts := stepContexts(byID, st.ID)
+	codeContext := st.Context
+	if q := r.URL.Query(); q.Has("context") {
+		codeContext = q.Get("context")
+	}
+	data["Contexts"], data["Context"] = contexts, codeContext
+	data["ContextNew"] = codeContext != "" && st.Parent != "" && !slices.Contains(stepContexts(byID, st.Parent), codeContext)
+
 	// What the step held and what changed from its parent, read at once in throwaway forks.
 	ctx, cancel := context.WithTimeout(r.Context(), inspectBound)
 	defer cancel()
@@ -96,14 +113,15 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ins, insErr = u.inspections.inspect(ctx, c.view, id, st.ID)
+			ins, insErr = u.inspections.inspect(ctx, c.view, id, st.ID, codeContext)
 		}()
 	}
-	if row.Can.Snapshot && st.Parent != "" {
+	// A context the parent did not have yet has nothing to compare with: all of it is new.
+	if row.Can.Snapshot && st.Parent != "" && !data["ContextNew"].(bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			diff, diffErr = u.inspections.diff(ctx, c.view, id, st.Parent, st.ID)
+			diff, diffErr = u.inspections.diff(ctx, c.view, id, st.Parent, st.ID, codeContext)
 		}()
 	}
 	// The audit records of the step's run: by their ids, which the step keeps (the records
@@ -128,7 +146,35 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 	wg.Wait()
 	data["Inspection"], data["InspectErr"] = ins, problem(insErr)
 	data["Diff"], data["DiffErr"] = diff, problem(diffErr)
-	u.render(w, r, http.StatusOK, "step", c, data)
+	// A context the step does not have, or a name that is none, is the page's own error (the
+	// core's typed one, shown in its place), not the step's: the page answers with its status.
+	status := http.StatusOK
+	if codeContext != "" && insErr != nil && !slices.Contains(contexts, codeContext) {
+		switch k := sandbox.KindOf(insErr); k {
+		case sandbox.KindNotFound, sandbox.KindInvalidRequest, sandbox.KindNotImplemented:
+			status = apiwire.StatusOf(k)
+		}
+	}
+	u.render(w, r, status, "step", c, data)
+}
+
+// stepContexts returns the code contexts step id of a session has besides its main one: those
+// the runs of it and of the steps it came from named (a context is made by the first run that
+// names it), sorted.
+func stepContexts(byID map[string]sandbox.Step, id string) []string {
+	var out []string
+	for n := 0; id != "" && n <= len(byID); n++ { // n: a bound, should a record ever loop
+		st, ok := byID[id]
+		if !ok {
+			break
+		}
+		if st.Context != "" && !slices.Contains(out, st.Context) {
+			out = append(out, st.Context)
+		}
+		id = st.Parent
+	}
+	slices.Sort(out)
+	return out
 }
 
 // problem words an inspection's failure for the page (why the step cannot be read).
@@ -211,20 +257,21 @@ func newInspections() *inspections {
 	return &inspections{ins: map[string]sandbox.Inspection{}, diffs: map[string]sandbox.StepDiff{}}
 }
 
-// inspect reads a step through view (so the caller's ownership holds on every call, cached or
-// not: the cache is consulted only after the view answered Step).
-func (c *inspections) inspect(ctx context.Context, view Steps, id, step string) (sandbox.Inspection, error) {
+// inspect reads a step's code context ("" the main one) through view (so the caller's
+// ownership holds on every call, cached or not: the cache is consulted only after the view
+// answered Step).
+func (c *inspections) inspect(ctx context.Context, view Steps, id, step, codeContext string) (sandbox.Inspection, error) {
 	if _, err := view.Step(id, step); err != nil {
 		return sandbox.Inspection{}, err
 	}
-	k := id + "/" + step
+	k := id + "/" + step + "?" + codeContext
 	c.mu.Lock()
 	v, ok := c.ins[k]
 	c.mu.Unlock()
 	if ok {
 		return v, nil
 	}
-	v, err := view.InspectStep(ctx, id, step)
+	v, err := view.InspectStepIn(ctx, id, step, codeContext)
 	if err != nil {
 		return v, err
 	}
@@ -235,18 +282,18 @@ func (c *inspections) inspect(ctx context.Context, view Steps, id, step string) 
 	return v, nil
 }
 
-func (c *inspections) diff(ctx context.Context, view Steps, id, from, to string) (sandbox.StepDiff, error) {
+func (c *inspections) diff(ctx context.Context, view Steps, id, from, to, codeContext string) (sandbox.StepDiff, error) {
 	if _, err := view.Step(id, to); err != nil {
 		return sandbox.StepDiff{}, err
 	}
-	k := id + "/" + from + ".." + to
+	k := id + "/" + from + ".." + to + "?" + codeContext
 	c.mu.Lock()
 	v, ok := c.diffs[k]
 	c.mu.Unlock()
 	if ok {
 		return v, nil
 	}
-	v, err := view.DiffSteps(ctx, id, from, to)
+	v, err := view.DiffStepsIn(ctx, id, from, to, codeContext)
 	if err != nil {
 		return v, err
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,9 +23,11 @@ import (
 // code around the tier. Code is lines "name = value"; a line "plot" makes a PNG figure; the core's
 // inspection script prints the variables as that script would; a line "table" displays a
 // DataFrame's HTML, and a line "fetch" makes a request out, which egress records in the audit log
-// while the run is in progress, as the egress gateway does.
+// while the run is in progress, as the egress gateway does. With contexts set, its sessions have
+// code contexts (a run's variables are its context's).
 type memTier struct {
-	egress func(session string)
+	egress   func(session string)
+	contexts bool
 }
 
 type memSession struct {
@@ -41,8 +44,8 @@ var (
 	_ sandbox.Snapshotter = (*memSession)(nil)
 )
 
-func (memTier) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{Tier: "nano", Sessions: true, Contained: true, Snapshot: true, Rewind: true, Fork: true}
+func (t memTier) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{Tier: "nano", Sessions: true, Contained: true, Snapshot: true, Rewind: true, Fork: true, Contexts: t.contexts}
 }
 
 func (memTier) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {
@@ -79,7 +82,13 @@ func (s *memSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.R
 			Files     []any `json:"files"`
 		}{Files: []any{}}
 		for _, k := range sortedKeys(s.vars) {
-			out.Variables = append(out.Variables, v{Name: k, Type: "int", Size: 28, Repr: s.vars[k]})
+			c, name, ok := strings.Cut(k, "/") // a context's variable is kept as "context/name"
+			if !ok {
+				c, name = "", k
+			}
+			if c == req.Context {
+				out.Variables = append(out.Variables, v{Name: name, Type: "int", Size: 28, Repr: s.vars[k]})
+			}
 		}
 		b, _ := json.Marshal(out)
 		return &sandbox.Result{Stdout: string(b)}, nil
@@ -87,7 +96,11 @@ func (s *memSession) Run(_ context.Context, req *sandbox.RunRequest) (*sandbox.R
 	res := &sandbox.Result{}
 	for _, line := range strings.Split(req.Code, "\n") {
 		if name, val, ok := strings.Cut(line, "="); ok {
-			s.vars[strings.TrimSpace(name)] = strings.TrimSpace(val)
+			name = strings.TrimSpace(name)
+			if req.Context != "" {
+				name = req.Context + "/" + name
+			}
+			s.vars[name] = strings.TrimSpace(val)
 		}
 		switch strings.TrimSpace(line) {
 		case "plot":
@@ -354,5 +367,109 @@ func TestLongTimeline(t *testing.T) {
 	if res.StatusCode != 200 || len(stepsOf(page)) != 500 || !strings.Contains(page, "The 5 oldest steps are not drawn") ||
 		!strings.Contains(page, "#505") || strings.Contains(page, `<span class="seq">#5</span>`) {
 		t.Errorf("a 505-step session's page: %d, %d steps drawn", res.StatusCode, len(stepsOf(page)))
+	}
+}
+
+// TestStepContexts: the step page of a session whose runs used code contexts names the contexts
+// the step has (those made up to it) and shows the variables and the diff of the one picked:
+// by default the context the step ran in, ?context= another (empty: the main one). A context the
+// step does not have, or a name that is none, is the core's typed error on the page with its
+// status, never a 500; the names are escaped; another tenant still sees nothing.
+func TestStepContexts(t *testing.T) {
+	t.Parallel()
+	c := newConsoleOf(t, memTier{contexts: true})
+	ctx := context.Background()
+	acmeKey, _ := c.tenantKey(t, "acme", auth.ScopeSessions)
+	globexKey, _ := c.tenantKey(t, "globex", auth.ScopeSessions)
+	acme := c.m.As(sandbox.Caller{Tenant: "acme", Agent: "acme-agent"})
+	s, err := acme.CreateSession(ctx, sandbox.SessionOptions{Tier: "nano"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range []sandbox.RunRequest{{Code: "m = 1"}, {Code: "a = first", Context: "alpha"}, {Code: "a = second", Context: "alpha"},
+		{Code: "b = 3", Context: "beta.2"}, {Code: "m = 4"}} {
+		res, err := acme.RunInSession(ctx, s.ID, &r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.Step)
+	}
+	b := c.browser(t)
+	b.login(acmeKey)
+	page := func(step, query string, want int) string {
+		t.Helper()
+		res, p := b.get("/ui/sessions/" + s.ID + "/steps/" + step + query)
+		if res.StatusCode != want {
+			t.Fatalf("step %s%s: %d, want %d\n%s", step, query, res.StatusCode, want, p)
+		}
+		return p
+	}
+	vars := func(p string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`<tr><td class="mono">([^<]*)</td>`).FindAllStringSubmatch(p, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	link := func(step, c string) string {
+		return `href="/ui/sessions/` + s.ID + `/steps/` + step + `?context=` + c + `" data-context="` + c + `"`
+	}
+
+	// Step 1 ran in the main context and no context exists yet: no choice to offer.
+	if p := page(ids[0], "", 200); strings.Contains(p, `id="contexts"`) || !slices.Equal(vars(p), []string{"m"}) {
+		t.Errorf("step 1: contexts offered, or variables %v", vars(p))
+	}
+	// Step 2 made alpha and ran there: alpha is shown, and was made here (no diff to read).
+	p := page(ids[1], "", 200)
+	if !strings.Contains(p, link(ids[1], "")) || !strings.Contains(p, link(ids[1], "alpha")+` class="on" aria-current="page">alpha</a>`) ||
+		strings.Contains(p, "beta.2") || !slices.Equal(vars(p), []string{"a"}) || !strings.Contains(p, `<code class="repr">first</code>`) ||
+		!strings.Contains(p, `id="context-new"`) || !strings.Contains(p, `<dt>Code context</dt><dd class="mono">alpha</dd>`) {
+		t.Errorf("step 2's page (variables %v):\n%s", vars(p), p)
+	}
+	// Step 3 changed alpha: its diff with step 2 is in alpha.
+	p = page(ids[2], "", 200)
+	if !slices.Equal(vars(p), []string{"a"}) || !strings.Contains(p, `<li class="chg"><span class="sign">~</span> <span class="mono">a</span>`) ||
+		!strings.Contains(p, `<code class="repr">second</code>`) {
+		t.Errorf("step 3's page in alpha (variables %v):\n%s", vars(p), p)
+	}
+	// Step 4 has both contexts; the main one is picked with an empty ?context=.
+	p = page(ids[3], "", 200)
+	if !strings.Contains(p, link(ids[3], "alpha")) || !strings.Contains(p, link(ids[3], "beta.2")+` class="on"`) || !slices.Equal(vars(p), []string{"b"}) {
+		t.Errorf("step 4's page (variables %v):\n%s", vars(p), p)
+	}
+	p = page(ids[3], "?context=", 200)
+	if !strings.Contains(p, link(ids[3], "")+` class="on" aria-current="page">(main)</a>`) || !slices.Equal(vars(p), []string{"m"}) ||
+		!strings.Contains(p, `<code class="repr">1</code>`) {
+		t.Errorf("step 4 in the main context (variables %v):\n%s", vars(p), p)
+	}
+	p = page(ids[3], "?context=alpha", 200)
+	if !slices.Equal(vars(p), []string{"a"}) || !strings.Contains(p, `<code class="repr">second</code>`) ||
+		!strings.Contains(p, "No variable or file changed.") {
+		t.Errorf("step 4 in alpha (variables %v):\n%s", vars(p), p)
+	}
+	// Step 5 ran in the main context: that is the default, with the two contexts offered.
+	p = page(ids[4], "", 200)
+	if !slices.Equal(vars(p), []string{"m"}) || !strings.Contains(p, `<code class="repr">4</code>`) || !strings.Contains(p, link(ids[4], "beta.2")) ||
+		!strings.Contains(p, `<li class="chg"><span class="sign">~</span> <span class="mono">m</span>`) {
+		t.Errorf("step 5's page (variables %v):\n%s", vars(p), p)
+	}
+
+	// A context the step does not have: the typed error, with the contexts it has, as a 404.
+	p = page(ids[1], "?context=beta.2", http.StatusNotFound)
+	if !strings.Contains(p, "has no code context &#34;beta.2&#34;") || !strings.Contains(p, "contexts up to that step: alpha") || strings.Contains(p, `id="variables"`) {
+		t.Errorf("step 2 in a context made later:\n%s", p)
+	}
+	// A name that is none: invalid, escaped, never markup of its own.
+	p = page(ids[3], "?context="+url.QueryEscape(`<b>x</b>`), http.StatusBadRequest)
+	if strings.Contains(p, "<b>x</b>") || !strings.Contains(p, "is not a context name") {
+		t.Errorf("a context that is no name:\n%s", p)
+	}
+
+	// Another tenant sees no step, whatever the context.
+	g := c.browser(t)
+	g.login(globexKey)
+	if res, _ := g.get("/ui/sessions/" + s.ID + "/steps/" + ids[3] + "?context=alpha"); res.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant's step in a context: %d", res.StatusCode)
 	}
 }
