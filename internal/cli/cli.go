@@ -39,7 +39,8 @@ Commands:
   volumes       named volumes for heavy sessions: list, create NAME, rm NAME, put, get
   exec          run a shell command in a heavy session: exec SESSION -- ls -la
   steps         list a session's steps (steps SESSION); time travel: rewind SESSION STEP,
-                fork SESSION STEP, inspect SESSION STEP, pause SESSION, resume SESSION
+                fork SESSION STEP, inspect SESSION STEP, diff SESSION STEP (both with
+                --context NAME), pause SESSION, resume SESSION
   version       print the version
 
 Quick start:
@@ -97,7 +98,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return execCmd(ctx, rest, stdin, stdout, stderr)
 	case "volumes":
 		return volumesCmd(ctx, rest, stdin, stdout, stderr)
-	case "steps", "rewind", "fork", "pause", "resume", "inspect":
+	case "steps", "rewind", "fork", "pause", "resume", "inspect", "diff":
 		return stepsCmd(ctx, cmd, rest, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "agentbox %s\n", VersionString())

@@ -15,8 +15,8 @@ import (
 )
 
 // Time travel from the command line: `agentbox steps SESSION`, `rewind SESSION STEP`, `fork
-// SESSION STEP`, `pause SESSION`, `resume SESSION` and `inspect SESSION STEP`, each one call of
-// the daemon's API.
+// SESSION STEP`, `pause SESSION`, `resume SESSION`, `inspect SESSION STEP` and `diff SESSION
+// STEP`, each one call of the daemon's API.
 
 // stepsClient is what the commands call; *client.Client is one, a test's fake another.
 type stepsClient interface {
@@ -25,7 +25,8 @@ type stepsClient interface {
 	Fork(ctx context.Context, id, step string) (*api.Session, error)
 	Pause(ctx context.Context, id string) (*api.Session, error)
 	Resume(ctx context.Context, id string) (*api.Session, error)
-	InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error)
+	InspectStepIn(ctx context.Context, id, step, codeContext string) (*api.StepInspection, error)
+	DiffStepsIn(ctx context.Context, id, step, base, codeContext string) (*api.StepDiff, error)
 }
 
 // Interface guards.
@@ -38,7 +39,12 @@ type StepsOptions struct {
 	JSON bool
 	// Session and Step are the positional arguments.
 	Session, Step string
-	Out           io.Writer
+	// Context is the code context whose variables inspect and diff show (a run's context); ""
+	// the main one.
+	Context string
+	// Base is the step diff compares with; "" the step's parent.
+	Base string
+	Out  io.Writer
 	// Client is the daemon's API; nil: a client for URL.
 	Client stepsClient
 }
@@ -127,18 +133,21 @@ func StepsResume(ctx context.Context, o StepsOptions) error {
 		func(s *api.Session) string { return fmt.Sprintf("session %s is %s\n", s.ID, s.State) })
 }
 
-// StepsInspect prints a step's variables and files.
+// StepsInspect prints a step's variables (those of o.Context, "" the main one) and files.
 func StepsInspect(ctx context.Context, o StepsOptions) error {
 	c, err := o.client()
 	if err != nil {
 		return err
 	}
-	in, err := c.InspectStep(ctx, o.Session, o.Step)
+	in, err := c.InspectStepIn(ctx, o.Session, o.Step, o.Context)
 	if err != nil {
 		return err
 	}
 	if o.JSON {
 		return writeJSON(o.Out, in)
+	}
+	if in.Context != "" {
+		fmt.Fprintf(o.Out, "code context %s\n", in.Context)
 	}
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tTYPE\tSIZE\tVALUE")
@@ -157,6 +166,56 @@ func StepsInspect(ctx context.Context, o StepsOptions) error {
 	}
 	if in.Truncated {
 		fmt.Fprintln(o.Out, "(more variables or files were left out)")
+	}
+	return nil
+}
+
+// StepsDiff prints what changed in a code context's variables (o.Context, "" the main one) and
+// in the files from o.Base (default the step's parent) to the step: "+" added, "~" changed,
+// "-" removed.
+func StepsDiff(ctx context.Context, o StepsOptions) error {
+	c, err := o.client()
+	if err != nil {
+		return err
+	}
+	d, err := c.DiffStepsIn(ctx, o.Session, o.Step, o.Base, o.Context)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		return writeJSON(o.Out, d)
+	}
+	head := fmt.Sprintf("from %s to %s", d.Base, d.Step)
+	if o.Context != "" {
+		head += ", code context " + o.Context
+	}
+	fmt.Fprintln(o.Out, head)
+	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
+	for _, g := range []struct {
+		sign string
+		vars []api.Variable
+	}{{"+", d.Added}, {"~", d.Changed}, {"-", d.Removed}} {
+		for _, v := range g.vars {
+			val := v.Repr
+			if v.Shape != nil {
+				val = fmt.Sprintf("shape %v", v.Shape)
+			}
+			fmt.Fprintf(tw, "%s %s\t%s\t%s\n", g.sign, v.Name, v.Type, firstLine(val, 80))
+		}
+	}
+	for _, g := range []struct {
+		sign  string
+		files []api.InspectedFile
+	}{{"+", d.FilesAdded}, {"~", d.FilesChanged}, {"-", d.FilesRemoved}} {
+		for _, f := range g.files {
+			fmt.Fprintf(tw, "%s file %s\t%s\t\n", g.sign, f.Path, humanBytes(f.Size))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(d.Added)+len(d.Changed)+len(d.Removed)+len(d.FilesAdded)+len(d.FilesChanged)+len(d.FilesRemoved) == 0 {
+		fmt.Fprintln(o.Out, "no variable or file changed")
 	}
 	return nil
 }
@@ -214,7 +273,8 @@ func stepsCmd(ctx context.Context, name string, args []string, stdout, stderr io
 		"fork":    {"Usage: agentbox fork [flags] SESSION STEP\n\nStarts a new session from STEP and prints its id; both go on independently.", []string{"SESSION", "STEP"}, StepsFork},
 		"pause":   {"Usage: agentbox pause [flags] SESSION\n\nWrites the session's state to disk and frees its sandbox; the next run or `agentbox resume` brings it back.", []string{"SESSION"}, StepsPause},
 		"resume":  {"Usage: agentbox resume [flags] SESSION\n\nBrings a paused session back ahead of its next run.", []string{"SESSION"}, StepsResume},
-		"inspect": {"Usage: agentbox inspect [flags] SESSION STEP\n\nPrints the variables and files STEP held, read in a throwaway copy of it.", []string{"SESSION", "STEP"}, StepsInspect},
+		"inspect": {"Usage: agentbox inspect [flags] SESSION STEP\n\nPrints the variables and files STEP held, read in a throwaway copy of it: the variables of\nthe session's main code context, or of the one --context names (a run's context).", []string{"SESSION", "STEP"}, StepsInspect},
+		"diff":    {"Usage: agentbox diff [flags] SESSION STEP\n\nPrints what changed from STEP's parent (or --base) to STEP: variables of the main code context\n(or of --context) and files added (+), changed (~) and removed (-).", []string{"SESSION", "STEP"}, StepsDiff},
 	}
 	c := cmds[name]
 	opts := StepsOptions{Out: stdout}
@@ -222,6 +282,12 @@ func stepsCmd(ctx context.Context, name string, args []string, stdout, stderr io
 	fs.BoolVar(&opts.JSON, "json", false, "print the API's answer as JSON")
 	fs.StringVar(&opts.URL, "url", "", "daemon `URL` (default $AGENTBOX_URL or http://127.0.0.1:8420)")
 	fs.StringVar(&opts.DataDir, "data-dir", "", "data `DIR` holding the API key file (default $AGENTBOX_DATA_DIR or ~/.cache/agentbox)")
+	if name == "inspect" || name == "diff" {
+		fs.StringVar(&opts.Context, "context", "", "show the variables of the code context `NAME` (a run's context; default the main one)")
+	}
+	if name == "diff" {
+		fs.StringVar(&opts.Base, "base", "", "compare with `STEP` (default the step's parent)")
+	}
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return flagExit(err)
