@@ -156,9 +156,14 @@ func (d daemonBackend) Resume(ctx context.Context, id string) (*api.Session, err
 	return s, d.wire(ctx, err)
 }
 
-func (d daemonBackend) InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error) {
-	in, err := d.c.InspectStep(ctx, id, step)
+func (d daemonBackend) InspectStepIn(ctx context.Context, id, step, codeContext string) (*api.StepInspection, error) {
+	in, err := d.c.InspectStepIn(ctx, id, step, codeContext)
 	return in, d.wire(ctx, err)
+}
+
+func (d daemonBackend) DiffStepsIn(ctx context.Context, id, step, base, codeContext string) (*api.StepDiff, error) {
+	df, err := d.c.DiffStepsIn(ctx, id, step, base, codeContext)
+	return df, d.wire(ctx, err)
 }
 
 // wire turns the client's errors into the tools': the daemon's answer as it was, or a daemon that

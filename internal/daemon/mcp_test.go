@@ -294,7 +294,7 @@ func TestMCPInspector(t *testing.T) {
 			t.Errorf("%s has no output schema", tl.Name)
 		}
 	}
-	if len(names) != 18 || !slices.Contains(names, "run_code") || !slices.Contains(names, "audit_query") {
+	if len(names) != 19 || !slices.Contains(names, "run_code") || !slices.Contains(names, "audit_query") {
 		t.Errorf("the Inspector lists %v", names)
 	}
 
@@ -318,7 +318,7 @@ func TestMCPInspector(t *testing.T) {
 	}
 	stdio := []string{"-e", "AGENTBOX_API_KEY=" + key, "--transport", "stdio", bin, "mcp", "--url", d.url}
 	out = inspector(t, tools, append(stdio, "--method", "tools/list")...)
-	if err := json.Unmarshal(out, &list); err != nil || len(list.Tools) != 18 {
+	if err := json.Unmarshal(out, &list); err != nil || len(list.Tools) != 19 {
 		t.Errorf("tools/list over stdio: %v\n%s", err, out)
 	}
 	out = inspector(t, tools, append(stdio, "--method", "tools/call", "--tool-name", "session_create")...)
@@ -464,6 +464,7 @@ func TestMCPTenants(t *testing.T) {
 			"session_pause":       {"session_id": id},
 			"session_resume":      {"session_id": id},
 			"step_inspect":        {"session_id": id, "step": r.Step},
+			"step_diff":           {"session_id": id, "step": r.Step, "context": "c"},
 		} {
 			if _, e := callTool(t, beta, tool, args, nil); e == nil || e.Error.Code != api.CodeNotFound {
 				t.Errorf("beta's %s on acme's session over MCP: %+v, want not_found", tool, e)

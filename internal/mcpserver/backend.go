@@ -37,7 +37,10 @@ type Backend interface {
 	Fork(ctx context.Context, id, step string) (*api.Session, error)
 	Pause(ctx context.Context, id string) (*api.Session, error)
 	Resume(ctx context.Context, id string) (*api.Session, error)
-	InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error)
+	// InspectStepIn and DiffStepsIn read one code context's variables ("" the main one); base ""
+	// is the step's parent.
+	InspectStepIn(ctx context.Context, id, step, codeContext string) (*api.StepInspection, error)
+	DiffStepsIn(ctx context.Context, id, step, base, codeContext string) (*api.StepDiff, error)
 }
 
 // AuditFilter selects audit records, as GET /v1/audit's query parameters do. Zero fields match

@@ -37,7 +37,9 @@ type Core interface {
 	Fork(ctx context.Context, id, step string) (sandbox.SessionInfo, error)
 	Pause(ctx context.Context, id string) (sandbox.SessionInfo, error)
 	Resume(ctx context.Context, id string) (sandbox.SessionInfo, error)
-	InspectStep(ctx context.Context, id, step string) (sandbox.Inspection, error)
+	Step(id, step string) (sandbox.Step, error)
+	InspectStepIn(ctx context.Context, id, step, codeContext string) (sandbox.Inspection, error)
+	DiffStepsIn(ctx context.Context, id, from, to, codeContext string) (sandbox.StepDiff, error)
 }
 
 // Interface guards.
@@ -222,12 +224,33 @@ func (l local) Resume(ctx context.Context, id string) (*api.Session, error) {
 	return sessionAnswer(l.c.Resume(ctx, id))(id)
 }
 
-func (l local) InspectStep(ctx context.Context, id, step string) (*api.StepInspection, error) {
-	in, err := l.c.InspectStep(ctx, id, step)
+func (l local) InspectStepIn(ctx context.Context, id, step, codeContext string) (*api.StepInspection, error) {
+	in, err := l.c.InspectStepIn(ctx, id, step, codeContext)
 	if err != nil {
 		return nil, stepError(id, err)
 	}
 	out := apiwire.InspectionToAPI(in)
+	return &out, nil
+}
+
+// DiffStepsIn compares step with base, by default its parent, as GET .../diff does.
+func (l local) DiffStepsIn(ctx context.Context, id, step, base, codeContext string) (*api.StepDiff, error) {
+	if base == "" {
+		st, err := l.c.Step(id, step)
+		if err != nil {
+			return nil, stepError(id, err)
+		}
+		if st.Parent == "" {
+			return nil, sandbox.Errorf(sandbox.KindInvalidRequest, "step %s is the session's first; it has no parent to compare with", step).
+				WithHint("name the step to compare with in base")
+		}
+		base = st.Parent
+	}
+	d, err := l.c.DiffStepsIn(ctx, id, base, step, codeContext)
+	if err != nil {
+		return nil, stepError(id, err)
+	}
+	out := apiwire.DiffToAPI(d)
 	return &out, nil
 }
 

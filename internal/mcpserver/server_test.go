@@ -192,7 +192,7 @@ func toolError(t *testing.T, res *mcp.CallToolResult) api.ErrorResponse {
 
 var allTools = []string{"audit_query", "egress_intent_clear", "egress_intent_set", "file_list", "file_read", "file_write",
 	"image_list", "run_code", "session_close", "session_create", "session_fork", "session_list", "session_pause",
-	"session_resume", "session_rewind", "session_run", "session_steps", "step_inspect"}
+	"session_resume", "session_rewind", "session_run", "session_steps", "step_diff", "step_inspect"}
 
 // Every tool is listed with input and output schemas inferred from the API's types, every field
 // described (by the contract), and the tool described by its operation.

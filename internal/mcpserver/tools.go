@@ -145,16 +145,30 @@ func addTools(srv *mcp.Server, s *server) error {
 			})
 		},
 		func() error {
-			return add(srv, s, tool[StepRef, api.StepInspection]{
+			return add(srv, s, tool[StepInspectInput, api.StepInspection]{
 				name: "step_inspect", title: "Inspect a step's variables and files", op: "inspectStep", scopes: scopeSessions,
-				lead: "Describes the variables (type, size, a short repr; DataFrames as shape, dtypes and first rows) and files a session's step held, read in a throwaway copy: the session is not touched.",
+				lead: "Describes the variables (type, size, a short repr; DataFrames as shape, dtypes and first rows) and files a session's step held, read in a throwaway copy: the session is not touched. The variables are the main code context's, or those of the context named in context (a session_run's context).",
 				ann:  mcp.ToolAnnotations{ReadOnlyHint: true},
-				call: func(ctx context.Context, b Backend, in StepRef) (api.StepInspection, []mcp.Content, error) {
-					r, err := b.InspectStep(ctx, in.SessionID, in.Step)
+				call: func(ctx context.Context, b Backend, in StepInspectInput) (api.StepInspection, []mcp.Content, error) {
+					r, err := b.InspectStepIn(ctx, in.SessionID, in.Step, in.Context)
 					if err != nil {
 						return api.StepInspection{}, nil, err
 					}
 					return *r, nil, nil
+				},
+			})
+		},
+		func() error {
+			return add(srv, s, tool[StepDiffInput, api.StepDiff]{
+				name: "step_diff", title: "What changed at a step", op: "diffSteps", scopes: scopeSessions,
+				lead: "Lists the variables and files added, changed and removed from one step to another (by default from the step's parent), read in throwaway copies: the session is not touched. The variables are the main code context's, or those of the context named in context.",
+				ann:  mcp.ToolAnnotations{ReadOnlyHint: true},
+				call: func(ctx context.Context, b Backend, in StepDiffInput) (api.StepDiff, []mcp.Content, error) {
+					d, err := b.DiffStepsIn(ctx, in.SessionID, in.Step, in.Base, in.Context)
+					if err != nil {
+						return api.StepDiff{}, nil, err
+					}
+					return *d, nil, nil
 				},
 			})
 		},

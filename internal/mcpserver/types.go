@@ -15,10 +15,24 @@ type SessionRef struct {
 	SessionID string `json:"session_id" param:"id"`
 }
 
-// StepRef names a step of a session (session_rewind, session_fork, step_inspect).
+// StepRef names a step of a session (session_rewind, session_fork; step_inspect and step_diff
+// through their inputs).
 type StepRef struct {
 	SessionID string `json:"session_id" param:"id"`
 	Step      string `json:"step" jsonschema:"a step's id, as session_steps lists them (each run of a session is a step)"`
+}
+
+// StepInspectInput names a step and one of its session's code contexts (step_inspect).
+type StepInspectInput struct {
+	StepRef
+	Context string `json:"context,omitempty"`
+}
+
+// StepDiffInput names a step, the step to compare it with and a code context (step_diff).
+type StepDiffInput struct {
+	StepRef
+	Base    string `json:"base,omitempty"`
+	Context string `json:"context,omitempty"`
 }
 
 // SessionRunInput is a run in a session: its id and the API's run request.
