@@ -94,16 +94,23 @@
 // create → first result ≤ 10 ms p50 and ≤ 25 ms p99, ≤ 8 MiB PSS per idle session, and 1,000 idle
 // sessions all answering (measured with -sessions-1000).
 //
-// Compute table: the fixed snippets of internal/bench/compute (-reps times each, default 3, the
+// Compute table: the fixed snippets of internal/bench/compute (-reps times each, default 5, the
 // median reported) on native python3, on nano through POST /v1/run (timeout 5 minutes), and on
-// Pyodide in one warm node process. Each is wrapped so that it times itself: the wrapper compiles
-// the snippet, reads time.perf_counter(), exec()s it in a fresh namespace as __main__, reads the
-// clock again and prints the difference on a marker line the bench parses. Interpreter start, the
-// API and the worker hand-over are excluded, the snippet's own imports included (on Pyodide an
-// import is cached after the first repetition). The ratio columns divide by native, and the
-// geomean row is the geometric mean of those ratios over every snippet (left out if a snippet
-// failed on that engine: a geomean over a subset would not compare with another run's). A
-// snippet whose output differs from native's is listed under the table.
+// Pyodide in one warm node process. Each is wrapped so that it times itself: the wrapper imports
+// the modules the snippet's top-level import lines name, compiles the snippet, reads
+// time.perf_counter(), exec()s it in a fresh namespace as __main__, reads the clock again and
+// prints the difference on a marker line the bench parses. Interpreter start, the API, the worker
+// hand-over and imports are excluded on every engine (Pyodide's warm process would otherwise find
+// a snippet's modules imported from the second repetition on, where native and nano import them
+// every time). The engines are interleaved while the warm daemon is up: each repetition runs every
+// snippet on every engine before the next repetition, one snippet on all engines before the next
+// snippet, the engine going first rotating from one snippet (and repetition) to the next. On a
+// 2-core machine shared with other work, a burst of someone else's build then slows every engine
+// alike; until 2026-11-28 each engine had a phase of its own, and one burst could double one
+// engine's figures and order the geomeans either way. The ratio columns
+// divide by native, and the geomean row is the geometric mean of those ratios over every snippet
+// (left out if a snippet failed on that engine: a geomean over a subset would not compare with
+// another run's). A snippet whose output differs from native's is listed under the table.
 //
 // # agentbox bench heavy
 //

@@ -38,6 +38,10 @@ type nanoBencher struct {
 
 	snippets []snippet
 	compute  map[string]*NanoSnippet
+	// pyo is the warm Pyodide process the compute table runs its snippets in, interleaved with
+	// the other engines while the nano daemon is up; nil when Pyodide did not start or compute
+	// is off.
+	pyo *pyodideProc
 }
 
 func newNanoBencher(o NanoOptions) *nanoBencher {
@@ -58,18 +62,18 @@ func RunNano(ctx context.Context, o NanoOptions, out io.Writer) error {
 		}
 		b.initCompute()
 	}
-	// Baselines first, with no daemon running, so nothing competes with them for the CPU. Compute
-	// on native python3 always runs: the nano slowdown is a ratio of it.
+	// Baselines first, with no daemon running, so nothing competes with them for the CPU. The
+	// compute table runs later, with the warm daemon up, every engine interleaved (native python3
+	// always: the nano slowdown is a ratio of it).
 	if !o.SkipBaselines {
 		b.baselines(ctx)
-	}
-	if !o.NoCompute {
-		b.computeNative(ctx)
-	}
-	if !o.SkipBaselines {
 		b.pyodide(ctx)
 	}
 	b.nano(ctx)
+	if b.pyo != nil {
+		b.pyo.Close()
+		b.pyo = nil
+	}
 	b.finish()
 
 	return emit(ctx, out, "nano", o.JSON, b.res, writeNanoReport, b.res.Failed)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -56,6 +57,25 @@ const (
 type snippet struct {
 	Name string // file name without .py
 	Code string
+	// Imports are the modules its top-level import statements name, which the wrapper imports
+	// before it starts the clock.
+	Imports []string
+}
+
+// importLine matches a top-level `import a, b.c` or `from a.b import c` line.
+var importLine = regexp.MustCompile(`(?m)^(?:import\s+([\w.]+(?:\s*,\s*[\w.]+)*)\s*$|from\s+([\w.]+)\s+import\b)`)
+
+// topImports returns the modules code's top-level import statements name, in order.
+func topImports(code string) []string {
+	var mods []string
+	for _, m := range importLine.FindAllStringSubmatch(code, -1) {
+		for _, name := range strings.Split(m[1]+m[2], ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				mods = append(mods, name)
+			}
+		}
+	}
+	return mods
 }
 
 func loadSnippets() ([]snippet, error) {
@@ -70,7 +90,7 @@ func loadSnippets() ([]snippet, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, snippet{Name: strings.TrimSuffix(n, ".py"), Code: string(b)})
+		out = append(out, snippet{Name: strings.TrimSuffix(n, ".py"), Code: string(b), Imports: topImports(string(b))})
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("bench: the compute set is empty")
@@ -79,18 +99,27 @@ func loadSnippets() ([]snippet, error) {
 }
 
 // computeMethod is written into the results: how the compute figures were taken.
-const computeMethod = "time inside the snippet: a wrapper reads time.perf_counter(), exec()s the " +
-	"snippet's compiled code in a fresh namespace, reads the clock again and prints the difference, " +
-	"so interpreter start (and, in nano, the API and the worker hand-over) are excluded; the snippet's " +
-	"own imports are included. Pyodide runs every repetition in one warm node process, so modules a " +
-	"snippet imports are already loaded from the second repetition on."
+const computeMethod = "time inside the snippet: a wrapper imports the modules the snippet imports, " +
+	"reads time.perf_counter(), exec()s the snippet's compiled code in a fresh namespace, reads the " +
+	"clock again and prints the difference, so interpreter start (and, in nano, the API and the worker " +
+	"hand-over) and imports are excluded on every engine (Pyodide runs every repetition in one warm " +
+	"node process, which would otherwise find the modules imported from the second repetition on, " +
+	"while native and nano import them every time). The engines are interleaved: each repetition runs " +
+	"every snippet on every engine before the next, the engine going first rotating from one snippet " +
+	"to the next, so a burst of other work on the machine falls on all of them alike."
 
-// wrapSnippet returns a program that runs code and prints how long it took. The code travels as a
-// JSON string literal, which is also a valid Python string literal.
+// wrapSnippet returns a program that imports what the snippet imports, then runs it and prints how
+// long the run took. The code travels as a JSON string literal, which is also a valid Python string
+// literal.
 func wrapSnippet(s snippet) string {
 	lit, _ := json.Marshal(s.Code)
 	name, _ := json.Marshal(s.Name + ".py")
-	return "import time as _bench_time\n" +
+	var imports strings.Builder
+	for _, m := range s.Imports {
+		q, _ := json.Marshal(m)
+		imports.WriteString("__import__(" + string(q) + ")\n")
+	}
+	return "import time as _bench_time\n" + imports.String() +
 		"_bench_code = compile(" + string(lit) + ", " + string(name) + ", 'exec')\n" +
 		"_bench_t0 = _bench_time.perf_counter()\n" +
 		"exec(_bench_code, {'__name__': '__main__'})\n" +
@@ -113,20 +142,51 @@ func (b *nanoBencher) initCompute() {
 	}
 }
 
-// computeOn runs every snippet b.opts.Reps times on engine.
-func (b *nanoBencher) computeOn(ctx context.Context, engine string, run runner) {
-	for _, s := range b.snippets {
-		r := b.compute[s.Name]
-		code := wrapSnippet(s)
-		for i := 0; i < b.opts.Reps; i++ {
-			if err := r.reps().run(ctx, engine, run, code); err != nil {
-				b.progress("compute %s on %s: FAILED: %v", s.Name, engine, err)
-				break
+// computeEngine is one engine of the compute table and how to run a wrapped snippet on it.
+type computeEngine struct {
+	name string
+	run  runner
+}
+
+// computeInterleaved runs every snippet b.opts.Reps times on every engine, interleaved: repetition
+// by repetition, and within one snippet by snippet, each snippet on every engine before the next,
+// the engines' order rotating by one from one snippet (and one repetition) to the next. Each
+// engine's figure is then the median over repetitions spread across the same stretch of time, so
+// a burst of other work on a shared machine skews every engine alike instead of whichever phase it
+// fell on. An engine that fails a snippet is not run on that snippet again.
+func (b *nanoBencher) computeInterleaved(ctx context.Context, engines []computeEngine) {
+	if len(engines) == 0 {
+		return
+	}
+	var names []string
+	for _, e := range engines {
+		names = append(names, e.name)
+	}
+	b.progress("compute: %d snippets x %d, interleaved on %s", len(b.snippets), b.opts.Reps, strings.Join(names, ", "))
+	for rep := 0; rep < b.opts.Reps; rep++ {
+		for i, s := range b.snippets {
+			r := b.compute[s.Name]
+			code := wrapSnippet(s)
+			for k := range engines {
+				e := engines[(rep+i+k)%len(engines)]
+				if _, failed := r.Errors[e.name]; failed || ctx.Err() != nil {
+					continue
+				}
+				if err := r.reps().run(ctx, e.name, e.run, code); err != nil {
+					b.progress("compute %s on %s: FAILED: %v", s.Name, e.name, err)
+				}
 			}
 		}
-		if t := r.Times[engine]; len(t) > 0 {
-			b.progress("compute %s on %s: median %.1f ms", s.Name, engine, Median(t)*1000)
+	}
+	for _, s := range b.snippets {
+		r := b.compute[s.Name]
+		var parts []string
+		for _, e := range engines {
+			if t := r.Times[e.name]; len(t) > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f", e.name, Median(t)*1000))
+			}
 		}
+		b.progress("compute %s: median ms %s", s.Name, strings.Join(parts, ", "))
 	}
 }
 
@@ -165,17 +225,25 @@ func (b *nanoBencher) computeResults() *NanoCompute {
 	return c
 }
 
-// computeNative runs the snippets with the native interpreter.
-func (b *nanoBencher) computeNative(ctx context.Context) {
+// computeEngines are the engines the compute table runs besides nano: native python3 (always: the
+// ratios divide by it) and Pyodide when its node process is up. An engine that cannot run has its
+// error recorded on every snippet instead.
+func (b *nanoBencher) computeEngines() []computeEngine {
+	var out []computeEngine
 	if b.pyErr != nil {
 		for _, s := range b.snippets {
 			b.compute[s.Name].Errors[engineNative] = b.pyErr.Error()
 		}
-		return
+	} else {
+		out = append(out, computeEngine{engineNative, func(ctx context.Context, code string) (string, error) {
+			out, _, err := runProcess(ctx, b.py.argv(code))
+			return out, err
+		}})
 	}
-	b.progress("compute: %d snippets x %d on native python3", len(b.snippets), b.opts.Reps)
-	b.computeOn(ctx, engineNative, func(ctx context.Context, code string) (string, error) {
-		out, _, err := runProcess(ctx, b.py.argv(code))
-		return out, err
-	})
+	if p := b.pyo; p != nil {
+		out = append(out, computeEngine{enginePyodide, func(ctx context.Context, code string) (string, error) {
+			return p.exec(code)
+		}})
+	}
+	return out
 }

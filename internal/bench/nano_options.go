@@ -19,7 +19,7 @@ type NanoOptions struct {
 	N int `json:"n"`
 	// Concurrency is the number of clients of the throughput scenarios. Default 4.
 	Concurrency int `json:"concurrency"`
-	// Reps is the number of repetitions of each compute snippet per engine. Default 3.
+	// Reps is the number of repetitions of each compute snippet per engine. Default 5.
 	Reps int `json:"reps"`
 	// URL and APIKey name a running daemon to measure instead of in-process ones
 	// (default: AGENTBOX_URL and AGENTBOX_API_KEY). Empty URL: the bench starts its own daemons.
@@ -60,7 +60,7 @@ type NanoOptions struct {
 
 // nanoDefaults are the defaults of NanoOptions, as its flags show them.
 func nanoDefaults() NanoOptions {
-	return NanoOptions{N: 200, Concurrency: 4, Reps: 3, IdleSessions: 100, IdleWait: 15 * time.Second,
+	return NanoOptions{N: 200, Concurrency: 4, Reps: 5, IdleSessions: 100, IdleWait: 15 * time.Second,
 		DataDir: config.DefaultDataDir(), Python: DefaultPython(), PyodideVersion: DefaultPyodideVersion, Pace: "health", Log: os.Stderr}
 }
 

@@ -154,7 +154,8 @@ func (p *pyodideProc) Close() {
 }
 
 // pyodide measures Pyodide under node: the cold start in a few fresh node processes, then warm
-// runPython latency and the compute set in the last of them.
+// runPython latency in the last of them, which is kept (b.pyo) for the compute table when compute
+// is on.
 func (b *nanoBencher) pyodide(ctx context.Context) {
 	const coldLoad, coldStart, warm = "Pyodide cold: loadPyodide()", "Pyodide cold: node start → ready", "Pyodide warm: runPython"
 	failAll := func(err error) {
@@ -187,7 +188,6 @@ func (b *nanoBencher) pyodide(ctx context.Context) {
 		loads = append(loads, time.Duration(p.ready.LoadMS*float64(time.Millisecond)))
 		starts = append(starts, p.Start)
 	}
-	defer p.Close()
 	b.res.Machine.Pyodide = fmt.Sprintf("%s (Python %s)", p.ready.Version, p.ready.Python)
 	b.add(groupLatency, "", coldLoad, fmt.Sprintf("%d fresh node processes, timed inside node", pyodideColdRuns), loads, 0, nil)
 	b.add(groupLatency, "", coldStart, "wall time from starting node to Pyodide ready", starts, 0, nil)
@@ -199,10 +199,9 @@ func (b *nanoBencher) pyodide(ctx context.Context) {
 	}
 	b.add(groupLatency, "", warm, "one node process, runPython timed inside node", lat, 0, err)
 
-	if b.compute != nil {
-		b.progress("compute: %d snippets x %d on Pyodide", len(b.snippets), b.opts.Reps)
-		b.computeOn(ctx, enginePyodide, func(ctx context.Context, code string) (string, error) {
-			return p.exec(code)
-		})
+	if b.compute == nil {
+		p.Close()
+		return
 	}
+	b.pyo = p
 }

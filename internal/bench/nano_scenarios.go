@@ -41,8 +41,11 @@ func (b *nanoBencher) nano(ctx context.Context) {
 		b.fail(groupThroughput, "", rowWarm, err)
 		b.fail(groupLatency, "", rowSession, err)
 		b.fail(groupLatency, "", rowSessionFirst, err)
-		for _, s := range b.snippets {
-			b.compute[s.Name].Errors[engineNano] = err.Error()
+		if b.compute != nil {
+			for _, s := range b.snippets {
+				b.compute[s.Name].Errors[engineNano] = err.Error()
+			}
+			b.computeInterleaved(ctx, b.computeEngines())
 		}
 		if !b.opts.NoDensity {
 			b.res.Density = append(b.res.Density, Density{Name: rowDensity, Asked: b.opts.IdleSessions, Error: err.Error()})
@@ -52,8 +55,7 @@ func (b *nanoBencher) nano(ctx context.Context) {
 		b.nanoSession(ctx, t)
 		b.nanoSessionStart(ctx, t)
 		if b.compute != nil {
-			b.progress("compute: %d snippets x %d on nano", len(b.snippets), b.opts.Reps)
-			b.computeOn(ctx, engineNano, func(ctx context.Context, code string) (string, error) {
+			b.computeInterleaved(ctx, append(b.computeEngines(), computeEngine{engineNano, func(ctx context.Context, code string) (string, error) {
 				res, err := t.Run(ctx, code, computeTimeout)
 				if err == nil && res.Failure != "" {
 					err = errors.New(res.Failure)
@@ -62,7 +64,7 @@ func (b *nanoBencher) nano(ctx context.Context) {
 					err = checkGuestClock(res)
 				}
 				return res.Stdout, err
-			})
+			}}))
 		}
 		// Last on this daemon: the idle sessions it leaves would weigh on everything else.
 		if !b.opts.NoDensity {

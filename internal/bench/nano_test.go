@@ -102,11 +102,27 @@ func TestComputeOnFake(t *testing.T) {
 	}
 	b.initCompute()
 	f := &fakeTarget{workers: 1, warmCap: 1, warm: 1}
+	var order []string // engine of each run, in the order they ran
+	var engines []computeEngine
 	for _, e := range []string{engineNative, engineNano} {
-		b.computeOn(context.Background(), e, func(ctx context.Context, code string) (string, error) {
+		engines = append(engines, computeEngine{e, func(ctx context.Context, code string) (string, error) {
+			order = append(order, e)
 			res, err := f.Run(ctx, code, time.Minute)
 			return res.Stdout, err
-		})
+		}})
+	}
+	b.computeInterleaved(context.Background(), engines)
+	// Interleaved: each snippet on both engines before the next snippet, every repetition of the
+	// whole set before the next, the engine going first alternating.
+	if len(order) != 2*2*len(b.snippets) {
+		t.Fatalf("%d runs, want %d", len(order), 2*2*len(b.snippets))
+	}
+	for k := 0; k < len(order); k += 2 {
+		rep, i := k/2/len(b.snippets), k/2%len(b.snippets)
+		first := engines[(rep+i)%2].name
+		if order[k] != first || order[k+1] == first {
+			t.Fatalf("run %d and %d (repetition %d, snippet %d) on %s, %s; want %s first", k, k+1, rep, i, order[k], order[k+1], first)
+		}
 	}
 	c := b.computeResults()
 	if g := c.Geomean[engineNano]; g != 1 {
@@ -118,6 +134,28 @@ func TestComputeOnFake(t *testing.T) {
 	for _, s := range c.Snippets {
 		if s.Median[engineNano] != 0.5 || len(s.Times[engineNano]) != 2 || s.Outputs[engineNano] != "42" {
 			t.Errorf("%s: %+v", s.Name, s)
+		}
+	}
+}
+
+func TestSnippetImportsUntimed(t *testing.T) {
+	t.Parallel()
+	if got := topImports("import a, b.c\nfrom d.e import f\n  import g\nx = 'import h'\nimport i  \n"); strings.Join(got, " ") != "a b.c d.e i" {
+		t.Errorf("topImports = %q", got)
+	}
+	snippets, err := loadSnippets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"sha256": "hashlib", "json_roundtrip": "json", "regex": "re", "sort": "random"}
+	for _, s := range snippets {
+		if got := strings.Join(s.Imports, " "); got != want[s.Name] {
+			t.Errorf("%s imports %q, want %q", s.Name, got, want[s.Name])
+		}
+		// The imports come before the clock starts: the same boundary on every engine.
+		w := wrapSnippet(s)
+		if i, j := strings.Index(w, "__import__("), strings.Index(w, "_bench_t0 ="); want[s.Name] != "" && (i < 0 || i > j) {
+			t.Errorf("%s: imports not before the clock:\n%s", s.Name, w)
 		}
 	}
 }
