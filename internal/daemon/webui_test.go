@@ -41,7 +41,9 @@ func shotsDir(t *testing.T) string {
 // TestWebConsole drives the web console at /ui/ with Debian's Chromium (playwright-core, Node 22)
 // against the whole daemon with the real nano tier, and heavy where this machine has it: log in,
 // the sessions page, a session's timeline, a step (code, output; its variables and the diff with
-// its parent where the tier snapshots steps), a heavy step's chart inline, a rewind (refused with a
+// its parent where the tier snapshots steps), a heavy step's chart inline, a heavy step run in a
+// code context (its page offers the contexts; switching shows the other one's variables; an
+// unknown context is a 404 saying so), a rewind (refused with a
 // tampered token, then done) and the branch the next run opens, the audit log and its
 // verification, and the refusals (a change without the cookie, with a bad CSRF token, or posted
 // from another site). testdata/console.cjs is the browser's side; the screenshots go to
@@ -83,8 +85,14 @@ func TestWebConsole(t *testing.T) {
 				t.Fatalf("heavy step: %v %+v", err, res)
 			}
 		}
+		// A third step in a code context of its own (contexts are made through the E2B code
+		// interpreter's port; here through the core): its page offers the session's contexts.
+		if _, err := m.As(sandbox.Caller{Admin: true}).RunInSession(ctx, h.ID, &sandbox.RunRequest{Context: "beta", Limits: sandbox.Limits{Timeout: 120 * time.Second},
+			Code: "import pandas as pd\nscores = pd.Series([3, 1, 2], name='scores')\nlabel = 'in beta'"}); err != nil {
+			t.Fatalf("heavy step in context beta: %v", err)
+		}
 	} else {
-		t.Log("no heavy tier here (runsc or its image missing): the chart is not checked")
+		t.Log("no heavy tier here (runsc or its image missing): the chart and code contexts are not checked")
 	}
 	// Where a tier keeps a snapshot per step, the step pages show variables and the rewind
 	// button; the browser checks them there, and rewinds a session of the first such tier
@@ -97,7 +105,7 @@ func TestWebConsole(t *testing.T) {
 	case nanoTT:
 		rewind = []string{"UI_REWIND_SESSION=" + s.ID, "UI_REWIND_CODE=print(x, 'y' in globals())", "UI_REWIND_WANT=^1 False", "UI_REWIND_ROWS=3"}
 	case heavyTT:
-		rewind = []string{"UI_REWIND_SESSION=" + chart, "UI_REWIND_CODE=print(len(df), 'plt' in globals())", "UI_REWIND_WANT=^10 False", "UI_REWIND_ROWS=2"}
+		rewind = []string{"UI_REWIND_SESSION=" + chart, "UI_REWIND_CODE=print(len(df), 'plt' in globals())", "UI_REWIND_WANT=^10 False", "UI_REWIND_ROWS=3"}
 	default:
 		for _, tier := range m.Tiers() {
 			if rt, ok := m.Runtime(tier); ok && rt.Capabilities().Rewind {

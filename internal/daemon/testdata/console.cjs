@@ -26,6 +26,12 @@ const rewindRows = Number(process.env.UI_REWIND_ROWS || 0);
 
 function step(name) { console.log("step: " + name); }
 
+// varNames lists the names in a step page's variables table.
+async function varNames(page) {
+  await page.waitForSelector("#variables");
+  return page.$$eval("#variables tbody tr td:first-child", (els) => els.map((e) => e.textContent.trim()));
+}
+
 async function shot(page, name) {
   const file = path.join(shots, name + ".png");
   await page.screenshot({ path: file, fullPage: true });
@@ -44,9 +50,12 @@ async function shot(page, name) {
   try {
     const page = context.pages()[0] || await context.newPage();
     // Errors a page logs: a CSP violation, a script error, a missing asset. The refusals this
-    // test asks for (401, 403) are expected.
+    // test asks for (401, 403) are expected, and so is the 404 of a step page in a code context
+    // the step does not have (by its address only: a missing asset is still an error).
     page.on("console", (m) => {
-      if (m.type() === "error" && !/status of 40[13]/.test(m.text())) errors.push(m.text());
+      if (m.type() !== "error" || /status of 40[13]/.test(m.text())) return;
+      if (/status of 404/.test(m.text()) && /[?&]context=nope$/.test(m.location().url || "")) return;
+      errors.push(m.text() + " " + (m.location().url || ""));
     });
     page.on("pageerror", (e) => errors.push(String(e)));
     page.setDefaultTimeout(20000);
@@ -117,6 +126,33 @@ async function shot(page, name) {
         assert.match(await page.textContent("#variables"), /DataFrame/);
       }
       await shot(page, "05-chart");
+
+      if (chartVars) {
+        step("a step run in a code context: the contexts it has, and the other one's variables");
+        await page.goto(base + "/ui/sessions/" + chart);
+        await Promise.all([page.waitForURL(/\/steps\/st_[^?]*$/), page.click("ol.steps li:nth-child(3) a.step")]);
+        const stepURL = page.url();
+        await page.waitForSelector("#contexts");
+        assert.deepEqual(await page.$$eval("#contexts a", (els) => els.map((e) => e.dataset.context)), ["", "beta"]);
+        assert.equal(await page.getAttribute("#contexts a[aria-current=page]", "data-context"), "beta", "the context the step ran in is not the one shown");
+        let names = await varNames(page);
+        assert.ok(names.includes("label") && names.includes("scores") && !names.includes("df"), "beta's variables: " + names);
+        assert.match(await page.textContent("#variables"), /in beta/);
+        assert.match(await page.textContent("#context-new"), /beta/);
+        await shot(page, "05b-context-beta");
+        await Promise.all([page.waitForURL(/\?context=$/), page.click("#contexts a[data-context='']")]);
+        assert.equal(await page.getAttribute("#contexts a[aria-current=page]", "data-context"), "");
+        names = await varNames(page);
+        assert.ok(names.includes("df") && !names.includes("label") && !names.includes("scores"), "the main context's variables: " + names);
+        assert.match(await page.textContent("main"), /No variable or file changed/, "a run in beta changed the main context");
+        await shot(page, "05c-context-main");
+
+        step("a context the step does not have: the reason, not a server error");
+        res = await page.goto(stepURL + "?context=nope");
+        assert.equal(res.status(), 404);
+        assert.match(await page.textContent(".problem"), /no code context "nope"/);
+        assert.match(await page.textContent(".problem"), /beta/);
+      }
     }
 
     if (rewind) {
