@@ -18,9 +18,15 @@ def _agentbox_inspect():
         try:
             if hasattr(v, "shape") and hasattr(v, "dtypes") and hasattr(v, "head") and hasattr(v, "memory_usage"):
                 e["shape"] = [int(x) for x in v.shape]
-                e["dtypes"] = {str(c): str(d) for c, d in list(v.dtypes.items())[:50]}
-                e["head"] = v.head(5).to_string(max_cols=20, max_colwidth=40)[:4000]
-                e["size"] = int(v.memory_usage(index=True, deep=False).sum())
+                d = v.dtypes
+                if hasattr(d, "items"):  # a DataFrame: a dtype per column
+                    e["dtypes"] = {str(c): str(t) for c, t in list(d.items())[:50]}
+                    e["head"] = v.head(5).to_string(max_cols=20, max_colwidth=40)[:4000]
+                else:  # a Series: one dtype, under its name
+                    e["dtypes"] = {str(getattr(v, "name", None) if getattr(v, "name", None) is not None else ""): str(d)}
+                    e["head"] = v.head(5).to_string()[:4000]
+                mu = v.memory_usage(index=True, deep=False)
+                e["size"] = int(mu.sum() if hasattr(mu, "sum") else mu)
             else:
                 if hasattr(v, "shape") and hasattr(v, "dtype"):
                     e["shape"] = [int(x) for x in v.shape]

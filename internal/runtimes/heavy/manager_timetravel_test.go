@@ -31,7 +31,7 @@ func TestManagerTimeTravelHeavy(t *testing.T) {
 	var ids []string
 	for _, code := range []string{
 		"x = 1\nopen('a.txt', 'w').write('1')",
-		"import numpy as np, pandas as pd\ndf = pd.DataFrame(np.zeros((1_000_000, 6)))\nx = 2\nopen('a.txt', 'w').write('2')",
+		"import numpy as np, pandas as pd\ndf = pd.DataFrame(np.zeros((1_000_000, 6)))\nscores = pd.Series([3, 1, 2], name='scores')\nx = 2\nopen('a.txt', 'w').write('2')",
 		"x = 3\nopen('a.txt', 'w').write('3')",
 	} {
 		run(info.ID, code)
@@ -83,6 +83,17 @@ func TestManagerTimeTravelHeavy(t *testing.T) {
 	}
 	if df == nil || len(df.Shape) != 2 || df.Shape[0] != 1_000_000 || len(df.Head) > 4000 {
 		t.Fatalf("inspection of step 2: %+v", in)
+	}
+	// A Series is described as a DataFrame is: its shape, its one dtype under its name, its
+	// first rows.
+	var series sandbox.Variable
+	for _, v := range in.Variables {
+		if v.Name == "scores" {
+			series = v
+		}
+	}
+	if len(series.Shape) != 1 || series.Shape[0] != 3 || series.Dtypes["scores"] != "int64" || !strings.Contains(series.Head, "3") || series.Size == 0 {
+		t.Errorf("the Series at step 2: %+v", series)
 	}
 	t.Logf("inspection of a step with a 1M-row DataFrame: %v", time.Since(start))
 	if _, err := m.Pause(ctx, info.ID); err != nil {
