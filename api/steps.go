@@ -15,6 +15,9 @@ type Step struct {
 	Seq     int    `json:"seq"`
 	Runtime string `json:"runtime"`
 	Code    string `json:"code"`
+	// Context is the code context the run ran in (the E2B code interpreter's contexts: each has
+	// its own variables; inspect and diff take it as ?context=); empty: the main one.
+	Context string `json:"context,omitempty"`
 	// Stdout and Stderr are the run's output, at most 16 KiB of each (Truncated says more was).
 	Stdout    string `json:"stdout"`
 	Stderr    string `json:"stderr"`

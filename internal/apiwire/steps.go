@@ -8,7 +8,7 @@ import (
 // StepToAPI turns a session step into the wire one.
 func StepToAPI(st sandbox.Step) api.Step {
 	out := api.Step{
-		ID: st.ID, Parent: st.Parent, Session: st.Session, Seq: st.Seq, Runtime: string(st.Tier), Code: st.Code,
+		ID: st.ID, Parent: st.Parent, Session: st.Session, Seq: st.Seq, Runtime: string(st.Tier), Code: st.Code, Context: st.Context,
 		Stdout: st.Stdout, Stderr: st.Stderr, Truncated: st.Truncated, ExitCode: st.ExitCode,
 		ErrorCode: string(st.ErrorKind), Artifacts: make([]api.Artifact, 0, len(st.Artifacts)),
 		Started: st.Started, DurationMS: Millis(st.Took),

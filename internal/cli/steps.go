@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -82,7 +83,13 @@ func StepsList(ctx context.Context, o StepsOptions) error {
 	}
 	depth := map[string]int{}
 	tw := tabwriter.NewWriter(o.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STEP\tPARENT\tEXIT\tMS\tSNAPSHOT\tCODE")
+	// A session whose runs used code contexts gets a column naming each step's ("-": the main).
+	contexts := slices.ContainsFunc(l.Steps, func(st api.Step) bool { return st.Context != "" })
+	if contexts {
+		fmt.Fprintln(tw, "STEP\tPARENT\tEXIT\tMS\tSNAPSHOT\tCONTEXT\tCODE")
+	} else {
+		fmt.Fprintln(tw, "STEP\tPARENT\tEXIT\tMS\tSNAPSHOT\tCODE")
+	}
 	for _, st := range l.Steps {
 		d := 0
 		if st.Parent != "" {
@@ -102,6 +109,9 @@ func StepsList(ctx context.Context, o StepsOptions) error {
 		snap := st.Snapshot.State
 		if st.Snapshot.Bytes > 0 {
 			snap += fmt.Sprintf(" %s", humanBytes(st.Snapshot.Bytes))
+		}
+		if contexts {
+			snap += "\t" + dash(st.Context)
 		}
 		fmt.Fprintf(tw, "%s%s%s\t%s\t%s\t%.1f\t%s\t%s\n", mark, strings.Repeat("  ", min(d, 20)), st.ID, dash(st.Parent), exit,
 			st.DurationMS, snap, firstLine(st.Code, 50))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,16 +15,24 @@ import (
 	"github.com/agentbox-dev/agentbox/api"
 )
 
-// fakeSteps answers the time-travel calls from memory and records them.
-type fakeSteps struct{ calls []string }
+// fakeSteps answers the time-travel calls from memory and records them. With contexts, its
+// session's third step ran in code context "alpha".
+type fakeSteps struct {
+	calls    []string
+	contexts bool
+}
 
 func (f *fakeSteps) Steps(_ context.Context, id string) (*api.StepList, error) {
 	f.calls = append(f.calls, "steps "+id)
-	return &api.StepList{Head: "st_3", Steps: []api.Step{
+	l := &api.StepList{Head: "st_3", Steps: []api.Step{
 		{ID: "st_1", Code: "x = 1", Snapshot: api.StepSnapshot{State: "durable", Bytes: 4096}},
 		{ID: "st_2", Parent: "st_1", Code: "x = 2\nprint(x)", Error: &api.PyError{Name: "ValueError"}, Snapshot: api.StepSnapshot{State: "dropped"}},
 		{ID: "st_3", Parent: "st_1", Code: "x = 3", ErrorCode: "timeout", Snapshot: api.StepSnapshot{State: "kept"}},
-	}}, nil
+	}}
+	if f.contexts {
+		l.Steps[2].Context = "alpha"
+	}
+	return l, nil
 }
 
 func (f *fakeSteps) session(op, id, step string) (*api.Session, error) {
@@ -85,6 +94,19 @@ func TestStepsCommands(t *testing.T) {
 	if !strings.HasPrefix(lines[3], "*  st_3") || !strings.Contains(lines[2], "ValueError") || !strings.Contains(lines[3], "timeout") ||
 		!strings.Contains(lines[1], "durable 4.0 KiB") {
 		t.Errorf("steps:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "CONTEXT") {
+		t.Errorf("steps of a session without code contexts has a context column:\n%s", out.String())
+	}
+	// A session whose runs used code contexts: a column names each step's.
+	out.Reset()
+	if err := StepsList(ctx, StepsOptions{Session: "sb_1", Out: &out, Client: &fakeSteps{contexts: true}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := strings.Split(out.String(), "\n")
+	if !regexp.MustCompile(`SNAPSHOT\s+CONTEXT\s+CODE$`).MatchString(cl[0]) || !regexp.MustCompile(`kept\s+alpha\s+x = 3$`).MatchString(cl[3]) ||
+		!regexp.MustCompile(`durable 4.0 KiB\s+-\s+x = 1$`).MatchString(cl[1]) {
+		t.Errorf("steps with contexts:\n%s", out.String())
 	}
 	for _, c := range []struct {
 		run  func(context.Context, StepsOptions) error

@@ -173,6 +173,12 @@ func TestStepToolsContext(t *testing.T) {
 		}
 		ids = append(ids, res.Step)
 	}
+	// session_steps names the context each step ran in: what to give step_inspect.
+	var l api.StepList
+	decode(t, call(t, acme, "session_steps", map[string]any{"session_id": s.ID}), &l)
+	if len(l.Steps) != 4 || l.Steps[0].Context != "" || l.Steps[1].Context != "alpha" || l.Steps[3].Context != "beta" {
+		t.Errorf("session_steps: %+v", l.Steps)
+	}
 	vars := func(in api.StepInspection) map[string]string {
 		out := map[string]string{}
 		for _, v := range in.Variables {

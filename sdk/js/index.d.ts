@@ -350,6 +350,8 @@ export interface Step {
   seq: number;
   runtime: string;
   code: string;
+  /** The code context the run ran in (absent: the main one); inspect and diff take it. */
+  context?: string;
   stdout: string;
   stderr: string;
   truncated: boolean;

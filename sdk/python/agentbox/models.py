@@ -866,6 +866,8 @@ class Step:
     seq: int = 0
     runtime: str = ""
     code: str = ""
+    #: The code context the run ran in (``""``: the main one); ``inspect``/``diff`` take it.
+    context: str = ""
     stdout: str = ""
     stderr: str = ""
     truncated: bool = False
