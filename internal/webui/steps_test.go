@@ -416,6 +416,11 @@ func TestStepContexts(t *testing.T) {
 		return `href="/ui/sessions/` + s.ID + `/steps/` + step + `?context=` + c + `" data-context="` + c + `"`
 	}
 
+	// The timeline tags the steps that ran in a context with its name.
+	if _, p := b.get("/ui/sessions/" + s.ID); strings.Count(p, `<span class="tag ctx" title="ran in code context alpha">alpha</span>`) != 2 ||
+		strings.Count(p, `class="tag ctx"`) != 3 {
+		t.Errorf("the timeline does not tag the steps' contexts:\n%s", p)
+	}
 	// Step 1 ran in the main context and no context exists yet: no choice to offer.
 	if p := page(ids[0], "", 200); strings.Contains(p, `id="contexts"`) || !slices.Equal(vars(p), []string{"m"}) {
 		t.Errorf("step 1: contexts offered, or variables %v", vars(p))

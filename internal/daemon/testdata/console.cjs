@@ -130,6 +130,9 @@ async function shot(page, name) {
       if (chartVars) {
         step("a step run in a code context: the contexts it has, and the other one's variables");
         await page.goto(base + "/ui/sessions/" + chart);
+        assert.equal((await page.textContent("ol.steps li:nth-child(3) .tag.ctx")).trim(), "beta", "the timeline does not name the step's context");
+        assert.equal(await page.locator("ol.steps li .tag.ctx").count(), 1);
+        await shot(page, "05a-context-timeline");
         await Promise.all([page.waitForURL(/\/steps\/st_[^?]*$/), page.click("ol.steps li:nth-child(3) a.step")]);
         const stepURL = page.url();
         await page.waitForSelector("#contexts");
