@@ -102,7 +102,10 @@
 // prints the difference on a marker line the bench parses. Interpreter start, the API, the worker
 // hand-over and imports are excluded on every engine (Pyodide's warm process would otherwise find
 // a snippet's modules imported from the second repetition on, where native and nano import them
-// every time). The engines are interleaved while the warm daemon is up: each repetition runs every
+// every time). Native python3 and Pyodide (in a node process of its own) run at the niceness of
+// nano's workers (nano.WorkerNice, 5; with coreutils' nice): under other load a nice 5 process gets
+// a third of a nice 0 one's CPU share, which would compare priorities, not compute. The engines are
+// interleaved while the warm daemon is up: each repetition runs every
 // snippet on every engine before the next repetition, one snippet on all engines before the next
 // snippet, the engine going first rotating from one snippet (and repetition) to the next. On a
 // 2-core machine shared with other work, a burst of someone else's build then slows every engine

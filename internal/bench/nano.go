@@ -38,10 +38,9 @@ type nanoBencher struct {
 
 	snippets []snippet
 	compute  map[string]*NanoSnippet
-	// pyo is the warm Pyodide process the compute table runs its snippets in, interleaved with
-	// the other engines while the nano daemon is up; nil when Pyodide did not start or compute
-	// is off.
-	pyo *pyodideProc
+	// pyoDriver is the installed Pyodide driver, which the compute table starts a node process
+	// of its own on; empty when Pyodide is not installed or the baselines are skipped.
+	pyoDriver string
 }
 
 func newNanoBencher(o NanoOptions) *nanoBencher {
@@ -70,10 +69,6 @@ func RunNano(ctx context.Context, o NanoOptions, out io.Writer) error {
 		b.pyodide(ctx)
 	}
 	b.nano(ctx)
-	if b.pyo != nil {
-		b.pyo.Close()
-		b.pyo = nil
-	}
 	b.finish()
 
 	return emit(ctx, out, "nano", o.JSON, b.res, writeNanoReport, b.res.Failed)

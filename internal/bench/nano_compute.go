@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"os/exec"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/agentbox-dev/agentbox/internal/bench/compute"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
 )
 
 // NanoCompute is the nano compute slowdown: per snippet of the fixed set, the median time inside
@@ -104,7 +107,8 @@ const computeMethod = "time inside the snippet: a wrapper imports the modules th
 	"clock again and prints the difference, so interpreter start (and, in nano, the API and the worker " +
 	"hand-over) and imports are excluded on every engine (Pyodide runs every repetition in one warm " +
 	"node process, which would otherwise find the modules imported from the second repetition on, " +
-	"while native and nano import them every time). The engines are interleaved: each repetition runs " +
+	"while native and nano import them every time). Native and Pyodide run at the niceness of nano's " +
+	"workers. The engines are interleaved: each repetition runs " +
 	"every snippet on every engine before the next, the engine going first rotating from one snippet " +
 	"to the next, so a burst of other work on the machine falls on all of them alike."
 
@@ -226,24 +230,45 @@ func (b *nanoBencher) computeResults() *NanoCompute {
 }
 
 // computeEngines are the engines the compute table runs besides nano: native python3 (always: the
-// ratios divide by it) and Pyodide when its node process is up. An engine that cannot run has its
-// error recorded on every snippet instead.
-func (b *nanoBencher) computeEngines() []computeEngine {
-	var out []computeEngine
+// ratios divide by it) and Pyodide, in a node process of its own, when its driver is installed.
+// Both run at the niceness of nano's workers (nano.WorkerNice): on a machine with other work a
+// nice 5 guest gets a third of the CPU share of a nice 0 process, and the table compares the
+// engines' compute, not their priorities. An engine that cannot run has its error recorded on every
+// snippet instead. done ends the Pyodide process.
+func (b *nanoBencher) computeEngines(ctx context.Context) (engines []computeEngine, done func()) {
+	done = func() {}
 	if b.pyErr != nil {
 		for _, s := range b.snippets {
 			b.compute[s.Name].Errors[engineNative] = b.pyErr.Error()
 		}
 	} else {
-		out = append(out, computeEngine{engineNative, func(ctx context.Context, code string) (string, error) {
-			out, _, err := runProcess(ctx, b.py.argv(code))
+		engines = append(engines, computeEngine{engineNative, func(ctx context.Context, code string) (string, error) {
+			out, _, err := runProcess(ctx, niced(b.py.argv(code)))
 			return out, err
 		}})
 	}
-	if p := b.pyo; p != nil {
-		out = append(out, computeEngine{enginePyodide, func(ctx context.Context, code string) (string, error) {
-			return p.exec(code)
-		}})
+	if b.pyoDriver == "" {
+		return engines, done
 	}
-	return out
+	b.progress("compute: starting Pyodide at nice %d", nano.WorkerNice)
+	p, err := startPyodide(ctx, niced([]string{"node", b.pyoDriver}))
+	if err != nil {
+		for _, s := range b.snippets {
+			b.compute[s.Name].Errors[enginePyodide] = err.Error()
+		}
+		return engines, done
+	}
+	engines = append(engines, computeEngine{enginePyodide, func(ctx context.Context, code string) (string, error) {
+		return p.exec(code)
+	}})
+	return engines, p.Close
+}
+
+// niced runs argv at the niceness of nano's workers, with coreutils' nice; unchanged without it.
+func niced(argv []string) []string {
+	nice, err := exec.LookPath("nice")
+	if err != nil {
+		return argv
+	}
+	return append([]string{nice, "-n", strconv.Itoa(nano.WorkerNice)}, argv...)
 }

@@ -45,10 +45,10 @@ type pyodideEvent struct {
 	Python  string  `json:"python"`
 }
 
-// startPyodide starts node on the driver and waits for Pyodide to load.
-func startPyodide(ctx context.Context, driver string) (*pyodideProc, error) {
-	cmd := exec.CommandContext(ctx, "node", driver)
-	cmd.Dir = filepath.Dir(driver)
+// startPyodide starts argv (node on the driver, maybe behind nice) and waits for Pyodide to load.
+func startPyodide(ctx context.Context, argv []string) (*pyodideProc, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = filepath.Dir(argv[len(argv)-1])
 	var stderr tailBuffer
 	cmd.Stderr = &stderr
 	start := time.Now()
@@ -154,8 +154,8 @@ func (p *pyodideProc) Close() {
 }
 
 // pyodide measures Pyodide under node: the cold start in a few fresh node processes, then warm
-// runPython latency in the last of them, which is kept (b.pyo) for the compute table when compute
-// is on.
+// runPython latency in the last of them. The compute table starts a node process of its own on
+// the driver (b.pyoDriver).
 func (b *nanoBencher) pyodide(ctx context.Context) {
 	const coldLoad, coldStart, warm = "Pyodide cold: loadPyodide()", "Pyodide cold: node start → ready", "Pyodide warm: runPython"
 	failAll := func(err error) {
@@ -181,7 +181,7 @@ func (b *nanoBencher) pyodide(ctx context.Context) {
 		if p != nil {
 			p.Close()
 		}
-		if p, err = startPyodide(ctx, driver); err != nil {
+		if p, err = startPyodide(ctx, []string{"node", driver}); err != nil {
 			failAll(err)
 			return
 		}
@@ -199,9 +199,6 @@ func (b *nanoBencher) pyodide(ctx context.Context) {
 	}
 	b.add(groupLatency, "", warm, "one node process, runPython timed inside node", lat, 0, err)
 
-	if b.compute == nil {
-		p.Close()
-		return
-	}
-	b.pyo = p
+	p.Close()
+	b.pyoDriver = driver
 }

@@ -45,7 +45,9 @@ func (b *nanoBencher) nano(ctx context.Context) {
 			for _, s := range b.snippets {
 				b.compute[s.Name].Errors[engineNano] = err.Error()
 			}
-			b.computeInterleaved(ctx, b.computeEngines())
+			engines, done := b.computeEngines(ctx)
+			b.computeInterleaved(ctx, engines)
+			done()
 		}
 		if !b.opts.NoDensity {
 			b.res.Density = append(b.res.Density, Density{Name: rowDensity, Asked: b.opts.IdleSessions, Error: err.Error()})
@@ -55,7 +57,8 @@ func (b *nanoBencher) nano(ctx context.Context) {
 		b.nanoSession(ctx, t)
 		b.nanoSessionStart(ctx, t)
 		if b.compute != nil {
-			b.computeInterleaved(ctx, append(b.computeEngines(), computeEngine{engineNano, func(ctx context.Context, code string) (string, error) {
+			engines, done := b.computeEngines(ctx)
+			b.computeInterleaved(ctx, append(engines, computeEngine{engineNano, func(ctx context.Context, code string) (string, error) {
 				res, err := t.Run(ctx, code, computeTimeout)
 				if err == nil && res.Failure != "" {
 					err = errors.New(res.Failure)
@@ -65,6 +68,7 @@ func (b *nanoBencher) nano(ctx context.Context) {
 				}
 				return res.Stdout, err
 			}}))
+			done()
 		}
 		// Last on this daemon: the idle sessions it leaves would weigh on everything else.
 		if !b.opts.NoDensity {

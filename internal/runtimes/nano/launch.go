@@ -20,6 +20,12 @@ const jailDir = "/nano"
 // signal each other.
 const workerUIDBase = 61000
 
+// WorkerNice is the scheduling niceness of every jailed worker: guests yield the CPU to the
+// daemon, so a machine full of spinning guests still answers health checks, accepts requests and
+// kills workers at their deadlines. (`agentbox bench nano` runs its compute baselines at the same
+// niceness.)
+const WorkerNice = 5
+
 // jailedLauncher starts workers in their jail: no network, an empty root with only the artifacts
 // directory read-only, an unprivileged uid of their own, rlimits; the worker installs its seccomp
 // filter itself once the engine is loaded.
@@ -45,9 +51,7 @@ func jailedLauncher(opts Options) launcher {
 				NPROC:  128,
 				FSIZE:  0,
 			},
-			// Guests yield the CPU to the daemon: a machine full of spinning guests still
-			// answers health checks, accepts requests and kills workers at their deadlines.
-			Nice: 5,
+			Nice: WorkerNice,
 			// Three Ps: the guest's goroutine cannot be preempted while it computes, nor can
 			// the pool's refill while CPython starts, and the worker must still answer the
 			// daemon and interrupt the guest at its deadline on the third (worker.Run sets at
