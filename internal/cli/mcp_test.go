@@ -122,7 +122,7 @@ func TestMCPStdioLocalEngine(t *testing.T) {
 		t.Errorf("got %+v", r)
 	}
 	list, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(list.Tools) != 18 {
+	if err != nil || len(list.Tools) != 19 {
 		t.Errorf("tools: %v %v", list, err)
 	}
 	code, stderr := hangUp()

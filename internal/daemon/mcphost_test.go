@@ -294,7 +294,7 @@ func TestMCPInspectorHosted(t *testing.T) {
 		t.Errorf("the Inspector lists at /mcp/servers/everything: %v", direct)
 	}
 	ns := names(inspector(t, tools, append(own, "--method", "tools/list")...))
-	if !slices.Contains(ns, "run_code") || !slices.Contains(ns, "everything__echo") || len(ns) != 18+len(direct) {
+	if !slices.Contains(ns, "run_code") || !slices.Contains(ns, "everything__echo") || len(ns) != 19+len(direct) {
 		t.Errorf("the Inspector lists at /mcp: %v (server-everything has %d)", ns, len(direct))
 	}
 
