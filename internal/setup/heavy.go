@@ -59,14 +59,20 @@ func Heavy(ctx context.Context, cfg config.Config, opts Options, out io.Writer) 
 }
 
 // buildRunsc builds runsc at heavy.RunscVersion into the layout unless it is there and runs. In
-// the source tree it builds the version go.mod requires (the `tool` directive), so the binary
-// matches what `go tool runsc` would run; elsewhere it installs that version from the module
-// proxy. Always static: a dynamically linked runsc cannot re-execute itself after pivoting into
-// the sandbox's root (notes/gvisor.md).
+// the source tree it builds our main of runsc (heavy.RunscMain) against the gVisor version go.mod
+// requires (the `tool` directive pins it), so the binary runs what `go tool runsc` would run plus
+// our sentry's memory release; elsewhere it installs upstream runsc at that version from the
+// module proxy. The version string stays heavy.RunscVersion either way (gVisor restores only
+// checkpoints taken by the same version string); a cached binary of ours is current when its
+// `--version` also says heavy.RunscBuild. Always static: a dynamically linked runsc cannot
+// re-execute itself after pivoting into the sandbox's root (notes/gvisor.md).
 func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot string, force bool, out io.Writer) error {
 	dst := l.Runsc(heavy.RunscVersion)
+	current := func(v string) bool {
+		return strings.Contains(v, heavy.RunscVersion) && (sourceRoot == "" || strings.Contains(v, heavy.RunscBuild))
+	}
 	if !force {
-		if v, err := runscVersion(ctx, dst); err == nil && strings.Contains(v, heavy.RunscVersion) {
+		if v, err := runscVersion(ctx, dst); err == nil && current(v) {
 			fmt.Fprintf(out, "heavy: runsc %s present, nothing to build\n", heavy.RunscVersion)
 			return nil
 		}
@@ -83,9 +89,9 @@ func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot string, force bo
 	ldflags := "-X gvisor.dev/gvisor/runsc/version.version=" + heavy.RunscVersion
 	var cmd *exec.Cmd
 	if sourceRoot != "" {
-		cmd = exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(tmpDir, "runsc"), heavy.RunscModule)
+		cmd = exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(tmpDir, "runsc"), heavy.RunscMain)
 		cmd.Dir = sourceRoot
-		fmt.Fprintf(out, "heavy: building runsc %s from go.mod's pin (a few minutes the first time)\n", heavy.RunscVersion)
+		fmt.Fprintf(out, "heavy: building runsc %s (%s) from go.mod's pin (a few minutes the first time)\n", heavy.RunscVersion, heavy.RunscBuild)
 	} else {
 		cmd = exec.CommandContext(ctx, goBin, "install", "-trimpath", "-ldflags", ldflags, heavy.RunscModule+"@"+heavy.RunscVersion)
 		cmd.Dir = tmpDir
@@ -98,7 +104,7 @@ func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot string, force bo
 		return fmt.Errorf("%s: %v: %s", strings.Join(cmd.Args, " "), err, lastLines(string(b), 5))
 	}
 	tmp := filepath.Join(tmpDir, "runsc")
-	if v, err := runscVersion(ctx, tmp); err != nil || !strings.Contains(v, heavy.RunscVersion) {
+	if v, err := runscVersion(ctx, tmp); err != nil || !current(v) {
 		return fmt.Errorf("the built runsc reports version %q (%v), want %s", v, err, heavy.RunscVersion)
 	}
 	if err := os.Rename(tmp, dst); err != nil {

@@ -6,5 +6,14 @@ package heavy
 // measured with it.
 const RunscVersion = "v0.0.0-20260905035102-160fafc42237"
 
-// RunscModule is the package built.
+// RunscModule is the package built outside the source tree (upstream runsc).
 const RunscModule = "gvisor.dev/gvisor/runsc"
+
+// RunscMain is the package built in the source tree: runsc with a main of our own that returns
+// an idle sentry's free heap to the kernel (cmd/agentbox-runsc). RunscBuild is the first line of
+// its `--version` output, by which setup tells it from an upstream build or an older one of ours;
+// cmd/agentbox-runsc's tests hold the two together.
+const (
+	RunscMain  = "./cmd/agentbox-runsc"
+	RunscBuild = "agentbox-runsc 1"
+)
