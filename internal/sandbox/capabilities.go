@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Capabilities is what a tier offers. The Manager places work by it and never by a tier's name:
@@ -35,6 +36,11 @@ type Capabilities struct {
 	// every step, go back to one, start a second session from one, stop a session and resume it
 	// later.
 	Snapshot, Rewind, Fork, Pause bool
+	// HibernateAfter, with Pause: a session of this tier unused this long is paused by the
+	// Manager (its state into the snapshot store, its sandbox freed) unless it must stay live
+	// (LiveHolder, or a command of its running); its next use resumes it. 0: only
+	// ManagerOptions.PauseIdle pauses idle sessions.
+	HibernateAfter time.Duration
 	// Volumes: its sessions mount volumes (SessionOptions.Mounts).
 	Volumes bool
 	// Contexts: its sessions run code in code contexts (RunRequest.Context): variables of their

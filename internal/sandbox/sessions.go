@@ -52,6 +52,9 @@ type session struct {
 	// Guarded by Manager.mu.
 	info   SessionInfo
 	active bool
+	// hibernateRefused is info.LastUsed when the session last refused or failed to hibernate
+	// (Manager.hibernate): it is not asked again before its next use. Guarded by Manager.mu.
+	hibernateRefused time.Time
 	// notice goes with the session's next run result (adopt.go); guarded by Manager.mu.
 	notice *Notice
 }
@@ -383,9 +386,77 @@ func (m *Manager) closeSession(id string) error {
 	return err
 }
 
+// reapEvery is how often the reaper looks at the sessions: a tenth of the idle timeout, or of
+// the shortest time a tier's sessions hibernate after, if that is sooner (at least 50 ms).
+func (m *Manager) reapEvery() time.Duration {
+	d := m.idle / 10
+	for _, t := range m.tiers {
+		if h := t.caps.HibernateAfter; t.caps.Pause && h > 0 {
+			d = min(d, max(h/10, 50*time.Millisecond))
+		}
+	}
+	return d
+}
+
+// hibernates says whether the reaper pauses s now, for its tier's HibernateAfter: a live session
+// of a tier that hibernates, unused that long (but not yet for the idle timeout, which decides
+// then), that did not refuse since its last use and has no command running. Called with m.mu held.
+func (m *Manager) hibernates(s *session, idle time.Duration) bool {
+	if _, ok := s.impl.(Pauser); !ok || s.tl.state != SessionLive || s.tl.asleep || idle > m.idle {
+		return false
+	}
+	t, ok := m.tier(s.info.Tier)
+	if h := t.caps.HibernateAfter; !ok || h <= 0 || idle < h || s.hibernateRefused.Equal(s.info.LastUsed) {
+		return false
+	}
+	for _, c := range s.cmds {
+		select {
+		case <-c.done:
+		default:
+			return false // a command in flight holds its sandbox
+		}
+	}
+	return true
+}
+
+// hibernate pauses an idle session (Capabilities.HibernateAfter), unless it says it must stay
+// live; a session that refuses or fails stays as it is until its next use.
+func (m *Manager) hibernate(id string) {
+	m.mu.Lock()
+	s, ok := m.sessions[id]
+	var lh LiveHolder
+	if ok {
+		lh, _ = s.impl.(LiveHolder)
+	}
+	m.mu.Unlock()
+	if !ok {
+		return
+	}
+	why := ""
+	if lh != nil {
+		why = lh.MustStayLive()
+	}
+	if why == "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		info, err := m.Pause(ctx, id)
+		cancel()
+		if err == nil {
+			m.log.Info("session idle, hibernated", "session", id, "idle", time.Since(info.LastUsed).Round(time.Millisecond))
+			return
+		}
+		why = err.Error()
+	}
+	m.log.Info("session idle, not hibernated; it stays live until its next use", "session", id, "why", why)
+	m.mu.Lock()
+	if s.tl.state == SessionLive {
+		s.hibernateRefused = s.info.LastUsed
+	}
+	m.mu.Unlock()
+}
+
 func (m *Manager) reap() {
 	defer m.wg.Done()
-	tick := time.NewTicker(m.idle / 10)
+	tick := time.NewTicker(m.reapEvery())
 	defer tick.Stop()
 	for {
 		select {
@@ -393,13 +464,14 @@ func (m *Manager) reap() {
 			return
 		case <-tick.C:
 		}
-		var expired, pause []string
+		var expired, pause, hibernate []string
 		m.mu.Lock()
 		for id, s := range m.sessions {
 			if s.impl == nil || s.active {
 				continue
 			}
 			_, pauser := s.impl.(Pauser)
+			idle := time.Since(s.info.LastUsed)
 			switch {
 			case !s.tl.keptUntil.IsZero() && s.tl.state == SessionPaused:
 				// Closed with its state kept: it goes at the end of its retention, not before.
@@ -408,7 +480,9 @@ func (m *Manager) reap() {
 				}
 			case m.pauseIdle && time.Since(s.info.CreatedAt) > m.maxLife:
 				expired = append(expired, id)
-			case time.Since(s.info.LastUsed) <= m.idle || m.pauseIdle && (s.tl.state == SessionPaused || s.tl.asleep):
+			case m.hibernates(s, idle):
+				hibernate = append(hibernate, id)
+			case idle <= m.idle || m.pauseIdle && (s.tl.state == SessionPaused || s.tl.asleep):
 			case m.pauseIdle && pauser:
 				pause = append(pause, id)
 			default:
@@ -416,6 +490,9 @@ func (m *Manager) reap() {
 			}
 		}
 		m.mu.Unlock()
+		for _, id := range hibernate {
+			m.hibernate(id)
+		}
 		for _, id := range pause {
 			m.log.Info("session idle, pausing", "session", id, "idle_timeout", m.idle)
 			if _, err := m.Pause(context.Background(), id); err != nil {

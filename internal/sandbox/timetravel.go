@@ -78,6 +78,14 @@ type Pauser interface {
 	Resume(ctx context.Context) error
 }
 
+// LiveHolder is an optional ability of a Pauser: it says why the session must stay live now
+// (something in its sandbox would not survive a checkpoint, such as a command in flight or an
+// open connection), "" when it may be paused. The Manager asks it before it pauses an idle
+// session (Capabilities.HibernateAfter); an explicit Pause does not.
+type LiveHolder interface {
+	MustStayLive() string
+}
+
 // Restorer is an optional ability of a Runtime: a session from a durable snapshot reference, as
 // Snapshotter.Persist or Pauser.Pause returned it, in this process or an earlier one.
 type Restorer interface {

@@ -1,6 +1,10 @@
 package heavy
 
-import "github.com/agentbox-dev/agentbox/internal/sandbox"
+import (
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+)
 
 // Tier is the heavy tier's name.
 const Tier sandbox.Tier = "heavy"
@@ -25,10 +29,20 @@ func (rt *Runtime) Capabilities() sandbox.Capabilities {
 		Rewind:   true,
 		Fork:     true,
 		Pause:    rt.opts.Snapshots != nil,
+		// Hibernation is that pause, when a session has been idle (Options.HibernateAfter).
+		HibernateAfter: rt.hibernateAfter(),
 		// Volumes (volumes.go): bound into the session's sandbox from their host mounts.
 		Volumes: true,
 		// Code contexts: namespaces of the session's one Python process, kept by the guest's
 		// REPL, so a snapshot holds them all.
 		Contexts: true,
 	}
+}
+
+// hibernateAfter is Options.HibernateAfter when sessions can pause, 0 otherwise.
+func (rt *Runtime) hibernateAfter() time.Duration {
+	if rt.opts.Snapshots == nil {
+		return 0
+	}
+	return rt.opts.HibernateAfter
 }

@@ -3,6 +3,7 @@ package heavy
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/config"
 )
@@ -59,6 +60,12 @@ type Config struct {
 	// SnapshotKeepOnPause is how many of the newest kept snapshots survive a pause (each adds its
 	// memory to the checkpoint, and so to the pause's and resume's time). Default 0.
 	SnapshotKeepOnPause int `json:"snapshot_keep_on_pause"`
+	// SessionHibernateAfter is how long a heavy session may stay unused before it is paused into
+	// the snapshot store and its sandbox freed (as a pause does; it needs the sessions' store,
+	// so not with sessions.ephemeral); its next use restores it (~0.2 s, the result's
+	// timing.pool says restored). A session with a command running or a connection open
+	// through the egress gateway stays live. Default 1m; 0 turns it off.
+	SessionHibernateAfter config.Duration `json:"session_hibernate_after"`
 	// PackageIndex is the PEP 503 simple index that packages no image has are installed from on
 	// demand, with pip in the sandbox through the egress gateway (a private mirror's URL, say).
 	// Default https://pypi.org/simple. The egress profile of the run or session must allow its
@@ -66,8 +73,9 @@ type Config struct {
 	PackageIndex string `json:"package_index"`
 }
 
-// ApplySnapshots sets the snapshot settings of c on opts (zero keeps a default).
+// ApplySnapshots sets the snapshot and hibernation settings of c on opts (zero keeps a default).
 func (c Config) ApplySnapshots(opts *Options) {
+	opts.HibernateAfter = c.SessionHibernateAfter.D()
 	opts.SnapshotKeep, opts.SnapshotKeepFor = c.SnapshotKeep, c.SnapshotKeepFor.D()
 	opts.SnapshotFilesBytes, opts.SnapshotMemoryBytes = c.SnapshotFilesMB<<20, c.SnapshotMemoryMB<<20
 	opts.SnapshotKeepOnPause = c.SnapshotKeepOnPause
@@ -76,7 +84,8 @@ func (c Config) ApplySnapshots(opts *Options) {
 // DefaultConfig is the heavy section with every default filled in.
 func DefaultConfig() Config {
 	warm := 2
-	return Config{Enabled: Auto, Image: "python-datascience", Warm: &warm, MaxSandboxes: 16, CPUs: 1}
+	return Config{Enabled: Auto, Image: "python-datascience", Warm: &warm, MaxSandboxes: 16, CPUs: 1,
+		SessionHibernateAfter: config.Duration(time.Minute)}
 }
 
 // ConfigFrom reads the heavy section of c over the defaults and checks it.
@@ -111,6 +120,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("config: heavy.max_sandboxes must be at least 1")
 	case c.CPUs < 0:
 		return fmt.Errorf("config: heavy.cpus must not be negative")
+	case c.SessionHibernateAfter < 0:
+		return fmt.Errorf("config: heavy.session_hibernate_after must not be negative (0 turns hibernation off)")
 	case c.SnapshotKeep < 0 || c.SnapshotKeep > 256, c.SnapshotKeepFor < 0, c.SnapshotFilesMB < 0, c.SnapshotMemoryMB < 0, c.SnapshotKeepOnPause < 0:
 		return fmt.Errorf("config: heavy.snapshot_keep must be between 0 and 256, and snapshot_keep_for, snapshot_files_mb and snapshot_memory_mb must not be negative")
 	}

@@ -124,7 +124,10 @@ type Options struct {
 	DurableSteps    int
 	DurableQuiet    time.Duration
 	DurableMaxDefer time.Duration
-	Logger          *slog.Logger
+	// HibernateAfter is how long a session may stay unused before the Manager pauses it
+	// (sandbox.Capabilities.HibernateAfter; needs Snapshots). 0: never.
+	HibernateAfter time.Duration
+	Logger         *slog.Logger
 }
 
 // Runtime is the heavy tier.

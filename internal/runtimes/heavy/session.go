@@ -3,6 +3,7 @@ package heavy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,10 +48,14 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A paused session (paused by request or hibernated when idle) is restored first: the run's
+	// timings then say "restored", with the restore as their start.
+	resumed, resumeStart := s.tt.paused != nil, time.Now()
 	b, err := s.liveLocked(ctx)
 	if err != nil {
 		return nil, err
 	}
+	resumeTook := time.Since(resumeStart)
 	if !b.alive() {
 		return nil, sandbox.Errorf(sandbox.KindConflict, "this session's sandbox has ended (an earlier run was stopped or the sandbox died); its state is gone").
 			WithHint("close this session and create a new one")
@@ -83,13 +88,37 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 			}
 			r.Timing.Total = time.Since(start)
 			r.Timing.Pool = "session"
-			if cold {
+			switch {
+			case resumed:
+				r.Timing.Pool, r.Timing.Start = "restored", resumeTook
+			case cold:
 				r.Timing.Pool, r.Timing.Start = "cold", b.startTime
 			}
 		}
 	}
 	s.rt.stats.count(err)
 	return res, err
+}
+
+// MustStayLive says why the session cannot be paused when idle (sandbox.LiveHolder): a command
+// in flight (a checkpoint would hold it mid-request, durable.go) or a connection open through the
+// egress gateway (its host side does not survive the sandbox). "" when it may be.
+func (s *session) MustStayLive() string {
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	if b == nil {
+		return ""
+	}
+	if n := b.commandsRunning(); n > 0 {
+		return fmt.Sprintf("%d command(s) running in the sandbox", n)
+	}
+	if b.egress.mux != nil {
+		if n := b.egress.mux.Len(); n > 0 {
+			return fmt.Sprintf("%d connection(s) open through the egress gateway", n)
+		}
+	}
+	return ""
 }
 
 // Stats asks the guest for the sandbox's resource use, with the cgroup's memory peak.
