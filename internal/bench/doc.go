@@ -107,7 +107,11 @@
 // a third of a nice 0 one's CPU share, which would compare priorities, not compute. The engines are
 // interleaved while the warm daemon is up: each repetition runs every
 // snippet on every engine before the next repetition, one snippet on all engines before the next
-// snippet, the engine going first rotating from one snippet (and repetition) to the next. On a
+// snippet, the engine going first rotating from one snippet (and repetition) to the next, and
+// before every run on every engine the bench waits (untimed) until the daemon's workers are all
+// free and its warm interpreters back to their count before the last nano run: a run that grew its
+// interpreter's memory is followed by a fresh interpreter's start in its worker, which would
+// otherwise compete with the next run. On a
 // 2-core machine shared with other work, a burst of someone else's build then slows every engine
 // alike; until 2026-11-28 each engine had a phase of its own, and one burst could double one
 // engine's figures and order the geomeans either way. The ratio columns

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/bench/compute"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano"
@@ -110,7 +111,9 @@ const computeMethod = "time inside the snippet: a wrapper imports the modules th
 	"while native and nano import them every time). Native and Pyodide run at the niceness of nano's " +
 	"workers. The engines are interleaved: each repetition runs " +
 	"every snippet on every engine before the next, the engine going first rotating from one snippet " +
-	"to the next, so a burst of other work on the machine falls on all of them alike."
+	"to the next, so a burst of other work on the machine falls on all of them alike, and before every " +
+	"run on every engine the bench waits until the nano daemon's pool is full again, so that no " +
+	"interpreter started or reset after a nano run competes with the next run."
 
 // wrapSnippet returns a program that imports what the snippet imports, then runs it and prints how
 // long the run took. The code travels as a JSON string literal, which is also a valid Python string
@@ -157,8 +160,9 @@ type computeEngine struct {
 // the engines' order rotating by one from one snippet (and one repetition) to the next. Each
 // engine's figure is then the median over repetitions spread across the same stretch of time, so
 // a burst of other work on a shared machine skews every engine alike instead of whichever phase it
-// fell on. An engine that fails a snippet is not run on that snippet again.
-func (b *nanoBencher) computeInterleaved(ctx context.Context, engines []computeEngine) {
+// fell on. An engine that fails a snippet is not run on that snippet again. wait, when set, is
+// called (untimed) before every run on every engine (computePacer.wait).
+func (b *nanoBencher) computeInterleaved(ctx context.Context, engines []computeEngine, wait func(ctx context.Context, engine string) error) {
 	if len(engines) == 0 {
 		return
 	}
@@ -175,6 +179,11 @@ func (b *nanoBencher) computeInterleaved(ctx context.Context, engines []computeE
 				e := engines[(rep+i+k)%len(engines)]
 				if _, failed := r.Errors[e.name]; failed || ctx.Err() != nil {
 					continue
+				}
+				if wait != nil {
+					if err := wait(ctx, e.name); err != nil {
+						b.progress("compute: waiting for the pool: %v", err)
+					}
 				}
 				if err := r.reps().run(ctx, e.name, e.run, code); err != nil {
 					b.progress("compute %s on %s: FAILED: %v", s.Name, e.name, err)
@@ -227,6 +236,44 @@ func (b *nanoBencher) computeResults() *NanoCompute {
 		}
 	}
 	return c
+}
+
+// computePacer keeps the compute runs off the nano pool's refills: a nano run that grew its
+// interpreter's memory is followed by a fresh interpreter's start in its worker (~0.1–0.3 s of
+// CPU), which would otherwise compete with the next run, whichever engine it is on. Before every
+// run it waits until every worker is free and the warm interpreters are back to what they were
+// before the last nano run, or, failing that (the count at rest can differ by one from one moment
+// to the next), until the pool's health has not changed for a second with every worker free.
+type computePacer struct {
+	t    target
+	want int // warm interpreters before the last nano run
+}
+
+// computePaceTimeout bounds one wait; a pool that never comes back is waited for no longer.
+const computePaceTimeout = 30 * time.Second
+
+func (p *computePacer) wait(ctx context.Context, engine string) error {
+	start := time.Now()
+	last, since := "", start
+	for {
+		s, ok, err := p.t.Pool(ctx)
+		if err != nil || !ok {
+			return err
+		}
+		if s.State != last {
+			last, since = s.State, time.Now()
+		}
+		free := s.Free >= s.Workers
+		if free && (s.Warm >= p.want || time.Since(since) >= time.Second) || time.Since(start) > computePaceTimeout {
+			if engine == engineNano {
+				p.want = s.Warm
+			}
+			return nil
+		}
+		if err := sleepCtx(ctx, 5*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // computeEngines are the engines the compute table runs besides nano: native python3 (always: the

@@ -46,7 +46,7 @@ func (b *nanoBencher) nano(ctx context.Context) {
 				b.compute[s.Name].Errors[engineNano] = err.Error()
 			}
 			engines, done := b.computeEngines(ctx)
-			b.computeInterleaved(ctx, engines)
+			b.computeInterleaved(ctx, engines, nil)
 			done()
 		}
 		if !b.opts.NoDensity {
@@ -57,6 +57,7 @@ func (b *nanoBencher) nano(ctx context.Context) {
 		b.nanoSession(ctx, t)
 		b.nanoSessionStart(ctx, t)
 		if b.compute != nil {
+			p := &computePacer{t: t}
 			engines, done := b.computeEngines(ctx)
 			b.computeInterleaved(ctx, append(engines, computeEngine{engineNano, func(ctx context.Context, code string) (string, error) {
 				res, err := t.Run(ctx, code, computeTimeout)
@@ -67,7 +68,7 @@ func (b *nanoBencher) nano(ctx context.Context) {
 					err = checkGuestClock(res)
 				}
 				return res.Stdout, err
-			}}))
+			}}), p.wait)
 			done()
 		}
 		// Last on this daemon: the idle sessions it leaves would weigh on everything else.

@@ -111,7 +111,11 @@ func TestComputeOnFake(t *testing.T) {
 			return res.Stdout, err
 		}})
 	}
-	b.computeInterleaved(context.Background(), engines)
+	waits := 0
+	b.computeInterleaved(context.Background(), engines, func(context.Context, string) error { waits++; return nil })
+	if waits != len(order) {
+		t.Errorf("%d waits for %d runs, want one before each", waits, len(order))
+	}
 	// Interleaved: each snippet on both engines before the next snippet, every repetition of the
 	// whole set before the next, the engine going first alternating.
 	if len(order) != 2*2*len(b.snippets) {
