@@ -87,6 +87,10 @@ type FrontDoors struct {
 	log       *slog.Logger
 	shutTO    time.Duration
 	inflight  atomic.Int64
+	// idle collects the daemon's garbage while no request is in flight (idlegc.go); the first
+	// serve under way runs it.
+	idle    *idleCollector
+	idleRun atomic.Bool
 }
 
 // Interface guards.
@@ -208,6 +212,7 @@ func mountAll(api, mcp, ui http.Handler, more ...mount) http.Handler {
 // newFrontDoors serves h, the front doors already mounted.
 func newFrontDoors(h http.Handler, opts FrontDoorOptions) *FrontDoors {
 	d := &FrontDoors{handler: h, log: opts.Logger, shutTO: opts.ShutdownTimeout}
+	d.idle = newIdleCollector(d.inflight.Load)
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -296,6 +301,12 @@ func (d *FrontDoors) Close() error {
 func (d *FrontDoors) serve(ctx context.Context, ln net.Listener, handler http.Handler, certFile, keyFile string) error {
 	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
+	if d.idleRun.CompareAndSwap(false, true) {
+		ictx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); d.idle.run(ictx) }()
+		defer func() { stop(); <-done; d.idleRun.Store(false) }()
+	}
 	hs := &http.Server{
 		Handler: handler,
 		// Headers must come quickly; bodies and answers are not bounded here because a run may
