@@ -31,9 +31,10 @@ type Config struct {
 	// Default 1024 (12-14 sandboxes: a burst of a dozen new sessions, a small share of a 24 GiB
 	// machine); 0 keeps the pool at warm.
 	PoolMemoryMB *int64 `json:"pool_memory_mb"`
-	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
-	// sandbox above warm. Default 1m: a pool grown by a burst is back at warm within minutes,
-	// while a load that misses now and then keeps what it needs.
+	// PoolShrinkAfter is how long the pool must go without a miss (or a claim that took its last
+	// warm sandbox) before it gives back one sandbox above warm. Default 1m: a pool grown by a
+	// burst is back at warm within minutes once the bursts stop, while a load that misses or
+	// empties it now and then keeps what it needs.
 	PoolShrinkAfter config.Duration `json:"pool_shrink_after"`
 	// Preload are the modules warm sandboxes import before they are handed out. Default numpy
 	// and pandas: a session that uses them skips ~1.1 s of imports, and each idle sandbox holds

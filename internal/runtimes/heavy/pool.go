@@ -144,6 +144,9 @@ func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limi
 			}
 			rt.active[b] = true
 			b.claimedAt = time.Now()
+			if len(rt.warm) == 0 {
+				rt.emptiedLocked(b.claimedAt)
+			}
 			rt.mu.Unlock()
 			b.cg.setBackground(false)
 			rt.setParentWeight()

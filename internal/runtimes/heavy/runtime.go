@@ -40,8 +40,8 @@ type Options struct {
 	// measured to hold (idleSandboxBytes before the first measurement) and at most MaxSandboxes
 	// (sizing.go). Default 1 GiB; negative keeps the pool at Warm.
 	PoolMemoryBytes int64
-	// PoolShrinkAfter is how long the pool must go without a miss before it gives back one
-	// sandbox above Warm. Default 1m.
+	// PoolShrinkAfter is how long the pool must go without a miss (or a claim that emptied it)
+	// before it gives back one sandbox above Warm. Default 1m.
 	PoolShrinkAfter time.Duration
 	// Preload are the modules warm sandboxes import before they count as warm, by name; the
 	// session namespace stays empty. Default DefaultPreload (numpy, pandas; see there why not

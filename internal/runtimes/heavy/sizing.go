@@ -6,8 +6,9 @@ import "time"
 // sandbox for each claim that finds it empty, up to a ceiling set by Options.PoolMemoryBytes at
 // what its warm sandboxes are measured to hold (about once a second, from their cgroups) and
 // never beyond MaxSandboxes (more warm sandboxes than may be in use at once would never be
-// claimed), and gives one back for each Options.PoolShrinkAfter that passes without a miss while
-// it is idle (full, no missed claim still waiting). Fast growth and slow shrinking: a miss costs
+// claimed), and gives one back for each Options.PoolShrinkAfter that passes without a miss, and
+// without a claim that took its last warm sandbox, while it is idle (full, no missed claim still
+// waiting). Fast growth and slow shrinking: a miss costs
 // its request a restore (~0.2 s) or a boot (~1.1 s), an idle warm sandbox only memory.
 
 // idleSandboxBytes is what a warm sandbox is reckoned to cost for the memory budget until the
@@ -97,6 +98,14 @@ func (rt *Runtime) missedLocked(now time.Time) {
 	rt.target, rt.sized = rt.sizing.next(rt.target, 1, 0), now
 	rt.missing++
 }
+
+// emptiedLocked says a claim took the pool's last warm sandbox: the pool was just large enough
+// for the demand, and one sandbox fewer would have been a miss, so the quiet clock restarts as
+// after a miss. Without it a pool that bursts of the same size empty every few seconds shrank one
+// sandbox a minute below them (it shrinks when full and idle, which it is between bursts) and the
+// next burst missed: a restore (0.3–0.7 s on a busy host) in one burst a minute or two. rt.mu is
+// held.
+func (rt *Runtime) emptiedLocked(now time.Time) { rt.sized = now }
 
 // missServed says a claim that missed has its sandbox (or gave up): the quiet clock starts
 // when the last such claim is served, not when it missed, since a miss served by a boot takes

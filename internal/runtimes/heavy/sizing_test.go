@@ -89,8 +89,9 @@ func TestPoolSizingOverTime(t *testing.T) {
 	}
 }
 
-// A burst of claims grows the pool by its misses, the grown pool serves the next burst warm, and
-// once demand is gone it shrinks back to its floor.
+// A burst of claims grows the pool by its misses, the grown pool serves the next burst warm (which
+// empties it, so the wait before it shrinks starts over), and once demand is gone it shrinks back
+// to its floor.
 func TestPoolGrowsUnderBurst(t *testing.T) {
 	const burst = 5
 	// The ceiling is max_sandboxes: the budget holds more than burst sandboxes at any size the
@@ -157,11 +158,20 @@ func TestPoolGrowsUnderBurst(t *testing.T) {
 	}
 	closeAll(ss)
 	waitWarm(t, rt, burst)
+	before := time.Now()
 	ss = claim()
 	st2 := rt.PoolStats()
+	rt.mu.Lock()
+	sized := rt.sized
+	rt.mu.Unlock()
 	closeAll(ss)
 	if st2.Hits-st.Hits != burst || st2.MissRestored+st2.MissBooted != st.MissRestored+st.MissBooted {
 		t.Errorf("the second burst was not served warm: %+v", st2)
+	}
+	// It took every warm sandbox: the pool was just large enough, and the wait before it may
+	// shrink starts over, as after a miss (bursts of this size keep it this size).
+	if sized.Before(before) {
+		t.Errorf("a burst that emptied the pool left its quiet clock at %v, before the burst (%v)", sized, before)
 	}
 	// The pool measured what its warm sandboxes hold, and sizes by that.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
