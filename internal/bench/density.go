@@ -87,13 +87,45 @@ type idleSpec struct {
 	Progress func(format string, args ...any)
 	// MemInfo is the meminfo file the guard reads. Default /proc/meminfo.
 	MemInfo string
+	// Check, when set, is called right after the reading: its error goes into the row, which
+	// keeps the reading (heavy: a session had hibernated before it was read live).
+	Check func(ctx context.Context) error
+	// Then, when set, measures the same sessions a second time, after they answered: a second
+	// row (see idleThen).
+	Then *idleThen
+}
+
+// idleThen is the second reading of a density scenario: once the sessions have answered their
+// next run, Wait waits for them to change (heavy: to hibernate), the memory is read again
+// against the same reading before, and each must answer again with its state.
+type idleThen struct {
+	Name, Detail string
+	Wait         func(ctx context.Context, open []targetSession) error
 }
 
 // measureIdle runs a density scenario. It never lets the machine's available memory fall below
 // max(1 GiB, a tenth of the total): past that it stops opening and measures what is open, saying so
 // in the row's error, rather than wake the OOM killer on a machine other work shares.
 func measureIdle(ctx context.Context, sp idleSpec) Density {
+	return measureIdleRows(ctx, sp)[0]
+}
+
+// measureIdleRows runs a density scenario and returns its row, and sp.Then's after it if set.
+func measureIdleRows(ctx context.Context, sp idleSpec) []Density {
 	d := Density{Key: sp.Key, Name: sp.Name, Detail: sp.Detail, Asked: sp.K}
+	var then *Density
+	if sp.Then != nil {
+		then = &Density{Name: sp.Then.Name, Detail: sp.Then.Detail, Asked: sp.K}
+	}
+	rows := func() []Density {
+		if then == nil {
+			return []Density{d}
+		}
+		if then.Error == "" && then.Opened == 0 {
+			then.Error = "not measured: " + d.Error
+		}
+		return []Density{d, *then}
+	}
 	if sp.MemInfo == "" {
 		sp.MemInfo = procRoot + "/meminfo"
 	}
@@ -105,16 +137,16 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 	}
 	if err := settle(0); err != nil {
 		d.Error = "before: " + err.Error()
-		return d
+		return rows()
 	}
 	before, err := steadyMemory(ctx, sp)
 	if errors.Is(err, errNotOurs) {
 		d.Error = err.Error()
-		return d
+		return rows()
 	}
 	if err != nil {
 		d.Error = "before: " + err.Error()
-		return d
+		return rows()
 	}
 	d.BeforeMiB, d.ProcessesBefore = before.MiB(), before.Processes
 	rootBefore := before.RootKiB
@@ -130,23 +162,23 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 		sp.Progress("%s: %s", sp.Name, d.Error)
 	}
 	if len(open) == 0 {
-		return d
+		return rows()
 	}
 	if sp.IdleWait > 0 {
 		sp.Progress("%s: %d open; leaving them idle for %v", sp.Name, len(open), sp.IdleWait)
 		if err := sleepCtx(ctx, sp.IdleWait); err != nil {
 			d.Error = joinErr(d.Error, err.Error())
-			return d
+			return rows()
 		}
 	}
 	if err := settle(len(open)); err != nil {
 		d.Error = joinErr(d.Error, "after: "+err.Error())
-		return d
+		return rows()
 	}
 	after, err := steadyMemory(ctx, sp)
 	if err != nil {
 		d.Error = joinErr(d.Error, "after: "+err.Error())
-		return d
+		return rows()
 	}
 	d.IdleSeconds = time.Since(start).Seconds() - d.OpenSeconds
 	d.AfterMiB, d.Processes = after.MiB(), after.Processes
@@ -154,6 +186,11 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 	d.RootDeltaMiB = float64(after.RootKiB-rootBefore) / 1024
 	if sp.State != nil {
 		d.StateAfter = sp.State(ctx)
+	}
+	if sp.Check != nil {
+		if err := sp.Check(ctx); err != nil {
+			d.Error = joinErr(d.Error, err.Error())
+		}
 	}
 
 	var failures []string
@@ -163,7 +200,43 @@ func measureIdle(ctx context.Context, sp idleSpec) Density {
 	}
 	sp.Progress("%s: %d open in %.1f s, PSS %.0f → %.0f MiB over %d processes: %.2f MiB each; %d answered",
 		sp.Name, d.Opened, d.OpenSeconds, d.BeforeMiB, d.AfterMiB, d.Processes, d.PerSession, d.Answered)
-	return d
+	if then != nil {
+		measureThen(ctx, sp, then, open, before, rootBefore, start, settle)
+	}
+	return rows()
+}
+
+// measureThen takes the second reading of sp (sp.Then) into d, from the same sessions.
+func measureThen(ctx context.Context, sp idleSpec, d *Density, open []targetSession, before memSample, rootBefore int64, start time.Time, settle func(int) error) {
+	d.Opened, d.BeforeMiB, d.ProcessesBefore = len(open), before.MiB(), before.Processes
+	sp.Progress("%s: waiting", d.Name)
+	if err := sp.Then.Wait(ctx, open); err != nil {
+		d.Error = err.Error()
+		return
+	}
+	if err := settle(len(open)); err != nil {
+		d.Error = "after: " + err.Error()
+		return
+	}
+	after, err := steadyMemory(ctx, sp)
+	if err != nil {
+		d.Error = "after: " + err.Error()
+		return
+	}
+	d.IdleSeconds = time.Since(start).Seconds()
+	d.AfterMiB, d.Processes = after.MiB(), after.Processes
+	d.PerSession = (d.AfterMiB - d.BeforeMiB) / float64(d.Opened)
+	d.RootDeltaMiB = float64(after.RootKiB-rootBefore) / 1024
+	if sp.State != nil {
+		d.StateAfter = sp.State(ctx)
+	}
+	var failures []string
+	d.Answered, failures = answerAll(ctx, open, sp.Clients)
+	if d.Answered < d.Opened {
+		d.Error = joinErr(d.Error, fmt.Sprintf("%d of %d did not answer their next run; first: %s", d.Opened-d.Answered, d.Opened, failures[0]))
+	}
+	sp.Progress("%s: PSS %.0f → %.0f MiB over %d processes: %.2f MiB each; %d answered",
+		d.Name, d.BeforeMiB, d.AfterMiB, d.Processes, d.PerSession, d.Answered)
 }
 
 // Steadiness of the density readings: see idleSpec.SteadyFor.

@@ -28,6 +28,10 @@ type fakeTarget struct {
 	warmTarget int
 	// holdSessions makes open sessions count as workers in use, as heavy sandboxes do.
 	holdSessions bool
+	// hibernateAfter > 0 makes a session unused that long paused (State says so), costing no
+	// memory, as a heavy daemon's do; paused counts them.
+	hibernateAfter time.Duration
+	sessions       []*fakeSession
 }
 
 // fakeSessionMiB is what the fake counts per open session; fakeBaseMiB the daemon alone.
@@ -79,7 +83,20 @@ func (f *fakeTarget) NewSession(ctx context.Context) (targetSession, error) {
 		return nil, fmt.Errorf("conflict: %d sessions open", f.open)
 	}
 	f.open++
-	return &fakeSession{f: f}, nil
+	s := &fakeSession{f: f, lastRun: time.Now()}
+	f.sessions = append(f.sessions, s)
+	return s, nil
+}
+
+// paused counts the open sessions that have hibernated. Called with f.mu held.
+func (f *fakeTarget) paused() int {
+	n := 0
+	for _, s := range f.sessions {
+		if !s.closed && f.hibernateAfter > 0 && time.Since(s.lastRun) >= f.hibernateAfter {
+			n++
+		}
+	}
+	return n
 }
 
 func (f *fakeTarget) Memory(ctx context.Context) (memSample, error) {
@@ -88,7 +105,8 @@ func (f *fakeTarget) Memory(ctx context.Context) (memSample, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return memSample{PSSKiB: int64(fakeBaseMiB+fakeSessionMiB*f.open) << 10, Processes: 1 + f.open}, nil
+	live := f.open - f.paused()
+	return memSample{PSSKiB: int64(fakeBaseMiB+fakeSessionMiB*live) << 10, Processes: 1 + live}, nil
 }
 
 func (f *fakeTarget) Pool(ctx context.Context) (poolState, bool, error) {
@@ -110,12 +128,29 @@ func (f *fakeTarget) Close() error {
 }
 
 type fakeSession struct {
-	f    *fakeTarget
-	x    *int
-	data bool
+	f       *fakeTarget
+	x       *int
+	data    bool
+	lastRun time.Time // guarded by f.mu
+	closed  bool
+}
+
+// State says paused once the session has been unused for the target's hibernateAfter.
+func (s *fakeSession) State(context.Context) (string, error) {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	if s.f.hibernateAfter > 0 && time.Since(s.lastRun) >= s.f.hibernateAfter {
+		return "paused", nil
+	}
+	return "live", nil
 }
 
 func (s *fakeSession) Run(ctx context.Context, code string) (runResult, error) {
+	if s.f != nil {
+		s.f.mu.Lock()
+		s.lastRun = time.Now()
+		s.f.mu.Unlock()
+	}
 	switch code {
 	case helloCode:
 		return runResult{Stdout: "hi\n"}, nil
@@ -140,6 +175,7 @@ func (s *fakeSession) Close() error {
 	if s.f != nil {
 		s.f.mu.Lock()
 		s.f.open--
+		s.closed = true
 		s.f.mu.Unlock()
 	}
 	return nil

@@ -55,6 +55,9 @@ type heavyBencher struct {
 	serve func(ctx context.Context) (target, error)
 	// steadyFor is the density scenario's idleSpec.SteadyFor: 10s, shorter in tests.
 	steadyFor time.Duration
+	// hibernateAfter is the HTTP daemon's heavy.session_hibernate_after, which the density
+	// scenario's hibernated row waits for (0: no such row). Set by serve.
+	hibernateAfter time.Duration
 }
 
 // RunHeavy runs every heavy scenario and its baselines and writes the report to out.
@@ -69,8 +72,9 @@ func RunHeavy(ctx context.Context, o HeavyOptions, out io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
-		b.note("HTTP scenarios: a daemon in this process, heavy tier on with %d warm and max_sandboxes %d, nano with 1 worker and no pool, served on %s; its log is %s",
-			cfg.Heavy.WarmSandboxes(), cfg.Heavy.MaxSandboxes, cfg.Listen, logPath)
+		b.hibernateAfter = cfg.Heavy.SessionHibernateAfter.D()
+		b.note("HTTP scenarios: a daemon in this process, heavy tier on with %d warm, max_sandboxes %d and session_hibernate_after %v, nano with 1 worker and no pool, served on %s; its log is %s",
+			cfg.Heavy.WarmSandboxes(), cfg.Heavy.MaxSandboxes, b.hibernateAfter, cfg.Listen, logPath)
 		return t, nil
 	}
 	b.machine()

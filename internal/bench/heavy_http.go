@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/api"
@@ -21,8 +24,9 @@ const hgHTTP = "http"
 
 // Row names of the heavy HTTP scenarios.
 const (
-	rowHTTPOneShot  = "heavy one-shot `print`, HTTP, paced"
-	rowHeavyDensity = "idle heavy sessions"
+	rowHTTPOneShot     = "heavy one-shot `print`, HTTP, paced"
+	rowHeavyDensity    = "idle heavy sessions"
+	rowHeavyHibernated = "idle heavy sessions, hibernated"
 )
 
 // rowBurst names the concurrent session-start row after its number of creators: bursts of that
@@ -73,7 +77,8 @@ func (b *heavyBencher) httpScenarios(ctx context.Context) {
 		b.fail(hgHTTP, burstRow, err)
 		b.fail(hgHTTP, b2bRow, err)
 		if !b.opts.NoDensity {
-			b.res.Density = append(b.res.Density, Density{Name: rowHeavyDensity, Asked: b.opts.IdleSessions, Error: err.Error()})
+			b.res.Density = append(b.res.Density, Density{Name: rowHeavyDensity, Asked: b.opts.IdleSessions, Error: err.Error()},
+				Density{Name: rowHeavyHibernated, Asked: b.opts.IdleSessions, Error: err.Error()})
 		}
 		return
 	}
@@ -95,7 +100,7 @@ func (b *heavyBencher) httpScenarios(ctx context.Context) {
 	// Before the burst, which grows the pool (it adapts to misses, and gives a sandbox back only
 	// after a minute without one): the density readings must find the pool at the same size.
 	if !b.opts.NoDensity {
-		b.res.Density = append(b.res.Density, b.heavyDensity(ctx, t))
+		b.res.Density = append(b.res.Density, b.heavyDensity(ctx, t, b.hibernateAfter)...)
 	}
 
 	start := sessionFirstResult(t)
@@ -146,16 +151,87 @@ func (b *heavyBencher) bursts(ctx context.Context, t target, start call) ([]time
 
 // heavyDensity opens opts.IdleSessions idle heavy sessions one at a time, each when the pool is
 // full again, so that no claim misses and the pool does not grow: the readings before and after
-// then hold the same warm sandboxes, and the difference is the sessions'.
-func (b *heavyBencher) heavyDensity(ctx context.Context, t target) Density {
+// then hold the same warm sandboxes, and the difference is the sessions'. That is the live row,
+// read well before heavy.session_hibernate_after; then the same sessions are left until each has
+// hibernated (paused by the daemon into its snapshot store, its sandbox freed) and read again:
+// the hibernated row. Each row's sessions then answer their next run (the hibernated ones
+// restored for it).
+func (b *heavyBencher) heavyDensity(ctx context.Context, t target, hibernateAfter time.Duration) []Density {
+	var (
+		mu     sync.Mutex
+		opened []targetSession
+	)
+	states := func(ctx context.Context) (live, paused int, err error) {
+		mu.Lock()
+		ss := slices.Clone(opened)
+		mu.Unlock()
+		for _, s := range ss {
+			st, ok := s.(statefulSession)
+			if !ok {
+				return 0, 0, errors.New("the target's sessions do not say their state")
+			}
+			state, err := st.State(ctx)
+			if err != nil {
+				return 0, 0, err
+			}
+			if state == "paused" {
+				paused++
+			} else {
+				live++
+			}
+		}
+		return live, paused, nil
+	}
 	sp := idleSpec{
 		Name: rowHeavyDensity, K: b.opts.IdleSessions, Clients: 1,
-		Detail: "heavy sessions (POST /v1/sessions, runtime heavy), opened one at a time, each when the pool is full again; PSS of the daemon (this process) and its runsc processes, each reading taken with the pool full",
-		Memory: t.Memory, Settle: atRest(t), State: healthState(t), Progress: b.progress, SteadyFor: b.steadyFor,
+		Detail: "heavy sessions (POST /v1/sessions, runtime heavy), opened one at a time, each when the pool is full again, read while live (before heavy.session_hibernate_after); PSS of the daemon (this process) and its runsc processes, each reading taken with the pool full",
+		Memory: t.Memory, Settle: atRest(t), Progress: b.progress, SteadyFor: b.steadyFor,
+		State: func(ctx context.Context) string {
+			state := healthState(t)(ctx)
+			if live, paused, err := states(ctx); err == nil {
+				state += fmt.Sprintf("; sessions: %d live, %d hibernated", live, paused)
+			}
+			return state
+		},
+	}
+	if hibernateAfter > 0 {
+		sp.Check = func(ctx context.Context) error {
+			if _, paused, err := states(ctx); err != nil || paused > 0 {
+				return fmt.Errorf("%d sessions had hibernated when the live reading was taken (%v)", paused, err)
+			}
+			return nil
+		}
+		sp.Then = &idleThen{
+			Name: rowHeavyHibernated,
+			Detail: fmt.Sprintf("the same sessions once each has hibernated after heavy.session_hibernate_after (%v) unused: paused into the daemon's snapshot store (on disk), its sandbox freed; "+
+				"PSS of the daemon and its runsc processes against the same reading before; then each answers its next run, restored for it", hibernateAfter),
+			Wait: func(ctx context.Context, open []targetSession) error {
+				deadline := time.Now().Add(hibernateAfter + 2*time.Minute)
+				for {
+					live, paused, err := states(ctx)
+					if err != nil {
+						return err
+					}
+					if live == 0 {
+						return nil
+					}
+					if time.Now().After(deadline) {
+						return fmt.Errorf("%d of %d sessions still live %v after their last run (heavy.session_hibernate_after %v)", live, live+paused, hibernateAfter+2*time.Minute, hibernateAfter)
+					}
+					if err := sleepCtx(ctx, time.Second); err != nil {
+						return err
+					}
+				}
+			},
+		}
 	}
 	p, err := newPacer(ctx, t, "health", b.note)
 	if err != nil {
-		return Density{Name: sp.Name, Asked: sp.K, Error: err.Error()}
+		rows := []Density{{Name: sp.Name, Asked: sp.K, Error: err.Error()}}
+		if sp.Then != nil {
+			rows = append(rows, Density{Name: sp.Then.Name, Asked: sp.K, Error: err.Error()})
+		}
+		return rows
 	}
 	sp.Open = func(ctx context.Context) (targetSession, error) {
 		if err := p.wait(ctx); err != nil {
@@ -164,8 +240,16 @@ func (b *heavyBencher) heavyDensity(ctx context.Context, t target) Density {
 		s, err := t.NewSession(ctx)
 		if err == nil {
 			p.held++
+			mu.Lock()
+			opened = append(opened, s)
+			mu.Unlock()
 		}
 		return s, err
 	}
-	return measureIdle(ctx, sp)
+	return measureIdleRows(ctx, sp)
+}
+
+// statefulSession is a session that says its state ("live" or "paused"), as the API's do.
+type statefulSession interface {
+	State(ctx context.Context) (string, error)
 }

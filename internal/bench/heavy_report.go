@@ -104,6 +104,9 @@ func heavyTargets(r *HeavyResults) []Target {
 		latencyTarget("session create → first result with 10 concurrent creators ≤ 50 ms (p99)", burst, row(burst), true, 50))
 	if !r.Settings.NoDensity {
 		ts = append(ts, densityTarget("≤ 40 MiB PSS per idle heavy session", r.density(rowHeavyDensity), 40))
+		if d := r.density(rowHeavyHibernated); d != nil {
+			ts = append(ts, densityTarget("≤ 40 MiB PSS per idle heavy session, once hibernated (heavy.session_hibernate_after)", d, 40))
+		}
 	}
 	return ts
 }

@@ -42,6 +42,7 @@ func (b *heavyBencher) nativeBaselines(ctx context.Context) {
 		for _, s := range heavySnippets {
 			b.snippet(s.Name).Errors[engineNative] = err.Error()
 		}
+		b.nativeDensity(ctx)
 		return
 	}
 	p := b.native
@@ -66,6 +67,42 @@ func (b *heavyBencher) nativeBaselines(ctx context.Context) {
 		repl.Close()
 		b.add(hgCell, "native REPL over a pipe (chroot)", "python3 reading JSON lines, exec in one namespace, a marker line after each cell", true, lat, err)
 	}
+	b.nativeDensity(ctx)
+}
+
+// rowHeavyDensityNative is the density baseline of the heavy bench.
+const rowHeavyDensityNative = "python3 REPL processes with the preload imported, native (chroot)"
+
+// nativeDensity is the baseline of the idle heavy sessions' memory: opts.IdleSessions REPLs of
+// the image's python3 in its chroot, each having imported what warm sandboxes preload (numpy and
+// pandas) and run the density cell, idle; their PSS is read over the bench and its children,
+// before any sandbox or daemon is started.
+func (b *heavyBencher) nativeDensity(ctx context.Context) {
+	if b.opts.NoDensity || b.opts.NoHTTP {
+		return
+	}
+	if b.native == nil {
+		b.res.Density = append(b.res.Density, Density{Key: keyNative, Name: rowHeavyDensityNative, Asked: b.opts.IdleSessions, Error: "no image: " + b.res.Machine.Image})
+		return
+	}
+	imports := "import " + strings.Join(heavy.DefaultPreload, ", ")
+	d := measureIdle(ctx, idleSpec{
+		Name: rowHeavyDensityNative, Key: keyNative, K: b.opts.IdleSessions, Clients: 1,
+		Detail: fmt.Sprintf("one python3 of the image per session, in its chroot, reading cells on stdin (a REPL over a pipe), having run `%s` as a warm sandbox has; PSS of the bench and the processes it started", imports),
+		Open: func(ctx context.Context) (targetSession, error) {
+			r, err := b.native.startREPL(context.WithoutCancel(ctx))
+			if err != nil {
+				return nil, err
+			}
+			if _, err := r.Run(ctx, imports); err != nil {
+				r.Close()
+				return nil, err
+			}
+			return r, nil
+		},
+		Memory: selfMemory, Progress: b.progress, SteadyFor: b.steadyFor,
+	})
+	b.res.Density = append(b.res.Density, d)
 }
 
 // restoreScenarios run on a runtime whose pool restores from a checkpoint.

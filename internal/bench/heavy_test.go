@@ -126,8 +126,11 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 		f.refill()
 		return f, nil
 	}
-	daemon := &fakeTarget{workers: 16, warmCap: 2, warm: 2, refill: time.Millisecond, holdSessions: true}
-	b.serve = func(ctx context.Context) (target, error) { return daemon, nil }
+	daemon := &fakeTarget{workers: 16, warmCap: 2, warm: 2, refill: time.Millisecond, holdSessions: true, hibernateAfter: 4 * time.Second}
+	b.serve = func(ctx context.Context) (target, error) {
+		b.hibernateAfter = daemon.hibernateAfter
+		return daemon, nil
+	}
 	b.run(context.Background())
 	b.finish()
 	want := map[string]int{rowHit: 5, rowFirstH: 5, rowMissR: 5, rowFirstR: 5, rowCell: 10, rowFillR: 2, rowMissB: 2, rowFirstB: 2, rowFillB: 2,
@@ -154,8 +157,11 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 	if len(b.res.Compute) != len(heavySnippets) || b.res.Compute[0].Median[engineHeavy] != 0.25 {
 		t.Errorf("compute: %+v", b.res.Compute)
 	}
-	if len(b.res.Density) != 1 || b.res.Density[0].Error != "" || b.res.Density[0].Opened != 4 || b.res.Density[0].PerSession != fakeSessionMiB || daemon.open != 0 {
-		t.Errorf("density: %+v (%d sessions left open)", b.res.Density, daemon.open)
+	// The native baseline (no image here: an error), the live sessions, the same hibernated.
+	if d := b.res.Density; len(d) != 3 || d[0].Name != rowHeavyDensityNative || d[0].Error == "" ||
+		d[1].Name != rowHeavyDensity || d[1].Error != "" || d[1].Opened != 4 || d[1].PerSession != fakeSessionMiB || d[1].Answered != 4 ||
+		d[2].Name != rowHeavyHibernated || d[2].Error != "" || d[2].Opened != 4 || d[2].PerSession != 0 || d[2].Answered != 4 || daemon.open != 0 {
+		t.Errorf("density: %+v (%d sessions left open)", d, daemon.open)
 	}
 	var goals []string
 	for _, t := range b.res.Targets {
@@ -165,6 +171,7 @@ func TestHeavyScenariosOnFake(t *testing.T) {
 		"warm-pool session to first print ≤ 20 ms (p50)", "pool miss served by restore ≤ 400 ms (p50)", "refill ≥ 8 sandboxes/s",
 		"warm-session cell ≤ 5 ms (p50)", "pandas-bound compute within 1.3x of native", "one-shot `print` through HTTP ≤ 10 ms (p50)",
 		"session create → first result with 10 concurrent creators ≤ 50 ms (p99)", "≤ 40 MiB PSS per idle heavy session",
+		"≤ 40 MiB PSS per idle heavy session, once hibernated (heavy.session_hibernate_after)",
 	}; strings.Join(goals, "\n") != strings.Join(want, "\n") {
 		t.Errorf("targets: %q\nwant %q", goals, want)
 	}
@@ -191,7 +198,8 @@ func TestParseHeavyPool(t *testing.T) {
 	}
 }
 
-// A daemon that does not start fails the HTTP rows and the density row with its reason.
+// A daemon that does not start fails the HTTP rows and the density rows (live and hibernated)
+// with its reason.
 func TestHeavyHTTPScenariosWithoutADaemon(t *testing.T) {
 	t.Parallel()
 	b := testHeavyBencher(HeavyOptions{N: 2})
@@ -199,7 +207,7 @@ func TestHeavyHTTPScenariosWithoutADaemon(t *testing.T) {
 	b.httpScenarios(context.Background())
 	b.finish()
 	if len(b.res.Rows) != 3 || b.res.Rows[0].Error != "no root" || b.res.Rows[1].Error != "no root" || b.res.Rows[2].Error != "no root" ||
-		len(b.res.Density) != 1 || b.res.Density[0].Error != "no root" || b.res.Failed != 4 {
+		len(b.res.Density) != 2 || b.res.Density[0].Error != "no root" || b.res.Density[1].Error != "no root" || b.res.Failed != 5 {
 		t.Errorf("rows %+v, density %+v, failed %d", b.res.Rows, b.res.Density, b.res.Failed)
 	}
 }
