@@ -149,6 +149,10 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 		s.mu.Unlock()
 		return sandbox.SnapshotRef{}, nil
 	}
+	// The last run's snapshot behind its result, if no step claimed it, is a request still in
+	// flight on a loaded machine: wait for it and drop it, as a pause does, so that the
+	// checkpoint is not refused for it.
+	s.settleLocked(ctx, b)
 	if !b.quiesce() {
 		s.mu.Unlock()
 		if n := b.commandsRunning(); n > 0 {
