@@ -34,6 +34,13 @@ func Heavy(ctx context.Context, cfg config.Config, opts Options, out io.Writer) 
 	if err := buildRunsc(ctx, l, root, cfg.DataDir, opts.Force, out); err != nil {
 		return fmt.Errorf("setup heavy: runsc: %w", err)
 	}
+	if rootErr == nil {
+		// The waiter of restored sandboxes (cmd/agentbox-runsc-wait): small, rebuilt every time.
+		if err := heavy.BuildRunscWait(ctx, root, l.RunscWait()); err != nil {
+			return fmt.Errorf("setup heavy: runsc waiter: %w", err)
+		}
+		fmt.Fprintf(out, "heavy: runsc waiter built: %s\n", l.RunscWait())
+	}
 	guest := l.Guest()
 	if rootErr == nil {
 		t := time.Now()

@@ -199,6 +199,13 @@ func (rt *Runtime) runscFlags(limits sandbox.Limits) []string {
 // guest said hello before its checkpoint), the caller checks the guest answers. On failure the
 // sandbox is destroyed.
 func (b *box) launch(ctx context.Context, rt *Runtime, verb string, args []string, hello bool) error {
+	// A restore is detached and waited for by rt.opts.RunscWait, which holds far less memory
+	// than an attached `runsc restore` for the sandbox's life (cmd/agentbox-runsc-wait).
+	waiter := verb == "restore" && rt.opts.RunscWait != ""
+	pidFile := filepath.Join(b.dir, "sandbox.pid")
+	if waiter {
+		args = append([]string{"--detach", "--pid-file", pidFile}, args...)
+	}
 	args = append([]string{verb}, args...)
 	for i, p := range b.pass {
 		args = append(args, "--pass-fd", strconv.Itoa(3+i)+":"+strconv.Itoa(p.guest)) // ExtraFiles[i] is runsc's 3+i
@@ -206,6 +213,10 @@ func (b *box) launch(ctx context.Context, rt *Runtime, verb string, args []strin
 	args = append(args, "--bundle", b.dir, b.id)
 	// Not tied to ctx: the sandbox outlives the request that started it (pool, session).
 	b.cmd = rt.runsc.command(context.Background(), rt.runscFlags(b.limits), args...)
+	if waiter {
+		b.cmd.Args = append([]string{rt.opts.RunscWait, strconv.Itoa(len(b.pass)), pidFile}, b.cmd.Args...)
+		b.cmd.Path = rt.opts.RunscWait
+	}
 	for _, p := range b.pass {
 		b.cmd.ExtraFiles = append(b.cmd.ExtraFiles, p.host)
 	}

@@ -38,6 +38,15 @@ func (l Layout) Runsc(version string) string {
 	return filepath.Join(l.BinDir(), "runsc-"+version)
 }
 
+// RunscWait is the waiter that stands in for an attached `runsc restore` (cmd/agentbox-runsc-wait),
+// which setup builds beside runsc in the source tree.
+func (l Layout) RunscWait() string { return filepath.Join(l.BinDir(), "agentbox-runsc-wait") }
+
+// BuildRunscWait builds cmd/agentbox-runsc-wait of the source tree at root into dst, static.
+func BuildRunscWait(ctx context.Context, root, dst string) error {
+	return buildStatic(ctx, root, "./cmd/agentbox-runsc-wait", dst)
+}
+
 // Guest is the guest agent setup builds.
 func (l Layout) Guest() string { return filepath.Join(l.BinDir(), "agentbox-guest") }
 
@@ -95,16 +104,22 @@ func SourceRoot(dir string) (string, error) {
 
 // BuildGuest builds cmd/agentbox-guest of the source tree at root, static, into dst (atomically).
 func BuildGuest(ctx context.Context, root, dst string) error {
+	return buildStatic(ctx, root, "./cmd/agentbox-guest", dst)
+}
+
+// buildStatic builds the main package pkg of the source tree at root into dst (atomically),
+// without cgo.
+func buildStatic(ctx context.Context, root, pkg, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
 	tmp := dst + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, "./cmd/agentbox-guest")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("go build ./cmd/agentbox-guest: %v: %s", err, out)
+		return fmt.Errorf("go build %s: %v: %s", pkg, err, out)
 	}
 	return os.Rename(tmp, dst)
 }

@@ -22,6 +22,10 @@ import (
 type Options struct {
 	// Layout is where the runtime's files are (DATA_DIR/heavy). Required.
 	Layout Layout
+	// RunscWait is the waiter that stands in for an attached `runsc restore` while a restored
+	// sandbox lives (cmd/agentbox-runsc-wait). Default: Layout.RunscWait() if it is there; "-"
+	// (or none there): restores are attached `runsc restore` processes.
+	RunscWait string
 	// Runsc is the runsc binary. Default: Layout.Runsc(RunscVersion).
 	Runsc string
 	// Image is the image sandboxes run. Default images.Default ("python-datascience").
@@ -206,6 +210,14 @@ func New(ctx context.Context, opts Options) (*Runtime, error) {
 	}
 	if opts.Runsc == "" {
 		opts.Runsc = opts.Layout.Runsc(RunscVersion)
+	}
+	if opts.RunscWait == "" {
+		if _, err := os.Stat(opts.Layout.RunscWait()); err == nil {
+			opts.RunscWait = opts.Layout.RunscWait()
+		}
+	}
+	if opts.RunscWait == "-" {
+		opts.RunscWait = ""
 	}
 	if opts.Image == "" {
 		opts.Image = "python-datascience"
