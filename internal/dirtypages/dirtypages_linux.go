@@ -22,9 +22,10 @@ const (
 	registerModeWP    = 1 << 1  // UFFDIO_REGISTER_MODE_WP
 	writeprotectModeW = 1 << 0  // UFFDIO_WRITEPROTECT_MODE_WP
 
-	pmScanWPMatching   = 1 << 0 // PM_SCAN_WP_MATCHING
-	pmScanCheckWPAsync = 1 << 1 // PM_SCAN_CHECK_WPASYNC
-	pageIsWritten      = 1 << 1 // PAGE_IS_WRITTEN
+	// PM_SCAN_WP_MATCHING; without PM_SCAN_CHECK_WPASYNC, parts not registered (Untrack)
+	// are skipped instead of failing the scan.
+	pmScanWPMatching = 1 << 0
+	pageIsWritten    = 1 << 1 // PAGE_IS_WRITTEN
 )
 
 // ioctl requests: _IOWR(type, nr, size).
@@ -117,8 +118,9 @@ func span(b []byte) (uint64, uint64) {
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))), uint64(len(b))
 }
 
-// Register starts tracking b (page-aligned, a whole anonymous private mapping or part of one):
-// every page of it is clean. Unmapping b ends its tracking.
+// Register starts tracking b (page-aligned, a whole anonymous private mapping or part of one),
+// again after Untrack of any part of it: every page of it is clean. Unmapping b ends its
+// tracking.
 func (t *Tracker) Register(b []byte) error {
 	start, n := span(b)
 	reg := uffdioRegister{Range: uffdioRange{start, n}, Mode: registerModeWP}
@@ -128,7 +130,20 @@ func (t *Tracker) Register(b []byte) error {
 	return t.Clean(b)
 }
 
-// Clean marks every page of b clean (not written).
+// Untrack stops tracking b (page-aligned, inside a registered mapping): writes to its pages no
+// longer fault, and Written no longer reports them, whether written or not. The caller must
+// count them as written from here on, until Register tracks them again. For pages written over
+// and over, a write-protect fault per page per scan costs more than looking at them each time.
+func (t *Tracker) Untrack(b []byte) error {
+	start, n := span(b)
+	r := uffdioRange{start, n}
+	if err := ioctl(t.uffd, reqUnregister, unsafe.Pointer(&r)); err != nil {
+		return fmt.Errorf("UFFDIO_UNREGISTER: %w", err)
+	}
+	return nil
+}
+
+// Clean marks every page of b clean (not written). Every page of b must be tracked.
 func (t *Tracker) Clean(b []byte) error {
 	start, n := span(b)
 	wp := uffdioWriteprotect{Range: uffdioRange{start, n}, Mode: writeprotectModeW}
@@ -140,7 +155,8 @@ func (t *Tracker) Clean(b []byte) error {
 
 // Written calls fn with the offset and length (in bytes, multiples of Page) of each run of
 // pages of b written since b was registered, cleaned or last scanned, in order, and marks them
-// clean again. No other goroutine may write b meanwhile (a write during the scan may be lost).
+// clean again. Pages untracked (Untrack) are skipped. No other goroutine may write b meanwhile (a
+// write during the scan may be lost).
 func (t *Tracker) Written(b []byte, fn func(off, n int)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -148,7 +164,7 @@ func (t *Tracker) Written(b []byte, fn func(off, n int)) error {
 	start, end := base, base+n
 	for start < end {
 		arg := pmScanArg{
-			Size: uint64(unsafe.Sizeof(pmScanArg{})), Flags: pmScanWPMatching | pmScanCheckWPAsync,
+			Size: uint64(unsafe.Sizeof(pmScanArg{})), Flags: pmScanWPMatching,
 			Start: start, End: end, Vec: uint64(uintptr(unsafe.Pointer(&t.vec[0]))), VecLen: uint64(len(t.vec)),
 			CategoryMask: pageIsWritten, ReturnMask: pageIsWritten,
 		}

@@ -107,6 +107,32 @@ func check(t *testing.T) error {
 	if got, err = scan(); err != nil || !slices.Equal(got, []int{4}) {
 		return &errT{errorf("scan after the scan after DONTNEED: %v %v", got, err)}
 	}
+	// Untrack: pages out of tracking are not reported (the scan goes past them), the others
+	// are; Register tracks them again, clean.
+	if err := tr.Untrack(b[30*Page : 33*Page]); err != nil {
+		return err
+	}
+	if err := tr.Untrack(b[40*Page : 41*Page]); err != nil {
+		return err
+	}
+	b[29*Page], b[31*Page], b[40*Page], b[41*Page] = 1, 1, 1, 1
+	if got, err = scan(); err != nil || !slices.Equal(got, []int{29, 41}) {
+		return &errT{errorf("scan with pages out of tracking: %v %v, want [29 41]", got, err)}
+	}
+	b[32*Page] = 2
+	if got, err = scan(); err != nil || len(got) != 0 {
+		return &errT{errorf("second scan with pages out of tracking: %v %v, want none", got, err)}
+	}
+	if err := tr.Register(b[30*Page : 41*Page]); err != nil {
+		return err
+	}
+	if got, err = scan(); err != nil || len(got) != 0 {
+		return &errT{errorf("scan after tracking again: %v %v, want none", got, err)}
+	}
+	b[31*Page], b[40*Page] = 3, 3
+	if got, err = scan(); err != nil || !slices.Equal(got, []int{31, 40}) {
+		return &errT{errorf("scan of pages tracked again: %v %v, want [31 40]", got, err)}
+	}
 	return nil
 }
 

@@ -21,4 +21,5 @@ func Requests() []uint32                                       { return nil }
 func (t *Tracker) Close() error                                { return nil }
 func (t *Tracker) Register(b []byte) error                     { return ErrUnsupported }
 func (t *Tracker) Clean(b []byte) error                        { return ErrUnsupported }
+func (t *Tracker) Untrack(b []byte) error                      { return ErrUnsupported }
 func (t *Tracker) Written(b []byte, fn func(off, n int)) error { return ErrUnsupported }

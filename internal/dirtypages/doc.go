@@ -14,4 +14,8 @@
 // only ioctl is needed, which a seccomp filter can allow for the four requests Tracker makes
 // (Requests). On kernels or configurations without the interface Open fails, and callers fall
 // back to comparing memory.
+//
+// Untrack takes pages out of tracking (their writes stop costing a fault, and scans skip them:
+// the caller counts them as written), and Register tracks them again: for pages a program writes
+// between every two scans, looking at them each time is cheaper than the fault.
 package dirtypages
