@@ -34,6 +34,16 @@ type linearMemory struct {
 	// snapshots) know which pages were written; tracked says it took it.
 	dirty   *dirtypages.Tracker
 	tracked bool
+	// hot are the pages (offsets, in order) taken out of tracking because they were written
+	// in two scans in a row: written reports them every time, and writes to them cost no
+	// write-protect fault (hot.go). prev are the tracked pages the last scan found written;
+	// scans counts scans since the hot pages were last all tracked again; gaveBack says zero
+	// gave pages back since the last clean.
+	hot      []uint32
+	prev     []uint32
+	scans    int
+	gaveBack bool
+	gen      int // counts trackAll calls
 }
 
 func (m *linearMemory) allocator(reserve uint64, limit func() uint64) experimental.MemoryAllocator {
@@ -119,30 +129,70 @@ func (failedMemory) Free()                    {}
 // zero makes b (64 KiB-aligned, inside the mapping) read as zeros and gives its pages back to
 // the system, which copying zeros over them would not.
 func (m *linearMemory) zero(b []byte) {
+	m.mu.Lock()
+	m.gaveBack = true
+	m.mu.Unlock()
 	if syscall.Madvise(b, syscall.MADV_DONTNEED) != nil {
 		clear(b)
 	}
 }
 
 // written calls fn with the offset of each page of the first n bytes written since the last call
-// (or since the mapping was made), in order, and counts them as unwritten again. The guest must
-// not run meanwhile. false: the pages are not tracked (fn was not called, or not for all).
+// (or since the mapping was made), in order, and counts them as unwritten again. Pages out of
+// tracking (hot) are reported every time. The guest must not run meanwhile. false: the pages are
+// not tracked (fn was not called, or not for all).
 func (m *linearMemory) written(n int, fn func(off int)) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.tracked || m.unmapped || n > m.committed {
 		return false
 	}
-	return m.dirty.Written(m.buf[:n], func(off, l int) {
+	var w []uint32
+	if m.dirty.Written(m.buf[:n], func(off, l int) {
 		for p := off; p < off+l; p += dirtypages.Page {
-			fn(p)
+			w = append(w, uint32(p))
 		}
-	}) == nil
+	}) != nil {
+		return false
+	}
+	j := 0
+	for _, off := range w {
+		for ; j < len(m.hot) && m.hot[j] < off; j++ {
+			if int(m.hot[j]) < n {
+				fn(int(m.hot[j]))
+			}
+		}
+		if j < len(m.hot) && m.hot[j] == off {
+			j++ // hot, and still tracked: untrack has not run yet
+		}
+		fn(int(off))
+	}
+	for ; j < len(m.hot); j++ {
+		if int(m.hot[j]) < n {
+			fn(int(m.hot[j]))
+		}
+	}
+	m.adapt(w)
+	return true
 }
 
 // clean counts every page of the first n bytes as unwritten; false when they are not tracked.
 func (m *linearMemory) clean(n int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.tracked && !m.unmapped && n <= m.committed && m.dirty.Clean(m.buf[:n]) == nil
+	if !m.tracked || m.unmapped || n > m.committed {
+		return false
+	}
+	if m.gaveBack && len(m.hot) > 0 {
+		// Pages given back while out of tracking: track everything again, as at the start.
+		m.trackAll()
+	}
+	m.gaveBack = false
+	m.prev = nil
+	if len(m.hot) == 0 {
+		return m.dirty.Clean(m.buf[:n]) == nil
+	}
+	// The hot pages count as written anyway; a scan write-protects all the others again (one
+	// call, where write-protecting around each hot page would be one per run of them).
+	return m.dirty.Written(m.buf[:n], func(int, int) {}) == nil
 }

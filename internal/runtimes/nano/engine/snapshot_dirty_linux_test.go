@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -274,4 +275,67 @@ func TestSnapshotsSharePages(t *testing.T) {
 		t.Fatalf("%d pages shared, %d copied", shared, copied)
 	}
 	t.Logf("%d pages shared, %d copied", shared, copied)
+}
+
+// TestSnapshotHotPages: pages written step after step are taken out of tracking (hot_linux.go),
+// put back every few scans, and taken out again; every snapshot is still byte for byte the
+// memory the full comparison sees, across rewinds in place and a reset, whether the pages'
+// untracking has happened yet or not.
+func TestSnapshotHotPages(t *testing.T) {
+	defer func(c, m int) { coolEvery, maxHot = c, m }(coolEvery, maxHot)
+	coolEvery, maxHot = 7, 96
+	inst := trackedInstance(t)
+	setup := "import json, random\nrows = []\nrng = random.Random(1)"
+	steps := []string{
+		"rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows))",
+		"rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows))",
+		"rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows))",
+		"blob = bytes(rng.getrandbits(8) for _ in range(300000))\nprint(len(blob))",
+		"blob = None\nrows.append(json.dumps(rows[-3:]))\nprint(len(rows))",
+	}
+	runIn(t, inst, &Request{KeepGlobals: true, Code: setup})
+	var snaps []*SnapshotParts
+	check := func(what string) {
+		t.Helper()
+		s, err := inst.SnapshotParts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now := memoryNow(inst); !samePages(s, &now) {
+			t.Fatalf("%s: the snapshot has %d pages, the full comparison %d (or other bytes)", what, len(s.Offsets), len(now.Offsets))
+		}
+		snaps = append(snaps, s)
+	}
+	check("setup")
+	sawHot, cooled := false, 0
+	for k := 0; k < 60; k++ {
+		runIn(t, inst, &Request{KeepGlobals: true, Code: steps[k%len(steps)]})
+		inst.mem.mu.Lock()
+		sawHot = sawHot || len(inst.mem.hot) > 0
+		cooled = inst.mem.gen
+		inst.mem.mu.Unlock()
+		check(fmt.Sprintf("step %d", k))
+		switch {
+		case k%13 == 12:
+			to := snaps[len(snaps)-1-k%5]
+			if err := inst.RewindTo(to); err != nil {
+				t.Fatalf("step %d: rewind: %v", k, err)
+			}
+			if now := memoryNow(inst); !samePages(to, &now) {
+				t.Fatalf("step %d: after the rewind the memory differs from its snapshot", k)
+			}
+		case k == 40:
+			if err := inst.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			if now := memoryNow(inst); len(now.Offsets) != 0 {
+				t.Fatalf("after the reset %d pages differ from pristine", len(now.Offsets))
+			}
+			runIn(t, inst, &Request{KeepGlobals: true, Code: setup})
+			check("setup after the reset")
+		}
+	}
+	if !sawHot || cooled == 0 {
+		t.Fatalf("no page was taken out of tracking (%v) or put back (%d times)", sawHot, cooled)
+	}
 }
