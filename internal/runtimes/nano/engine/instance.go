@@ -132,6 +132,8 @@ type Instance struct {
 	// and trackedFrom that snapshot: what a delta between the two needs to look at.
 	trackedWritten []uint32
 	trackedFrom    *snapshot
+	// spare is resident memory for the pages of the next snapshots (pages.go).
+	spare pageSpare
 }
 
 type runCtl struct{ done <-chan struct{} }

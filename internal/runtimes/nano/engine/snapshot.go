@@ -160,7 +160,7 @@ func (i *Instance) snapshotWritten(buf []byte) *snapshot {
 		Pages:   make([][]byte, 0, len(base.Offsets)+len(written))}
 	pristine := i.snap.mem
 	var zero [snapPage]byte
-	var fresh []byte // the pages written since base that changed, copied into one block
+	var fresh []int // indexes into s.Pages of the pages written since base that changed
 	j, k := 0, 0
 	for j < len(base.Offsets) || k < len(written) {
 		if k == len(written) || j < len(base.Offsets) && base.Offsets[j] < written[k] {
@@ -187,15 +187,19 @@ func (i *Instance) snapshotWritten(buf []byte) *snapshot {
 			want = pristine[off : off+snapPage]
 		}
 		if !bytes.Equal(page, want) {
-			if len(fresh) == cap(fresh) {
-				fresh = make([]byte, 0, (len(written)-k+1)*snapPage)
-			}
-			n := len(fresh)
-			fresh = append(fresh, page...)
+			fresh = append(fresh, len(s.Pages))
 			s.Offsets = append(s.Offsets, off)
-			s.Pages = append(s.Pages, fresh[n:n+snapPage:n+snapPage])
+			s.Pages = append(s.Pages, page) // still the memory's: copied below
 		}
 	}
+	// The pages that changed, copied into one block of memory made resident beforehand.
+	block := i.spare.take(len(fresh) * snapPage)
+	for n, p := range fresh {
+		dst := block[n*snapPage : (n+1)*snapPage : (n+1)*snapPage]
+		copy(dst, s.Pages[p])
+		s.Pages[p] = dst
+	}
+	go i.spare.refill()
 	i.tracked, i.trackedFrom, i.trackedWritten = s, base, written
 	return s
 }
