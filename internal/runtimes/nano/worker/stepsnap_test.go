@@ -1,6 +1,9 @@
 package worker
 
 import (
+	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,3 +70,95 @@ func TestRunSnapStep(t *testing.T) {
 }
 
 var testLimits = sandbox.Limits{Timeout: 20 * time.Second}
+
+// TestStepSnapshotWhileNextRunWrites: the daemon sends a session's next run the moment a step's
+// result arrives, before it has read the step's snapshot frame, and that run rewrites much of the
+// memory; the frame is still byte for byte the memory at the end of its step: the same as the
+// snapshot of the same deterministic steps in another worker where nothing runs after it.
+func TestStepSnapshotWhileNextRunWrites(t *testing.T) {
+	det := &sandbox.Determinism{Seed: 7}
+	setup := "import json, random\nrows = []\nrng = random.Random(1)"
+	step := "rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows))"
+	// Rewrites most of what the steps wrote, and much more.
+	next := "rows = [dict(r, v=-r['v']) for r in rows] * 50\nbig = bytearray(b'x' * (8 << 20))\nprint(len(rows))"
+	// send writes a run's request from a goroutine of its own (the worker may be writing to us
+	// first: the pipes here have no buffer) and returns its ID and the write's outcome.
+	send := func(c *client, code, snap string, base bool) (uint64, <-chan error) {
+		nextID++
+		req := &wire.Request{Op: wire.OpRun, ID: nextID, Code: code, SnapStep: snap, Base: base, Limits: testLimits, Deterministic: det}
+		sent := make(chan error, 1)
+		go func() { sent <- wire.Write(c.in, req) }()
+		return nextID, sent
+	}
+	wrote := func(sent <-chan error) {
+		t.Helper()
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// frames reads until it has the frames named (op and request ID).
+	frames := func(c *client, names ...string) map[string]wire.Response {
+		t.Helper()
+		got := map[string]wire.Response{}
+		for slices.ContainsFunc(names, func(n string) bool { _, ok := got[n]; return !ok }) {
+			r := c.recv()
+			if r.Op == wire.OpStatus {
+				continue
+			}
+			if r.Error != nil || (r.Op == wire.OpResult && (r.Result == nil || r.Result.Error != nil)) {
+				t.Fatalf("%s %d: %+v %+v", r.Op, r.ID, r.Error, r.Result)
+			}
+			got[fmt.Sprint(r.Op, r.ID)] = r
+		}
+		return got
+	}
+	res := func(id uint64) string { return fmt.Sprint(wire.OpResult, id) }
+	snap := func(id uint64) string { return fmt.Sprint(wire.OpStepSnapshot, id) }
+	// The steps' snapshots, each applied to the one before; with busy, the last step's next run
+	// is sent the moment its result is read, before its snapshot frame is.
+	snapshots := func(c *client, busy bool) *engine.SnapshotParts {
+		t.Helper()
+		var base *engine.SnapshotParts
+		for k := 0; k < 6; k++ {
+			code := step
+			if k == 0 {
+				code = setup
+			}
+			id, sent := send(c, code, fmt.Sprint("s", k), base != nil)
+			if k == 5 && busy {
+				frames(c, res(id))
+				after, sentAfter := send(c, next, "after", true)
+				f := frames(c, snap(id), res(after), snap(after))
+				wrote(sent)
+				wrote(sentAfter)
+				return apply(t, f[snap(id)], base)
+			}
+			f := frames(c, res(id), snap(id))
+			wrote(sent)
+			base = apply(t, f[snap(id)], base)
+		}
+		return base
+	}
+	quiet, _ := startInMemoryCfg(t, Config{Mode: ModeSession})
+	busy, _ := startInMemoryCfg(t, Config{Mode: ModeSession})
+	w, g := snapshots(quiet, false), snapshots(busy, true)
+	if w.Size != g.Size || !slices.Equal(w.Offsets, g.Offsets) || !bytes.Equal(w.Bytes(), g.Bytes()) {
+		t.Fatalf("the last step's snapshot, taken as the next run wrote: %d pages of %d bytes; without a next run: %d pages of %d bytes",
+			len(g.Offsets), g.Size, len(w.Offsets), w.Size)
+	}
+}
+
+func apply(t *testing.T, r wire.Response, base *engine.SnapshotParts) *engine.SnapshotParts {
+	t.Helper()
+	if r.Op != wire.OpStepSnapshot || r.Error != nil {
+		t.Fatalf("snapshot frame: %+v", r)
+	}
+	d, err := engine.DecodeDelta(r.Snapshot)
+	if err == nil {
+		base, err = d.Apply(base)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
