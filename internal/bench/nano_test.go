@@ -142,6 +142,32 @@ func TestComputeOnFake(t *testing.T) {
 	}
 }
 
+// The compute runs wait for the nano pool's refill after a nano run, on every engine.
+func TestComputePacerWaitsForRefill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := &fakeTarget{workers: 1, warmCap: 2, warm: 2, refill: 300 * time.Millisecond}
+	p := &computePacer{t: f}
+	if err := p.wait(ctx, engineNano); err != nil || p.want != 2 {
+		t.Fatalf("first wait: %v, want %d", err, p.want)
+	}
+	if _, err := f.Run(ctx, "print('hi')", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.wait(ctx, engineNative); err != nil {
+		t.Fatal(err)
+	}
+	// Not before the refill; and on the refill, not on the one-second fallback for a pool whose
+	// health stays the same (the fake's never changes).
+	if d := time.Since(start); d < 250*time.Millisecond || d >= time.Second {
+		t.Errorf("waited %v for a 300ms refill", d)
+	}
+	if s, _, _ := f.Pool(ctx); s.Warm != 2 {
+		t.Errorf("pool after the wait: %s", s)
+	}
+}
+
 func TestSnippetImportsUntimed(t *testing.T) {
 	t.Parallel()
 	if got := topImports("import a, b.c\nfrom d.e import f\n  import g\nx = 'import h'\nimport i  \n"); strings.Join(got, " ") != "a b.c d.e i" {
