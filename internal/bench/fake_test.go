@@ -28,8 +28,8 @@ type fakeTarget struct {
 	warmTarget int
 	// holdSessions makes open sessions count as workers in use, as heavy sandboxes do.
 	holdSessions bool
-	// hibernateAfter > 0 makes a session unused that long paused (State says so), costing no
-	// memory, as a heavy daemon's do; paused counts them.
+	// hibernateAfter > 0 makes a session unused that long hibernate: it holds no worker and
+	// costs no memory, as a heavy daemon's do; paused counts them.
 	hibernateAfter time.Duration
 	sessions       []*fakeSession
 }
@@ -117,7 +117,7 @@ func (f *fakeTarget) Pool(ctx context.Context) (poolState, bool, error) {
 	defer f.mu.Unlock()
 	free := f.workers - f.busy
 	if f.holdSessions {
-		free -= f.open
+		free -= f.open - f.paused()
 	}
 	return poolState{Free: free, Workers: f.workers, Warm: f.warm, WarmTarget: f.warmTarget}, true, nil
 }
@@ -133,16 +133,6 @@ type fakeSession struct {
 	data    bool
 	lastRun time.Time // guarded by f.mu
 	closed  bool
-}
-
-// State says paused once the session has been unused for the target's hibernateAfter.
-func (s *fakeSession) State(context.Context) (string, error) {
-	s.f.mu.Lock()
-	defer s.f.mu.Unlock()
-	if s.f.hibernateAfter > 0 && time.Since(s.lastRun) >= s.f.hibernateAfter {
-		return "paused", nil
-	}
-	return "live", nil
 }
 
 func (s *fakeSession) Run(ctx context.Context, code string) (runResult, error) {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/api"
@@ -157,47 +155,28 @@ func (b *heavyBencher) bursts(ctx context.Context, t target, start call) ([]time
 // the hibernated row. Each row's sessions then answer their next run (the hibernated ones
 // restored for it).
 func (b *heavyBencher) heavyDensity(ctx context.Context, t target, hibernateAfter time.Duration) []Density {
-	var (
-		mu     sync.Mutex
-		opened []targetSession
-	)
-	states := func(ctx context.Context) (live, paused int, err error) {
-		mu.Lock()
-		ss := slices.Clone(opened)
-		mu.Unlock()
-		for _, s := range ss {
-			st, ok := s.(statefulSession)
-			if !ok {
-				return 0, 0, errors.New("the target's sessions do not say their state")
-			}
-			state, err := st.State(ctx)
-			if err != nil {
-				return 0, 0, err
-			}
-			if state == "paused" {
-				paused++
-			} else {
-				live++
-			}
+	// Sandboxes in use, from the daemon's health: one per live session (warm ones do not count);
+	// a hibernated session holds none.
+	inUse := func(ctx context.Context) (int, error) {
+		p, ok, err := t.Pool(ctx)
+		if err != nil {
+			return 0, err
 		}
-		return live, paused, nil
+		if !ok {
+			return 0, errors.New("the daemon's health says nothing of its sandboxes")
+		}
+		return p.Workers - p.Free, nil
 	}
 	sp := idleSpec{
 		Name: rowHeavyDensity, K: b.opts.IdleSessions, Clients: 1,
 		Detail: "heavy sessions (POST /v1/sessions, runtime heavy), opened one at a time, each when the pool is full again, read while live (before heavy.session_hibernate_after); PSS of the daemon (this process) and its runsc processes, each reading taken with the pool full",
 		Memory: t.Memory, Settle: atRest(t), Progress: b.progress, SteadyFor: b.steadyFor,
-		State: func(ctx context.Context) string {
-			state := healthState(t)(ctx)
-			if live, paused, err := states(ctx); err == nil {
-				state += fmt.Sprintf("; sessions: %d live, %d hibernated", live, paused)
-			}
-			return state
-		},
+		State: healthState(t),
 	}
 	if hibernateAfter > 0 {
 		sp.Check = func(ctx context.Context) error {
-			if _, paused, err := states(ctx); err != nil || paused > 0 {
-				return fmt.Errorf("%d sessions had hibernated when the live reading was taken (%v)", paused, err)
+			if n, err := inUse(ctx); err != nil || n < sp.K {
+				return fmt.Errorf("only %d sandboxes in use when the live reading was taken: sessions had hibernated (%v)", n, err)
 			}
 			return nil
 		}
@@ -206,17 +185,18 @@ func (b *heavyBencher) heavyDensity(ctx context.Context, t target, hibernateAfte
 			Detail: fmt.Sprintf("the same sessions once each has hibernated after heavy.session_hibernate_after (%v) unused: paused into the daemon's snapshot store (on disk), its sandbox freed; "+
 				"PSS of the daemon and its runsc processes against the same reading before; then each answers its next run, restored for it", hibernateAfter),
 			Wait: func(ctx context.Context, open []targetSession) error {
-				deadline := time.Now().Add(hibernateAfter + 2*time.Minute)
+				limit := hibernateAfter + 2*time.Minute
+				deadline := time.Now().Add(limit)
 				for {
-					live, paused, err := states(ctx)
+					n, err := inUse(ctx)
 					if err != nil {
 						return err
 					}
-					if live == 0 {
+					if n == 0 {
 						return nil
 					}
 					if time.Now().After(deadline) {
-						return fmt.Errorf("%d of %d sessions still live %v after their last run (heavy.session_hibernate_after %v)", live, live+paused, hibernateAfter+2*time.Minute, hibernateAfter)
+						return fmt.Errorf("%d of %d sessions still hold a sandbox %v after their last run (heavy.session_hibernate_after %v)", n, len(open), limit, hibernateAfter)
 					}
 					if err := sleepCtx(ctx, time.Second); err != nil {
 						return err
@@ -240,16 +220,8 @@ func (b *heavyBencher) heavyDensity(ctx context.Context, t target, hibernateAfte
 		s, err := t.NewSession(ctx)
 		if err == nil {
 			p.held++
-			mu.Lock()
-			opened = append(opened, s)
-			mu.Unlock()
 		}
 		return s, err
 	}
 	return measureIdleRows(ctx, sp)
-}
-
-// statefulSession is a session that says its state ("live" or "paused"), as the API's do.
-type statefulSession interface {
-	State(ctx context.Context) (string, error)
 }

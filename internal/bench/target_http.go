@@ -134,15 +134,6 @@ func (s *httpSession) Run(ctx context.Context, code string) (runResult, error) {
 	return fromAPI(res), nil
 }
 
-// State is the session's state as the API describes it: live or paused.
-func (s *httpSession) State(ctx context.Context) (string, error) {
-	info, err := s.c.GetSession(ctx, s.id)
-	if err != nil {
-		return "", err
-	}
-	return info.State, nil
-}
-
 func (s *httpSession) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

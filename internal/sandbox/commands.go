@@ -266,6 +266,9 @@ func (m *Manager) RunCommand(ctx context.Context, id string, c Command, out Outp
 	maps.Copy(spec.Env, c.Env)
 	// The process outlives the request that started it when it runs in the background.
 	proc, err := sc.StartCommand(context.WithoutCancel(ctx), spec, cmd)
+	m.mu.Lock()
+	s.tl.wokeFromHibernation() // the tier restored a hibernated session for it
+	m.mu.Unlock()
 	if err != nil {
 		cmd.mu.Lock()
 		cmd.info.Status, cmd.info.Error, cmd.info.ExitCode, cmd.info.Ended = CommandFailed, err.Error(), -1, time.Now().UTC()

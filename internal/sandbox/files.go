@@ -72,6 +72,7 @@ func (m *Manager) moveForFiles(ctx context.Context, id string) error {
 func (m *Manager) touch(s *session) {
 	m.mu.Lock()
 	s.info.LastUsed = time.Now().UTC()
+	s.tl.wokeFromHibernation() // the tier restored it for the operation
 	m.mu.Unlock()
 }
 

@@ -95,11 +95,15 @@ func TestIdleSessionHibernates(t *testing.T) {
 		t.Fatalf("a session in use was paused %d times", n)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for sessionState(t, v, info.ID) != sandbox.SessionPaused {
+	for s.pauses.Load() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("not hibernated after %v unused: state %s", 10*time.Second, sessionState(t, v, info.ID))
+			t.Fatalf("not hibernated after %v unused", 10*time.Second)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// Hibernation is the tier's business: clients still see a live session.
+	if st := sessionState(t, v, info.ID); st != sandbox.SessionLive {
+		t.Fatalf("a hibernated session says %s, want live", st)
 	}
 	if n := s.pauses.Load(); n != 1 {
 		t.Fatalf("paused %d times, want 1", n)
@@ -152,11 +156,61 @@ func TestSessionThatMustStayLiveIsNotHibernated(t *testing.T) {
 	tier.stayLive = ""
 	tier.mu.Unlock()
 	addRun(t, v, info.ID, 1)
-	for sessionState(t, v, info.ID) != sandbox.SessionPaused {
+	for s.pauses.Load() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("not hibernated once it could be")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A hibernated session paused by request becomes paused (the tier's pause of a hibernated
+// session costs nothing more), and a daemon that crashes while a session hibernates brings it
+// back from the hibernation's checkpoint even when its steps are not durable.
+func TestHibernatedSessionPauseAndCrash(t *testing.T) {
+	tier := &hibernatingTier{counterTier: counterTier{durable: map[string]int{}, memoryOnly: true}, after: 100 * time.Millisecond}
+	dir := t.TempDir()
+	m1, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := m1.As(sandbox.Caller{Tenant: "acme"})
+	a, err := v1.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := v1.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRun(t, v1, a.ID, 5)
+	addRun(t, v1, b.ID, 7)
+	deadline := time.Now().Add(10 * time.Second)
+	for tier.sessions[0].pauses.Load() == 0 || tier.sessions[1].pauses.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("not hibernated")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := v1.Pause(context.Background(), b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := sessionState(t, v1, b.ID); st != sandbox.SessionPaused {
+		t.Fatalf("paused by request: %s", st)
+	}
+	// A crash: a second Manager reads the records the first left (the first is not closed, so
+	// its shutdown does not pause anything again).
+	m2, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	v2 := m2.As(sandbox.Caller{Tenant: "acme"})
+	if res := addRun(t, v2, a.ID, 1); res.Stdout != "6\n" {
+		t.Fatalf("the hibernated session after a crash printed %q, want 6", res.Stdout)
+	}
+	if res := addRun(t, v2, b.ID, 1); res.Stdout != "8\n" {
+		t.Fatalf("the paused session after a crash printed %q, want 8", res.Stdout)
 	}
 }
 
@@ -172,5 +226,39 @@ func TestNoHibernationWithoutHibernateAfter(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if st, n := sessionState(t, v, info.ID), tier.sessions[0].pauses.Load(); st != sandbox.SessionLive || n != 0 {
 		t.Fatalf("state %s after %d pauses, want live and none", st, n)
+	}
+}
+
+// A session paused, then resumed by a run that moved it on, comes back after a crash at its
+// newest durable step, not at the pause's checkpoint.
+func TestResumedSessionAfterCrashIsNotBackAtItsPause(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}}
+	dir := t.TempDir()
+	m1, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := m1.As(sandbox.Caller{Tenant: "acme"})
+	info, err := v1.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addRun(t, v1, info.ID, 1)
+	waitDurable(t, v1, info.ID)
+	if _, err := v1.Pause(context.Background(), info.ID); err != nil {
+		t.Fatal(err)
+	}
+	addRun(t, v1, info.ID, 10) // resumes it: 11
+	waitDurable(t, v1, info.ID)
+	// A crash: a second Manager reads the records the first left (the first is not closed, so
+	// its shutdown does not pause the session again).
+	m2, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{tier}, StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	v2 := m2.As(sandbox.Caller{Tenant: "acme"})
+	if res := addRun(t, v2, info.ID, 100); res.Stdout != "111\n" {
+		t.Fatalf("after the crash the session printed %q, want 111 (its newest step, 11, plus 100)", res.Stdout)
 	}
 }

@@ -264,6 +264,7 @@ func (m *Manager) RunInSession(ctx context.Context, id string, req *RunRequest) 
 		m.mu.Lock()
 		tier := s.info.Tier
 		s.tl.state, s.tl.keptUntil = SessionLive, time.Time{}
+		s.tl.wokeFromHibernation()
 		m.mu.Unlock()
 		sn, ok := s.impl.(Snapshotter)
 		st := m.recordStep(s, req, tier, started, res, err, ok)
@@ -402,7 +403,7 @@ func (m *Manager) reapEvery() time.Duration {
 // of a tier that hibernates, unused that long (but not yet for the idle timeout, which decides
 // then), that did not refuse since its last use and has no command running. Called with m.mu held.
 func (m *Manager) hibernates(s *session, idle time.Duration) bool {
-	if _, ok := s.impl.(Pauser); !ok || s.tl.state != SessionLive || s.tl.asleep || idle > m.idle {
+	if _, ok := s.impl.(Pauser); !ok || s.tl.state != SessionLive || s.tl.asleep || s.tl.hibernated || idle > m.idle {
 		return false
 	}
 	t, ok := m.tier(s.info.Tier)
@@ -438,7 +439,7 @@ func (m *Manager) hibernate(id string) {
 	}
 	if why == "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		info, err := m.Pause(ctx, id)
+		info, err := m.pause(ctx, id, true)
 		cancel()
 		if err == nil {
 			m.log.Info("session idle, hibernated", "session", id, "idle", time.Since(info.LastUsed).Round(time.Millisecond))

@@ -169,7 +169,7 @@ func (m *Manager) record(s *session) savedSession {
 		c := *st
 		v.Steps = append(v.Steps, &c)
 	}
-	if h := s.tl.step(s.tl.head); h != nil && v.State != SessionPaused {
+	if h := s.tl.step(s.tl.head); h != nil && v.State != SessionPaused && !s.tl.hibernated {
 		v.Ref = h.Snapshot.Ref
 	}
 	return v

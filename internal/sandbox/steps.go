@@ -26,6 +26,10 @@ type timeline struct {
 	ref string
 	// asleep: s.impl is not loaded (the daemon restarted); wake makes it.
 	asleep bool
+	// hibernated: the session was paused by the reaper when idle (Capabilities.HibernateAfter)
+	// while its state stays live, as clients see it; ref is the pause's checkpoint until the
+	// session is used or paused again.
+	hibernated bool
 	// forkedFrom names the step a forked session started from: "sb_…/step".
 	forkedFrom string
 	// keptUntil: the session was closed with its state kept (CloseSessionKeep) until then; zero
@@ -415,6 +419,7 @@ func (m *Manager) Rewind(ctx context.Context, id, step string) (Step, error) {
 	wasState, wasKept := s.tl.state, s.tl.keptUntil
 	s.tl.head = step
 	s.tl.state, s.tl.keptUntil = SessionLive, time.Time{}
+	s.tl.wokeFromHibernation()
 	out := *st
 	m.mu.Unlock()
 	saved := make(chan struct{})
@@ -527,6 +532,11 @@ func (m *Manager) Fork(ctx context.Context, id, step string) (SessionInfo, error
 // Pause makes a session's state durable and frees its sandbox; its next run (or Resume) brings
 // it back.
 func (m *Manager) Pause(ctx context.Context, id string) (SessionInfo, error) {
+	return m.pause(ctx, id, false)
+}
+
+// pause pauses a session; hibernate keeps its state live (Manager.hibernate).
+func (m *Manager) pause(ctx context.Context, id string, hibernate bool) (SessionInfo, error) {
 	s, unlock, err := m.lockSession(ctx, id)
 	if err != nil {
 		return SessionInfo{}, err
@@ -544,11 +554,14 @@ func (m *Manager) Pause(ctx context.Context, id string) (SessionInfo, error) {
 	}
 	m.volumesCheckpointed(s, ref)
 	m.mu.Lock()
-	s.tl.state, s.tl.ref = SessionPaused, ref.Ref
+	s.tl.ref, s.tl.hibernated = ref.Ref, hibernate
+	if !hibernate {
+		s.tl.state = SessionPaused
+	}
 	info := s.info
 	m.mu.Unlock()
 	m.saveSession(s)
-	m.log.Info("session paused", "session", id, "ref", ref.Ref, "bytes", ref.Bytes)
+	m.log.Info("session paused", "session", id, "ref", ref.Ref, "bytes", ref.Bytes, "hibernated", hibernate)
 	return m.describe(s, info), nil
 }
 
@@ -566,6 +579,7 @@ func (m *Manager) Resume(ctx context.Context, id string) (SessionInfo, error) {
 	}
 	m.mu.Lock()
 	s.tl.state, s.tl.keptUntil = SessionLive, time.Time{}
+	s.tl.wokeFromHibernation()
 	info := s.info
 	m.mu.Unlock()
 	m.saveSession(s)
@@ -718,5 +732,13 @@ func (m *Manager) collect() {
 	m.mu.Unlock()
 	if err := m.store.Collect(roots); err != nil {
 		m.log.Warn("snapshot store: collection failed", "err", err)
+	}
+}
+
+// wokeFromHibernation forgets a hibernation once the session is in use again: its state is no
+// longer the hibernation's checkpoint. Call with Manager.mu held.
+func (tl *timeline) wokeFromHibernation() {
+	if tl.hibernated {
+		tl.hibernated, tl.ref = false, ""
 	}
 }
