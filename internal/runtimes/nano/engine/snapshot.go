@@ -405,16 +405,22 @@ func encodePaged(hdr any, pages [][]byte) ([]byte, error) {
 }
 
 // encodePagedParts is encodePaged's blob in parts, the pages themselves not copied: the
-// encoded header, then the pages.
+// encoded header, then the pages. A delta's header has a layout of its own (deltahdr.go).
 func encodePagedParts(hdr any, pages [][]byte) ([][]byte, error) {
-	var out bytes.Buffer
-	out.Write(make([]byte, 4))
-	if err := gob.NewEncoder(&out).Encode(hdr); err != nil {
-		return nil, err
+	var head []byte
+	if d, ok := hdr.(*SnapshotDelta); ok {
+		head = appendDeltaHeader(make([]byte, 4, 4+64+4*len(d.Offsets)), d)
+	} else {
+		var out bytes.Buffer
+		out.Write(make([]byte, 4))
+		if err := gob.NewEncoder(&out).Encode(hdr); err != nil {
+			return nil, err
+		}
+		head = out.Bytes()
 	}
-	binary.BigEndian.PutUint32(out.Bytes(), uint32(out.Len()-4))
+	binary.BigEndian.PutUint32(head, uint32(len(head)-4))
 	parts := make([][]byte, 0, 1+len(pages))
-	parts = append(parts, out.Bytes())
+	parts = append(parts, head)
 	for _, p := range pages {
 		if len(p) != snapPage {
 			return nil, fmt.Errorf("a page of %d bytes", len(p))
@@ -434,7 +440,11 @@ func decodePaged(blob []byte, hdr any, n func() int) ([][]byte, error) {
 	if h > len(blob)-4 {
 		return nil, errors.New("a short blob")
 	}
-	if err := gob.NewDecoder(bytes.NewReader(blob[4 : 4+h])).Decode(hdr); err != nil {
+	if d, ok := hdr.(*SnapshotDelta); ok {
+		if err := decodeDeltaHeader(blob[4:4+h], d); err != nil {
+			return nil, err
+		}
+	} else if err := gob.NewDecoder(bytes.NewReader(blob[4 : 4+h])).Decode(hdr); err != nil {
 		return nil, err
 	}
 	rest := blob[4+h:]
