@@ -66,7 +66,10 @@ type Log struct {
 	// tornBytes is the torn last line Open cut, until its repair record is written.
 	tornBytes []byte
 	closed    bool
-	// watches are the sessions whose records' sequence numbers someone collects (watch.go).
+	// watches are the sessions whose records' sequence numbers someone collects (watch.go),
+	// under wmu, not mu: starting or stopping a watch (at every session run) never waits for a
+	// record being written. Lock order: mu, then wmu.
+	wmu     sync.Mutex
 	watches map[string][]*watch
 
 	stop chan struct{}
@@ -282,12 +285,14 @@ func (l *Log) appendLocked(r *Record) error {
 	}
 	l.size += int64(len(buf))
 	l.last, l.lastT = hash, now
-	if r.Session != "" && l.watches != nil {
+	if r.Session != "" {
+		l.wmu.Lock()
 		for _, w := range l.watches[r.Session] {
 			if len(w.seqs) < maxWatched {
 				w.seqs = append(w.seqs, r.Seq)
 			}
 		}
+		l.wmu.Unlock()
 	}
 	if l.opts.SyncEveryRecord {
 		return l.f.Sync()
