@@ -257,11 +257,16 @@ func TestAfterFreshAnswers(t *testing.T) {
 	go func() { rt.afterFreshAnswers(10 * time.Second); close(done) }()
 	time.Sleep(50 * time.Millisecond)
 	answered.Store(true)
+	at := time.Now()
 	fresh.markAnswered()
 	select {
 	case <-done:
 		if !answered.Load() {
 			t.Error("returned before the sandbox just handed out answered")
+		}
+		// The answer still goes through the daemon to its client: the work waits for that too.
+		if d := time.Since(at); d < answerTravel {
+			t.Errorf("returned %v after the answer, before answerTravel (%v)", d, answerTravel)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("still waiting after the sandbox answered")
