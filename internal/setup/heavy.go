@@ -114,9 +114,6 @@ func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot string, force bo
 	if v, err := runscVersion(ctx, tmp); err != nil || !current(v) {
 		return fmt.Errorf("the built runsc reports version %q (%v), want %s", v, err, heavy.RunscVersion)
 	}
-	// A stamp left beside it by builds with a gVisor patch this tree no longer has (measured and
-	// dropped; RATIONALE "Heavy snapshot latency, third pass"): RunscBuild 2 rebuilt those.
-	_ = os.Remove(dst + ".build")
 	if err := os.Rename(tmp, dst); err != nil {
 		return err
 	}
