@@ -46,21 +46,8 @@ func (s *API) handleInspectStep(w http.ResponseWriter, r *http.Request) {
 func (s *API) handleDiffSteps(w http.ResponseWriter, r *http.Request) {
 	id, to := r.PathValue("id"), r.PathValue("step")
 	e := s.engine(r)
-	from := r.URL.Query().Get("base")
-	if from == "" {
-		st, err := e.Step(id, to)
-		if err != nil {
-			s.fail(w, r, stepError(id, err))
-			return
-		}
-		if st.Parent == "" {
-			s.fail(w, r, sandbox.Errorf(sandbox.KindInvalidRequest, "step %s is the session's first; it has no parent to compare with", to).
-				WithHint("name the step to compare with in the query: ?base=STEP"))
-			return
-		}
-		from = st.Parent
-	}
-	d, err := e.DiffStepsIn(r.Context(), id, from, to, r.URL.Query().Get("context"))
+	// base "" is the step's parent (the core's default).
+	d, err := e.DiffStepsIn(r.Context(), id, r.URL.Query().Get("base"), to, r.URL.Query().Get("context"))
 	if err != nil {
 		s.fail(w, r, stepError(id, err))
 		return

@@ -37,7 +37,6 @@ type Core interface {
 	Fork(ctx context.Context, id, step string) (sandbox.SessionInfo, error)
 	Pause(ctx context.Context, id string) (sandbox.SessionInfo, error)
 	Resume(ctx context.Context, id string) (sandbox.SessionInfo, error)
-	Step(id, step string) (sandbox.Step, error)
 	InspectStepIn(ctx context.Context, id, step, codeContext string) (sandbox.Inspection, error)
 	DiffStepsIn(ctx context.Context, id, from, to, codeContext string) (sandbox.StepDiff, error)
 }
@@ -233,19 +232,8 @@ func (l local) InspectStepIn(ctx context.Context, id, step, codeContext string) 
 	return &out, nil
 }
 
-// DiffStepsIn compares step with base, by default its parent, as GET .../diff does.
+// DiffStepsIn compares step with base ("" its parent, the core's default), as GET .../diff does.
 func (l local) DiffStepsIn(ctx context.Context, id, step, base, codeContext string) (*api.StepDiff, error) {
-	if base == "" {
-		st, err := l.c.Step(id, step)
-		if err != nil {
-			return nil, stepError(id, err)
-		}
-		if st.Parent == "" {
-			return nil, sandbox.Errorf(sandbox.KindInvalidRequest, "step %s is the session's first; it has no parent to compare with", step).
-				WithHint("name the step to compare with in base")
-		}
-		base = st.Parent
-	}
 	d, err := l.c.DiffStepsIn(ctx, id, base, step, codeContext)
 	if err != nil {
 		return nil, stepError(id, err)

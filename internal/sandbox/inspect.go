@@ -251,8 +251,20 @@ func (m *Manager) DiffSteps(ctx context.Context, id, from, to string) (StepDiff,
 }
 
 // DiffStepsIn compares the variables of one code context ("" the main one) and the files of two
-// steps of a session.
+// steps of a session; from "" is to's parent (every front door's default), an invalid request
+// for a session's first step.
 func (m *Manager) DiffStepsIn(ctx context.Context, id, from, to, codeContext string) (StepDiff, error) {
+	if from == "" {
+		st, err := m.Step(id, to)
+		if err != nil {
+			return StepDiff{}, err
+		}
+		if st.Parent == "" {
+			return StepDiff{}, Errorf(KindInvalidRequest, "step %s is the session's first; it has no parent to compare with", to).
+				WithHint("name the step to compare with as the base")
+		}
+		from = st.Parent
+	}
 	a, err := m.InspectStepIn(ctx, id, from, codeContext)
 	if err != nil {
 		return StepDiff{}, err

@@ -151,6 +151,13 @@ func TestInspectStepContext(t *testing.T) {
 	if err != nil || len(d.Changed) != 1 || d.Changed[0].Repr != "second" || len(d.Added)+len(d.Removed) != 0 {
 		t.Errorf("diff of context a from step 2 to 3: %+v %v", d, err)
 	}
+	// No base: the step's parent, for every front door; the first step has none to compare with.
+	if d, err := v.DiffStepsIn(ctx, info.ID, "", ids[2], "a"); err != nil || d.From != ids[1] || len(d.Changed) != 1 {
+		t.Errorf("diff of step 3 with no base: %+v %v", d, err)
+	}
+	if _, err := v.DiffStepsIn(ctx, info.ID, "", ids[0], ""); sandbox.KindOf(err) != sandbox.KindInvalidRequest {
+		t.Errorf("diff of the first step with no base: %v", err)
+	}
 	other := m.As(sandbox.Caller{Tenant: "other"})
 	if _, err := other.InspectStepIn(ctx, info.ID, ids[1], "a"); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Errorf("another tenant's step: %v", err)
