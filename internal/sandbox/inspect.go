@@ -209,25 +209,34 @@ func (m *Manager) stepHasContext(s *session, st *Step, c string) error {
 			return err
 		}
 	}
-	var seen []string
-	for o := st; o != nil; o = s.tl.step(o.Parent) {
-		if o.Context == c {
-			return nil
-		}
-		if o.Context != "" && !slices.Contains(seen, o.Context) {
-			seen = append(seen, o.Context)
-		}
-		if o.Parent == "" {
-			break
-		}
+	seen := StepContexts(s.tl.step, st.ID)
+	if slices.Contains(seen, c) {
+		return nil
 	}
 	hint := "no run up to that step named a context: inspect the main one (no context)"
 	if len(seen) > 0 {
-		slices.Sort(seen)
 		hint = "contexts up to that step: " + strings.Join(seen, ", ") + " (and the main one)"
 	}
 	return Errorf(KindNotFound, "step %s of session %s has no code context %q: no run up to it made one", st.ID, s.info.ID, c).
 		WithHint("%s", hint)
+}
+
+// StepContexts returns the code contexts step id of a session has besides its main one, sorted:
+// those its run and the runs of the steps it came from named (a context is made by the first run
+// that names it). step looks a step of the session up by id (nil: none). The console lists them
+// by the same rule the core checks a context against.
+func StepContexts(step func(id string) *Step, id string) []string {
+	var out []string
+	for st := step(id); st != nil; st = step(st.Parent) {
+		if st.Context != "" && !slices.Contains(out, st.Context) {
+			out = append(out, st.Context)
+		}
+		if st.Parent == "" {
+			break
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // StepDiff is what changed between two steps.

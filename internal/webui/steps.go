@@ -89,17 +89,18 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 	// The code contexts the step has (those a run up to it named, besides the main one) and the
 	// one whose variables the page shows: ?context= (empty: the main one), else the context
 	// the step's own run ran in, whose variables are the ones it changed.
-	byID := make(map[string]sandbox.Step, len(steps))
-	for _, s := range steps {
-		byID[s.ID] = s
+	byID := make(map[string]*sandbox.Step, len(steps))
+	for i := range steps {
+		byID[steps[i].ID] = &steps[i]
 	}
-	contexts := stepContexts(byID, st.ID)
+	lookup := func(id string) *sandbox.Step { return byID[id] }
+	contexts := sandbox.StepContexts(lookup, st.ID)
 	codeContext := st.Context
 	if q := r.URL.Query(); q.Has("context") {
 		codeContext = q.Get("context")
 	}
 	data["Contexts"], data["Context"] = contexts, codeContext
-	data["ContextNew"] = codeContext != "" && st.Parent != "" && !slices.Contains(stepContexts(byID, st.Parent), codeContext)
+	data["ContextNew"] = codeContext != "" && st.Parent != "" && !slices.Contains(sandbox.StepContexts(lookup, st.Parent), codeContext)
 
 	// What the step held and what changed from its parent, read at once in throwaway forks.
 	ctx, cancel := context.WithTimeout(r.Context(), inspectBound)
@@ -156,25 +157,6 @@ func (u *UI) stepPage(w http.ResponseWriter, r *http.Request, c *call) {
 		}
 	}
 	u.render(w, r, status, "step", c, data)
-}
-
-// stepContexts returns the code contexts step id of a session has besides its main one: those
-// the runs of it and of the steps it came from named (a context is made by the first run that
-// names it), sorted.
-func stepContexts(byID map[string]sandbox.Step, id string) []string {
-	var out []string
-	for n := 0; id != "" && n <= len(byID); n++ { // n: a bound, should a record ever loop
-		st, ok := byID[id]
-		if !ok {
-			break
-		}
-		if st.Context != "" && !slices.Contains(out, st.Context) {
-			out = append(out, st.Context)
-		}
-		id = st.Parent
-	}
-	slices.Sort(out)
-	return out
 }
 
 // problem words an inspection's failure for the page (why the step cannot be read).
