@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -23,14 +25,94 @@ type PublicHost struct {
 
 // NewPublicHost makes the namespace, linked to the host's by a veth pair. It needs root and
 // ip(8); Close removes it.
+//
+// Each host gets a /30 of TEST-NET-3 (.4k+1 on the host's side, .4k+2 in the namespace) that no
+// interface of this host's namespace has an address in, chosen under a lock that every process
+// of this package takes (lockFile): tests of several packages or several checkouts may run at
+// once on one machine, and a namespace whose process was killed before Close is left behind. Two
+// hosts on one /30 make two routes to it, and connections go to the older namespace, where
+// nothing listens: the test's client is refused (connection refused) though its server is up.
+// So the route to the new address is checked to leave through the new link.
 func NewPublicHost() (*PublicHost, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, errors.New("netns: ip(8) is not installed (apt-get install iproute2)")
 	}
-	// A /30 of TEST-NET-3 per host: .4k+1 on the host's side, .4k+2 in the namespace.
-	k := rand.IntN(60) + 1
+	unlock, err := lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	var last error
+	for _, k := range rand.Perm(slots) {
+		if used, err := slotUsed(k); err != nil {
+			return nil, err
+		} else if used {
+			continue
+		}
+		h, err := newPublicHost(k)
+		if err == nil {
+			return h, nil
+		}
+		last = err
+		if !errors.Is(err, errTaken) {
+			return nil, err
+		}
+	}
+	if last == nil {
+		last = fmt.Errorf("all %d are in use (ip -br addr; namespaces left behind: ip netns list, abx-*)", slots)
+	}
+	return nil, fmt.Errorf("netns: no free /30 in 203.0.113.0/24: %w", last)
+}
+
+// slots is the number of /30s in TEST-NET-3.
+const slots = 64
+
+// lockFile serializes the choice of a /30 between processes.
+var lockFile = filepath.Join(os.TempDir(), "agentbox-netns.lock")
+
+func lock() (func(), error) {
+	f, err := os.OpenFile(lockFile, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("netns: lock %s: %w", lockFile, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// slotUsed reports whether an interface of this namespace has an address in the /30 of slot k.
+func slotUsed(k int) (bool, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false, fmt.Errorf("netns: %w", err)
+	}
+	prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(4 * k)}), 30)
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(ipn.IP); ok && prefix.Contains(ip.Unmap()) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// errTaken is a slot or a name someone else holds: another one is tried.
+var errTaken = errors.New("taken")
+
+func newPublicHost(k int) (*PublicHost, error) {
 	id := fmt.Sprintf("%04x", rand.IntN(1<<16))
 	ns, hostIf, nsIf := "abx-"+id, "abh"+id, "abn"+id
+	if _, err := os.Stat("/var/run/netns/" + ns); err == nil {
+		return nil, fmt.Errorf("namespace %s exists: %w", ns, errTaken)
+	}
+	if _, err := net.InterfaceByName(hostIf); err == nil {
+		return nil, fmt.Errorf("link %s exists: %w", hostIf, errTaken)
+	}
 	hostAddr, nsAddr := fmt.Sprintf("203.0.113.%d", 4*k+1), fmt.Sprintf("203.0.113.%d", 4*k+2)
 	h := &PublicHost{Addr: nsAddr, name: ns}
 	steps := []struct {
@@ -55,6 +137,17 @@ func NewPublicHost() (*PublicHost, error) {
 			u := s.undo
 			h.undo = append(h.undo, func() { _ = exec.Command("ip", u...).Run() })
 		}
+	}
+	// The host's address must be reached through this link, not through a route someone else
+	// made to the same /30 (a namespace of a process that did not take the lock).
+	out, err := exec.Command("ip", "-o", "route", "get", nsAddr).CombinedOutput()
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("netns: ip route get %s: %v: %s", nsAddr, err, out)
+	}
+	if !strings.Contains(" "+string(out)+" ", " dev "+hostIf+" ") {
+		h.Close()
+		return nil, fmt.Errorf("the route to %s does not leave through %s (%s): %w", nsAddr, hostIf, strings.TrimSpace(string(out)), errTaken)
 	}
 	return h, nil
 }

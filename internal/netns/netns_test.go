@@ -1,10 +1,15 @@
 package netns_test
 
 import (
+	"errors"
+	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"testing"
+	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/netns"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -31,4 +36,77 @@ func TestListenLeavesNoThreadInside(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
+}
+
+// TestHostsDoNotShareAddresses: a host never gets a /30 another link of this machine has an
+// address in (a host of this process or another, or one a killed process left behind). Two
+// hosts on one /30 make two routes to it, and connections to the newer host went to the older
+// one's namespace, where nothing listened: its test's client was refused though its server was
+// up (TestPackagesOnDemand in CI: the gateway's dial refused, pip's proxy hung up).
+func TestHostsDoNotShareAddresses(t *testing.T) {
+	a := testenv.NewPublicHost(t)
+	k := slot(t, a.Addr)
+	if used, err := netns.SlotUsed(k); err != nil || !used {
+		t.Fatalf("the /30 of %s is not seen as used: %v %v", a.Addr, used, err)
+	}
+	// A host made on a's /30 regardless (as a process that does not take the lock would) is
+	// refused, since the route to it leaves through a's link, and leaves nothing behind.
+	if h, err := netns.NewPublicHostAt(k); !errors.Is(err, netns.ErrTaken) {
+		if h != nil {
+			h.Close()
+		}
+		t.Fatalf("a second host on the /30 of %s: %v, want it refused as taken", a.Addr, err)
+	}
+	if n := linksIn(t, k); n != 1 {
+		t.Fatalf("%d links have an address in the /30 of %s after the refused host, want 1 (a's)", n, a.Addr)
+	}
+	// Hosts made while a lives take other /30s, and their servers answer.
+	for i := 0; i < 6; i++ {
+		b := testenv.NewPublicHost(t)
+		if slot(t, b.Addr) == k {
+			t.Fatalf("host %s took the /30 of %s", b.Addr, a.Addr)
+		}
+		ln := b.Listen(t, 0)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+			}
+		}()
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+		if err != nil {
+			t.Fatalf("a server of host %s: %v", b.Addr, err)
+		}
+		c.Close()
+		b.Close()
+	}
+}
+
+func slot(t *testing.T, addr string) int {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(ip.As4()[3]) / 4
+}
+
+// linksIn counts this namespace's interfaces with an address in the /30 of slot k.
+func linksIn(t *testing.T, k int) int {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := netip.PrefixFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(4 * k)}), 30)
+	n := 0
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(ipn.IP); ok && p.Contains(ip.Unmap()) {
+					n++
+					break
+				}
+			}
+		}
+	}
+	return n
 }
