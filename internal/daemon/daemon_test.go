@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -69,7 +68,7 @@ func startWith(t *testing.T, edit func(*config.Config)) (*client.Client, string)
 	cfg.Audit.Dir = t.TempDir()
 	cfg.VolumesDir = t.TempDir()
 	edit(&cfg)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

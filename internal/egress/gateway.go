@@ -161,7 +161,10 @@ func New(opts Options) (*Gateway, error) {
 			}
 			return ctx
 		},
-		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
+		// What net/http says of a connection it gives up on (a handler's panic, which it
+		// recovers from by closing the connection without an answer) is a warning: the sandbox's
+		// client sees only a closed connection, so the log must say why.
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
 	}
 	go g.server.Serve(g.ln)
 	return g, nil
@@ -297,7 +300,10 @@ func (g *Gateway) connOf(ctx *goproxy.ProxyCtx) (*connState, bool) {
 
 func (g *Gateway) newProxy() *goproxy.ProxyHttpServer {
 	p := goproxy.NewProxyHttpServer()
-	p.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)
+	// goproxy writes only its warnings unless Verbose: each is a connection it closed without
+	// an answer (a TLS handshake that failed, a request it could not read), which the sandbox's
+	// client sees as nothing but a closed connection.
+	p.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)
 	p.Verbose = false
 	p.KeepDestinationHeaders = true
 	p.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -321,6 +327,9 @@ func (g *Gateway) newProxy() *goproxy.ProxyHttpServer {
 func (g *Gateway) handleConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	cs, ok := g.connOf(ctx)
 	if !ok {
+		// Every connection comes through Serve with its sandbox: this one did not, and is closed
+		// without an answer.
+		g.log.Warn("egress: a CONNECT of unknown origin, closed", "host", host, "remote", ctx.Req.RemoteAddr)
 		return goproxy.RejectConnect, host
 	}
 	ctx.UserData = cs
@@ -687,9 +696,25 @@ func (g *Gateway) roundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Respo
 		}
 	}
 	if err != nil {
-		ev.Reason = strings.TrimPrefix(ev.Reason+"; "+err.Error(), "; ")
+		// The origin could not be reached or did not answer. The client gets the gateway's own
+		// answer saying so: goproxy would otherwise close an intercepted connection without
+		// one, which a client reports as a proxy that hung up (pip: "Cannot connect to proxy",
+		// RemoteDisconnected), naming neither the origin nor the reason.
+		if resp != nil {
+			resp.Body.Close()
+		}
+		reason := fmt.Sprintf("cannot reach %s", req.URL.Host)
+		if ev.Addr != "" {
+			reason += " (" + ev.Addr + ")"
+		}
+		reason += ": " + err.Error()
+		ev.Reason = strings.TrimPrefix(ev.Reason+"; "+reason, "; ")
+		ev.Status = http.StatusBadGateway
 		g.emit(ev, st.sb, p, violation)
-		return resp, err
+		g.log.Warn("egress: the origin did not answer", "session", st.sb.Session, "url", ev.URL, "addr", ev.Addr, "err", err)
+		out := refuse(req, http.StatusBadGateway, "agentbox egress: "+reason)
+		out.Header.Set("X-Agentbox-Egress", "failed")
+		return out, nil
 	}
 	ev.Status = resp.StatusCode
 	if p.Mode != ModeDisabled && p.Responses.Action != "off" {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -552,5 +553,26 @@ func TestCAFiles(t *testing.T) {
 	os.Chmod(filepath.Join(dir, caKeyFile), 0o644)
 	if _, err := LoadOrCreateCA(dir); err == nil || !strings.Contains(err.Error(), "readable by others") {
 		t.Fatalf("a world-readable key: %v", err)
+	}
+}
+
+// TestOriginUnreachable: an origin the gateway cannot reach gets the gateway's own answer, a 502
+// saying which origin and why, through an intercepted tunnel as over plain HTTP. Closing the
+// client's connection without an answer instead is what a client reports as a proxy that hung
+// up (pip: ProxyError "Cannot connect to proxy", RemoteDisconnected), naming neither.
+func TestOriginUnreachable(t *testing.T) {
+	f := newFixture(t, testPolicy, nil)
+	f.g.dialer.dial = func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("connect: connection refused")
+	}
+	for _, u := range []string{"https://api.allowed.test/v1/x", "http://plain.allowed.test/p"} {
+		resp, body := f.do(t, "GET", u, "", nil)
+		if resp == nil || resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Agentbox-Egress") != "failed" ||
+			!strings.Contains(body, "cannot reach") || !strings.Contains(body, "connection refused") {
+			t.Fatalf("%s: %v %q, want a 502 naming the origin and the reason", u, resp, body)
+		}
+		if ev := f.rec.last(); ev.Decision != "failed" || ev.Status != http.StatusBadGateway || !strings.Contains(ev.Reason, "connection refused") {
+			t.Fatalf("%s: recorded %+v, want failed with the reason", u, ev)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -561,5 +562,13 @@ func (b *box) cleanup() {
 
 func (b *box) logStderr(r io.ReadCloser) {
 	defer r.Close()
-	b.tail.Follow(r, func(line string) { b.log.Debug("heavy sandbox: " + line) })
+	b.tail.Follow(r, func(line string) {
+		// The guest's own complaints about the way out (a connection it accepted and had to
+		// close) are warnings: the code saw only a proxy that hung up.
+		if strings.HasPrefix(line, "agentbox-guest: egress:") {
+			b.log.Warn("heavy sandbox: " + line)
+			return
+		}
+		b.log.Debug("heavy sandbox: " + line)
+	})
 }

@@ -61,11 +61,16 @@ func (b *box) newTunnel(gw Egress) *tunnel.Mux {
 			b.egress.mu.Lock()
 			on, session, profile := b.egress.on, b.egress.session, b.egress.profile
 			b.egress.mu.Unlock()
+			// The guest opens a stream only for a connection its proxy port accepted: each close
+			// here is a connection the code sees hung up on without an answer, so it is logged
+			// with the reason.
 			if !on || gw == nil {
+				b.log.Warn("heavy: a connection to the egress proxy while the sandbox has no way out, closed", "session", session, "egress_on", on, "gateway", gw != nil)
 				c.Close()
 				return
 			}
 			if err := gw.Serve(c, session, profile); err != nil {
+				b.log.Warn("heavy: the egress gateway did not take a connection, closed", "session", session, "err", err)
 				c.Close()
 			}
 		})
