@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
@@ -52,7 +51,7 @@ func TestE2BSDK(t *testing.T) {
 	keysFile := filepath.Join(t.TempDir(), auth.KeysFile)
 	keyA := e2bKey(t, keysFile, "acme", auth.ScopeSessions, auth.ScopeFiles, auth.ScopeRun, auth.ScopeAuditRead)
 	keyB := e2bKey(t, keysFile, "globex", auth.ScopeSessions, auth.ScopeFiles, auth.ScopeRun)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

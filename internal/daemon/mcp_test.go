@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -54,7 +52,7 @@ func startMCPDaemon(t *testing.T, edit func(*config.Config)) *mcpDaemon {
 		edit(&cfg)
 	}
 	keys := filepath.Join(t.TempDir(), auth.KeysFile)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

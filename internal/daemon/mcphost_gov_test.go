@@ -3,8 +3,6 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -116,7 +114,7 @@ func govDaemon(t *testing.T) (c *client.Client, url string, hosted *mcphost.Mana
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
 	cfg.Egress.Dir, cfg.Egress.ProfilesDir = t.TempDir(), profiles
 	cfg.Egress.Hosts = map[string][]string{"api.allowed.test": {host.Addr}, "api.research.test": {host.Addr}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -58,7 +57,7 @@ func startHostedDaemon(t *testing.T) *hostedDaemon {
 	stateDir, warm := t.TempDir(), 0
 	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }))
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

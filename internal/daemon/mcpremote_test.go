@@ -5,8 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -109,7 +107,7 @@ func TestRemoteMCPServer(t *testing.T) {
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
 	cfg.Egress.Dir, cfg.Egress.ProfilesDir, cfg.Egress.UpstreamCAFile = t.TempDir(), profiles, caFile
 	cfg.Egress.Hosts = map[string][]string{"mcp.remote.test": {host.Addr}, "api.allowed.test": {host.Addr}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

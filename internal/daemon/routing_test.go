@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
-	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -152,7 +150,7 @@ func TestDaemonMakesMissingModuleList(t *testing.T) {
 	if err := os.Chmod(cfg.DataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	m, err := daemon.NewManager(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m, err := daemon.NewManager(context.Background(), cfg, testLog(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package daemon_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -58,7 +56,7 @@ func tenantDaemonOf(t *testing.T, tenants config.Tenants, withHeavy bool) (strin
 		mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled = heavy.Off }))
 	}
 	keys := filepath.Join(t.TempDir(), auth.KeysFile)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)

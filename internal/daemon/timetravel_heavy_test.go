@@ -2,8 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,7 +32,7 @@ func TestHeavySessionsSurviveRestart(t *testing.T) {
 	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) {
 		h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, filepath.Join(dir, "heavy")
 	}))
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testLog(t)
 	ctx := context.Background()
 	m1, err := daemon.NewManager(ctx, cfg, log)
 	if err != nil {
