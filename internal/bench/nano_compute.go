@@ -247,6 +247,9 @@ func (b *nanoBencher) computeResults() *NanoCompute {
 type computePacer struct {
 	t    target
 	want int // warm interpreters before the last nano run
+	// settle is how long a pool state that does not change is waited on before the pool is
+	// taken as it is (a pool whose health never says it refilled). Zero: a second.
+	settle time.Duration
 }
 
 // computePaceTimeout bounds one wait; a pool that never comes back is waited for no longer.
@@ -255,6 +258,10 @@ const computePaceTimeout = 30 * time.Second
 func (p *computePacer) wait(ctx context.Context, engine string) error {
 	start := time.Now()
 	last, since := "", start
+	settle := p.settle
+	if settle <= 0 {
+		settle = time.Second
+	}
 	for {
 		s, ok, err := p.t.Pool(ctx)
 		if err != nil || !ok {
@@ -264,7 +271,7 @@ func (p *computePacer) wait(ctx context.Context, engine string) error {
 			last, since = s.State, time.Now()
 		}
 		free := s.Free >= s.Workers
-		if free && (s.Warm >= p.want || time.Since(since) >= time.Second) || time.Since(start) > computePaceTimeout {
+		if free && (s.Warm >= p.want || time.Since(since) >= settle) || time.Since(start) > computePaceTimeout {
 			if engine == engineNano {
 				p.want = s.Warm
 			}
