@@ -922,8 +922,16 @@ func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits 
 	}
 	start := time.Now()
 	var lastErr error
-	// One restore in ~90 never answers (notes/gvisor.md): a second try from the same image.
+	// One restore in ~90 never answers (notes/gvisor.md): a second try from the same image. A
+	// session's checkpoint has no fallback (a warm sandbox's restore is replaced by a boot), and
+	// on a loaded machine a restore can be slow rather than stuck (a fork's took more than the
+	// 10 s RestoreTimeout at load ~60, twice, and the fork failed): the second try waits as long
+	// as a sandbox's start may take.
 	for attempt := 0; attempt < 2; attempt++ {
+		answer := rt.opts.RestoreTimeout
+		if attempt > 0 {
+			answer = max(answer, rt.opts.StartTimeout)
+		}
 		b, err := rt.newBox(img, limits, false, mounts...)
 		if err != nil {
 			<-rt.slots
@@ -938,11 +946,12 @@ func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits 
 			continue
 		}
 		b.restored = true
-		actx, cancel := context.WithTimeout(ctx, rt.opts.RestoreTimeout)
+		actx, cancel := context.WithTimeout(ctx, answer)
 		_, err = b.request(actx, &proto.Frame{Op: proto.OpStats})
 		cancel()
 		if err != nil {
-			lastErr = fmt.Errorf("the restored sandbox did not answer: %v (%s)", err, b.tail.String())
+			lastErr = fmt.Errorf("the restored sandbox did not answer within %v: %v (%s)", answer, err, b.tail.String())
+			rt.log.Warn("heavy: a restored session's sandbox did not answer", "attempt", attempt+1, "within", answer, "err", err)
 			b.kill()
 			continue
 		}

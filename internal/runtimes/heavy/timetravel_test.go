@@ -382,3 +382,22 @@ func TestStepSnapshotRidesOnRun(t *testing.T) {
 		}
 	}
 }
+
+// A session's restore that is slow to answer is waited for, not given up: on a loaded machine a
+// fork's restore took more than the 10 s RestoreTimeout twice (load ~60), and the fork failed.
+// Here RestoreTimeout is shorter than any restore, so the fork works only because the second try
+// waits as long as a sandbox's start may take.
+func TestForkWaitsForASlowRestore(t *testing.T) {
+	rt := ttRuntime(t, Options{RestoreTimeout: time.Nanosecond})
+	s := ttSession(t, rt)
+	step(t, s, 1)
+	out(t, s, "x = 2")
+	f, err := s.Fork(context.Background(), "s1", "", sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	defer f.Close()
+	if got := out(t, f, "print(x)"); got != "1\n" {
+		t.Fatalf("the fork from step 1: %q", got)
+	}
+}
