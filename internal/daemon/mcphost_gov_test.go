@@ -112,6 +112,7 @@ func govDaemon(t *testing.T) (c *client.Client, url string, hosted *mcphost.Mana
 	stateDir, warm := t.TempDir(), 0
 	mustConfigure(t, heavy.Configure(&cfg, func(h *heavy.Config) { h.Enabled, h.Warm, h.StateDir = heavy.On, &warm, stateDir }))
 	cfg.ArtifactsDir, cfg.Audit.Dir = t.TempDir(), t.TempDir()
+	cfg.Sessions.Dir = t.TempDir() // sessions that outlive the daemon: this test's own
 	cfg.Egress.Dir, cfg.Egress.ProfilesDir = t.TempDir(), profiles
 	cfg.Egress.Hosts = map[string][]string{"api.allowed.test": {host.Addr}, "api.research.test": {host.Addr}}
 	log := testLog(t)

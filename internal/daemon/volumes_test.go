@@ -3,8 +3,6 @@ package daemon_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -39,7 +37,11 @@ func volumeDaemon(t *testing.T, volDir string) (*client.Client, func()) {
 	cfg.ArtifactsDir = t.TempDir()
 	cfg.Audit.Dir = t.TempDir()
 	cfg.VolumesDir = volDir
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// Sessions that outlive the daemon: this test's own (kept beside its volumes, so a restarted
+	// daemon of the test sees them), never the data directory's, where other daemons leave theirs
+	// (once 32 of them, the daemon's maximum: every session the test asked for was refused).
+	cfg.Sessions.Dir = volDir + ".sessions"
+	log := testLog(t)
 	m, err := daemon.NewManager(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatal(err)
