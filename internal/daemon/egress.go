@@ -41,6 +41,7 @@ func (g *gateway) ReloadPolicy() ([]string, error) {
 var (
 	_ heavy.Egress           = (*gateway)(nil)
 	_ heavy.IndexPolicy      = (*gateway)(nil)
+	_ heavy.FailureReporter  = (*gateway)(nil)
 	_ sandbox.Intents        = (*gateway)(nil)
 	_ sandbox.PolicyReloader = (*gateway)(nil)
 )

@@ -37,8 +37,8 @@ allow:
 // TestPackagesOnDemand: a package no image has, served only by the test's index, is installed in
 // the session's sandbox through the gateway and imported by the next cell; a second session of
 // the same daemon gets it from the wheel cache with the index stopped; a profile that does not
-// allow the index is a policy_violation naming it, and a package the index lacks is an error
-// naming the package.
+// allow the index is a policy_violation naming it, a package the index lacks is an error
+// naming the package, and an index the gateway cannot reach is an error that says so and why.
 func TestPackagesOnDemand(t *testing.T) {
 	testenv.RequireRoot(t)
 	dataDir := config.DefaultDataDir()
@@ -169,5 +169,13 @@ func TestPackagesOnDemand(t *testing.T) {
 		Packages: []string{"agentboxdep"}, EgressProfile: "test-pkgs", Timeout: 60})
 	if err != nil || strings.TrimSpace(run.Stdout) != "41 none" || !strings.Contains(reasons(run), "https://pypi.mirror.test/simple") {
 		t.Fatalf("one-shot run from the index: %v %+v", err, run)
+	}
+
+	// The index unreachable (its server stopped): the error names that and why, not a package
+	// the index lacks (pip says only that it found no version).
+	srv.Close()
+	if _, err := session([]string{"agentboxother"}, "test-pkgs"); !errors.As(err, &e) || e.Code != "runtime_unavailable" ||
+		!strings.Contains(e.Message, "could not reach the package index") || !strings.Contains(e.Message, "connection refused") {
+		t.Fatalf("the index unreachable: %v", err)
 	}
 }

@@ -253,6 +253,13 @@ func (g *Gateway) Intent(session string) (string, time.Time) {
 	return st.name, st.expires
 }
 
+// LastFailure is why the session's last request that could not reach its origin failed, if one
+// did at or after since ("" when none): what a failed package install names, since pip says only
+// that it found no version.
+func (g *Gateway) LastFailure(session string, since time.Time) string {
+	return g.sessions.failure(session, since)
+}
+
 // Forget drops what the gateway keeps of a session (its intent, counters, subdomains seen and
 // bytes sent).
 func (g *Gateway) Forget(session string) {
@@ -710,6 +717,7 @@ func (g *Gateway) roundTrip(req *http.Request, _ *goproxy.ProxyCtx) (*http.Respo
 		reason += ": " + err.Error()
 		ev.Reason = strings.TrimPrefix(ev.Reason+"; "+reason, "; ")
 		ev.Status = http.StatusBadGateway
+		g.sessions.setFailure(st.sb.Session, reason)
 		g.emit(ev, st.sb, p, violation)
 		g.log.Warn("egress: the origin did not answer", "session", st.sb.Session, "url", ev.URL, "addr", ev.Addr, "err", err)
 		out := refuse(req, http.StatusBadGateway, "agentbox egress: "+reason)

@@ -575,4 +575,13 @@ func TestOriginUnreachable(t *testing.T) {
 			t.Fatalf("%s: recorded %+v, want failed with the reason", u, ev)
 		}
 	}
+	if got := f.g.LastFailure("s1", time.Now().Add(-time.Minute)); !strings.Contains(got, "cannot reach plain.allowed.test") || !strings.Contains(got, "connection refused") {
+		t.Errorf("the session's last failure: %q", got)
+	}
+	if got := f.g.LastFailure("s1", time.Now().Add(time.Minute)); got != "" {
+		t.Errorf("a failure before the time asked about: %q", got)
+	}
+	if f.g.Forget("s1"); f.g.LastFailure("s1", time.Time{}) != "" {
+		t.Error("a forgotten session's failure is kept")
+	}
 }

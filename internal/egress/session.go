@@ -22,6 +22,10 @@ type sessions struct {
 type sessionState struct {
 	last  time.Time
 	dests map[string]*destState
+	// failure is why the session's last request that could not reach its origin failed, and
+	// when (Gateway.LastFailure).
+	failure  string
+	failedAt time.Time
 }
 
 type destState struct {
@@ -69,6 +73,22 @@ func (st *sessionState) dest(d string) *destState {
 		st.dests[d] = ds
 	}
 	return ds
+}
+
+func (s *sessions) setFailure(id, reason string) {
+	s.mu.Lock()
+	st := s.state(id)
+	st.failure, st.failedAt = reason, time.Now()
+	s.mu.Unlock()
+}
+
+func (s *sessions) failure(id string, since time.Time) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.m[id]; st != nil && !st.failedAt.Before(since) {
+		return st.failure
+	}
+	return ""
 }
 
 func (s *sessions) forget(id string) {

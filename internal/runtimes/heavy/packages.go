@@ -41,6 +41,14 @@ type IndexPolicy interface {
 	CheckIndex(profile, index string) error
 }
 
+// FailureReporter is what the heavy tier asks an Egress that can say why a session's request
+// could not reach its origin (optional): an install that failed so names the cause, where pip
+// says only that it found no version.
+type FailureReporter interface {
+	// LastFailure is the reason of the session's last such failure at or after since, or "".
+	LastFailure(session string, since time.Time) string
+}
+
 // pkgDir is where the wheel cache lives.
 func (rt *Runtime) pkgDir() string { return filepath.Join(rt.layout.Dir, "wheels") }
 
@@ -207,6 +215,14 @@ func (rt *Runtime) install(ctx context.Context, b *box, pkgs []string, id, profi
 	line := strings.TrimSpace(res.Stdout)
 	if i := strings.LastIndexByte(line, '\n'); i >= 0 {
 		line = line[i+1:]
+	}
+	// The index could not be reached through the gateway: that is the cause, whatever pip made
+	// of it (no version found, or its proxy hanging up).
+	if fr, ok := rt.opts.Egress.(FailureReporter); ok && !cached && (res.Error != nil || json.Unmarshal([]byte(line), &out) != nil || !out.OK) {
+		if why := fr.LastFailure(id, start); why != "" {
+			return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "installing %s: the egress gateway could not reach the package index %s: %s", strings.Join(pkgs, ", "), index, why).
+				WithHint("check that this daemon's machine reaches the index (heavy.package_index, egress.hosts), then retry")
+		}
 	}
 	if res.Error != nil || json.Unmarshal([]byte(line), &out) != nil {
 		why := res.Stderr
