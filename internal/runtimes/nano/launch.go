@@ -1,6 +1,7 @@
 package nano
 
 import (
+	"os"
 	"os/exec"
 	"path"
 	"strconv"
@@ -30,7 +31,7 @@ const WorkerNice = 5
 // directory read-only, an unprivileged uid of their own, rlimits; the worker installs its seccomp
 // filter itself once the engine is loaded.
 func jailedLauncher(opts Options) launcher {
-	return func(slot int, session bool) (*exec.Cmd, error) {
+	return func(slot int, session bool, ring *os.File) (*exec.Cmd, error) {
 		mode, warm := "oneshot", opts.Warm
 		if session {
 			mode, warm = "session", 0
@@ -72,6 +73,11 @@ func jailedLauncher(opts Options) launcher {
 		}
 		if opts.Artifacts.HasStdlib() {
 			args = append(args, "-stdlib", path.Join(jailDir, StdlibFile))
+		}
+		if ring != nil {
+			// Its step snapshots go into memory shared with the daemon (wire.Ring): fd 3.
+			spec.ExtraFiles = []*os.File{ring}
+			args = append(args, "-snap-ring", "3")
 		}
 		return jail.Command(spec, args...)
 	}

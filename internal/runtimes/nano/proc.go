@@ -51,6 +51,9 @@ type proc struct {
 	retire  atomic.Bool   // the worker said it exits after its last answer
 	once    sync.Once
 
+	// fromRing counts the step snapshots copied out of the memory shared with the worker.
+	fromRing atomic.Int64
+
 	tail logtail.Tail // the worker's last log lines, for errors
 	// fault watches the log for a fault in compiled guest code (engine.FaultWatch).
 	fault engine.FaultWatch
@@ -62,12 +65,34 @@ type streamTo struct {
 	out sandbox.OutputSink
 }
 
-// launcher starts a worker process; the pool owns the jail spec and the arguments.
-type launcher func(slot int, session bool) (*exec.Cmd, error)
+// launcher starts a worker process; the pool owns the jail spec and the arguments. ring, when
+// not nil, is the memory a session worker shares with the daemon for its step snapshots
+// (wire.Ring), to pass to it.
+type launcher func(slot int, session bool, ring *os.File) (*exec.Cmd, error)
 
 // startProc starts a worker and waits until it says it is ready.
 func startProc(ctx context.Context, launch launcher, slot int, session bool, log *slog.Logger) (*proc, error) {
-	cmd, err := launch(slot, session)
+	// A session worker's step snapshots go into memory shared with it rather than through its
+	// pipe; without (a memfd refused), through the pipe.
+	var ring *wire.Ring
+	var ringFile *os.File
+	if session {
+		var err error
+		if ring, ringFile, err = wire.NewRing(wire.RingBytes); err != nil {
+			log.Debug("nano: step snapshots go through the worker's pipe", "why", err)
+			ring, ringFile = nil, nil
+		} else {
+			defer ringFile.Close() // the worker has its own once started; the mapping stays
+		}
+	}
+	// The ring is the reader's once it runs (it unmaps it when the frames end).
+	reading := false
+	defer func() {
+		if !reading {
+			ring.Close()
+		}
+	}()
+	cmd, err := launch(slot, session, ringFile)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +133,8 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 	}
 	ready := make(chan error, 1)
 	go p.logStderr(errPipe)
-	go p.read(bufio.NewReaderSize(out, 64<<10), ready)
+	reading = true
+	go p.read(bufio.NewReaderSize(out, 64<<10), ring, ready)
 	go func() {
 		err := cmd.Wait()
 		p.exitErr = err
@@ -134,8 +160,11 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 }
 
 // read consumes the worker's frames. The first must be OpReady; results go to p.results.
-func (p *proc) read(r io.Reader, ready chan<- error) {
+// Step snapshots sent in ring (nil: none) are copied out of it here; it is unmapped when the
+// frames end.
+func (p *proc) read(r io.Reader, ring *wire.Ring, ready chan<- error) {
 	defer close(p.readDone)
+	defer ring.Close()
 	first := true
 	for {
 		var resp wire.Response
@@ -177,6 +206,22 @@ func (p *proc) read(r io.Reader, ready chan<- error) {
 			}
 		case wire.OpStatus:
 		case wire.OpStepSnapshot:
+			if resp.Ring != nil {
+				// Copied out before anything looks at it: the worker may write the ring at
+				// any time.
+				var err error
+				if ring == nil || resp.Snapshot != nil {
+					err = errors.New("a snapshot in a ring it was not given")
+				} else {
+					resp.Snapshot, err = ring.Take(*resp.Ring)
+					p.fromRing.Add(1)
+				}
+				if err != nil {
+					p.log.Error("nano worker sent a bad snapshot frame, killing it", "err", err)
+					p.kill()
+					return
+				}
+			}
 			p.snapMu.Lock()
 			f := p.stepSnaps[resp.ID]
 			delete(p.stepSnaps, resp.ID)

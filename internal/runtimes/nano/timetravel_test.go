@@ -451,3 +451,53 @@ func TestRewindNotWaitedFor(t *testing.T) {
 	}
 	wantState(t, d.state(id), 2)
 }
+
+// A jailed session worker's step snapshots come through memory it shares with the daemon
+// (wire.Ring), not its pipe, and rewinds to them hold: the steps' states come back exactly.
+func TestStepSnapshotsInSharedMemory(t *testing.T) {
+	rt, err := New(context.Background(), Options{Artifacts: artifacts(t), Workers: 1, Warm: 1, SessionWarm: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}})
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	e := &ttEnv{t: t, rt: rt, m: m}
+	id := e.session()
+	var ids []string
+	for k := 1; k <= 6; k++ {
+		ids = append(ids, e.run(id, stepCode(k)).Step)
+	}
+	// The first step's snapshot is asked for (the session's steps ride on their runs once the
+	// Manager took one); the last one's frame may still be on its way.
+	fromRing := func() (n int64) {
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		for s := range rt.held {
+			s.mu.Lock()
+			if s.p != nil {
+				n += s.p.fromRing.Load()
+			}
+			s.mu.Unlock()
+		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); fromRing() < 5; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d step snapshots came through shared memory, want the 5 that rode on their runs", fromRing())
+		}
+	}
+	// Step 2 from the daemon's copies (the worker keeps only its last few), then step 5 in place.
+	ctx := context.Background()
+	if _, err := m.Rewind(ctx, id, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, e.state(id), 2)
+	if _, err := m.Rewind(ctx, id, ids[4]); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, e.state(id), 5)
+}

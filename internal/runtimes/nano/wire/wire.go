@@ -115,6 +115,10 @@ type Response struct {
 	Data   []byte         `json:"data,omitempty"`
 	// Snapshot answers OpHibernate, OpSnapshot and, in OpStepSnapshot, a run's SnapStep.
 	Snapshot []byte `json:"snapshot,omitempty"`
+	// Ring (OpStepSnapshot), instead of Snapshot, says where the snapshot's bytes are in the
+	// memory the worker shares with the daemon (Ring): the daemon copies them out when it reads
+	// the frame.
+	Ring *RingSpan `json:"ring,omitempty"`
 	// Took (OpStepSnapshot) is how long after the run's result the snapshot was taken and sent.
 	Took time.Duration `json:"took,omitempty"`
 	// Warm is how many instances the worker has parked and ready.

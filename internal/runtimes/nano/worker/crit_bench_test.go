@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 // BenchmarkSessionBackToBack measures what a client waits for when it sends a session's next run
 // the moment the last one's result arrives (as `agentbox bench steps` does), from outside a
 // worker process: without step snapshots, and with one per run (SnapStep, the frame read by a
-// goroutine of its own as the daemon's reader does).
+// goroutine of its own as the daemon's reader does): added-µs with the snapshots in memory
+// shared with the worker (wire.Ring), as the daemon runs it, pipe-added-µs through the pipe,
+// in rounds of the same run.
 func BenchmarkSessionBackToBack(b *testing.B) {
 	const setup = "import json, random\nrows = []\nrng = random.Random(1)"
 	const step = "rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows), round(total, 3))"
@@ -28,8 +31,19 @@ func BenchmarkSessionBackToBack(b *testing.B) {
 	if bins.Stdlib != "" {
 		args = append(args, "-stdlib", bins.Stdlib)
 	}
-	start := func() (*exec.Cmd, *client, chan wire.Response) {
+	var inRing atomic.Int64
+	start := func(withRing bool) (*exec.Cmd, *client, chan wire.Response) {
 		cmd := exec.Command(os.Args[0])
+		args := args
+		var ring *wire.Ring
+		if withRing { // as the daemon does (nano/proc.go)
+			r, f, err := wire.NewRing(wire.RingBytes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			ring, cmd.ExtraFiles, args = r, []*os.File{f}, append(args, "-snap-ring", "3")
+		}
 		cmd.Env = append(os.Environ(), helperEnv+"="+strings.Join(args, "\x1f"), "GOMAXPROCS=2")
 		cmd.Stderr = os.Stderr
 		in, _ := cmd.StdinPipe()
@@ -57,6 +71,12 @@ func BenchmarkSessionBackToBack(b *testing.B) {
 				if r.Op == wire.OpResult {
 					results <- r
 				}
+				if r.Op == wire.OpStepSnapshot && r.Ring != nil {
+					if _, err := ring.Take(*r.Ring); err != nil {
+						panic(err)
+					}
+					inRing.Add(1)
+				}
 			}
 		}()
 		return cmd, c, results
@@ -74,14 +94,22 @@ func BenchmarkSessionBackToBack(b *testing.B) {
 		}
 		return d
 	}
-	plainCmd, plain, plainRes := start()
+	defer func() {
+		if inRing.Load() == 0 {
+			b.Error("no snapshot came through the ring")
+		}
+	}()
+	plainCmd, plain, plainRes := start(false)
 	defer func() { plain.in.Close(); plainCmd.Wait() }()
-	snapCmd, snap, snapRes := start()
+	snapCmd, snap, snapRes := start(true)
 	defer func() { snap.in.Close(); snapCmd.Wait() }()
+	pipeCmd, pipe, pipeRes := start(false)
+	defer func() { pipe.in.Close(); pipeCmd.Wait() }()
 	run(plain, plainRes, setup, "", false)
 	run(snap, snapRes, setup, "s0", false)
+	run(pipe, pipeRes, setup, "s0", false)
 	n := 0
-	var pl, sl []time.Duration
+	var pl, sl, pp []time.Duration
 	for b.Loop() {
 		for range 20 {
 			pl = append(pl, run(plain, plainRes, step, "", false))
@@ -89,6 +117,10 @@ func BenchmarkSessionBackToBack(b *testing.B) {
 		for range 20 {
 			n++
 			sl = append(sl, run(snap, snapRes, step, fmt.Sprint("s", n), true))
+		}
+		for range 20 {
+			n++
+			pp = append(pp, run(pipe, pipeRes, step, fmt.Sprint("s", n), true))
 		}
 	}
 	med := func(l []time.Duration) float64 {
@@ -98,4 +130,5 @@ func BenchmarkSessionBackToBack(b *testing.B) {
 	b.ReportMetric(med(pl), "plain-p50-µs")
 	b.ReportMetric(med(sl), "snap-p50-µs")
 	b.ReportMetric(med(sl)-med(pl), "added-µs")
+	b.ReportMetric(med(pp)-med(pl), "pipe-added-µs")
 }

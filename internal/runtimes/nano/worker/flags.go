@@ -43,7 +43,10 @@ type Config struct {
 	// NoDirtyPages switches dirty-page tracking off: snapshots and rewinds compare whole
 	// memories (for measuring, and for a kernel whose tracking misbehaves).
 	NoDirtyPages bool
-	Verbose      bool
+	// SnapRing is the fd of the memory a session worker shares with the daemon for its step
+	// snapshots (wire.Ring), 0 for none: they go through the pipe.
+	SnapRing int
+	Verbose  bool
 }
 
 // Defaults of the flags.
@@ -70,6 +73,7 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&c.Seccomp, "seccomp", true, "install the seccomp filter after loading (turn off only to debug outside the jail)")
 	fs.BoolVar(&c.Verbose, "v", false, "log debug lines")
 	dirty := fs.Bool("dirty-pages", true, "track the pages guests write (userfaultfd, PAGEMAP_SCAN), so that snapshots and rewinds look at those only")
+	fs.IntVar(&c.SnapRing, "snap-ring", 0, "session: the fd of the memory shared with the daemon for step snapshots (0: none, they go through stdout)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -86,6 +90,9 @@ func ParseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	if c.Wasm == "" {
 		return c, errors.New("-wasm is required")
+	}
+	if c.SnapRing != 0 && c.SnapRing < 3 {
+		return c, fmt.Errorf("-snap-ring %d: want an fd above stderr's", c.SnapRing)
 	}
 	if c.Warm < 0 {
 		return c, errors.New("-warm must not be negative")

@@ -15,9 +15,16 @@ import (
 // TestRunSnapStep: a session run that asks for its step's snapshot gets its result first and
 // then the snapshot, unasked, before the worker takes another request (the daemon's Snapshot
 // waits for no round trip); the step is kept under its name for a rewind in place, and the next
-// step's snapshot is a delta from it.
+// step's snapshot is a delta from it. Through the pipe, and through memory shared with the
+// daemon when the worker has it (wire.Ring).
 func TestRunSnapStep(t *testing.T) {
-	c, _ := startInMemoryCfg(t, Config{Mode: ModeSession})
+	for _, ring := range []bool{false, true} {
+		t.Run(fmt.Sprint("ring=", ring), func(t *testing.T) { testRunSnapStep(t, ring) })
+	}
+}
+
+func testRunSnapStep(t *testing.T, ring bool) {
+	c, _ := startInMemoryRing(t, Config{Mode: ModeSession}, ring)
 	c.run(wire.Request{Code: "x = 1"})
 	step := func(code, name string, base bool) (wire.Response, *engine.SnapshotDelta) {
 		t.Helper()
@@ -35,6 +42,9 @@ func TestRunSnapStep(t *testing.T) {
 		snap := c.recv()
 		if snap.Op != wire.OpStepSnapshot || snap.ID != req.ID || snap.Error != nil || snap.Took <= 0 {
 			t.Fatalf("second frame: op %s id %d error %+v took %v", snap.Op, snap.ID, snap.Error, snap.Took)
+		}
+		if (snap.Ring != nil) != ring {
+			t.Fatalf("the snapshot came in the ring: %v, want %v", snap.Ring != nil, ring)
 		}
 		d, err := engine.DecodeDelta(snap.Snapshot)
 		if err != nil {
@@ -74,7 +84,10 @@ var testLimits = sandbox.Limits{Timeout: 20 * time.Second}
 // TestStepSnapshotWhileNextRunWrites: the daemon sends a session's next run the moment a step's
 // result arrives, before it has read the step's snapshot frame, and that run rewrites much of the
 // memory; the frame is still byte for byte the memory at the end of its step: the same as the
-// snapshot of the same deterministic steps in another worker where nothing runs after it.
+// snapshot of the same deterministic steps in another worker where nothing runs after it. The
+// busy worker's snapshots go through memory shared with the daemon (wire.Ring; the next run's,
+// 8 MiB more, does not fit and goes through the pipe behind it), the quiet one's through the
+// pipe.
 func TestStepSnapshotWhileNextRunWrites(t *testing.T) {
 	det := &sandbox.Determinism{Seed: 7}
 	setup := "import json, random\nrows = []\nrng = random.Random(1)"
@@ -131,6 +144,9 @@ func TestStepSnapshotWhileNextRunWrites(t *testing.T) {
 				f := frames(c, snap(id), res(after), snap(after))
 				wrote(sent)
 				wrote(sentAfter)
+				if f[snap(id)].Ring == nil || f[snap(after)].Ring != nil {
+					t.Fatalf("in the ring: the step's snapshot %v, the next run's %v; want true, false", f[snap(id)].Ring != nil, f[snap(after)].Ring != nil)
+				}
 				return apply(t, f[snap(id)], base)
 			}
 			f := frames(c, res(id), snap(id))
@@ -140,7 +156,7 @@ func TestStepSnapshotWhileNextRunWrites(t *testing.T) {
 		return base
 	}
 	quiet, _ := startInMemoryCfg(t, Config{Mode: ModeSession})
-	busy, _ := startInMemoryCfg(t, Config{Mode: ModeSession})
+	busy, _ := startInMemoryRing(t, Config{Mode: ModeSession}, true)
 	w, g := snapshots(quiet, false), snapshots(busy, true)
 	if w.Size != g.Size || !slices.Equal(w.Offsets, g.Offsets) || !bytes.Equal(w.Bytes(), g.Bytes()) {
 		t.Fatalf("the last step's snapshot, taken as the next run wrote: %d pages of %d bytes; without a next run: %d pages of %d bytes",

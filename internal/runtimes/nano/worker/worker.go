@@ -44,6 +44,9 @@ type Options struct {
 	// requests the worker makes after it (dirty-page tracking's). Nil: nothing (tests). Main
 	// passes jail.LockDownIoctl with Allowlist unless -seccomp=false.
 	LockDown func(ioctls []uint32) error
+	// Ring is the memory a session worker shares with the daemon for its step snapshots
+	// (wire.Ring), mapped before lock-down and then closed; nil: none (Main opens -snap-ring).
+	Ring *os.File
 }
 
 // Main is `agentbox __nano-worker [flags]`: it returns the process's exit code.
@@ -54,6 +57,9 @@ func Main(args []string) int {
 		return ExitUsage
 	}
 	opts := Options{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	if cfg.SnapRing != 0 {
+		opts.Ring = os.NewFile(uintptr(cfg.SnapRing), "snapshot ring")
+	}
 	if cfg.Seccomp {
 		opts.LockDown = func(ioctls []uint32) error { return jail.LockDownIoctl(Allowlist, ioctls) }
 	}
@@ -98,6 +104,15 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 		log.Error("nano worker: cannot load the engine", "err", err)
 		return ExitFailed
 	}
+	var ring *wire.Ring
+	if opts.Ring != nil {
+		if cfg.Mode == ModeSession {
+			if ring, err = wire.OpenRing(opts.Ring); err != nil {
+				log.Info("nano worker: step snapshots go through the pipe", "why", err)
+			}
+		}
+		opts.Ring.Close()
+	}
 	// The local time zone loads lazily from /etc/localtime on the first log line; load it now,
 	// while files may still be opened.
 	_, _ = time.Now().Zone()
@@ -109,7 +124,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &worker{cfg: cfg, eng: eng, log: log, out: opts.Stdout}
+	w := &worker{cfg: cfg, eng: eng, log: log, out: opts.Stdout, ring: ring}
 	if cfg.Mode == ModeSession {
 		w.session = newSessionSlot(ctx, w)
 	} else {
@@ -148,6 +163,13 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 			t0 := time.Now()
 			snap := &wire.Response{Op: wire.OpStepSnapshot, ID: req.ID}
 			parts := w.snapshotParts(ctx, &wire.Request{Step: req.SnapStep, Base: req.Base}, snap)
+			if w.ring != nil && parts != nil {
+				// Into the memory shared with the daemon when there is room: a copy, where
+				// the pipe costs the worker a write of every byte into it.
+				if span, ok := w.ring.Put(parts); ok {
+					snap.Ring, parts = &span, nil
+				}
+			}
 			snap.Took = time.Since(t0)
 			if err := w.sendParts(snap, parts); err != nil {
 				log.Error("nano worker: cannot write to the daemon", "err", err)
@@ -175,6 +197,9 @@ type worker struct {
 	log     *slog.Logger
 	pool    *pool        // one-shot mode
 	session *sessionSlot // session mode
+	// ring is the memory shared with the daemon for step snapshots, nil when they go through
+	// the pipe.
+	ring *wire.Ring
 
 	outMu sync.Mutex
 	out   io.Writer
@@ -205,6 +230,7 @@ func (w *worker) close() {
 	if w.session != nil {
 		w.session.close()
 	}
+	w.ring.Close()
 }
 
 // send writes one frame; frames come from the serving loop and the refill goroutine.
@@ -214,7 +240,8 @@ func (w *worker) send(r *wire.Response) error {
 	return wire.Write(w.out, r)
 }
 
-// sendParts writes a response whose snapshot is parts (none: an error response).
+// sendParts writes a response whose snapshot is parts (none: an error response, or one whose
+// snapshot is in the ring).
 func (w *worker) sendParts(r *wire.Response, parts [][]byte) error {
 	if parts == nil {
 		return w.sendResponse(r)

@@ -31,6 +31,9 @@ type client struct {
 	t   testing.TB
 	in  io.WriteCloser
 	out *bufio.Reader
+	// ring, when the worker was given one, is where its step snapshots may come (recv copies
+	// them out into Snapshot, as the daemon does, and leaves Ring set).
+	ring *wire.Ring
 }
 
 func (c *client) recv() wire.Response {
@@ -38,6 +41,15 @@ func (c *client) recv() wire.Response {
 	var r wire.Response
 	if err := wire.Read(c.out, &r); err != nil {
 		c.t.Fatalf("read frame: %v", err)
+	}
+	if r.Ring != nil {
+		if c.ring == nil || r.Snapshot != nil {
+			c.t.Fatalf("a snapshot in a ring the worker was not given: %+v", r)
+		}
+		var err error
+		if r.Snapshot, err = c.ring.Take(*r.Ring); err != nil {
+			c.t.Fatal(err)
+		}
 	}
 	return r
 }
@@ -88,17 +100,33 @@ func startInMemoryB(t testing.TB, mode Mode, warm int) (*client, <-chan int) {
 
 // startInMemoryCfg is startInMemory with more of the configuration given.
 func startInMemoryCfg(t testing.TB, cfg Config) (*client, <-chan int) {
+	return startInMemoryRing(t, cfg, false)
+}
+
+// startInMemoryRing is startInMemoryCfg with, when ring is set, memory shared with the worker
+// for its step snapshots, as the daemon gives a session worker (wire.Ring).
+func startInMemoryRing(t testing.TB, cfg Config, ring bool) (*client, <-chan int) {
+	opts := Options{Stderr: os.Stderr}
+	var r *wire.Ring
+	if ring {
+		var err error
+		if r, opts.Ring, err = wire.NewRing(wire.RingBytes); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+	}
 	b := enginetest.Find(t)
 	cfg.Wasm, cfg.Stdlib, cfg.Cache = b.Wasm, b.Stdlib, b.Cache
 	cfg.MemoryBytes, cfg.MemoryMaxBytes = 128<<20, 512<<20
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	code := make(chan int, 1)
+	opts.Stdin, opts.Stdout = inR, outW
 	go func() {
-		code <- Run(context.Background(), cfg, Options{Stdin: inR, Stdout: outW, Stderr: os.Stderr})
+		code <- Run(context.Background(), cfg, opts)
 		outW.Close()
 	}()
-	c := &client{t: t, in: inW, out: bufio.NewReader(outR)}
+	c := &client{t: t, in: inW, out: bufio.NewReader(outR), ring: r}
 	if r := c.recv(); r.Op != wire.OpReady {
 		t.Fatalf("first frame %+v, want ready", r)
 	}
