@@ -110,17 +110,28 @@ func BenchmarkSessionBackToBack(b *testing.B) {
 	run(pipe, pipeRes, setup, "s0", false)
 	n := 0
 	var pl, sl, pp []time.Duration
-	for b.Loop() {
-		for range 20 {
-			pl = append(pl, run(plain, plainRes, step, "", false))
-		}
+	ringRound := func() {
 		for range 20 {
 			n++
 			sl = append(sl, run(snap, snapRes, step, fmt.Sprint("s", n), true))
 		}
+	}
+	pipeRound := func() {
 		for range 20 {
 			n++
 			pp = append(pp, run(pipe, pipeRes, step, fmt.Sprint("s", n), true))
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		for range 20 {
+			pl = append(pl, run(plain, plainRes, step, "", false))
+		}
+		if i%2 == 0 { // neither goes first every time
+			ringRound()
+			pipeRound()
+		} else {
+			pipeRound()
+			ringRound()
 		}
 	}
 	med := func(l []time.Duration) float64 {
