@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -32,7 +34,8 @@ type PublicHost struct {
 // once on one machine, and a namespace whose process was killed before Close is left behind. Two
 // hosts on one /30 make two routes to it, and connections go to the older namespace, where
 // nothing listens: the test's client is refused (connection refused) though its server is up.
-// So the route to the new address is checked to leave through the new link.
+// So the route to the new address is checked to leave through the new link. Namespaces of
+// processes that ended without Close are removed first (reap).
 func NewPublicHost() (*PublicHost, error) {
 	if _, err := exec.LookPath("ip"); err != nil {
 		return nil, errors.New("netns: ip(8) is not installed (apt-get install iproute2)")
@@ -42,6 +45,7 @@ func NewPublicHost() (*PublicHost, error) {
 		return nil, err
 	}
 	defer unlock()
+	reap()
 	var last error
 	for _, k := range rand.Perm(slots) {
 		if used, err := slotUsed(k); err != nil {
@@ -101,12 +105,38 @@ func slotUsed(k int) (bool, error) {
 	return false, nil
 }
 
+// leftRe matches the namespaces this package makes: abx-ID-PID, PID the process that made it.
+var leftRe = regexp.MustCompile(`^abx-([0-9a-f]{4})-([0-9]+)$`)
+
+// reap removes the namespaces, and their links, of processes that ended without Close (killed,
+// or a test binary that timed out): their /30s would stay taken for good, and there are 64. A
+// namespace whose process still runs is left alone, as are ones without a PID in their name
+// (nothing tells whose they are). The lock is held.
+func reap() {
+	ents, err := os.ReadDir("/var/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		m := leftRe.FindStringSubmatch(e.Name())
+		if m == nil {
+			continue
+		}
+		pid, err := strconv.Atoi(m[2])
+		if err != nil || pid <= 0 || pid == os.Getpid() || !errors.Is(unix.Kill(pid, 0), unix.ESRCH) {
+			continue
+		}
+		_ = exec.Command("ip", "link", "del", "abh"+m[1]).Run()
+		_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+	}
+}
+
 // errTaken is a slot or a name someone else holds: another one is tried.
 var errTaken = errors.New("taken")
 
 func newPublicHost(k int) (*PublicHost, error) {
 	id := fmt.Sprintf("%04x", rand.IntN(1<<16))
-	ns, hostIf, nsIf := "abx-"+id, "abh"+id, "abn"+id
+	ns, hostIf, nsIf := fmt.Sprintf("abx-%s-%d", id, os.Getpid()), "abh"+id, "abn"+id
 	if _, err := os.Stat("/var/run/netns/" + ns); err == nil {
 		return nil, fmt.Errorf("namespace %s exists: %w", ns, errTaken)
 	}

@@ -2,9 +2,12 @@ package netns_test
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
@@ -109,4 +112,54 @@ func linksIn(t *testing.T, k int) int {
 		}
 	}
 	return n
+}
+
+// TestLeftHostsAreRemoved: a host whose process ended without Close (killed, or a test binary
+// that timed out) is removed, link and namespace, by the next NewPublicHost, and its /30 is free
+// again; there are only 64.
+func TestLeftHostsAreRemoved(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireTool(t, "ip")
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	k := -1
+	for i := 63; i >= 0; i-- {
+		if used, err := netns.SlotUsed(i); err == nil && !used {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		t.Fatal("no free /30")
+	}
+	id := fmt.Sprintf("%04x", rand.IntN(1<<16))
+	ns, link := fmt.Sprintf("abx-%s-%d", id, dead.Process.Pid), "abh"+id
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", link).Run()
+		exec.Command("ip", "netns", "del", ns).Run()
+	})
+	for _, args := range [][]string{
+		{"netns", "add", ns},
+		{"link", "add", link, "type", "veth", "peer", "name", "abn" + id},
+		{"addr", "add", fmt.Sprintf("203.0.113.%d/30", 4*k+1), "dev", link},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	if used, _ := netns.SlotUsed(k); !used {
+		t.Fatalf("the left host's /30 (%d) is not seen as used", k)
+	}
+	testenv.NewPublicHost(t)
+	if _, err := os.Stat("/var/run/netns/" + ns); err == nil {
+		t.Errorf("the namespace %s of an ended process is still there", ns)
+	}
+	if _, err := net.InterfaceByName(link); err == nil {
+		t.Errorf("the link %s of an ended process is still there", link)
+	}
+	if used, _ := netns.SlotUsed(k); used {
+		t.Errorf("the left host's /30 (%d) is still used", k)
+	}
 }
