@@ -307,10 +307,7 @@ func (g *Gateway) connOf(ctx *goproxy.ProxyCtx) (*connState, bool) {
 
 func (g *Gateway) newProxy() *goproxy.ProxyHttpServer {
 	p := goproxy.NewProxyHttpServer()
-	// goproxy writes only its warnings unless Verbose: each is a connection it closed without
-	// an answer (a TLS handshake that failed, a request it could not read), which the sandbox's
-	// client sees as nothing but a closed connection.
-	p.Logger = slog.NewLogLogger(g.log.Handler(), slog.LevelWarn)
+	p.Logger = proxyLog{g.log}
 	p.Verbose = false
 	p.KeepDestinationHeaders = true
 	p.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -324,6 +321,26 @@ func (g *Gateway) newProxy() *goproxy.ProxyHttpServer {
 	p.OnRequest().DoFunc(g.handleRequest)
 	p.ConnectDialWithReq = g.connectDial
 	return p
+}
+
+// proxyLog takes goproxy's lines, which are only its warnings unless Verbose. Most are a
+// connection it closed without an answer (a TLS handshake that failed, a request it could not
+// read, a hijack that failed), which the sandbox's client sees as nothing but a closed connection:
+// those are warnings. The end of a tunnel or a client gone before its answer was written are not
+// news, and go to Debug.
+type proxyLog struct{ log *slog.Logger }
+
+var proxyDebug = []string{"Error copying to client", "Cannot write response from mitm'd client", "Error closing client connection", "Can't close response body"}
+
+func (l proxyLog) Printf(format string, v ...any) {
+	msg := "egress: goproxy: " + strings.TrimSpace(fmt.Sprintf(format, v...))
+	for _, d := range proxyDebug {
+		if strings.Contains(msg, d) {
+			l.log.Debug(msg)
+			return
+		}
+	}
+	l.log.Warn(msg)
 }
 
 // handleConnect decides a CONNECT. Everything is intercepted, denied hosts included (their

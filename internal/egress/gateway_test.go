@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -585,3 +586,42 @@ func TestOriginUnreachable(t *testing.T) {
 		t.Error("a forgotten session's failure is kept")
 	}
 }
+
+// TestHangUpsAreWarnings: a connection goproxy closes without an answer (here a client that does
+// not trust the gateway's CA, so the interception's handshake fails) is logged at Warn with why,
+// since the client sees only a closed connection; a tunnel's end is not news (Debug).
+func TestHangUpsAreWarnings(t *testing.T) {
+	f := newFixture(t, testPolicy, nil)
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	f.g.proxy.Logger = proxyLog{slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	untrusting := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: f.client.Transport.(*http.Transport).Proxy}}
+	if _, err := untrusting.Get("https://api.allowed.test/v1/x"); err == nil {
+		t.Fatal("a client that does not trust the gateway's CA got an answer")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := buf.String()
+		mu.Unlock()
+		if strings.Contains(got, "level=WARN") && strings.Contains(got, "Cannot handshake client") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning for the failed handshake: %q", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	proxyLog{slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		t.Errorf("a tunnel's end logged at Warn: %s", p)
+		return len(p), nil
+	}), &slog.HandlerOptions{Level: slog.LevelWarn}))}.Printf("[001] WARN: Error copying to client: %s", io.ErrClosedPipe)
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
