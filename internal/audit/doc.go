@@ -10,7 +10,7 @@
 //	audit.checkpoints  the signed tree heads, one JSON object per line (0600)
 //	signing.key        the Ed25519 signing key, in sumdb/note's text form (0600), made on first start
 //	signing.pub        its verifier key (0644); keep a copy elsewhere and verify with it
-//	daemon.running     while a daemon runs: its pid, start and open sessions (internal/daemon/restart.go)
+//	daemon.running     while a daemon runs: a journal of its open sessions, a snapshot then one line a change (internal/daemon/restart.go)
 //
 // # Records
 //

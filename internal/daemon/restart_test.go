@@ -114,10 +114,9 @@ func TestRestartRecordsLostSessions(t *testing.T) {
 		t.Fatalf("the first daemon: %q", line)
 	}
 	lost1, closed, lost2 := f[1], f[2], f[3]
-	var running runningState
-	if b, err := os.ReadFile(filepath.Join(dataDir, "audit", RunningFile)); err != nil || json.Unmarshal(b, &running) != nil ||
+	if running, err := readRunning(filepath.Join(dataDir, "audit", RunningFile)); err != nil || running == nil ||
 		len(running.Sessions) != 2 || running.PID != cmd.Process.Pid {
-		t.Fatalf("the running daemon's state: %s %v", b, err)
+		t.Fatalf("the running daemon's state: %+v %v", running, err)
 	}
 	// kill -9: no shutdown at all. The kernel releases the audit log's lock.
 	if err := cmd.Process.Kill(); err != nil {
@@ -200,5 +199,150 @@ func TestRestartRecordsLostSessions(t *testing.T) {
 	rep, err := audit.Verify(context.Background(), filepath.Join(dataDir, "audit"), "")
 	if err != nil || !rep.OK() {
 		t.Fatalf("verify: %v %v", rep, err)
+	}
+}
+
+// The running state is a journal: whatever the interleaving of creates, moves and closes, and of
+// the rewrites that keep it short, the file read at any moment after they returned (as the next
+// daemon reads it after a kill) holds exactly the sessions open, with their tiers; a clean
+// shutdown removes it.
+func TestRunningJournal(t *testing.T) {
+	l, err := audit.Open(t.TempDir(), audit.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trackRestarts(l, l, slog.New(slog.DiscardHandler), nil).(*restartTracker)
+	tr.compactAt = 8 // rewrites all along
+	ctx := context.Background()
+	const goroutines, each = 8, 40
+	done := make(chan struct{})
+	for g := range goroutines {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range each {
+				id := fmt.Sprintf("sb_%d_%d", g, i)
+				tr.Audit(ctx, sandbox.AuditEvent{Kind: sandbox.AuditSessionCreate, Session: id, Tenant: "acme", Agent: "bot",
+					Decision: sandbox.AuditAllow, Lifecycle: &sandbox.SessionAudit{Tier: "nano"}})
+				if i%3 == 0 {
+					tr.Audit(ctx, sandbox.AuditEvent{Kind: sandbox.AuditRun, Session: id, Decision: sandbox.AuditAllow,
+						Run: &sandbox.RunAudit{Tier: "heavy"}})
+				}
+				if i%4 != 3 {
+					kind := sandbox.AuditSessionClose
+					if i%4 == 0 {
+						kind = sandbox.AuditSessionExpire
+					}
+					tr.Audit(ctx, sandbox.AuditEvent{Kind: kind, Session: id, Tenant: "acme", Lifecycle: &sandbox.SessionAudit{Tier: "heavy"}})
+				}
+			}
+		}()
+	}
+	for range goroutines {
+		<-done
+	}
+	want := map[string]string{}
+	for g := range goroutines {
+		for i := range each {
+			if i%4 == 3 {
+				tier := "nano"
+				if i%3 == 0 {
+					tier = "heavy"
+				}
+				want[fmt.Sprintf("sb_%d_%d", g, i)] = tier
+			}
+		}
+	}
+	path := filepath.Join(l.Dir(), RunningFile)
+	check := func(when string) {
+		t.Helper()
+		s, err := readRunning(path)
+		if err != nil || s == nil {
+			t.Fatalf("%s: %v %v", when, s, err)
+		}
+		if s.PID != os.Getpid() {
+			t.Errorf("%s: pid %d", when, s.PID)
+		}
+		got := map[string]string{}
+		for _, ls := range s.Sessions {
+			if ls.Tenant != "acme" || ls.Agent != "bot" || ls.Created.IsZero() {
+				t.Errorf("%s: session %+v", when, ls)
+			}
+			got[ls.ID] = ls.Tier
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: %d sessions open, want %d", when, len(got), len(want))
+		}
+		for id, tier := range want {
+			if got[id] != tier {
+				t.Errorf("%s: session %s in %q, want %q", when, id, got[id], tier)
+			}
+		}
+	}
+	check("right after the changes") // a rewrite may be under way
+	tr.done.Wait()
+	check("after the rewrites")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8×40 creates, 8×14 moves, 8×30 closes (672 changes): the rewrites keep the journal near
+	// four lines per open session (80), give or take the changes made during the last rename.
+	if lines := strings.Count(string(b), "\n"); lines > 1+4*len(want)+100 {
+		t.Errorf("the journal holds %d lines for %d open sessions: not rewritten", lines, len(want))
+	}
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + ".tmp"} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s after a clean shutdown: %v", p, err)
+		}
+	}
+}
+
+// readRunning replays a journal, reads the whole-file state of earlier daemons, and keeps what it
+// could read of a journal whose last line a stopped machine tore.
+func TestReadRunning(t *testing.T) {
+	head := `{"pid":42,"started":"2026-11-28T20:00:00Z","sessions":[{"id":"sb_a","tier":"nano","tenant":"acme","created":"2026-11-28T20:00:01Z"}]}`
+	for _, tc := range []struct {
+		name, file string
+		want       string // ids and tiers, in order
+		err        bool
+	}{
+		{"the whole-file state of earlier daemons", head, "sb_a:nano", false},
+		{"a snapshot alone", head + "\n", "sb_a:nano", false},
+		{"opens, a move, a close", head + "\n" + `{"open":{"id":"sb_b","tier":"nano","created":"2026-11-28T20:00:02Z"}}` + "\n" +
+			`{"move":"sb_b","tier":"heavy"}` + "\n" + `{"close":"sb_a"}` + "\n" + `{"open":{"id":"sb_c","tier":"heavy"}}` + "\n",
+			"sb_b:heavy sb_c:heavy", false},
+		{"a close or a move of a session not open", head + "\n" + `{"close":"sb_x"}` + "\n" + `{"move":"sb_y","tier":"heavy"}` + "\n",
+			"sb_a:nano", false},
+		{"a torn last line", head + "\n" + `{"open":{"id":"sb_b","tier":"nano"}}` + "\n" + `{"close":"sb_`, "sb_a:nano sb_b:nano", true},
+		{"zeros after the last line", head + "\n" + `{"close":"sb_a"}` + "\n\x00\x00\x00", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), RunningFile)
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s, err := readRunning(path)
+			if (err != nil) != tc.err || s == nil {
+				t.Fatalf("readRunning: %+v, %v; want an error: %v", s, err, tc.err)
+			}
+			var got []string
+			for _, ls := range s.Sessions {
+				got = append(got, ls.ID+":"+ls.Tier)
+			}
+			if strings.Join(got, " ") != tc.want || s.PID != 42 {
+				t.Errorf("pid %d, sessions %q, want 42, %q", s.PID, got, tc.want)
+			}
+		})
+	}
+	if s, err := readRunning(filepath.Join(t.TempDir(), RunningFile)); s != nil || err != nil {
+		t.Errorf("no file: %v %v, want nothing", s, err)
+	}
+	path := filepath.Join(t.TempDir(), RunningFile)
+	os.WriteFile(path, []byte("{\"pid\":"), 0o600)
+	if s, err := readRunning(path); s != nil || err == nil {
+		t.Errorf("an unreadable snapshot: %v %v, want an error", s, err)
 	}
 }
