@@ -566,7 +566,7 @@ func (b *box) logStderr(r io.ReadCloser) {
 		// The guest's own complaints about the way out (a connection it accepted and had to
 		// close) are warnings: the code saw only a proxy that hung up.
 		if strings.HasPrefix(line, "agentbox-guest: egress:") {
-			b.log.Warn("heavy sandbox: " + line)
+			b.warnRefused("heavy sandbox: " + line)
 			return
 		}
 		b.log.Debug("heavy sandbox: " + line)

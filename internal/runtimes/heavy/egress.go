@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/guest/tunnel"
@@ -50,6 +51,23 @@ type boxEgress struct {
 	session string
 	profile string
 	on      bool
+	// warned is when a refused connection was last logged: the code can knock on the proxy port
+	// after an install closed its way out as often as it likes, and the log says so once a second.
+	warned time.Time
+}
+
+// warnRefused logs a refused connection, at most once a second per sandbox.
+func (b *box) warnRefused(msg string, args ...any) {
+	b.egress.mu.Lock()
+	now := time.Now()
+	quiet := now.Sub(b.egress.warned) < time.Second
+	if !quiet {
+		b.egress.warned = now
+	}
+	b.egress.mu.Unlock()
+	if !quiet {
+		b.log.Warn(msg, args...)
+	}
 }
 
 // newTunnel makes the box's tunnel: streams the guest opens go to the gateway as the box's
@@ -65,12 +83,12 @@ func (b *box) newTunnel(gw Egress) *tunnel.Mux {
 			// here is a connection the code sees hung up on without an answer, so it is logged
 			// with the reason.
 			if !on || gw == nil {
-				b.log.Warn("heavy: a connection to the egress proxy while the sandbox has no way out, closed", "session", session, "egress_on", on, "gateway", gw != nil)
+				b.warnRefused("heavy: a connection to the egress proxy while the sandbox has no way out, closed", "session", session, "egress_on", on, "gateway", gw != nil)
 				c.Close()
 				return
 			}
 			if err := gw.Serve(c, session, profile); err != nil {
-				b.log.Warn("heavy: the egress gateway did not take a connection, closed", "session", session, "err", err)
+				b.warnRefused("heavy: the egress gateway did not take a connection, closed", "session", session, "err", err)
 				c.Close()
 			}
 		})
