@@ -1,56 +1,109 @@
 package engine
 
-import "sync"
+import (
+	"sync"
+	"unsafe"
+)
 
 // pageSpare is memory for the pages a snapshot copies, taken from the system ahead of time.
 //
 // A snapshot's pages are never written once in a snapshot and are shared by the snapshots after
-// it, so they cannot be recycled; each step's changed pages are memory newly allocated. Memory
-// the Go heap has just received from the system (or given back to it: a worker collects
-// garbage by itself, and the runtime returns what the collection freed) costs a page fault per
-// 4 KiB on the first write, ~1–2 µs each: most of a step's snapshot copying its ~70 pages. The
-// spare is such memory already written once, refilled off the path between a run's result and
-// the next run (refill, on a goroutine of its own), so that the copy a snapshot must make before
-// the guest runs again writes only resident memory.
+// it, so a page's memory cannot be used again while any snapshot still read refers to it; each
+// step's changed pages go to memory not in use. Memory the Go heap has just received from the
+// system (or given back to it: a worker collects garbage by itself, and the runtime returns what
+// the collection freed) costs a page fault per 4 KiB on the first write, ~1–2 µs each: most of a
+// step's snapshot copying its ~70 pages. The spare is such memory already written once, refilled
+// off the path between a run's result and the next run (refill, on a goroutine of its own), so
+// that the copy a snapshot must make before the guest runs again writes only resident memory.
+//
+// Refilling with new memory still costs those faults, ~140 a step (0.2–0.5 ms of CPU beside the
+// next run on a busy machine). So once the caller says which snapshots it will still read
+// (Instance.KeepOnly), refill first takes back the pages handed out before that call which none
+// of those refers to: resident already, and never given back to the system, as the spare holds
+// them.
 type pageSpare struct {
 	mu  sync.Mutex
 	buf []byte // resident, never handed out yet
-	// want is the size refill keeps buf at: twice what the last snapshot took.
+	// want is the number of pages refill keeps ready: twice what the last snapshot took.
 	want int
 	busy bool // a refill is in progress
+
+	// Reuse, once keepOnly was called: free are pages to hand out again (resident); out the
+	// pages handed out and not taken back, in order; keep is what keepOnly said last, and
+	// fence how many of out it covers: a page handed out after it may belong to a snapshot keep
+	// does not list.
+	reuse  bool
+	free   [][]byte
+	out    [][]byte
+	keep   []*snapshot
+	fence  int
+	reused int // pages handed out again (for tests)
 }
 
 const (
-	minSpare = 64 * snapPage
-	maxSpare = 4 << 20
+	minSpare = 64
+	maxSpare = (4 << 20) / snapPage
 )
 
-// take returns n bytes for pages (n a multiple of snapPage): from the spare when it holds them,
-// else newly allocated.
-func (p *pageSpare) take(n int) []byte {
+// pages returns k pages of snapPage bytes for a snapshot's copies: from the spare when it
+// holds them, else newly allocated.
+func (p *pageSpare) pages(k int) [][]byte {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.want = min(max(2*n, minSpare), maxSpare)
-	if len(p.buf) < n {
-		return make([]byte, n)
+	p.want = min(max(2*k, minSpare), maxSpare)
+	out := make([][]byte, 0, k)
+	for len(out) < k && len(p.free) > 0 {
+		out = append(out, p.free[len(p.free)-1])
+		p.free = p.free[:len(p.free)-1]
+		p.reused++
 	}
-	b := p.buf[:n:n]
-	p.buf = p.buf[n:]
-	return b
+	if n := min(k-len(out), len(p.buf)/snapPage); n > 0 {
+		for j := range n {
+			out = append(out, p.buf[j*snapPage:(j+1)*snapPage:(j+1)*snapPage])
+		}
+		p.buf = p.buf[n*snapPage:]
+	}
+	if n := k - len(out); n > 0 {
+		b := make([]byte, n*snapPage)
+		for j := range n {
+			out = append(out, b[j*snapPage:(j+1)*snapPage:(j+1)*snapPage])
+		}
+	}
+	if p.reuse {
+		p.out = append(p.out, out...)
+	}
+	return out
 }
 
-// refill tops the spare up to what take has been asked for, off the caller's path: call it on
-// a goroutine of its own. The memory is written once here, so its page faults are taken here.
+// keepOnly records that, of the snapshots whose pages came from this spare, only keep (and the
+// ones taken after this call) will be read again.
+func (p *pageSpare) keepOnly(keep []*snapshot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reuse = true
+	p.keep = keep
+	p.fence = len(p.out)
+}
+
+// refill tops the spare up to what pages has been asked for, off the caller's path: call it on
+// a goroutine of its own. Pages taken back come first; new memory is written once here, so its
+// page faults are taken here.
 func (p *pageSpare) refill() {
 	p.mu.Lock()
+	if p.busy {
+		p.mu.Unlock()
+		return
+	}
+	p.takeBackLocked()
 	want := p.want
-	if p.busy || len(p.buf) >= want/2 {
+	short := want - len(p.free) - len(p.buf)/snapPage
+	if short <= want/2 {
 		p.mu.Unlock()
 		return
 	}
 	p.busy = true
 	p.mu.Unlock()
-	b := make([]byte, want)
+	b := make([]byte, short*snapPage)
 	for k := 0; k < len(b); k += snapPage {
 		b[k] = 1
 	}
@@ -60,4 +113,46 @@ func (p *pageSpare) refill() {
 	}
 	p.busy = false
 	p.mu.Unlock()
+}
+
+// takeBackLocked moves the pages handed out before the last keepOnly that none of its
+// snapshots refers to from out to free (at most maxSpare pages are held free; the others are
+// left to the collector). p.mu is held. It reads only the snapshots' page slices, which are never
+// written once taken.
+func (p *pageSpare) takeBackLocked() {
+	if !p.reuse || p.fence == 0 {
+		return
+	}
+	live := make(map[uintptr]struct{}, 512)
+	for _, s := range p.keep {
+		if s == nil {
+			continue
+		}
+		for _, pg := range s.Pages {
+			if len(pg) > 0 {
+				live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))] = struct{}{}
+			}
+		}
+	}
+	kept := make([][]byte, 0, len(p.out))
+	for _, pg := range p.out[:p.fence] {
+		if _, ok := live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))]; ok {
+			kept = append(kept, pg)
+		} else if len(p.free) < maxSpare {
+			p.free = append(p.free, pg)
+		}
+	}
+	p.out = append(kept, p.out[p.fence:]...)
+	// The same keep again finds nothing more among these: only a new keepOnly can.
+	p.keep, p.fence = nil, 0
+}
+
+// KeepOnly says which of the snapshots this instance took will be read again (passed to
+// RewindTo, RestoreParts or Delta, or their pages read): keep, the ones it takes from now on,
+// and its own last two (the base of the next snapshot and of its delta). The memory of the
+// pages of all others then holds the pages of later snapshots, which saves refilling the spare
+// with new memory: a snapshot not in keep must not be used after this call, its pages may
+// change. Without a call, no memory is reused.
+func (i *Instance) KeepOnly(keep ...*SnapshotParts) {
+	i.spare.keepOnly(append(keep, i.tracked, i.trackedFrom))
 }

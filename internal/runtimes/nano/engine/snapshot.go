@@ -192,12 +192,11 @@ func (i *Instance) snapshotWritten(buf []byte) *snapshot {
 			s.Pages = append(s.Pages, page) // still the memory's: copied below
 		}
 	}
-	// The pages that changed, copied into one block of memory made resident beforehand.
-	block := i.spare.take(len(fresh) * snapPage)
+	// The pages that changed, copied into memory made resident beforehand.
+	block := i.spare.pages(len(fresh))
 	for n, p := range fresh {
-		dst := block[n*snapPage : (n+1)*snapPage : (n+1)*snapPage]
-		copy(dst, s.Pages[p])
-		s.Pages[p] = dst
+		copy(block[n], s.Pages[p])
+		s.Pages[p] = block[n]
 	}
 	go i.spare.refill()
 	i.tracked, i.trackedFrom, i.trackedWritten = s, base, written

@@ -339,3 +339,81 @@ func TestSnapshotHotPages(t *testing.T) {
 		t.Fatalf("no page was taken out of tracking (%v) or put back (%d times)", sawHot, cooled)
 	}
 }
+
+// TestSnapshotPagesReused: with KeepOnly, the memory of pages only dropped snapshots referred to
+// holds later snapshots' pages (the spare is refilled without new memory), and every snapshot
+// still kept keeps its bytes through many steps, rewinds to kept steps and a reset.
+func TestSnapshotPagesReused(t *testing.T) {
+	inst := trackedInstance(t)
+	setup := "import json, random\nrows = []\nrng = random.Random(1)"
+	steps := []string{
+		"rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows))",
+		"rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows))",
+		"blob = bytes(rng.getrandbits(8) for _ in range(300000))\nprint(len(blob))",
+		"blob = None\nrows.append(json.dumps(rows[-3:]))\nprint(len(rows))",
+	}
+	type kept struct {
+		s     *SnapshotParts
+		bytes []byte // a copy of its pages when it was taken
+	}
+	var keep []kept
+	snap := func(what string) {
+		t.Helper()
+		s, err := inst.SnapshotParts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now := memoryNow(inst); !samePages(s, &now) {
+			t.Fatalf("%s: the snapshot differs from the memory", what)
+		}
+		keep = append(keep, kept{s, bytes.Clone(s.Bytes())})
+		if len(keep) > 4 {
+			keep = keep[1:]
+		}
+		var ss []*SnapshotParts
+		for _, k := range keep {
+			ss = append(ss, k.s)
+		}
+		inst.KeepOnly(ss...)
+	}
+	checkKept := func(what string) {
+		t.Helper()
+		for n, k := range keep {
+			if !bytes.Equal(k.s.Bytes(), k.bytes) {
+				t.Fatalf("%s: kept snapshot %d of %d changed", what, n, len(keep))
+			}
+		}
+	}
+	runIn(t, inst, &Request{KeepGlobals: true, Code: setup})
+	snap("setup")
+	for k := 0; k < 80; k++ {
+		runIn(t, inst, &Request{KeepGlobals: true, Code: steps[k%len(steps)]})
+		snap(fmt.Sprintf("step %d", k))
+		checkKept(fmt.Sprintf("step %d", k))
+		switch {
+		case k%11 == 10:
+			to := keep[k%len(keep)].s
+			if err := inst.RewindTo(to); err != nil {
+				t.Fatalf("step %d: rewind: %v", k, err)
+			}
+			if now := memoryNow(inst); !samePages(to, &now) {
+				t.Fatalf("step %d: after the rewind the memory differs from its snapshot", k)
+			}
+		case k == 50:
+			if err := inst.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			keep = nil
+			runIn(t, inst, &Request{KeepGlobals: true, Code: setup})
+			snap("setup after the reset")
+		}
+		time.Sleep(time.Millisecond) // let the refill run, as the next request's wait would
+	}
+	inst.spare.mu.Lock()
+	reused := inst.spare.reused
+	inst.spare.mu.Unlock()
+	if reused == 0 {
+		t.Fatal("no page of the spare was used again")
+	}
+	t.Logf("pages used again: %d", reused)
+}

@@ -516,7 +516,21 @@ func (w *worker) snapshotParts(ctx context.Context, req *wire.Request, resp *wir
 	}
 	w.snapLast = parts
 	w.keepStep(req.Step, parts)
+	// The worker reads no other snapshot of its own again: the memory of pages only those
+	// referred to holds the next snapshots' pages (no page faults to refill it).
+	inst.KeepOnly(w.keptSnapshots()...)
 	return enc
+}
+
+// keptSnapshots are the snapshots the worker may read again: the base of the next delta and
+// the steps it keeps for rewinds in place.
+func (w *worker) keptSnapshots() []*engine.SnapshotParts {
+	keep := make([]*engine.SnapshotParts, 0, len(w.snapSteps)+3)
+	keep = append(keep, w.snapLast)
+	for _, s := range w.snapSteps {
+		keep = append(keep, s)
+	}
+	return keep
 }
 
 func (w *worker) keepStep(step string, parts *engine.SnapshotParts) {
