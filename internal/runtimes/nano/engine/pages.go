@@ -153,6 +153,18 @@ func (p *pageSpare) takeBackLocked() {
 // pages of all others then holds the pages of later snapshots, which saves refilling the spare
 // with new memory: a snapshot not in keep must not be used after this call, its pages may
 // change. Without a call, no memory is reused.
+//
+// KeepOnly also refills the spare (on a goroutine of its own), which a snapshot otherwise
+// starts itself: call it once the snapshot's frame is out, so that the refill does not compete
+// with sending it.
 func (i *Instance) KeepOnly(keep ...*SnapshotParts) {
 	i.spare.keepOnly(append(keep, i.tracked, i.trackedFrom))
+	go i.spare.refill()
+}
+
+// reusing says whether KeepOnly was called: its caller then starts the refills.
+func (p *pageSpare) reusing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reuse
 }

@@ -198,7 +198,9 @@ func (i *Instance) snapshotWritten(buf []byte) *snapshot {
 		copy(block[n], s.Pages[p])
 		s.Pages[p] = block[n]
 	}
-	go i.spare.refill()
+	if !i.spare.reusing() { // else KeepOnly starts it
+		go i.spare.refill()
+	}
 	i.tracked, i.trackedFrom, i.trackedWritten = s, base, written
 	return s
 }

@@ -176,6 +176,7 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 				return ExitFailed
 			}
 		}
+		w.keepOnly()
 		if w.pool != nil {
 			// Reset the run's interpreter once the answer is out: back in the pool it saves a
 			// start-up.
@@ -211,6 +212,9 @@ type worker struct {
 	snapLast  *engine.SnapshotParts
 	snapSteps map[string]*engine.SnapshotParts
 	snapOrder []string
+	// keepFrom is the interpreter a snapshot was just taken of, until keepOnly tells it which
+	// snapshots the worker keeps.
+	keepFrom *engine.Instance
 	// recycle is the one-shot interpreter of the request being answered, when it parked again
 	// cleanly: it is reset (or discarded) after the response is sent.
 	recycle *engine.Instance
@@ -516,10 +520,19 @@ func (w *worker) snapshotParts(ctx context.Context, req *wire.Request, resp *wir
 	}
 	w.snapLast = parts
 	w.keepStep(req.Step, parts)
-	// The worker reads no other snapshot of its own again: the memory of pages only those
-	// referred to holds the next snapshots' pages (no page faults to refill it).
-	inst.KeepOnly(w.keptSnapshots()...)
+	w.keepFrom = inst // KeepOnly once the frame is out (keepOnly)
 	return enc
+}
+
+// keepOnly tells the session's interpreter, after a snapshot, which of its snapshots the worker
+// still reads: the memory of pages only the others referred to then holds the next snapshots'
+// pages (no page faults to refill it). Called once the snapshot's frame is out: it starts the
+// refill, which should not compete with sending the frame.
+func (w *worker) keepOnly() {
+	if inst := w.keepFrom; inst != nil {
+		w.keepFrom = nil
+		inst.KeepOnly(w.keptSnapshots()...)
+	}
 }
 
 // keptSnapshots are the snapshots the worker may read again: the base of the next delta and
