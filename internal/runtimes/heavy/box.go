@@ -243,7 +243,7 @@ func (b *box) launch(ctx context.Context, rt *Runtime, verb string, args []strin
 	b.cmd.Stdin, b.cmd.Stdout, b.cmd.Stderr = pipes[0][0], pipes[1][1], pipes[2][1]
 	b.stdin = pipes[0][1]
 	out, errPipe := pipes[1][0], pipes[2][0]
-	err := b.cmd.Start()
+	err := startBatch(b.cmd) // schedbatch_linux.go: a waking sandbox does not preempt the daemon
 	pipes[0][0].Close()
 	pipes[1][1].Close()
 	pipes[2][1].Close()
