@@ -49,6 +49,23 @@ func newTTEnv(t *testing.T, dir string) *ttEnv {
 	return e
 }
 
+// newMemTTEnv is a session runtime and Manager with no store: every step stays in memory, the
+// daemon's copy of those the worker no longer keeps included.
+func newMemTTEnv(t *testing.T) *ttEnv {
+	t.Helper()
+	rt, err := New(context.Background(), Options{Artifacts: artifacts(t), Workers: 1, Warm: 1, SessionWarm: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}})
+	if err != nil {
+		rt.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return &ttEnv{t: t, rt: rt, m: m}
+}
+
 func (e *ttEnv) session() string {
 	e.t.Helper()
 	info, err := e.m.CreateSession(context.Background(), sandbox.SessionOptions{Tier: Tier})
@@ -402,17 +419,7 @@ func TestDurableSnapshotsHoldNoSecrets(t *testing.T) {
 // the daemon's copy when the worker says so, before the next run; a rewind right after another
 // and a pause right after a rewind see the rewound state too.
 func TestRewindNotWaitedFor(t *testing.T) {
-	rt, err := New(context.Background(), Options{Artifacts: artifacts(t), Workers: 1, Warm: 1, SessionWarm: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}})
-	if err != nil {
-		rt.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	e := &ttEnv{t: t, rt: rt, m: m}
+	e := newMemTTEnv(t)
 	id := e.session()
 	var ids []string
 	for k := 1; k <= 6; k++ {
@@ -420,14 +427,14 @@ func TestRewindNotWaitedFor(t *testing.T) {
 	}
 	ctx := context.Background()
 	// Step 1: the daemon holds it (no store: every step stays in memory), the worker no more.
-	if _, err := m.Rewind(ctx, id, ids[0]); err != nil {
+	if _, err := e.m.Rewind(ctx, id, ids[0]); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, e.state(id), 1)
-	if _, err := m.Rewind(ctx, id, ids[4]); err != nil {
+	if _, err := e.m.Rewind(ctx, id, ids[4]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Rewind(ctx, id, ids[3]); err != nil {
+	if _, err := e.m.Rewind(ctx, id, ids[3]); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, e.state(id), 4)
@@ -455,17 +462,7 @@ func TestRewindNotWaitedFor(t *testing.T) {
 // A jailed session worker's step snapshots come through memory it shares with the daemon
 // (wire.Ring), not its pipe, and rewinds to them hold: the steps' states come back exactly.
 func TestStepSnapshotsInSharedMemory(t *testing.T) {
-	rt, err := New(context.Background(), Options{Artifacts: artifacts(t), Workers: 1, Warm: 1, SessionWarm: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{rt}})
-	if err != nil {
-		rt.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	e := &ttEnv{t: t, rt: rt, m: m}
+	e := newMemTTEnv(t)
 	id := e.session()
 	var ids []string
 	for k := 1; k <= 6; k++ {
@@ -474,9 +471,9 @@ func TestStepSnapshotsInSharedMemory(t *testing.T) {
 	// The first step's snapshot is asked for (the session's steps ride on their runs once the
 	// Manager took one); the last one's frame may still be on its way.
 	fromRing := func() (n int64) {
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		for s := range rt.held {
+		e.rt.mu.Lock()
+		defer e.rt.mu.Unlock()
+		for s := range e.rt.held {
 			s.mu.Lock()
 			if s.p != nil {
 				n += s.p.fromRing.Load()
@@ -492,11 +489,11 @@ func TestStepSnapshotsInSharedMemory(t *testing.T) {
 	}
 	// Step 2 from the daemon's copies (the worker keeps only its last few), then step 5 in place.
 	ctx := context.Background()
-	if _, err := m.Rewind(ctx, id, ids[1]); err != nil {
+	if _, err := e.m.Rewind(ctx, id, ids[1]); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, e.state(id), 2)
-	if _, err := m.Rewind(ctx, id, ids[4]); err != nil {
+	if _, err := e.m.Rewind(ctx, id, ids[4]); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, e.state(id), 5)
