@@ -53,6 +53,9 @@ type proc struct {
 
 	// fromRing counts the step snapshots copied out of the memory shared with the worker.
 	fromRing atomic.Int64
+	// fromSlots counts the pages of those copied out of the worker's page slots (named by the
+	// frames, not carried in them).
+	fromSlots atomic.Int64
 
 	tail logtail.Tail // the worker's last log lines, for errors
 	// fault watches the log for a fault in compiled guest code (engine.FaultWatch).
@@ -78,7 +81,7 @@ func startProc(ctx context.Context, launch launcher, slot int, session bool, log
 	var ringFile *os.File
 	if session {
 		var err error
-		if ring, ringFile, err = wire.NewRing(wire.RingBytes); err != nil {
+		if ring, ringFile, err = wire.NewRing(wire.RingBytes, wire.RingSlots); err != nil {
 			log.Debug("nano: step snapshots go through the worker's pipe", "why", err)
 			ring, ringFile = nil, nil
 		} else {
@@ -215,6 +218,7 @@ func (p *proc) read(r io.Reader, ring *wire.Ring, ready chan<- error) {
 				} else {
 					resp.Snapshot, err = ring.Take(*resp.Ring)
 					p.fromRing.Add(1)
+					p.fromSlots.Store(ring.FromSlots())
 				}
 				if err != nil {
 					p.log.Error("nano worker sent a bad snapshot frame, killing it", "err", err)

@@ -460,7 +460,8 @@ func TestRewindNotWaitedFor(t *testing.T) {
 }
 
 // A jailed session worker's step snapshots come through memory it shares with the daemon
-// (wire.Ring), not its pipe, and rewinds to them hold: the steps' states come back exactly.
+// (wire.Ring), not its pipe, their pages named in its page slots, and rewinds to them hold: the
+// steps' states come back exactly.
 func TestStepSnapshotsInSharedMemory(t *testing.T) {
 	e := newMemTTEnv(t)
 	id := e.session()
@@ -486,6 +487,20 @@ func TestStepSnapshotsInSharedMemory(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d step snapshots came through shared memory, want the 5 that rode on their runs", fromRing())
 		}
+	}
+	// Their changed pages were named in the worker's page slots, not carried in the frames.
+	e.rt.mu.Lock()
+	var fromSlots int64
+	for s := range e.rt.held {
+		s.mu.Lock()
+		if s.p != nil {
+			fromSlots += s.p.fromSlots.Load()
+		}
+		s.mu.Unlock()
+	}
+	e.rt.mu.Unlock()
+	if fromSlots == 0 {
+		t.Fatal("no page of the step snapshots came from the worker's page slots")
 	}
 	// Step 2 from the daemon's copies (the worker keeps only its last few), then step 5 in place.
 	ctx := context.Background()

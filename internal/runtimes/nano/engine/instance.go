@@ -65,6 +65,9 @@ type InstanceOptions struct {
 	// for instances made ahead of time while runs may be going on. The thread is given up when
 	// the instance first parks, so the runs it serves later do not inherit the low priority.
 	LowPriority bool
+	// Pages, when set, is memory the snapshots' pages go to first (the worker's page slots,
+	// shared with the daemon: pages.go). Nil: the process's own memory only.
+	Pages PageSource
 }
 
 // Instance is one CPython interpreter, parked in a read of its stdin between runs. Run and Close
@@ -149,6 +152,7 @@ func (e *Engine) NewInstance(ctx context.Context, opts InstanceOptions) (*Instan
 		exited: make(chan struct{}),
 	}
 	i.stdin = &stdinPipe{inst: i, in: make(chan []byte)}
+	i.spare.src = opts.Pages
 	i.fs = newMemFS(i.clock.peekWall, func() { i.noSpace.Store(true) })
 	if err := i.layout(); err != nil {
 		return nil, err
@@ -383,6 +387,7 @@ func (i *Instance) Close() error {
 	case <-i.exited:
 	case <-time.After(200 * time.Millisecond):
 	}
+	i.spare.close()
 	return nil
 }
 

@@ -21,9 +21,21 @@ import (
 // (Instance.KeepOnly), refill first takes back the pages handed out before that call which none
 // of those refers to: resident already, and never given back to the system, as the spare holds
 // them.
+//
+// With a PageSource (the worker's page slots, memory shared with the daemon), pages come from it
+// first: a frame then names a page rather than carrying a copy of it (wire.Ring.PutPaged). A
+// source's page is taken back only once it is also Released (the daemon copied out every frame
+// that named it); until then it waits in pending.
 type pageSpare struct {
 	mu  sync.Mutex
+	src PageSource
 	buf []byte // resident, never handed out yet
+	// shared are the source's pages made resident and never handed out yet; sharedFree its
+	// pages taken back (every one is kept: the source has only so many); pending its pages no
+	// kept snapshot refers to that are not Released yet.
+	shared     [][]byte
+	sharedFree [][]byte
+	pending    [][]byte
 	// want is the number of pages refill keeps ready: twice what the last snapshot took.
 	want int
 	busy bool // a refill is in progress
@@ -45,13 +57,48 @@ const (
 	maxSpare = (4 << 20) / snapPage
 )
 
+// PageSource is memory for snapshots' pages other than the process's own: the page slots a
+// session worker shares with the daemon (wire.Ring). Pages it hands out are written once by the
+// spare (making them resident), then hold one snapshot page each until taken back.
+type PageSource interface {
+	// NewPages hands out up to n pages of snapPage bytes (fewer or none when it has no more).
+	NewPages(n int) [][]byte
+	// Owns says whether p is one of its pages.
+	Owns(p []byte) bool
+	// Released says whether one of its pages may be written again as far as the source is
+	// concerned (whatever named it to another process has been copied out).
+	Released(p []byte) bool
+	// GiveBack returns pages nothing refers to any more, for NewPages to hand out again.
+	GiveBack(pages [][]byte)
+}
+
+// close gives the source back the pages of the spare nothing refers to: the instance ends, and
+// its snapshots are not read any more. Pages still pending stay out of use.
+func (p *pageSpare) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.src != nil {
+		p.src.GiveBack(append(p.sharedFree, p.shared...))
+		p.sharedFree, p.shared, p.src = nil, nil, nil
+	}
+}
+
 // pages returns k pages of snapPage bytes for a snapshot's copies: from the spare when it
-// holds them, else newly allocated.
+// holds them (the source's first), else newly allocated.
 func (p *pageSpare) pages(k int) [][]byte {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.want = min(max(2*k, minSpare), maxSpare)
 	out := make([][]byte, 0, k)
+	for len(out) < k && len(p.sharedFree) > 0 {
+		out = append(out, p.sharedFree[len(p.sharedFree)-1])
+		p.sharedFree = p.sharedFree[:len(p.sharedFree)-1]
+		p.reused++
+	}
+	if n := min(k-len(out), len(p.shared)); n > 0 {
+		out = append(out, p.shared[:n]...)
+		p.shared = p.shared[n:]
+	}
 	for len(out) < k && len(p.free) > 0 {
 		out = append(out, p.free[len(p.free)-1])
 		p.free = p.free[:len(p.free)-1]
@@ -96,18 +143,30 @@ func (p *pageSpare) refill() {
 	}
 	p.takeBackLocked()
 	want := p.want
-	short := want - len(p.free) - len(p.buf)/snapPage
+	short := want - len(p.free) - len(p.buf)/snapPage - len(p.sharedFree) - len(p.shared)
 	if short <= want/2 {
 		p.mu.Unlock()
 		return
 	}
 	p.busy = true
+	src := p.src
 	p.mu.Unlock()
-	b := make([]byte, short*snapPage)
-	for k := 0; k < len(b); k += snapPage {
-		b[k] = 1
+	var shared [][]byte
+	if src != nil {
+		shared = src.NewPages(short)
+		for _, pg := range shared {
+			pg[0] = 1
+		}
+	}
+	var b []byte
+	if n := short - len(shared); n > 0 {
+		b = make([]byte, n*snapPage)
+		for k := 0; k < len(b); k += snapPage {
+			b[k] = 1
+		}
 	}
 	p.mu.Lock()
+	p.shared = append(p.shared, shared...)
 	if len(p.buf) < len(b) {
 		p.buf = b
 	}
@@ -120,6 +179,19 @@ func (p *pageSpare) refill() {
 // left to the collector). p.mu is held. It reads only the snapshots' page slices, which are never
 // written once taken.
 func (p *pageSpare) takeBackLocked() {
+	if p.src != nil {
+		// Pages no snapshot refers to any more, waiting for the source.
+		pending := p.pending[:0]
+		for _, pg := range p.pending {
+			if p.src.Released(pg) {
+				p.sharedFree = append(p.sharedFree, pg)
+			} else {
+				pending = append(pending, pg)
+			}
+		}
+		clear(p.pending[len(pending):])
+		p.pending = pending
+	}
 	if !p.reuse || p.fence == 0 {
 		return
 	}
@@ -136,9 +208,16 @@ func (p *pageSpare) takeBackLocked() {
 	}
 	kept := make([][]byte, 0, len(p.out))
 	for _, pg := range p.out[:p.fence] {
-		if _, ok := live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))]; ok {
+		switch _, ok := live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))]; {
+		case ok:
 			kept = append(kept, pg)
-		} else if len(p.free) < maxSpare {
+		case p.src != nil && p.src.Owns(pg):
+			if p.src.Released(pg) {
+				p.sharedFree = append(p.sharedFree, pg)
+			} else {
+				p.pending = append(p.pending, pg)
+			}
+		case len(p.free) < maxSpare:
 			p.free = append(p.free, pg)
 		}
 	}

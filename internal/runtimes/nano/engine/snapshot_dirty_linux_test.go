@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/agentbox-dev/agentbox/internal/dirtypages"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/nano/engine/enginetest"
@@ -416,4 +417,139 @@ func TestSnapshotPagesReused(t *testing.T) {
 		t.Fatal("no page of the spare was used again")
 	}
 	t.Logf("pages used again: %d", reused)
+}
+
+// slotSource is a PageSource for tests, as the worker's page slots shared with the daemon
+// (wire.Ring): a page is Released once the simulated daemon has copied out the last frame that
+// named it. ignoreAcks makes it the mutant that releases pages at once.
+type slotSource struct {
+	mu         sync.Mutex
+	slab       []byte
+	next       int
+	named      map[*byte]int // page → the last frame that named it
+	copied     int           // frames the daemon has copied out: 1..copied
+	ignoreAcks bool
+}
+
+func (s *slotSource) NewPages(n int) [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out [][]byte
+	for ; len(out) < n && (s.next+1)*snapPage <= len(s.slab); s.next++ {
+		out = append(out, s.slab[s.next*snapPage:(s.next+1)*snapPage:(s.next+1)*snapPage])
+	}
+	return out
+}
+
+func (s *slotSource) Owns(p []byte) bool {
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(p))) - uintptr(unsafe.Pointer(unsafe.SliceData(s.slab)))
+	return len(p) > 0 && d < uintptr(len(s.slab))
+}
+
+func (s *slotSource) GiveBack([][]byte) {}
+
+func (s *slotSource) Released(p []byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ignoreAcks || s.named[unsafe.SliceData(p)] <= s.copied
+}
+
+// snapshotSlotsScenario runs steps in a tracked instance whose snapshots' pages come from src,
+// sends each step's changed pages in a simulated frame that the daemon copies out lag steps
+// later, keeping only the last snapshot (as a worker that keeps no steps would), and returns an
+// error when a frame's page changed before the daemon copied it, or a kept snapshot changed.
+func snapshotSlotsScenario(t *testing.T, src *slotSource, lag int) error {
+	inst := trackedInstance(t)
+	inst.spare.src = src
+	setup := "import json, random\nrows = []\nrng = random.Random(1)"
+	steps := []string{
+		"rows.append({'i': len(rows), 'v': rng.random(), 'tag': 'step-%d' % len(rows)})\ntotal = sum(r['v'] for r in rows)\nprint(len(rows))",
+		"blob = bytes(rng.getrandbits(8) for _ in range(200000))\nprint(len(blob))",
+		"blob = None\nrows.append(json.dumps(rows[-3:]))\nprint(len(rows))",
+	}
+	type frame struct {
+		seq   int
+		pages [][]byte // as named: the slots themselves
+		want  [][]byte // their bytes when the frame was made
+	}
+	var inFlight []frame
+	var last *SnapshotParts
+	var lastBytes []byte
+	seq, fromSrc := 0, 0
+	copyOut := func(f frame) error {
+		for k, p := range f.pages {
+			if !bytes.Equal(p, f.want[k]) {
+				return fmt.Errorf("frame %d: page %d of %d changed before the daemon copied it", f.seq, k, len(f.pages))
+			}
+		}
+		src.mu.Lock()
+		src.copied = f.seq
+		src.mu.Unlock()
+		return nil
+	}
+	runIn(t, inst, &Request{KeepGlobals: true, Code: setup})
+	for k := 0; k < 60; k++ {
+		runIn(t, inst, &Request{KeepGlobals: true, Code: steps[k%len(steps)]})
+		s, err := inst.SnapshotParts()
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := inst.Delta(last, s)
+		seq++
+		f := frame{seq: seq}
+		src.mu.Lock()
+		if src.named == nil {
+			src.named = map[*byte]int{}
+		}
+		for _, p := range d.Pages {
+			if src.Owns(p) {
+				src.named[unsafe.SliceData(p)] = seq
+				f.pages = append(f.pages, p)
+				f.want = append(f.want, bytes.Clone(p))
+				fromSrc++
+			}
+		}
+		src.mu.Unlock()
+		inFlight = append(inFlight, f)
+		if len(inFlight) > lag {
+			if err := copyOut(inFlight[0]); err != nil {
+				return err
+			}
+			inFlight = inFlight[1:]
+		}
+		if last != nil && !bytes.Equal(last.Bytes(), lastBytes) {
+			return fmt.Errorf("step %d: the kept snapshot changed", k)
+		}
+		last, lastBytes = s, bytes.Clone(s.Bytes())
+		inst.KeepOnly(s)
+		time.Sleep(time.Millisecond) // let the refill run, as the next request's wait would
+	}
+	for _, f := range inFlight {
+		if err := copyOut(f); err != nil {
+			return err
+		}
+	}
+	inst.spare.mu.Lock()
+	reused := inst.spare.reused
+	inst.spare.mu.Unlock()
+	if fromSrc == 0 || reused == 0 {
+		t.Fatalf("pages from the source %d, used again %d: the scenario tests nothing", fromSrc, reused)
+	}
+	return nil
+}
+
+// TestSnapshotSlotsWaitForTheDaemon: pages in memory shared with the daemon (the worker's page
+// slots) are written again only once the daemon has copied out every frame that named them,
+// however late it does (here five steps behind, while the worker keeps only the last snapshot),
+// and kept snapshots never change. The mutant whose slots are released at once (not waiting
+// for the daemon) is caught by the same check.
+func TestSnapshotSlotsWaitForTheDaemon(t *testing.T) {
+	if err := snapshotSlotsScenario(t, &slotSource{slab: make([]byte, 512*snapPage)}, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := snapshotSlotsScenario(t, &slotSource{slab: make([]byte, 512*snapPage), ignoreAcks: true}, 5); err == nil {
+		t.Fatal("the mutant that reuses slots before the daemon copied them out went unnoticed")
+	} else {
+		t.Logf("the mutant: %v", err)
+	}
 }

@@ -5,7 +5,7 @@ package wire
 import "os"
 
 // NewRing: only Linux shares a ring; frames go through the pipe.
-func NewRing(int) (*Ring, *os.File, error) { return nil, nil, ErrNoRing }
+func NewRing(int, int) (*Ring, *os.File, error) { return nil, nil, ErrNoRing }
 
 // OpenRing: only Linux shares a ring.
 func OpenRing(*os.File) (*Ring, error) { return nil, ErrNoRing }

@@ -37,7 +37,7 @@ func BenchmarkSessionBackToBack(b *testing.B) {
 		args := args
 		var ring *wire.Ring
 		if withRing { // as the daemon does (nano/proc.go)
-			r, f, err := wire.NewRing(wire.RingBytes)
+			r, f, err := wire.NewRing(wire.RingBytes, wire.RingSlots)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -156,7 +156,12 @@ func newSessionSlot(ctx context.Context, w *worker) *sessionSlot {
 	s := &sessionSlot{ready: make(chan struct{})}
 	go func() {
 		defer close(s.ready)
-		s.inst, s.err = w.eng.NewInstance(ctx, engine.InstanceOptions{})
+		var opts engine.InstanceOptions
+		if w.ring != nil {
+			// The snapshots' changed pages go straight into slots shared with the daemon.
+			opts.Pages = w.ring
+		}
+		s.inst, s.err = w.eng.NewInstance(ctx, opts)
 		if s.err != nil {
 			w.log.Error("nano worker: cannot start the session's interpreter", "err", s.err)
 			return

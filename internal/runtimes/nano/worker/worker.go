@@ -164,9 +164,11 @@ func Run(ctx context.Context, cfg Config, opts Options) int {
 			snap := &wire.Response{Op: wire.OpStepSnapshot, ID: req.ID}
 			parts := w.snapshotParts(ctx, &wire.Request{Step: req.SnapStep, Base: req.Base}, snap)
 			if w.ring != nil && parts != nil {
-				// Into the memory shared with the daemon when there is room: a copy, where
-				// the pipe costs the worker a write of every byte into it.
-				if span, ok := w.ring.Put(parts); ok {
+				// Into the memory shared with the daemon when there is room: the pages in
+				// its slots (all that the step changed, usually) are named, not copied; the
+				// header and any other page are copied, where the pipe costs the worker a
+				// write of every byte into it.
+				if span, ok := w.ring.PutPaged(parts[0], parts[1:]); ok {
 					snap.Ring, parts = &span, nil
 				}
 			}

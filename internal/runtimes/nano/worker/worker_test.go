@@ -110,7 +110,7 @@ func startInMemoryRing(t testing.TB, cfg Config, ring bool) (*client, <-chan int
 	var r *wire.Ring
 	if ring {
 		var err error
-		if r, opts.Ring, err = wire.NewRing(wire.RingBytes); err != nil {
+		if r, opts.Ring, err = wire.NewRing(wire.RingBytes, wire.RingSlots); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Close() })
