@@ -36,6 +36,7 @@ type pageSpare struct {
 	shared     [][]byte
 	sharedFree [][]byte
 	pending    [][]byte
+	liveSlots  []uint64 // takeBackLocked's bit set of the source's pages kept snapshots refer to
 	// want is the number of pages refill keeps ready: twice what the last snapshot took.
 	want int
 	busy bool // a refill is in progress
@@ -63,8 +64,8 @@ const (
 type PageSource interface {
 	// NewPages hands out up to n pages of snapPage bytes (fewer or none when it has no more).
 	NewPages(n int) [][]byte
-	// Owns says whether p is one of its pages.
-	Owns(p []byte) bool
+	// Slab is the memory all its pages lie in, page by page from its start.
+	Slab() []byte
 	// Released says whether one of its pages may be written again as far as the source is
 	// concerned (whatever named it to another process has been copied out).
 	Released(p []byte) bool
@@ -117,7 +118,18 @@ func (p *pageSpare) pages(k int) [][]byte {
 		}
 	}
 	if p.reuse {
-		p.out = append(p.out, out...)
+		if p.src == nil {
+			p.out = append(p.out, out...)
+		} else {
+			// Only the source's pages are taken back: the others (handed out when it had too
+			// few) are left to the collector once no snapshot refers to them.
+			slab := p.src.Slab()
+			for _, pg := range out {
+				if _, ok := slotIn(slab, pg); ok {
+					p.out = append(p.out, pg)
+				}
+			}
+		}
 	}
 	return out
 }
@@ -142,12 +154,11 @@ func (p *pageSpare) refill() {
 		return
 	}
 	p.takeBackLocked()
-	want := p.want
-	short := want - len(p.free) - len(p.buf)/snapPage - len(p.sharedFree) - len(p.shared)
-	if short <= want/2 {
+	if !p.shortLocked() {
 		p.mu.Unlock()
 		return
 	}
+	short := p.want - len(p.free) - len(p.buf)/snapPage - len(p.sharedFree) - len(p.shared)
 	p.busy = true
 	src := p.src
 	p.mu.Unlock()
@@ -195,35 +206,74 @@ func (p *pageSpare) takeBackLocked() {
 	if !p.reuse || p.fence == 0 {
 		return
 	}
-	live := make(map[uintptr]struct{}, 512)
-	for _, s := range p.keep {
-		if s == nil {
-			continue
+	kept := make([][]byte, 0, len(p.out))
+	if p.src != nil {
+		// Every page to take back is the source's (pages): those kept snapshots refer to are
+		// found as bits for their place in its slab, as kept snapshots refer to thousands of
+		// pages, mostly the same ones.
+		slab := p.src.Slab()
+		if n := (len(slab)/snapPage + 63) / 64; cap(p.liveSlots) < n {
+			p.liveSlots = make([]uint64, n)
+		} else {
+			p.liveSlots = p.liveSlots[:n]
+			clear(p.liveSlots)
 		}
-		for _, pg := range s.Pages {
-			if len(pg) > 0 {
-				live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))] = struct{}{}
+		for _, s := range p.keep {
+			if s == nil {
+				continue
+			}
+			for _, pg := range s.Pages {
+				if i, ok := slotIn(slab, pg); ok {
+					p.liveSlots[i/64] |= 1 << (i % 64)
+				}
 			}
 		}
-	}
-	kept := make([][]byte, 0, len(p.out))
-	for _, pg := range p.out[:p.fence] {
-		switch _, ok := live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))]; {
-		case ok:
-			kept = append(kept, pg)
-		case p.src != nil && p.src.Owns(pg):
-			if p.src.Released(pg) {
+		for _, pg := range p.out[:p.fence] {
+			i, _ := slotIn(slab, pg)
+			switch {
+			case p.liveSlots[i/64]&(1<<(i%64)) != 0:
+				kept = append(kept, pg)
+			case p.src.Released(pg):
 				p.sharedFree = append(p.sharedFree, pg)
-			} else {
+			default:
 				p.pending = append(p.pending, pg)
 			}
-		case len(p.free) < maxSpare:
-			p.free = append(p.free, pg)
+		}
+	} else {
+		live := make(map[uintptr]struct{}, 512)
+		for _, s := range p.keep {
+			if s == nil {
+				continue
+			}
+			for _, pg := range s.Pages {
+				if len(pg) > 0 {
+					live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))] = struct{}{}
+				}
+			}
+		}
+		for _, pg := range p.out[:p.fence] {
+			if _, ok := live[uintptr(unsafe.Pointer(unsafe.SliceData(pg)))]; ok {
+				kept = append(kept, pg)
+			} else if len(p.free) < maxSpare {
+				p.free = append(p.free, pg)
+			}
 		}
 	}
 	p.out = append(kept, p.out[p.fence:]...)
 	// The same keep again finds nothing more among these: only a new keepOnly can.
 	p.keep, p.fence = nil, 0
+}
+
+// slotIn says which page of slab pg is, if it is one.
+func slotIn(slab, pg []byte) (int, bool) {
+	if len(slab) == 0 || len(pg) != snapPage {
+		return 0, false
+	}
+	d := uintptr(unsafe.Pointer(unsafe.SliceData(pg))) - uintptr(unsafe.Pointer(unsafe.SliceData(slab)))
+	if d >= uintptr(len(slab)) || d%snapPage != 0 {
+		return 0, false
+	}
+	return int(d / snapPage), true
 }
 
 // KeepOnly says which of the snapshots this instance took will be read again (passed to
@@ -235,10 +285,33 @@ func (p *pageSpare) takeBackLocked() {
 //
 // KeepOnly also refills the spare (on a goroutine of its own), which a snapshot otherwise
 // starts itself: call it once the snapshot's frame is out, so that the refill does not compete
-// with sending it.
+// with sending it. With a PageSource the pages are taken back here, at once (a bit set over its
+// slab), and the goroutine is started only when the spare is still short.
 func (i *Instance) KeepOnly(keep ...*SnapshotParts) {
 	i.spare.keepOnly(append(keep, i.tracked, i.trackedFrom))
+	if i.spare.takeBackNow() {
+		return
+	}
 	go i.spare.refill()
+}
+
+// takeBackNow takes pages back at once when that is cheap (they are all the source's: a bit set,
+// ~10 µs for a typical session's keep, where waking a goroutine for it costs about as much and
+// its work then competes with the next run) and says whether that was all: false when the
+// spare is short, or the pages are not the source's, and refill is still to run.
+func (p *pageSpare) takeBackNow() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.src == nil || p.busy {
+		return false
+	}
+	p.takeBackLocked()
+	return !p.shortLocked()
+}
+
+// shortLocked says whether the spare holds less than half of what the next snapshots may ask.
+func (p *pageSpare) shortLocked() bool {
+	return p.want-len(p.free)-len(p.buf)/snapPage-len(p.sharedFree)-len(p.shared) > p.want/2
 }
 
 // reusing says whether KeepOnly was called: its caller then starts the refills.

@@ -441,9 +441,11 @@ func (s *slotSource) NewPages(n int) [][]byte {
 	return out
 }
 
+func (s *slotSource) Slab() []byte { return s.slab }
+
 func (s *slotSource) Owns(p []byte) bool {
-	d := uintptr(unsafe.Pointer(unsafe.SliceData(p))) - uintptr(unsafe.Pointer(unsafe.SliceData(s.slab)))
-	return len(p) > 0 && d < uintptr(len(s.slab))
+	_, ok := slotIn(s.slab, p)
+	return ok
 }
 
 func (s *slotSource) GiveBack([][]byte) {}

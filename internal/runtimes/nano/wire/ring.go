@@ -212,6 +212,10 @@ func (r *Ring) Owns(p []byte) bool {
 	return ok
 }
 
+// Slab (worker) is the memory of all the slots, one after another. Part of the engine's
+// PageSource.
+func (r *Ring) Slab() []byte { return r.slots }
+
 // Released (worker) says whether the daemon has copied out every frame that named slot p, so
 // that it may be written again as far as the daemon is concerned.
 func (r *Ring) Released(p []byte) bool {
