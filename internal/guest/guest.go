@@ -86,6 +86,13 @@ type agent struct {
 	snaps   map[uint64]*snap
 	dropped map[uint64]string
 	live    map[string]liveEntry
+	// base is the entries the next snapshot's changes apply to (the last snapshot's or the
+	// rewound-to one's); storeRefs counts the kept snapshots and the base naming each copy,
+	// dirRefs the copies named in each snapshot's directory; watch says what changed (watch.go).
+	base      map[string]snapEntry
+	storeRefs map[string]int
+	dirRefs   map[uint64]int
+	watch     *fileWatch
 	// prefork is the Python process that forked after its last cell (RunRequest.ForkAfter) and
 	// whose "forked" report the next snapshot takes (snaps.go); nil when none is pending.
 	prefork *python
@@ -293,6 +300,7 @@ func (a *agent) killAll() {
 		py.kill()
 	}
 	a.dropAllSnaps("the guest is ending")
+	a.fileWatch().close()
 	// As the sandbox's init, also end what the code started in sessions of its own. (Outside a
 	// sandbox, in tests, kill(-1) would hit the whole host: only init may do it.)
 	if os.Getpid() == 1 {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -36,16 +37,20 @@ import (
 //     fork a copy that parks in its place (a run sent right after waits for that). gVisor
 //     shares the parked memory copy-on-write, copying 2 MiB at a time on a write, so the daemon
 //     caps and expires what is kept (package heavy).
-//   - Files: the session's directories (the work directory and /tmp, Config.Roots) are copied
-//     into SnapDir/N/files (the work directory) and SnapDir/N/roots/I (the I-th other root), a
+//   - Files: a snapshot is a list of entries (path, kind, mode, a link's target, a file's copy).
+//     The session's directories (the work directory and /tmp, Config.Roots) are copied into
+//     SnapDir/N/files (the work directory) and SnapDir/N/roots/I (the I-th other root), a
 //     root-only tree; a file of another root is known by its absolute path ("/tmp/x"), one of
-//     the work directory by its relative path. A file is copied only when it changed since the
-//     last snapshot or rewind; otherwise the new
-//     snapshot's entry is a hard link to the earlier snapshot's copy. The live tree never shares
-//     an inode with a snapshot: a hard link from the live tree would let an edit in place
-//     (open(path, "w") truncates the same inode, as pandas' to_csv does) rewrite the snapshot.
-//     A change is seen from the file's inode number, size, mtime and ctime (ctime cannot be set
-//     by the code, so an edit that puts the mtime back is seen too). A rewind copies back only
+//     the work directory by its relative path. A file is copied only when it changed since it
+//     was last copied; otherwise the new snapshot's entry names the earlier copy, wherever it is
+//     (copies are counted and removed when no kept snapshot names them). A snapshot looks only
+//     at the paths inotify named since the last snapshot or rewind (watch.go), on top of that
+//     one's entries, so it costs O(changes), not O(files); it walks everything when the events
+//     are incomplete. The live tree never shares an inode with a snapshot: a hard link from the
+//     live tree would let an edit in place (open(path, "w") truncates the same inode, as
+//     pandas' to_csv does) rewrite the snapshot. A change is seen from the file's inode number,
+//     size, mtime and ctime (ctime cannot be set by the code, so an edit that puts the mtime
+//     back is seen too). A rewind copies back only
 //     the files that differ from the snapshot, and removes what the snapshot did not have.
 //     Live files are read and written as the sandbox user, beneath the work directory
 //     (files.go), so a link the code planted leads nowhere else.
@@ -85,6 +90,7 @@ type snapEntry struct {
 	target string // a link's
 	store  string // a file's copy in the snapshot tree
 	ino    uint64 // the copy's inode: equal inodes, equal contents
+	from   uint64 // the snapshot whose directory (SnapDir/N) holds store
 }
 
 // liveEntry says which snapshot copy a live file equals, as long as its stat key is unchanged.
@@ -92,6 +98,7 @@ type liveEntry struct {
 	key   statKey
 	store string
 	ino   uint64
+	from  uint64
 }
 
 // statKey is what tells a changed file from an unchanged one.
@@ -267,34 +274,43 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	info := &proto.SnapInfo{}
 	t0 := now()
 	dir := filepath.Join(SnapDir, strconv.FormatUint(id, 10))
+	a.mu.Lock()
+	inUse := a.dirRefs[id] > 0
+	a.mu.Unlock()
+	if inUse {
+		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("snapshot %d's directory still holds copies later snapshots share", id)}
+	}
 	_ = os.RemoveAll(dir)
-	entries, newBytes, err := a.snapshotFiles(filepath.Join(dir, "files"), maxBytes)
+	entries, newBytes, looked, err := a.snapshotFiles(id, filepath.Join(dir, "files"), maxBytes)
 	a.releaseStepFiles()
 	if err != nil {
+		a.fileWatch().invalidate()
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
+	// A snapshot that fails from here took the files' changes: the next one looks at all files.
+	undo := func() { a.fileWatch().invalidate(); _ = os.RemoveAll(dir) }
 	info.FilesTime = now().Sub(t0)
-	info.Files, info.NewBytes = len(entries), newBytes
+	info.Files, info.NewBytes, info.Looked = len(entries), newBytes, looked
 	t1 := now()
 	var rep map[string]json.RawMessage
 	if a.takePrefork(py) {
 		// Forked behind the last cell's report (RunRequest.ForkAfter): its report is on its way.
 		rep, err = waitReport(py, "forked")
 	} else if err = py.send(map[string]any{"fork": 1}); err != nil {
-		_ = os.RemoveAll(dir)
+		undo()
 		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: "the Python process did not take the request: " + err.Error()}
 	} else {
 		rep, err = waitReport(py, "forked")
 	}
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		undo()
 		return nil, err
 	}
 	var pid int
 	_ = json.Unmarshal(rep["forked"], &pid)
 	if pid <= 0 {
-		_ = os.RemoveAll(dir)
+		undo()
 		var why string
 		_ = json.Unmarshal(rep["error"], &why)
 		return nil, &proto.Error{Kind: sandbox.KindInternal, Message: "the Python process could not fork: " + why}
@@ -309,52 +325,81 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	}
 	a.snaps[id] = &snap{id: id, proc: proc, dir: filepath.Join(dir, "files"), entries: entries, taken: now()}
 	delete(a.dropped, id)
+	a.refLocked(entries, 1)
+	free := a.setBaseLocked(entries)
 	a.mu.Unlock()
+	a.removeStores(free)
 	return info, nil
 }
 
-// snapshotFiles copies the work directory into dir: changed files copied, the others linked to
-// the earlier copy they equal.
-func (a *agent) snapshotFiles(dir string, maxBytes int64) (map[string]snapEntry, int64, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, 0, &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot directory: " + err.Error()}
+// snapshotFiles makes snapshot id's entries: the session's directories as they are now. A file
+// that changed since it was last copied is copied into dir (SnapDir/N/files, or SnapDir/N/roots/I
+// for the I-th other root); an unchanged one's entry names the earlier copy it equals, in
+// whichever snapshot's directory holds it (copies are counted, refLocked, and removed when no
+// kept snapshot names them). When the watch's events are complete (watch.go), only the paths
+// they name are looked at, on top of the entries of the last snapshot or rewind (base);
+// otherwise every file is, and the watch starts again.
+func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string]snapEntry, int64, int, error) {
+	if err := os.MkdirAll(SnapDir, 0o700); err != nil {
+		return nil, 0, 0, &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot directory: " + err.Error()}
 	}
 	_ = os.Chmod(SnapDir, 0o700)
-	live, err := a.walkLive()
-	if err != nil {
-		return nil, 0, err
+	roots := a.roots()
+	a.mu.Lock()
+	base, w := a.base, a.watch
+	a.mu.Unlock()
+	var dirty map[string]struct{}
+	complete := false
+	if w != nil && base != nil {
+		dirty, complete = w.take()
 	}
-	entries := make(map[string]snapEntry, len(live))
+	var live []liveFile
+	var entries map[string]snapEntry
+	var err error
+	looked := 0
+	if complete {
+		entries = maps.Clone(base)
+		live, looked, err = a.changedLive(roots, dirty, entries, w)
+	} else {
+		if w == nil {
+			w = newFileWatch(roots)
+			a.mu.Lock()
+			a.watch = w
+			a.mu.Unlock()
+		} else {
+			w.reset()
+		}
+		live, err = a.walkLive(w)
+		entries = make(map[string]snapEntry, len(live))
+		looked = len(live)
+	}
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	var newBytes int64
 	var toCopy []liveFile
 	for _, lf := range live {
 		e := snapEntry{kind: lf.kind, mode: lf.mode, mtime: lf.mtime, size: lf.size, target: lf.target}
-		dst := storePath(dir, lf.root, lf.sub)
-		switch lf.kind {
-		case 'd':
-			if err := os.MkdirAll(dst, 0o700); err != nil {
-				return nil, 0, snapErr(err)
-			}
-		case 'l':
-		case 'f':
+		if lf.kind == 'f' {
 			a.mu.Lock()
 			le, ok := a.live[lf.rel]
+			alive := ok && a.storeRefs[le.store] > 0
 			a.mu.Unlock()
-			if ok && le.key == lf.key && os.Link(le.store, dst) == nil {
-				e.store, e.ino = dst, le.ino
-			} else {
+			if !alive || le.key != lf.key {
 				toCopy = append(toCopy, lf)
 				continue
 			}
+			e.store, e.ino, e.from = le.store, le.ino, le.from
 		}
-		entries[lf.rel] = e
+		if _, had := entries[lf.rel]; had || len(entries) < maxSnapshot {
+			entries[lf.rel] = e
+		}
 	}
-	// The changed files, opened as the user beneath the work directory, copied as root.
+	// The changed files, opened as the user beneath their root, copied as root.
 	for len(toCopy) > 0 {
 		batch := toCopy[:min(len(toCopy), 128)]
 		toCopy = toCopy[len(batch):]
 		srcs := make([]*os.File, len(batch))
-		roots := a.roots()
 		_ = a.asUser(func() error {
 			fds := map[int]int{}
 			defer func() {
@@ -381,7 +426,8 @@ func (a *agent) snapshotFiles(dir string, maxBytes int64) (map[string]snapEntry,
 		for i, lf := range batch {
 			src := srcs[i]
 			if src == nil {
-				continue // gone since the walk, or not readable by the user: not in the snapshot
+				delete(entries, lf.rel) // gone since the walk, or not readable by the user: not in the snapshot
+				continue
 			}
 			dst := storePath(dir, lf.root, lf.sub)
 			n, ino, st, err := copyInto(src, dst, lf.mode, maxBytes-newBytes, maxBytes > 0)
@@ -392,24 +438,196 @@ func (a *agent) snapshotFiles(dir string, maxBytes int64) (map[string]snapEntry,
 						s.Close()
 					}
 				}
-				return nil, 0, &proto.Error{Kind: sandbox.KindOutputLimit, Message: fmt.Sprintf(
+				return nil, 0, 0, &proto.Error{Kind: sandbox.KindOutputLimit, Message: fmt.Sprintf(
 					"the files changed since the last snapshot are more than its cap of %d bytes", maxBytes)}
 			}
 			if err != nil {
+				delete(entries, lf.rel)
 				continue
 			}
 			newBytes += n
-			e := snapEntry{kind: 'f', mode: lf.mode, mtime: lf.mtime, size: n, store: dst, ino: ino}
-			entries[lf.rel] = e
+			if _, had := entries[lf.rel]; had || len(entries) < maxSnapshot {
+				entries[lf.rel] = snapEntry{kind: 'f', mode: lf.mode, mtime: lf.mtime, size: n, store: dst, ino: ino, from: id}
+			}
 			a.mu.Lock()
 			if a.live == nil {
 				a.live = map[string]liveEntry{}
 			}
-			a.live[lf.rel] = liveEntry{key: keyOf(st), store: dst, ino: ino}
+			a.live[lf.rel] = liveEntry{key: keyOf(st), store: dst, ino: ino, from: id}
 			a.mu.Unlock()
 		}
 	}
-	return entries, newBytes, nil
+	return entries, newBytes, looked, nil
+}
+
+// changedLive applies what the watch named (dirty) to entries, the base's: a path gone (or now of
+// a kind not kept) leaves with everything beneath it; a directory not watched as it is now (new,
+// or made again) is walked. It returns the files, links and directories to record, and how many
+// paths it looked at.
+func (a *agent) changedLive(roots []string, dirty map[string]struct{}, entries map[string]snapEntry, w *fileWatch) ([]liveFile, int, error) {
+	isRoot := map[string]bool{}
+	for _, r := range roots {
+		isRoot[filepath.Clean(r)] = true
+	}
+	keys := make([]string, 0, len(dirty))
+	for k := range dirty {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // parents first
+	var out []liveFile
+	var walks []liveFile // directories to walk
+	err := a.asUser(func() error {
+		rootFDs := map[int]int{}
+		dirFDs := map[string]int{}
+		defer func() {
+			for _, fd := range dirFDs {
+				unix.Close(fd)
+			}
+			for _, fd := range rootFDs {
+				unix.Close(fd)
+			}
+		}()
+		parentFD := func(root int, dir string) (int, bool) {
+			rfd, ok := rootFDs[root]
+			if !ok {
+				fd, err := openRoot(roots[root])
+				if err != nil {
+					return -1, false
+				}
+				rfd, rootFDs[root] = fd, fd
+			}
+			if dir == "" || dir == "." {
+				return rfd, true
+			}
+			k := strconv.Itoa(root) + "/" + dir
+			if fd, ok := dirFDs[k]; ok {
+				return fd, fd >= 0
+			}
+			fd, err := openBeneath(rfd, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err != nil {
+				fd = -1
+			}
+			dirFDs[k] = fd
+			return fd, fd >= 0
+		}
+		for _, key := range keys {
+			root, sub, ok := keyRoot(roots, key)
+			if !ok || sub == "" || (filepath.IsAbs(key) && isRoot[key]) || (root == 0 && isRoot[filepath.Join(roots[0], sub)]) {
+				continue
+			}
+			old, had := entries[key]
+			var st unix.Stat_t
+			dir, name := path.Split(sub)
+			pfd, ok := parentFD(root, path.Clean(dir))
+			if ok {
+				ok = unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+			}
+			kind := byte(0)
+			if ok {
+				switch st.Mode & unix.S_IFMT {
+				case unix.S_IFDIR:
+					kind = 'd'
+				case unix.S_IFREG:
+					kind = 'f'
+				case unix.S_IFLNK:
+					kind = 'l'
+				}
+			}
+			if had && (kind == 0 || (old.kind == 'd') != (kind == 'd')) {
+				removeKey(entries, key, old.kind == 'd')
+			}
+			if kind == 0 {
+				continue
+			}
+			lf := liveFile{rel: key, root: root, sub: sub, kind: kind, mtime: time.Unix(0, st.Mtim.Nano()), size: st.Size,
+				key: statKey{int64(st.Ino), st.Size, st.Mtim.Nano(), st.Ctim.Nano()}}
+			lf.mode = fs.FileMode(st.Mode & 0o777)
+			switch kind {
+			case 'd':
+				lf.mode |= fs.ModeDir
+				if w == nil || !w.watching(key, st.Ino) {
+					walks = append(walks, lf)
+				}
+			case 'l':
+				lf.mode |= fs.ModeSymlink
+				buf := make([]byte, 4096)
+				if n, err := unix.Readlinkat(pfd, name, buf); err == nil {
+					lf.target = string(buf[:n])
+				}
+			}
+			out = append(out, lf)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	looked := len(keys)
+	for _, d := range walks {
+		sub, err := a.walkFrom(roots, isRoot, d.root, d.sub, w)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, sub...)
+		looked += len(sub)
+	}
+	return out, looked, nil
+}
+
+// removeKey removes key from entries, and everything beneath it when it was a directory.
+func removeKey(entries map[string]snapEntry, key string, dir bool) {
+	delete(entries, key)
+	if !dir {
+		return
+	}
+	prefix := key + "/"
+	for k := range entries {
+		if strings.HasPrefix(k, prefix) {
+			delete(entries, k)
+		}
+	}
+}
+
+// refLocked counts (d = 1) or stops counting (d = -1) the copies entries names; it returns the
+// copies and snapshot directories nobody names any more, for removeStores (outside a.mu).
+func (a *agent) refLocked(entries map[string]snapEntry, d int) (free []string) {
+	if a.storeRefs == nil {
+		a.storeRefs, a.dirRefs = map[string]int{}, map[uint64]int{}
+	}
+	for _, e := range entries {
+		if e.kind != 'f' || e.store == "" {
+			continue
+		}
+		a.storeRefs[e.store] += d
+		a.dirRefs[e.from] += d
+		if a.storeRefs[e.store] <= 0 {
+			delete(a.storeRefs, e.store)
+			free = append(free, e.store)
+		}
+		if a.dirRefs[e.from] <= 0 {
+			delete(a.dirRefs, e.from)
+			if _, kept := a.snaps[e.from]; !kept {
+				free = append(free, filepath.Join(SnapDir, strconv.FormatUint(e.from, 10)))
+			}
+		}
+	}
+	return free
+}
+
+// setBaseLocked makes entries what the next snapshot's changes apply to (the last snapshot's, or
+// the rewound-to one's), counting its copies in place of the old base's.
+func (a *agent) setBaseLocked(entries map[string]snapEntry) (free []string) {
+	old := a.base
+	a.base = entries
+	a.refLocked(entries, 1)
+	return append(free, a.refLocked(old, -1)...)
+}
+
+// removeStores removes copies and snapshot directories nobody names.
+func (a *agent) removeStores(paths []string) {
+	for _, p := range paths {
+		_ = os.RemoveAll(p)
+	}
 }
 
 var errTooLarge = errors.New("over the snapshot's cap")
@@ -473,57 +691,84 @@ func storePath(dir string, root int, sub string) string {
 
 // walkLive lists the session's directories (the work directory, then the other roots: /tmp) as
 // the user sees them (links not followed), parents first. A root inside another (the tests' work
-// directory under /tmp) is walked as itself only.
-func (a *agent) walkLive() ([]liveFile, error) {
+// directory under /tmp) is walked as itself only. With w, each directory is watched before its
+// entries are read.
+func (a *agent) walkLive(w *fileWatch) ([]liveFile, error) {
 	var out []liveFile
 	roots := a.roots()
 	isRoot := map[string]bool{}
 	for _, r := range roots {
 		isRoot[filepath.Clean(r)] = true
 	}
-	err := a.asUser(func() error {
-		for i, root := range roots {
-			if i > 0 && slices.Contains(roots[:i], root) {
-				continue
-			}
-			_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-				if err != nil || p == root {
-					return nil
-				}
-				if len(out) >= maxSnapshot {
-					return filepath.SkipAll
-				}
-				if d.IsDir() && isRoot[p] {
-					return filepath.SkipDir
-				}
-				info, err := d.Info()
-				if err != nil {
-					return nil
-				}
-				st, _ := info.Sys().(*syscall.Stat_t)
-				if st == nil {
-					return nil
-				}
-				sub, _ := filepath.Rel(root, p)
-				lf := liveFile{rel: sub, root: i, sub: sub, mode: info.Mode(), mtime: info.ModTime(), size: info.Size(), key: keyOf(st)}
-				if i > 0 {
-					lf.rel = p
-				}
-				switch {
-				case info.Mode().IsDir():
-					lf.kind = 'd'
-				case info.Mode()&fs.ModeSymlink != 0:
-					lf.kind = 'l'
-					lf.target, _ = os.Readlink(p)
-				case info.Mode().IsRegular():
-					lf.kind = 'f'
-				default:
-					return nil // FIFOs, sockets, devices are not kept
-				}
-				out = append(out, lf)
-				return nil
-			})
+	for i, root := range roots {
+		if i > 0 && slices.Contains(roots[:i], root) {
+			continue
 		}
+		sub, err := a.walkFrom(roots, isRoot, i, "", w)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub...)
+		if len(out) >= maxSnapshot {
+			break
+		}
+	}
+	return out, nil
+}
+
+// walkFrom lists what is beneath the directory sub of the root-th root (not sub itself), as the
+// user; with w, it watches each directory (sub included) before reading it.
+func (a *agent) walkFrom(roots []string, isRoot map[string]bool, i int, start string, w *fileWatch) ([]liveFile, error) {
+	var out []liveFile
+	root := roots[i]
+	top := filepath.Join(root, start)
+	err := a.asUser(func() error {
+		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			if len(out) >= maxSnapshot {
+				return filepath.SkipAll
+			}
+			if d.IsDir() && p != top && isRoot[p] {
+				return filepath.SkipDir
+			}
+			info, err := d.Info()
+			if err != nil {
+				return nil
+			}
+			st, _ := info.Sys().(*syscall.Stat_t)
+			if st == nil {
+				return nil
+			}
+			sub, _ := filepath.Rel(root, p)
+			if sub == "." {
+				sub = ""
+			}
+			if d.IsDir() && w != nil {
+				w.add(i, sub, p, st.Ino)
+			}
+			if p == top {
+				return nil
+			}
+			lf := liveFile{rel: sub, root: i, sub: sub, mode: info.Mode(), mtime: info.ModTime(), size: info.Size(), key: keyOf(st)}
+			if i > 0 {
+				lf.rel = p
+			}
+			switch {
+			case info.Mode().IsDir():
+				lf.kind = 'd'
+			case info.Mode()&fs.ModeSymlink != 0:
+				lf.kind = 'l'
+				lf.target, _ = os.Readlink(p)
+			case info.Mode().IsRegular():
+				lf.kind = 'f'
+			default:
+				return nil // FIFOs, sockets, devices are not kept
+			}
+			out = append(out, lf)
+			return nil
+		})
 		return nil
 	})
 	return out, err
@@ -656,7 +901,15 @@ func (a *agent) rewindFailed(id uint64, err error) error {
 
 // restoreFiles makes the session's directories hold what snapshot s holds.
 func (a *agent) restoreFiles(s *snap) error {
-	live, err := a.walkLive()
+	// What changed before this walk no longer matters: the walk sees it, and the live tree is
+	// made the snapshot's. Only the changes from here on (the copies below among them) are the
+	// next snapshot's to look at, unless the watch had lost track (its paths may be stale).
+	if w := a.fileWatch(); w != nil {
+		if _, complete := w.take(); !complete {
+			defer w.invalidate()
+		}
+	}
+	live, err := a.walkLive(nil)
 	if err != nil {
 		return err
 	}
@@ -792,17 +1045,26 @@ func (a *agent) restoreFiles(s *snap) error {
 			delete(a.live, rel)
 		}
 	}
+	failed := false
 	for i, j := range jobs {
 		if j.src != nil {
 			j.src.Close()
 		}
 		if results[i] != nil {
-			a.live[j.rel] = liveEntry{key: keyOf(results[i]), store: j.e.store, ino: j.e.ino}
+			a.live[j.rel] = liveEntry{key: keyOf(results[i]), store: j.e.store, ino: j.e.ino, from: j.e.from}
 		} else {
 			delete(a.live, j.rel)
+			failed = true
 		}
 	}
+	// The next snapshot's changes apply to this one's entries: what the copies above changed comes
+	// as events; a copy that failed left the live tree unlike them, so everything is looked at.
+	free := a.setBaseLocked(s.entries)
 	a.mu.Unlock()
+	a.removeStores(free)
+	if failed || err != nil {
+		a.fileWatch().invalidate()
+	}
 	return err
 }
 
@@ -859,6 +1121,13 @@ func (a *agent) dropSnap(id uint64, why string) {
 		}
 		a.dropped[id] = why
 	}
+	var free []string
+	if s != nil {
+		free = a.refLocked(s.entries, -1)
+		if a.dirRefs[id] <= 0 {
+			free = append(free, filepath.Dir(s.dir))
+		}
+	}
 	a.mu.Unlock()
 	if s == nil {
 		return
@@ -866,7 +1135,8 @@ func (a *agent) dropSnap(id uint64, why string) {
 	if s.proc != nil {
 		_ = syscall.Kill(s.proc.pid, syscall.SIGKILL)
 	}
-	_ = os.RemoveAll(filepath.Dir(s.dir))
+	// Its directory goes once no kept snapshot (nor the base) names a copy in it.
+	a.removeStores(free)
 }
 
 // dropAllSnaps drops every snapshot, when the pipes they share go (the Python process died).
@@ -881,4 +1151,11 @@ func (a *agent) dropAllSnaps(why string) {
 	for _, id := range ids {
 		a.dropSnap(id, why)
 	}
+}
+
+// fileWatch is the agent's watch of the session's directories (nil before the first snapshot).
+func (a *agent) fileWatch() *fileWatch {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.watch
 }

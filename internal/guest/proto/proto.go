@@ -328,9 +328,12 @@ type SnapInfo struct {
 	Queued time.Duration `json:"queued,omitempty"`
 	Took   time.Duration `json:"took,omitempty"`
 	// Files is how many files the snapshot holds; NewBytes the bytes it copied (files changed
-	// since the last snapshot or rewind), the rest being links to earlier snapshots' copies.
+	// since the last snapshot or rewind), the rest being earlier snapshots' copies, shared.
 	Files    int   `json:"files"`
 	NewBytes int64 `json:"new_bytes"`
+	// Looked is how many paths the snapshot looked at (stat, compare): those whose change the
+	// agent was told of since the last snapshot or rewind, or every one when it walked them all.
+	Looked int `json:"looked,omitempty"`
 	// Threads counts the threads the code left running when the process forked: a fork copies
 	// the calling thread only, so a rewind to this snapshot brings back none of them.
 	Threads int `json:"threads,omitempty"`

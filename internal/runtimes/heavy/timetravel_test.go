@@ -401,3 +401,84 @@ func TestForkWaitsForASlowRestore(t *testing.T) {
 		t.Fatalf("the fork from step 1: %q", got)
 	}
 }
+
+// In gVisor, a step's snapshot of a session with many files looks only at what the step changed
+// (inotify under gVisor names it), and a rewind brings back each step's work directory and /tmp
+// exactly after changes of every kind: files written, edited, deleted, renamed; a directory
+// removed, renamed, made with files in it; a link.
+func TestSnapshotFilesChangesInHeavy(t *testing.T) {
+	rt := ttRuntime(t, Options{})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	const listing = `import os, json, hashlib
+def ls(top):
+    out = {}
+    for p, ds, fs in os.walk(top):
+        for n in ds + fs:
+            q = os.path.join(p, n)
+            rel = os.path.relpath(q, top)
+            if os.path.islink(q):
+                out[rel] = 'l:' + os.readlink(q)
+            elif os.path.isdir(q):
+                out[rel] = 'd'
+            else:
+                out[rel] = 'f:%o:' % (os.lstat(q).st_mode & 0o777) + hashlib.md5(open(q, 'rb').read()).hexdigest()
+    return out
+print(json.dumps({'work': ls('.'), 'tmp': ls('/tmp')}, sort_keys=True))
+`
+	looked := func(step string) int {
+		t.Helper()
+		if err := s.Snapshot(ctx, step); err != nil {
+			t.Fatal(err)
+		}
+		last, _, _ := StepCost(s)
+		return last.Looked
+	}
+	want := map[string]string{}
+	out(t, s, "import os, shutil\nfor d in range(10):\n    os.mkdir('d%d' % d)\n    for f in range(100):\n        open('d%d/f%d' % (d, f), 'w').write('%d-%d' % (d, f))\nos.mkdir('/tmp/cache')\nopen('/tmp/cache/a', 'w').write('a')\n")
+	if n := looked("s1"); n < 1000 {
+		t.Fatalf("the first snapshot looked at %d paths, want every one (1000 files and more)", n)
+	}
+	want["s1"] = out(t, s, listing)
+	out(t, s, "open('new.txt', 'w').write('n')\nopen('d0/f0', 'a').write('+')\nos.remove('d1/f1')\nos.rename('d2/f2', 'd2/f2b')\nshutil.rmtree('d3')\nos.makedirs('n/x')\nopen('n/x/y', 'w').write('y')\nos.symlink('d0/f0', 'ln')\nos.chmod('d7/f7', 0o600)\nopen('/tmp/cache/a', 'w').write('a2')\n")
+	if n := looked("s2"); n > 200 {
+		t.Errorf("a step that changed a few paths: its snapshot looked at %d of 1000 files", n)
+	}
+	want["s2"] = out(t, s, listing)
+	out(t, s, "os.rename('d5', 'd5r')\nopen('d5r/f5', 'w').write('five')\nos.remove('d9/f9')\n")
+	looked("s3")
+	want["s3"] = out(t, s, listing)
+	out(t, s, "open('d5r/f6', 'w').write('six')\n")
+	if n := looked("s4"); n > 200 {
+		t.Errorf("a step that changed one file looked at %d paths", n)
+	}
+	want["s4"] = out(t, s, listing)
+	for _, k := range []string{"s1", "s4", "s2", "s3", "s1", "s4"} {
+		if err := s.Rewind(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := out(t, s, listing); got != want[k] {
+			t.Fatalf("after a rewind to %s the files are\n%s\nwant\n%s", k, got, want[k])
+		}
+	}
+	// Through a pause (a checkpoint and a restore of the sandbox), the changes are still seen.
+	if _, err := s.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out(t, s, "open('d4/f40', 'w').write('after resume')\nos.remove('d6/f60')\n")
+	looked("s5")
+	want["s5"] = out(t, s, listing)
+	out(t, s, "open('d4/f40', 'w').write('later')\nos.remove('d6/f61')\n")
+	if n := looked("s6"); n > 200 {
+		t.Errorf("after a resume, a step that changed two files looked at %d paths", n)
+	}
+	want["s6"] = out(t, s, listing)
+	for _, k := range []string{"s5", "s6", "s5"} {
+		if err := s.Rewind(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := out(t, s, listing); got != want[k] {
+			t.Fatalf("after a resume, a rewind to %s: the files are\n%s\nwant\n%s", k, got, want[k])
+		}
+	}
+}

@@ -1,0 +1,143 @@
+//go:build linux
+
+package guest
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/agentbox-dev/agentbox/internal/guest/proto"
+)
+
+// A session with many files: a step's snapshot looks only at the paths that changed (the watch's
+// events), not at every file, and a rewind to any step brings back its work directory and /tmp
+// exactly (every path's kind, mode, content or link target) after changes of every kind between
+// steps: a file written, edited in place, deleted, renamed, chmodded, replaced by a directory; a
+// directory removed, renamed, removed and made again, made with files in it; a link; /tmp's
+// files. New steps after a rewind are again snapshotted from their changes only.
+func TestSnapshotFilesChanges(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	var tmp string
+	in, out, _, _ := serveWith(t, func(c *Config) { tmp = c.Roots[0] })
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	snapshot := func(n uint64) *proto.SnapInfo {
+		t.Helper()
+		ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n})
+		if ans.Op != proto.OpSnapshot || ans.SnapInfo == nil {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+		t.Logf("snapshot %d: looked at %d paths, holds %d, copied %d bytes", n, ans.SnapInfo.Looked, ans.SnapInfo.Files, ans.SnapInfo.NewBytes)
+		return ans.SnapInfo
+	}
+	rewind := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
+			t.Fatalf("rewind to %d: %+v", n, ans.Error)
+		}
+	}
+	// Every path of the work directory and of /tmp: its kind, mode and content's hash, or target.
+	const listing = `import os, json, hashlib
+def ls(top):
+    out = {}
+    for p, ds, fs in os.walk(top):
+        for n in ds + fs:
+            q = os.path.join(p, n)
+            st = os.lstat(q)
+            rel = os.path.relpath(q, top)
+            if os.path.islink(q):
+                out[rel] = 'l:' + os.readlink(q)
+            elif os.path.isdir(q):
+                out[rel] = 'd:%o' % (st.st_mode & 0o777)
+            else:
+                out[rel] = 'f:%o:' % (st.st_mode & 0o777) + hashlib.md5(open(q, 'rb').read()).hexdigest()
+    return out
+print(json.dumps({'work': ls('.'), 'tmp': ls(T)}, sort_keys=True))
+`
+	state := func() string {
+		t.Helper()
+		_, o, e := cell(t, in, out, next(), listing)
+		if o == "" {
+			t.Fatalf("listing: %s", e)
+		}
+		return o
+	}
+	const files = 2000
+	mustCell(t, in, out, next(), "T = "+strconv.Quote(tmp)+"\nimport os, shutil\n"+
+		"for d in range(20):\n    os.mkdir('d%d' % d)\n    for f in range(100):\n        open('d%d/f%d' % (d, f), 'w').write('%d-%d' % (d, f))\n"+
+		"os.mkdir(T + '/cache')\nopen(T + '/cache/a.csv', 'w').write('a,1')\n")
+	want := map[uint64]string{}
+	if info := snapshot(1); info.Looked < files {
+		t.Fatalf("the first snapshot looked at %d paths, want all %d files and more (it walks)", info.Looked, files)
+	}
+	want[1] = state()
+
+	// Changes of every kind but a directory's rename: the snapshot looks at what changed only.
+	mustCell(t, in, out, next(), `open('new.txt', 'w').write('new')
+open('d0/f0', 'a').write('+appended')
+os.remove('d1/f1')
+os.rename('d2/f2', 'd2/f2b')
+shutil.rmtree('d3')
+os.makedirs('new/x')
+open('new/x/y.txt', 'w').write('y')
+os.remove('d4/f4')
+os.mkdir('d4/f4')
+open('d4/f4/inside', 'w').write('i')
+os.symlink('d0/f0', 'link')
+os.chmod('d7/f7', 0o600)
+open(T + '/cache/a.csv', 'w').write('a,2')
+open(T + '/t.txt', 'w').write('t')
+`)
+	if info := snapshot(2); info.Looked > 200 {
+		t.Errorf("a step that changed a few paths: its snapshot looked at %d paths of %d (it should look at what changed)", info.Looked, files)
+	}
+	want[2] = state()
+
+	// A directory renamed (its watches' paths go stale: this snapshot may walk), one removed and
+	// made again with other contents.
+	mustCell(t, in, out, next(), "os.rename('d5', 'd5r')\nshutil.rmtree('d8')\nos.mkdir('d8')\nopen('d8/z', 'w').write('z')\n")
+	snapshot(3)
+	want[3] = state()
+
+	// Changes inside the renamed and the remade directories: seen, from their events only.
+	mustCell(t, in, out, next(), "open('d5r/f5', 'w').write('five')\nopen('d8/z', 'a').write('z')\nos.remove('d9/f9')\n")
+	if info := snapshot(4); info.Looked > 200 {
+		t.Errorf("after a walk, a step that changed three files looked at %d paths", info.Looked)
+	}
+	want[4] = state()
+	if want[4] == want[3] || want[3] == want[2] || want[2] == want[1] {
+		t.Fatal("the steps' listings do not differ: the test's changes did not happen")
+	}
+
+	for _, k := range []uint64{1, 4, 2, 3, 1, 2} {
+		rewind(k)
+		if got := state(); got != want[k] {
+			t.Fatalf("after a rewind to step %d, the files are\n%s\nwant\n%s", k, got, want[k])
+		}
+	}
+	// Steps after a rewind (to 2, from 1) are snapshotted from their changes and the rewind's
+	// (d3's 100 files removed, a few others), on top of step 2's files.
+	mustCell(t, in, out, next(), "open('d0/f0', 'w').write('after rewind')\nos.remove('new.txt')\nos.rmdir('new/x') if False else shutil.rmtree('new')\n")
+	if info := snapshot(5); info.Looked > 300 {
+		t.Errorf("a step after a rewind looked at %d paths", info.Looked)
+	}
+	want[5] = state()
+	for _, k := range []uint64{4, 5, 2} {
+		rewind(k)
+		if got := state(); got != want[k] {
+			t.Fatalf("after a rewind to step %d, the files are\n%s\nwant\n%s", k, got, want[k])
+		}
+	}
+	// Dropping snapshots keeps the copies the others share: every kept step comes back whole.
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{1, 3}}); ans.Op != proto.OpOK {
+		t.Fatalf("drop: %+v", ans)
+	}
+	for _, k := range []uint64{2, 4, 5} {
+		rewind(k)
+		if got := state(); got != want[k] {
+			t.Fatalf("after dropping steps 1 and 3, a rewind to step %d: the files are\n%s\nwant\n%s", k, got, want[k])
+		}
+	}
+}

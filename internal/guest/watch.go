@@ -1,0 +1,285 @@
+//go:build linux
+
+package guest
+
+import (
+	"path/filepath"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// What changed in the session's directories since the last step's snapshot, from inotify: a
+// snapshot then looks at (stats, copies) only the paths named by events, not every file, so it
+// costs O(changes) instead of O(files). A walk of every file as the sandbox user costs ~30 µs a
+// file under gVisor (5000 files: ~0.7 s a snapshot, measured). gVisor serves inotify for its own
+// file systems, and every change in the sandbox goes through it.
+//
+// Events only say which paths to look at again; what a snapshot keeps is still decided by each
+// path's stat (statKey), so a spurious or stale event costs a stat, nothing else. Whatever makes
+// the events incomplete makes the next snapshot walk everything again, as before: an overflow of
+// the queue, a directory moved (its watches' paths are stale), more directories than maxWatches,
+// more changed paths than maxDirty, a snapshot or a rewind that failed part way.
+//
+// The watches are added during a walk, each directory's before its entries are read, so nothing
+// made in between is missed; a directory an event names that is not watched (new, or made
+// again) is walked the same way when the snapshot looks at it. Watches are added as the sandbox
+// user (like the walk), by path, not following a link at the last component.
+
+const (
+	// maxWatches bounds the directories watched; a session with more is walked at each snapshot.
+	maxWatches = 16384
+	// maxDirty bounds the paths remembered between two snapshots; past it the next one walks.
+	maxDirty = 1 << 16
+	// watchDrainEvery is how often, at most, queued events are read between snapshots, so that
+	// code writing files in a long loop does not grow gVisor's queue of events (it has no cap).
+	watchDrainEvery = 100 * time.Millisecond
+	watchMask       = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+		unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVE_SELF
+)
+
+// watchedDir is a watched directory: its root (index in agent.roots()), its path relative to the
+// root, and its inode when the watch was added (a directory removed and made again under the
+// same name is a new one, to be walked).
+type watchedDir struct {
+	wd   int32
+	root int
+	sub  string
+	ino  uint64
+}
+
+// fileWatch follows changes under the session's directories.
+type fileWatch struct {
+	mu    sync.Mutex
+	fd    int // -1: off
+	roots []string
+	byWD  map[int32]*watchedDir
+	byKey map[string]*watchedDir
+	dirty map[string]struct{}
+	// lost says the events since the last take are incomplete: the next snapshot walks.
+	lost bool
+	stop chan struct{}
+}
+
+// newFileWatch starts an empty watch (nil when inotify is unavailable).
+func newFileWatch(roots []string) *fileWatch {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	w := &fileWatch{fd: fd, roots: roots, byWD: map[int32]*watchedDir{}, byKey: map[string]*watchedDir{},
+		dirty: map[string]struct{}{}, stop: make(chan struct{})}
+	go w.drainLoop()
+	return w
+}
+
+// close ends the watch (its watches go with the descriptor).
+func (w *fileWatch) close() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+		close(w.stop)
+	}
+}
+
+// drainLoop reads the events as they come, at most every watchDrainEvery: an idle session's
+// agent does not wake (a poll that times out every few seconds), a loop writing files has its
+// events read in batches.
+func (w *fileWatch) drainLoop() {
+	for {
+		w.mu.Lock()
+		fd := w.fd
+		w.mu.Unlock()
+		if fd < 0 {
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		if n, _ := unix.Poll(fds, 5000); n > 0 {
+			w.mu.Lock()
+			w.drainLocked()
+			w.mu.Unlock()
+		}
+		select {
+		case <-w.stop:
+			return
+		case <-time.After(watchDrainEvery):
+		}
+	}
+}
+
+// keyFor is the key of sub (relative to the root-th root) in a snapshot's entries.
+func keyFor(roots []string, root int, sub string) string {
+	if root == 0 {
+		return sub
+	}
+	if sub == "" {
+		return filepath.Clean(roots[root])
+	}
+	return filepath.Join(roots[root], sub)
+}
+
+// add watches the directory at path (sub relative to root root; the caller runs as the sandbox
+// user), whose inode is ino. It reports false when the watch is full or broken: the caller's
+// snapshot is then the last that can trust events (lost is set).
+func (w *fileWatch) add(root int, sub, path string, ino uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return false
+	}
+	if len(w.byWD) >= maxWatches {
+		w.lost = true
+		return false
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, path, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	if err != nil {
+		// Gone since the walk, or not a directory now: the parent's event names it again.
+		return true
+	}
+	key := keyFor(w.roots, root, sub)
+	if old := w.byKey[key]; old != nil && old.wd != int32(wd) {
+		delete(w.byWD, old.wd)
+	}
+	if old := w.byWD[int32(wd)]; old != nil && keyFor(w.roots, old.root, old.sub) != key {
+		// The same directory under another name (moved): its subdirectories' paths are stale.
+		delete(w.byKey, keyFor(w.roots, old.root, old.sub))
+		w.lost = true
+	}
+	d := &watchedDir{wd: int32(wd), root: root, sub: sub, ino: ino}
+	w.byWD[d.wd], w.byKey[key] = d, d
+	return true
+}
+
+// watching reports whether the directory at key is watched as the inode ino.
+func (w *fileWatch) watching(key string, ino uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d := w.byKey[key]
+	return d != nil && d.ino == ino
+}
+
+// take reads the queued events and returns the paths named since the last take, and whether
+// they are complete (false: walk everything). It starts a new period either way.
+func (w *fileWatch) take() (dirty map[string]struct{}, complete bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return nil, false
+	}
+	w.drainLocked()
+	dirty, complete = w.dirty, !w.lost
+	w.dirty, w.lost = map[string]struct{}{}, false
+	return dirty, complete
+}
+
+// invalidate makes the next take incomplete.
+func (w *fileWatch) invalidate() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.lost = true
+	w.mu.Unlock()
+}
+
+// mark names paths as changed (what the agent itself changed, when it cannot rely on events).
+func (w *fileWatch) mark(keys ...string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range keys {
+		w.markLocked(k)
+	}
+}
+
+func (w *fileWatch) markLocked(key string) {
+	if w.lost {
+		return
+	}
+	if len(w.dirty) >= maxDirty {
+		w.lost = true
+		w.dirty = map[string]struct{}{}
+		return
+	}
+	w.dirty[key] = struct{}{}
+}
+
+// drainLocked reads every queued event.
+func (w *fileWatch) drainLocked() {
+	var buf [64 << 10]byte
+	for w.fd >= 0 {
+		n, err := unix.Read(w.fd, buf[:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			return // EAGAIN: nothing more
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			name := string(nameBytes)
+			for i := 0; i < len(name); i++ {
+				if name[i] == 0 {
+					name = name[:i]
+					break
+				}
+			}
+			w.eventLocked(ev.Wd, ev.Mask, name)
+		}
+	}
+}
+
+func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		w.lost = true
+		return
+	}
+	d := w.byWD[wd]
+	if d == nil {
+		return
+	}
+	if mask&unix.IN_IGNORED != 0 {
+		// The directory is gone (or unmounted): its parent's event names it.
+		delete(w.byWD, wd)
+		if k := keyFor(w.roots, d.root, d.sub); w.byKey[k] == d {
+			delete(w.byKey, k)
+		}
+		return
+	}
+	if mask&unix.IN_MOVE_SELF != 0 {
+		// Moved: the paths of the watches beneath it are stale.
+		w.lost = true
+		return
+	}
+	if name == "" {
+		return
+	}
+	w.markLocked(keyFor(w.roots, d.root, filepath.Join(d.sub, name)))
+}
+
+// reset forgets every watch and event, before a walk that watches everything again.
+func (w *fileWatch) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return
+	}
+	w.drainLocked()
+	for wd := range w.byWD {
+		_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
+	}
+	// The removals' IN_IGNORED events name watches already forgotten.
+	w.byWD, w.byKey = map[int32]*watchedDir{}, map[string]*watchedDir{}
+	w.dirty, w.lost = map[string]struct{}{}, false
+}
