@@ -158,13 +158,26 @@ func (t *Tracker) Clean(b []byte) error {
 // clean again. Pages untracked (Untrack) are skipped. No other goroutine may write b meanwhile (a
 // write during the scan may be lost).
 func (t *Tracker) Written(b []byte, fn func(off, n int)) error {
+	return t.scan(b, pmScanWPMatching, fn)
+}
+
+// Peek is Written without marking the pages clean: they stay written (writes to them cost no
+// fault) and are reported again by every Peek or Written until Clean marks them clean. A
+// caller that cleans only some of them (Clean on their runs) leaves the others writable
+// without taking them out of tracking: Untrack splits the mapping at every run it takes out,
+// and a scan then costs a walk per piece.
+func (t *Tracker) Peek(b []byte, fn func(off, n int)) error {
+	return t.scan(b, 0, fn)
+}
+
+func (t *Tracker) scan(b []byte, flags uint64, fn func(off, n int)) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	base, n := span(b)
 	start, end := base, base+n
 	for start < end {
 		arg := pmScanArg{
-			Size: uint64(unsafe.Sizeof(pmScanArg{})), Flags: pmScanWPMatching,
+			Size: uint64(unsafe.Sizeof(pmScanArg{})), Flags: flags,
 			Start: start, End: end, Vec: uint64(uintptr(unsafe.Pointer(&t.vec[0]))), VecLen: uint64(len(t.vec)),
 			CategoryMask: pageIsWritten, ReturnMask: pageIsWritten,
 		}

@@ -23,3 +23,4 @@ func (t *Tracker) Register(b []byte) error                     { return ErrUnsup
 func (t *Tracker) Clean(b []byte) error                        { return ErrUnsupported }
 func (t *Tracker) Untrack(b []byte) error                      { return ErrUnsupported }
 func (t *Tracker) Written(b []byte, fn func(off, n int)) error { return ErrUnsupported }
+func (t *Tracker) Peek(b []byte, fn func(off, n int)) error    { return ErrUnsupported }

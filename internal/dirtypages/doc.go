@@ -15,7 +15,9 @@
 // (Requests). On kernels or configurations without the interface Open fails, and callers fall
 // back to comparing memory.
 //
-// Untrack takes pages out of tracking (their writes stop costing a fault, and scans skip them:
-// the caller counts them as written), and Register tracks them again: for pages a program writes
-// between every two scans, looking at them each time is cheaper than the fault.
+// For pages a program writes between every two scans, looking at them each time is cheaper
+// than the fault: Peek lists the written pages without write-protecting them, and Clean then
+// write-protects only the runs the caller wants tracked again, so the others stay writable and
+// are reported by every scan. (Untrack, which takes pages out of tracking, does the same at the
+// price of splitting the mapping at every run, which every later scan pays for.)
 package dirtypages

@@ -34,10 +34,10 @@ type linearMemory struct {
 	// snapshots) know which pages were written; tracked says it took it.
 	dirty   *dirtypages.Tracker
 	tracked bool
-	// hot are the pages (offsets, in order) taken out of tracking because they were written
-	// in two scans in a row: written reports them every time, and writes to them cost no
-	// write-protect fault (hot.go). prev are the tracked pages the last scan found written;
-	// scans counts scans since the hot pages were last all tracked again; gaveBack says zero
+	// hot are the pages (offsets, in order) left writable because they were written in two
+	// scans in a row: written reports them every time, and writes to them cost no
+	// write-protect fault (hot.go). prev are the pages the last scan found written; scans
+	// counts scans since the hot pages were last all write-protected again; gaveBack says zero
 	// gave pages back since the last clean.
 	hot      []uint32
 	prev     []uint32
@@ -138,8 +138,8 @@ func (m *linearMemory) zero(b []byte) {
 }
 
 // written calls fn with the offset of each page of the first n bytes written since the last call
-// (or since the mapping was made), in order, and counts them as unwritten again. Pages out of
-// tracking (hot) are reported every time. The guest must not run meanwhile. false: the pages are
+// (or since the mapping was made), in order, and counts them as unwritten again. Hot pages are
+// reported every time and stay writable. The guest must not run meanwhile. false: the pages are
 // not tracked (fn was not called, or not for all).
 func (m *linearMemory) written(n int, fn func(off int)) bool {
 	m.mu.Lock()
@@ -147,8 +147,10 @@ func (m *linearMemory) written(n int, fn func(off int)) bool {
 	if !m.tracked || m.unmapped || n > m.committed {
 		return false
 	}
+	// The pages written and not write-protected again: the hot ones among them, as they were
+	// left writable (hot.go).
 	var w []uint32
-	if m.dirty.Written(m.buf[:n], func(off, l int) {
+	if m.dirty.Peek(m.buf[:n], func(off, l int) {
 		for p := off; p < off+l; p += dirtypages.Page {
 			w = append(w, uint32(p))
 		}
@@ -163,7 +165,7 @@ func (m *linearMemory) written(n int, fn func(off int)) bool {
 			}
 		}
 		if j < len(m.hot) && m.hot[j] == off {
-			j++ // hot, and still tracked: untrack has not run yet
+			j++ // hot, and written again
 		}
 		fn(int(off))
 	}
@@ -173,10 +175,41 @@ func (m *linearMemory) written(n int, fn func(off int)) bool {
 		}
 	}
 	m.adapt(w)
+	// Count what was written as unwritten again, but for the hot pages.
+	if !m.cleanCold(w) {
+		m.tracked = false
+		return false
+	}
+	return true
+}
+
+// cleanCold write-protects again the pages of w (in order) that are not hot, one call per run
+// of them: in the steady state a step writes a few pages that are not hot, if any.
+func (m *linearMemory) cleanCold(w []uint32) bool {
+	h := 0
+	for a := 0; a < len(w); {
+		for h < len(m.hot) && m.hot[h] < w[a] {
+			h++
+		}
+		if h < len(m.hot) && m.hot[h] == w[a] {
+			a++
+			continue
+		}
+		b := a + 1
+		for b < len(w) && w[b] == w[b-1]+snapPage && !(h < len(m.hot) && m.hot[h] <= w[b]) {
+			b++
+		}
+		if m.dirty.Clean(m.buf[w[a]:w[b-1]+snapPage]) != nil {
+			return false
+		}
+		a = b
+	}
 	return true
 }
 
 // clean counts every page of the first n bytes as unwritten; false when they are not tracked.
+// Hot pages are write-protected too (they are reported anyway), and left writable again after
+// their next write.
 func (m *linearMemory) clean(n int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -184,15 +217,10 @@ func (m *linearMemory) clean(n int) bool {
 		return false
 	}
 	if m.gaveBack && len(m.hot) > 0 {
-		// Pages given back while out of tracking: track everything again, as at the start.
+		// Pages given back while hot: track everything again, as at the start.
 		m.trackAll()
 	}
 	m.gaveBack = false
 	m.prev = nil
-	if len(m.hot) == 0 {
-		return m.dirty.Clean(m.buf[:n]) == nil
-	}
-	// The hot pages count as written anyway; a scan write-protects all the others again (one
-	// call, where write-protecting around each hot page would be one per run of them).
-	return m.dirty.Written(m.buf[:n], func(int, int) {}) == nil
+	return m.dirty.Clean(m.buf[:n]) == nil
 }

@@ -278,10 +278,9 @@ func TestSnapshotsSharePages(t *testing.T) {
 	t.Logf("%d pages shared, %d copied", shared, copied)
 }
 
-// TestSnapshotHotPages: pages written step after step are taken out of tracking (hot_linux.go),
-// put back every few scans, and taken out again; every snapshot is still byte for byte the
-// memory the full comparison sees, across rewinds in place and a reset, whether the pages'
-// untracking has happened yet or not.
+// TestSnapshotHotPages: pages written step after step are left writable (hot_linux.go),
+// write-protected again every few scans, and left writable again; every snapshot is still byte
+// for byte the memory the full comparison sees, across rewinds in place and a reset.
 func TestSnapshotHotPages(t *testing.T) {
 	defer func(c, m int) { coolEvery, maxHot = c, m }(coolEvery, maxHot)
 	coolEvery, maxHot = 7, 96
