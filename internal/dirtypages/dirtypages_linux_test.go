@@ -133,6 +133,37 @@ func check(t *testing.T) error {
 	if got, err = scan(); err != nil || !slices.Equal(got, []int{31, 40}) {
 		return &errT{errorf("scan of pages tracked again: %v %v, want [31 40]", got, err)}
 	}
+	// Peek: written pages are reported and stay written (reported again, by Peek and by the
+	// next scan) until Clean; cleaning some runs leaves the others written.
+	peek := func() ([]int, error) {
+		var pages []int
+		err := tr.Peek(b[:committed], func(off, n int) {
+			for p := off; p < off+n; p += Page {
+				pages = append(pages, p/Page)
+			}
+		})
+		return pages, err
+	}
+	b[50*Page], b[51*Page], b[60*Page] = 4, 4, 4
+	for range 2 {
+		if got, err = peek(); err != nil || !slices.Equal(got, []int{50, 51, 60}) {
+			return &errT{errorf("peek: %v %v, want [50 51 60]", got, err)}
+		}
+	}
+	if err := tr.Clean(b[50*Page : 52*Page]); err != nil {
+		return err
+	}
+	b[70*Page] = 4
+	if got, err = peek(); err != nil || !slices.Equal(got, []int{60, 70}) {
+		return &errT{errorf("peek after cleaning 50-51: %v %v, want [60 70]", got, err)}
+	}
+	b[51*Page] = 5
+	if got, err = scan(); err != nil || !slices.Equal(got, []int{51, 60, 70}) {
+		return &errT{errorf("scan after peeks: %v %v, want [51 60 70]", got, err)}
+	}
+	if got, err = peek(); err != nil || len(got) != 0 {
+		return &errT{errorf("peek after the scan: %v %v, want none", got, err)}
+	}
 	return nil
 }
 
