@@ -426,7 +426,10 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 		for i, lf := range batch {
 			src := srcs[i]
 			if src == nil {
-				delete(entries, lf.rel) // gone since the walk, or not readable by the user: not in the snapshot
+				// Gone since the walk, or not readable by the user: not in the snapshot. The
+				// live tree then holds what no entry says: the next rewind and snapshot walk.
+				delete(entries, lf.rel)
+				w.invalidate()
 				continue
 			}
 			dst := storePath(dir, lf.root, lf.sub)
@@ -443,6 +446,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 			}
 			if err != nil {
 				delete(entries, lf.rel)
+				w.invalidate()
 				continue
 			}
 			newBytes += n
@@ -456,6 +460,9 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 			a.live[lf.rel] = liveEntry{key: keyOf(st), store: dst, ino: ino, from: id}
 			a.mu.Unlock()
 		}
+	}
+	if len(entries) >= maxSnapshot {
+		w.invalidate() // the cap left paths out: the next rewind and snapshot walk
 	}
 	return entries, newBytes, looked, nil
 }
@@ -899,17 +906,64 @@ func (a *agent) rewindFailed(id uint64, err error) error {
 		"snapshot %d could not be resumed (%v); the session's Python process was restarted and its variables are gone", id, err)}
 }
 
+// liveNow lists the session's directories as they are now, for a rewind. When the watch's
+// events are complete, that is the base's entries (the last snapshot's or rewind's) with the
+// paths the events named looked at again: O(changes) system calls, not a walk of every file.
+// Either way the events up to here are taken: the rewind makes the live tree the snapshot's, and
+// only what changes from here on (its own copies among them) is the next snapshot's to look at,
+// unless the watch had lost track (its paths may be stale: the next snapshot walks).
+func (a *agent) liveNow() ([]liveFile, error) {
+	w := a.fileWatch()
+	a.mu.Lock()
+	base := a.base
+	a.mu.Unlock()
+	if w == nil {
+		return a.walkLive(nil)
+	}
+	dirty, complete := w.take()
+	if !complete || base == nil {
+		w.invalidate()
+		return a.walkLive(nil)
+	}
+	roots := a.roots()
+	cur := maps.Clone(base)
+	changed, _, err := a.changedLive(roots, dirty, cur, w)
+	if err != nil {
+		w.invalidate()
+		return nil, err
+	}
+	live := make([]liveFile, 0, len(cur)+len(changed))
+	fresh := make(map[string]bool, len(changed))
+	for _, lf := range changed {
+		fresh[lf.rel] = true
+		live = append(live, lf)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for key, e := range cur {
+		if fresh[key] {
+			continue
+		}
+		root, sub, ok := keyRoot(roots, key)
+		if !ok {
+			continue
+		}
+		lf := liveFile{rel: key, root: root, sub: sub, kind: e.kind, mode: e.mode, mtime: e.mtime, size: e.size, target: e.target}
+		if e.kind == 'f' {
+			// Unchanged since the base: as it was when last copied or restored, if that copy
+			// is the base's (otherwise its key is unknown and the rewind copies it again).
+			if le, known := a.live[key]; known && le.ino == e.ino {
+				lf.key = le.key
+			}
+		}
+		live = append(live, lf)
+	}
+	return live, nil
+}
+
 // restoreFiles makes the session's directories hold what snapshot s holds.
 func (a *agent) restoreFiles(s *snap) error {
-	// What changed before this walk no longer matters: the walk sees it, and the live tree is
-	// made the snapshot's. Only the changes from here on (the copies below among them) are the
-	// next snapshot's to look at, unless the watch had lost track (its paths may be stale).
-	if w := a.fileWatch(); w != nil {
-		if _, complete := w.take(); !complete {
-			defer w.invalidate()
-		}
-	}
-	live, err := a.walkLive(nil)
+	live, err := a.liveNow()
 	if err != nil {
 		return err
 	}
@@ -934,7 +988,9 @@ func (a *agent) restoreFiles(s *snap) error {
 		lf, ok := liveBy[rel]
 		switch e.kind {
 		case 'd':
-			dirs = append(dirs, rel)
+			if !ok || lf.kind != 'd' || lf.mode.Perm() != e.mode.Perm() {
+				dirs = append(dirs, rel)
+			}
 		case 'l':
 			if !ok || lf.kind != 'l' || lf.target != e.target {
 				links = append(links, rel)

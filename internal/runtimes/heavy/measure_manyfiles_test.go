@@ -14,7 +14,7 @@ import (
 
 // TestMeasureManyFiles prints what a step's snapshot costs in a session whose work directory
 // holds many files (AGENTBOX_HEAVY_MEASURE_FILES, default 5000, in directories of 100), each step
-// changing one, against the same session's snapshots of a tiny tree: a snapshot that walks every
+// changing one, against the same session's snapshots of a tiny tree, and rewinds to the last steps: a snapshot that walks every
 // file pays for each, one that looks at the paths inotify named pays for the change only.
 // Set AGENTBOX_HEAVY_MEASURE=1.
 func TestMeasureManyFiles(t *testing.T) {
@@ -63,8 +63,16 @@ func TestMeasureManyFiles(t *testing.T) {
 			last, _, _ := StepCost(s)
 			snaps, files, forks = append(snaps, d), append(files, last.FilesTime), append(forks, last.Fork)
 		}
+		var rewinds []time.Duration
+		for i := 0; i < 6; i++ {
+			t0 := time.Now()
+			if err := hs.Rewind(ctx, fmt.Sprint(step0+n-1-i%3), ""); err != nil {
+				t.Fatal(err)
+			}
+			rewinds = append(rewinds, time.Since(t0))
+		}
 		la, _ := os.ReadFile("/proc/loadavg")
-		t.Logf("%s: snapshot %.2f ms (files %.2f, fork %.2f) | load %.5s", label, med(snaps), med(files), med(forks), la)
+		t.Logf("%s: snapshot %.2f ms (files %.2f, fork %.2f), rewind %.2f ms | load %.5s", label, med(snaps), med(files), med(forks), med(rewinds), la)
 	}
 	run("x = 0\n")
 	measure("1 file", 1)
