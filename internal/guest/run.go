@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -163,6 +164,7 @@ func (a *agent) doRun(r *activeRun) {
 	}
 	before := cached
 	if before == nil || len(r.req.Files) > 0 {
+		a.fileWatch().restartRun()
 		before = a.snapshot()
 	}
 	cell := map[string]any{"code": r.req.Code, "env": r.req.Env, "session": r.req.Session, "limits": replLimits}
@@ -343,12 +345,75 @@ func snapshot(dir string) map[string]fileState {
 // before, up to limit bytes of content (smallest first, so one huge file does not hide many small
 // ones). It reads them as the sandbox user, not following a link at a file's name: what the code
 // leaves behind after the snapshot (a link, a FIFO) is skipped, not read as root.
+//
+// Once the session's steps are snapshotted its directories are watched (watch.go): then only the
+// paths named since the last listing are looked at, on top of before, unless the watch cannot
+// say (a directory no watch covers yet, events lost): O(changes), where a listing of a work
+// directory of 5000 files cost ~230 ms of every run under gVisor.
 func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []sandbox.File, truncated bool, after map[string]fileState) {
+	w := a.fileWatch()
+	if w != nil && before != nil && len(before) < maxSnapshot {
+		if dirty, ok := w.takeRun(); ok {
+			var changed []string
+			if after, changed, ok = a.changedFrom(w, dirty, before); ok {
+				_ = a.asUser(func() error {
+					files, truncated = readChanged(changed, after, limit)
+					return nil
+				})
+				return files, truncated, after
+			}
+			w.needWalk()
+		}
+	}
+	w.restartRun()
 	_ = a.asUser(func() error {
 		files, truncated, after = changedFiles(a.cfg.WorkDir, before, limit)
 		return nil
 	})
 	return files, truncated, after
+}
+
+// changedFrom applies the paths the watch named (dirty) to before: it returns the work
+// directory's regular files now and those new or changed, or false when a named directory is
+// not watched (what is in it went unnamed: list it all).
+func (a *agent) changedFrom(w *fileWatch, dirty map[string]struct{}, before map[string]fileState) (map[string]fileState, []string, bool) {
+	roots := a.roots()
+	after := maps.Clone(before)
+	var changed []string
+	ok := true
+	_ = a.asUser(func() error {
+		for key := range dirty {
+			root, sub, in := keyRoot(roots, key)
+			if !in || root != 0 || sub == "" {
+				continue
+			}
+			p := filepath.Join(a.cfg.WorkDir, sub)
+			info, err := os.Lstat(p)
+			if err != nil {
+				delete(after, p) // gone: what was beneath it, if a directory, was named too
+				continue
+			}
+			switch {
+			case info.Mode().IsRegular():
+				st := fileState{info.Size(), info.ModTime()}
+				after[p] = st
+				if old, had := before[p]; !had || old != st {
+					changed = append(changed, p)
+				}
+			case info.IsDir():
+				delete(after, p)
+				sys, _ := info.Sys().(*syscall.Stat_t)
+				if sys == nil || !w.watching(sub, sys.Ino) {
+					ok = false
+					return nil
+				}
+			default:
+				delete(after, p)
+			}
+		}
+		return nil
+	})
+	return after, changed, ok
 }
 
 // takeFiles takes the snapshot of the work directory the last run left (nil when there is none,
@@ -397,6 +462,12 @@ func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandb
 			changed = append(changed, p)
 		}
 	}
+	files, truncated := readChanged(changed, after, limit)
+	return files, truncated, after
+}
+
+// readChanged reads the changed files (as the caller's user), smallest first, up to limit bytes.
+func readChanged(changed []string, after map[string]fileState, limit int64) ([]sandbox.File, bool) {
 	sort.Slice(changed, func(i, j int) bool {
 		si, sj := after[changed[i]].size, after[changed[j]].size
 		if si != sj {
@@ -420,7 +491,7 @@ func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandb
 		files = append(files, sandbox.File{Path: p, Content: b})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return files, truncated, after
+	return files, truncated
 }
 
 // readNoFollow reads the regular file p, not following a link at its name and not waiting on a

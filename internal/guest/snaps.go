@@ -464,6 +464,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 	if len(entries) >= maxSnapshot {
 		w.invalidate() // the cap left paths out: the next rewind and snapshot walk
 	}
+	w.watched() // every directory met is watched: runs may list from events again
 	return entries, newBytes, looked, nil
 }
 

@@ -3,7 +3,9 @@
 package guest
 
 import (
+	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
@@ -138,6 +140,63 @@ open(T + '/t.txt', 'w').write('t')
 		rewind(k)
 		if got := state(); got != want[k] {
 			t.Fatalf("after dropping steps 1 and 3, a rewind to step %d: the files are\n%s\nwant\n%s", k, got, want[k])
+		}
+	}
+}
+
+// Once a session is snapshotted, a run's changed files come from the watch's events, not from a
+// listing of the work directory: every run reports exactly the files it made or changed, whether
+// they are in a directory the watch covers or in one made since (listed, then watched by the
+// next snapshot), with or without a snapshot between runs.
+func TestRunFilesFromWatch(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _, _ := serveWith(t, nil)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	snapshot := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+	}
+	var work string
+	files := func(code string) string {
+		t.Helper()
+		r := mustCell(t, in, out, next(), code)
+		var got []string
+		for _, f := range r.Files {
+			rel := strings.TrimPrefix(f.Path, work+"/")
+			got = append(got, rel+"="+string(f.Content))
+		}
+		sort.Strings(got)
+		return strings.Join(got, " ")
+	}
+	_, o, _ := cell(t, in, out, next(), "import os\nprint(os.getcwd())")
+	work = strings.TrimSpace(o)
+	files("import os\nfor d in range(3):\n    os.mkdir('d%d' % d)\n    for f in range(100):\n        open('d%d/f%d' % (d, f), 'w').write('x')\n")
+	snapshot(1)
+	for i, c := range []struct{ code, want string }{
+		{"open('d0/f1', 'w').write('changed')\nopen('new.txt', 'w').write('new')", "d0/f1=changed new.txt=new"},
+		{"", ""},
+		{"os.mkdir('nd')\nopen('nd/a', 'w').write('a1')", "nd/a=a1"},
+		{"open('nd/a', 'w').write('a2')\nos.remove('d1/f1')\nos.rename('d2/f2', 'd2/f2r')", "d2/f2r=x nd/a=a2"},
+		{"os.makedirs('nd/deep/er')\nopen('nd/deep/er/b', 'w').write('b')", "nd/deep/er/b=b"},
+		{"open('nd/deep/er/b', 'a').write('+')", "nd/deep/er/b=b+"},
+		{"os.rename('d0', 'd0r')\nopen('d0r/f5', 'w').write('five')", ""},
+	} {
+		got := files(c.code)
+		if i == 6 {
+			// A directory renamed: every file in it is new at its path (the listing says so).
+			if n := strings.Count(got, "d0r/"); n != 100 || !strings.Contains(got, "d0r/f5=five") || !strings.Contains(got, "d0r/f1=changed") || strings.Contains(got, "d0/") {
+				t.Errorf("run %d (%q): changed files %q", i, c.code, got)
+			}
+		} else if got != c.want {
+			t.Errorf("run %d (%q): changed files %q, want %q", i, c.code, got, c.want)
+		}
+		if i%2 == 0 {
+			snapshot(uint64(i + 2)) // and runs without a snapshot between them
 		}
 	}
 }

@@ -60,7 +60,15 @@ type fileWatch struct {
 	dirty map[string]struct{}
 	// lost says the events since the last take are incomplete: the next snapshot walks.
 	lost bool
-	stop chan struct{}
+	// The same for a run's changed files (run.go): the paths named since the work directory was
+	// last listed (the end of the last run), whether that set is incomplete, whether a directory
+	// was seen that no watch covers yet (a snapshot walks and watches it; until then runs walk),
+	// and whether the watches are capped (maxWatches).
+	runDirty map[string]struct{}
+	runLost  bool
+	runWalk  bool
+	capped   bool
+	stop     chan struct{}
 }
 
 // newFileWatch starts an empty watch (nil when inotify is unavailable).
@@ -70,7 +78,7 @@ func newFileWatch(roots []string) *fileWatch {
 		return nil
 	}
 	w := &fileWatch{fd: fd, roots: roots, byWD: map[int32]*watchedDir{}, byKey: map[string]*watchedDir{},
-		dirty: map[string]struct{}{}, stop: make(chan struct{})}
+		dirty: map[string]struct{}{}, runDirty: map[string]struct{}{}, runLost: true, stop: make(chan struct{})}
 	go w.drainLoop()
 	return w
 }
@@ -135,7 +143,7 @@ func (w *fileWatch) add(root int, sub, path string, ino uint64) bool {
 		return false
 	}
 	if len(w.byWD) >= maxWatches {
-		w.lost = true
+		w.lost, w.capped = true, true
 		return false
 	}
 	wd, err := unix.InotifyAddWatch(w.fd, path, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
@@ -150,7 +158,7 @@ func (w *fileWatch) add(root int, sub, path string, ino uint64) bool {
 	if old := w.byWD[int32(wd)]; old != nil && keyFor(w.roots, old.root, old.sub) != key {
 		// The same directory under another name (moved): its subdirectories' paths are stale.
 		delete(w.byKey, keyFor(w.roots, old.root, old.sub))
-		w.lost = true
+		w.lost, w.runLost, w.runWalk = true, true, true
 	}
 	d := &watchedDir{wd: int32(wd), root: root, sub: sub, ino: ino}
 	w.byWD[d.wd], w.byKey[key] = d, d
@@ -202,6 +210,14 @@ func (w *fileWatch) mark(keys ...string) {
 }
 
 func (w *fileWatch) markLocked(key string) {
+	if !w.runLost {
+		if len(w.runDirty) >= maxDirty {
+			w.runLost = true
+			w.runDirty = map[string]struct{}{}
+		} else {
+			w.runDirty[key] = struct{}{}
+		}
+	}
 	if w.lost {
 		return
 	}
@@ -211,6 +227,53 @@ func (w *fileWatch) markLocked(key string) {
 		return
 	}
 	w.dirty[key] = struct{}{}
+}
+
+// restartRun starts a new period for runs, before the work directory is listed (so a change
+// made during the listing is named again in the next period, not lost).
+func (w *fileWatch) restartRun() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return
+	}
+	w.drainLocked()
+	w.runDirty, w.runLost = map[string]struct{}{}, false
+}
+
+// takeRun returns the paths named since the last restartRun or takeRun, and whether they are
+// all that changed in the work directory since (false: list it all); a new period starts.
+func (w *fileWatch) takeRun() (map[string]struct{}, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return nil, false
+	}
+	w.drainLocked()
+	dirty, ok := w.runDirty, !w.runLost && !w.runWalk && !w.capped
+	w.runDirty, w.runLost = map[string]struct{}{}, false
+	return dirty, ok
+}
+
+// needWalk says a run met a directory no watch covers: runs list everything until a snapshot
+// has watched it (watched).
+func (w *fileWatch) needWalk() {
+	w.mu.Lock()
+	w.runWalk = true
+	w.mu.Unlock()
+}
+
+// watched says a snapshot looked at every path named and watched every directory it met.
+func (w *fileWatch) watched() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.runWalk = false
+	w.mu.Unlock()
 }
 
 // drainLocked reads every queued event.
@@ -242,7 +305,7 @@ func (w *fileWatch) drainLocked() {
 
 func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
 	if mask&unix.IN_Q_OVERFLOW != 0 {
-		w.lost = true
+		w.lost, w.runLost = true, true
 		return
 	}
 	d := w.byWD[wd]
@@ -259,7 +322,7 @@ func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
 	}
 	if mask&unix.IN_MOVE_SELF != 0 {
 		// Moved: the paths of the watches beneath it are stale.
-		w.lost = true
+		w.lost, w.runLost, w.runWalk = true, true, true
 		return
 	}
 	if name == "" {
@@ -279,7 +342,9 @@ func (w *fileWatch) reset() {
 	for wd := range w.byWD {
 		_, _ = unix.InotifyRmWatch(w.fd, uint32(wd))
 	}
-	// The removals' IN_IGNORED events name watches already forgotten.
+	// The removals' IN_IGNORED events name watches already forgotten. Until the walk has
+	// watched every directory again, changes go unnamed: the run in progress (if any) lists all.
 	w.byWD, w.byKey = map[int32]*watchedDir{}, map[string]*watchedDir{}
-	w.dirty, w.lost = map[string]struct{}{}, false
+	w.dirty, w.lost, w.capped = map[string]struct{}{}, false, false
+	w.runLost = true
 }

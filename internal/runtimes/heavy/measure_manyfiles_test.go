@@ -48,11 +48,13 @@ func TestMeasureManyFiles(t *testing.T) {
 		return float64(s[len(s)/2]) / 1e6
 	}
 	measure := func(label string, step0 int) {
-		var snaps, files, forks []time.Duration
+		var snaps, files, forks, runs []time.Duration
 		for i := step0; i < step0+n; i++ {
 			time.Sleep(100 * time.Millisecond)
-			run(fmt.Sprintf("x = %d\nopen('step.txt', 'w').write('step %d')\n", i, i))
 			t0 := time.Now()
+			run(fmt.Sprintf("x = %d\nopen('step.txt', 'w').write('step %d')\n", i, i))
+			runs = append(runs, time.Since(t0))
+			t0 = time.Now()
 			if err := hs.Snapshot(ctx, fmt.Sprint(i)); err != nil {
 				t.Fatal(err)
 			}
@@ -72,7 +74,7 @@ func TestMeasureManyFiles(t *testing.T) {
 			rewinds = append(rewinds, time.Since(t0))
 		}
 		la, _ := os.ReadFile("/proc/loadavg")
-		t.Logf("%s: snapshot %.2f ms (files %.2f, fork %.2f), rewind %.2f ms | load %.5s", label, med(snaps), med(files), med(forks), med(rewinds), la)
+		t.Logf("%s: run %.2f ms, snapshot %.2f ms (files %.2f, fork %.2f), rewind %.2f ms | load %.5s", label, med(runs), med(snaps), med(files), med(forks), med(rewinds), la)
 	}
 	run("x = 0\n")
 	measure("1 file", 1)

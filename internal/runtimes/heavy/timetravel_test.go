@@ -3,6 +3,7 @@ package heavy
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -459,6 +460,29 @@ print(json.dumps({'work': ls('.'), 'tmp': ls('/tmp')}, sort_keys=True))
 		}
 		if got := out(t, s, listing); got != want[k] {
 			t.Fatalf("after a rewind to %s the files are\n%s\nwant\n%s", k, got, want[k])
+		}
+	}
+	// A run's changed files (from the watch's events now): exactly what it wrote.
+	for _, c := range []struct{ code, want string }{
+		{"open('d4/f44', 'w').write('q')\nopen('d6/f66', 'a').write('r')", "d4/f44 d6/f66"},
+		{"os.makedirs('fresh/x')\nopen('fresh/x/y', 'w').write('y')", "fresh/x/y"},
+		{"open('fresh/x/y', 'a').write('z')\nos.remove('d4/f45')", "fresh/x/y"},
+		{"x = 1", ""},
+	} {
+		res, err := s.Run(ctx, &sandbox.RunRequest{Code: "import os\n" + c.code, Limits: limits(t, 60*time.Second)})
+		if err != nil || res.Error != nil {
+			t.Fatalf("%v %+v", err, res)
+		}
+		var got []string
+		for _, f := range res.Files {
+			got = append(got, strings.TrimPrefix(f.Path, sandbox.WorkDir+"/"))
+		}
+		sort.Strings(got)
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("a run (%q) reports changed files %q, want %q", c.code, got, c.want)
+		}
+		if err := s.Snapshot(ctx, "f-"+c.want); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// Through a pause (a checkpoint and a restore of the sandbox), the changes are still seen.
