@@ -199,4 +199,19 @@ func TestRunFilesFromWatch(t *testing.T) {
 			snapshot(uint64(i + 2)) // and runs without a snapshot between them
 		}
 	}
+	// Directories a rewind makes again (nd was removed after snapshot 4 had it): the runs after
+	// it, with no snapshot between them, still see what changes in them.
+	files("shutil_rmtree = __import__('shutil').rmtree\nshutil_rmtree('nd')")
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: 4}); ans.Error != nil {
+		t.Fatalf("rewind: %+v", ans.Error)
+	}
+	for i, c := range []struct{ code, want string }{
+		{"x = 1", ""},
+		{"open('nd/a', 'w').write('after rewind')", "nd/a=after rewind"},
+		{"open('nd/a', 'a').write('!')", "nd/a=after rewind!"},
+	} {
+		if got := files(c.code); got != c.want {
+			t.Errorf("run %d after the rewind (%q): changed files %q, want %q", i, c.code, got, c.want)
+		}
+	}
 }

@@ -68,7 +68,10 @@ type fileWatch struct {
 	runLost  bool
 	runWalk  bool
 	capped   bool
-	stop     chan struct{}
+	// dirs counts the directories made or moved in (each leaves runs listing until a snapshot
+	// has watched it); takenDirs is the count when the last snapshot took the events.
+	dirs, takenDirs uint64
+	stop            chan struct{}
 }
 
 // newFileWatch starts an empty watch (nil when inotify is unavailable).
@@ -184,6 +187,7 @@ func (w *fileWatch) take() (dirty map[string]struct{}, complete bool) {
 	w.drainLocked()
 	dirty, complete = w.dirty, !w.lost
 	w.dirty, w.lost = map[string]struct{}{}, false
+	w.takenDirs = w.dirs
 	return dirty, complete
 }
 
@@ -266,13 +270,16 @@ func (w *fileWatch) needWalk() {
 	w.mu.Unlock()
 }
 
-// watched says a snapshot looked at every path named and watched every directory it met.
+// watched says a snapshot looked at every path named up to its take and watched every directory
+// it met: unless a directory was made since, runs may go by events again.
 func (w *fileWatch) watched() {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
-	w.runWalk = false
+	if w.dirs == w.takenDirs {
+		w.runWalk = false
+	}
 	w.mu.Unlock()
 }
 
@@ -328,6 +335,12 @@ func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
 	if name == "" {
 		return
 	}
+	if mask&unix.IN_ISDIR != 0 && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+		// A directory no watch covers yet: what is made in it goes unnamed until a snapshot
+		// walks and watches it, so runs list the work directory until then.
+		w.dirs++
+		w.runWalk = true
+	}
 	w.markLocked(keyFor(w.roots, d.root, filepath.Join(d.sub, name)))
 }
 
@@ -347,4 +360,5 @@ func (w *fileWatch) reset() {
 	w.byWD, w.byKey = map[int32]*watchedDir{}, map[string]*watchedDir{}
 	w.dirty, w.lost, w.capped = map[string]struct{}{}, false, false
 	w.runLost = true
+	w.takenDirs = w.dirs
 }
