@@ -395,6 +395,12 @@ func (a *agent) changedFrom(w *fileWatch, dirty map[string]struct{}, before map[
 			}
 			switch {
 			case info.Mode().IsRegular():
+				if sys, _ := info.Sys().(*syscall.Stat_t); sys == nil || sys.Nlink > 1 {
+					// Another name of it changed too, and no event named that one.
+					w.sawLinks()
+					ok = false
+					return nil
+				}
 				st := fileState{info.Size(), info.ModTime()}
 				after[p] = st
 				if old, had := before[p]; !had || old != st {

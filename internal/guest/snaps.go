@@ -360,7 +360,12 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 	if complete {
 		entries = maps.Clone(base)
 		live, looked, err = a.changedLive(roots, dirty, entries, w)
-	} else {
+		if err == nil && w.hasLinks() {
+			// A file with another name met: a write through that name went unnamed. Walk.
+			complete = false
+		}
+	}
+	if !complete {
 		if w == nil {
 			w = newFileWatch(roots)
 			a.mu.Lock()
@@ -537,6 +542,9 @@ func (a *agent) changedLive(roots []string, dirty map[string]struct{}, entries m
 					kind = 'd'
 				case unix.S_IFREG:
 					kind = 'f'
+					if st.Nlink > 1 {
+						w.sawLinks()
+					}
 				case unix.S_IFLNK:
 					kind = 'l'
 				}
@@ -755,6 +763,8 @@ func (a *agent) walkFrom(roots []string, isRoot map[string]bool, i int, start st
 			}
 			if d.IsDir() && w != nil {
 				w.add(i, sub, p, st.Ino)
+			} else if st.Nlink > 1 && info.Mode().IsRegular() {
+				w.sawLinks()
 			}
 			if p == top {
 				return nil
@@ -932,6 +942,10 @@ func (a *agent) liveNow() ([]liveFile, error) {
 	if err != nil {
 		w.invalidate()
 		return nil, err
+	}
+	if w.hasLinks() {
+		// A file with another name met: a write through that name went unnamed.
+		return a.walkLive(nil)
 	}
 	live := make([]liveFile, 0, len(cur)+len(changed))
 	fresh := make(map[string]bool, len(changed))

@@ -215,3 +215,87 @@ func TestRunFilesFromWatch(t *testing.T) {
 		}
 	}
 }
+
+// Hard links in the work directory: a write through one name changes the file under every other
+// name, and inotify names only the one written through. The snapshots and rewinds still hold
+// every name's content as it was, and a run reports the file changed under every name.
+func TestSnapshotFilesHardLinks(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _, _ := serveWith(t, nil)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	snapshot := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+	}
+	rewind := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
+			t.Fatalf("rewind to %d: %+v", n, ans.Error)
+		}
+	}
+	state := func() string {
+		t.Helper()
+		_, o, e := cell(t, in, out, next(), "print(open('a').read(), open('sub/b').read(), open('c').read())")
+		if o == "" {
+			t.Fatalf("reading: %s", e)
+		}
+		return strings.TrimSpace(o)
+	}
+	changed := func(code string) string {
+		t.Helper()
+		r := mustCell(t, in, out, next(), code)
+		var got []string
+		for _, f := range r.Files {
+			got = append(got, f.Path[strings.LastIndex(f.Path, "/")+1:]+"="+string(f.Content))
+		}
+		sort.Strings(got)
+		return strings.Join(got, " ")
+	}
+	mustCell(t, in, out, next(), "import os\nos.mkdir('sub')\nopen('a', 'w').write('one')\nos.link('a', 'sub/b')\nopen('c', 'w').write('c')\n")
+	snapshot(1)
+	want1 := state()
+	// Edited in place through one name: the other name's content changes too.
+	if got, want := changed("with open('a', 'r+') as f: f.write('two')"), "a=two b=two"; got != want {
+		t.Errorf("a write through one of two names: changed files %q, want %q", got, want)
+	}
+	snapshot(2)
+	want2 := state()
+	if got, want := changed("with open('sub/b', 'r+') as f: f.write('six')"), "a=six b=six"; got != want {
+		t.Errorf("a write through the other name: changed files %q, want %q", got, want)
+	}
+	snapshot(3)
+	want3 := state()
+	if want1 != "one one c" || want2 != "two two c" || want3 != "six six c" {
+		t.Fatalf("the steps' files: %q %q %q", want1, want2, want3)
+	}
+	wants := map[uint64]string{1: want1, 2: want2, 3: want3}
+	for _, k := range []uint64{1, 3, 2, 1, 2, 3} {
+		rewind(k)
+		if got := state(); got != wants[k] {
+			t.Fatalf("after a rewind to step %d: %q, want %q", k, got, wants[k])
+		}
+	}
+	// The rewinds left no file with two names: steps go by events again. A link made in a step
+	// and written through its new name changes the old one, which no event names.
+	snapshot(4)
+	wants[4] = state()
+	if got, want := changed("os.link('c', 'sub/d')\nwith open('sub/d', 'r+') as f: f.write('C')"), "c=C d=C"; got != want {
+		t.Errorf("a link made and written through: changed files %q, want %q", got, want)
+	}
+	snapshot(5)
+	wants[5] = state()
+	if wants[4] != "six six c" || wants[5] != "six six C" {
+		t.Fatalf("the steps' files: %q %q", wants[4], wants[5])
+	}
+	for _, k := range []uint64{4, 5, 4, 5} {
+		rewind(k)
+		if got := state(); got != wants[k] {
+			t.Fatalf("after a rewind to step %d: %q, want %q", k, got, wants[k])
+		}
+	}
+}

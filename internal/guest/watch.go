@@ -68,6 +68,11 @@ type fileWatch struct {
 	runLost  bool
 	runWalk  bool
 	capped   bool
+	// linked says a regular file with more than one name (a hard link) was seen since the last
+	// reset: a write through one name changes the file under the others, and inotify names
+	// only the one written through (or none, for a name outside the roots), so snapshots and
+	// runs walk until a walk finds no such file.
+	linked bool
 	// dirs counts the directories made or moved in (each leaves runs listing until a snapshot
 	// has watched it); takenDirs is the count when the last snapshot took the events.
 	dirs, takenDirs uint64
@@ -185,7 +190,7 @@ func (w *fileWatch) take() (dirty map[string]struct{}, complete bool) {
 		return nil, false
 	}
 	w.drainLocked()
-	dirty, complete = w.dirty, !w.lost
+	dirty, complete = w.dirty, !w.lost && !w.linked
 	w.dirty, w.lost = map[string]struct{}{}, false
 	w.takenDirs = w.dirs
 	return dirty, complete
@@ -257,7 +262,7 @@ func (w *fileWatch) takeRun() (map[string]struct{}, bool) {
 		return nil, false
 	}
 	w.drainLocked()
-	dirty, ok := w.runDirty, !w.runLost && !w.runWalk && !w.capped
+	dirty, ok := w.runDirty, !w.runLost && !w.runWalk && !w.capped && !w.linked
 	w.runDirty, w.runLost = map[string]struct{}{}, false
 	return dirty, ok
 }
@@ -268,6 +273,27 @@ func (w *fileWatch) needWalk() {
 	w.mu.Lock()
 	w.runWalk = true
 	w.mu.Unlock()
+}
+
+// sawLinks says a regular file with more than one name was seen: events are not enough until a
+// walk (after reset) finds none.
+func (w *fileWatch) sawLinks() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.linked = true
+	w.mu.Unlock()
+}
+
+// hasLinks reports whether a file with more than one name was seen since the last reset.
+func (w *fileWatch) hasLinks() bool {
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.linked
 }
 
 // watched says a snapshot looked at every path named up to its take and watched every directory
@@ -358,7 +384,7 @@ func (w *fileWatch) reset() {
 	// The removals' IN_IGNORED events name watches already forgotten. Until the walk has
 	// watched every directory again, changes go unnamed: the run in progress (if any) lists all.
 	w.byWD, w.byKey = map[int32]*watchedDir{}, map[string]*watchedDir{}
-	w.dirty, w.lost, w.capped = map[string]struct{}{}, false, false
+	w.dirty, w.lost, w.capped, w.linked = map[string]struct{}{}, false, false, false
 	w.runLost = true
 	w.takenDirs = w.dirs
 }
