@@ -40,6 +40,9 @@ const (
 		unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVE_SELF
 )
 
+// inotifyAddWatch is unix.InotifyAddWatch (a variable for tests of its failures).
+var inotifyAddWatch = unix.InotifyAddWatch
+
 // watchedDir is a watched directory: its root (index in agent.roots()), its path relative to the
 // root, and its inode when the watch was added (a directory removed and made again under the
 // same name is a new one, to be walked).
@@ -154,10 +157,18 @@ func (w *fileWatch) add(root int, sub, path string, ino uint64) bool {
 		w.lost, w.capped = true, true
 		return false
 	}
-	wd, err := unix.InotifyAddWatch(w.fd, path, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
-	if err != nil {
-		// Gone since the walk, or not a directory now: the parent's event names it again.
+	wd, err := inotifyAddWatch(w.fd, path, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
+	switch err {
+	case nil:
+	case unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.EACCES:
+		// Gone since the walk, or not a directory now: the parent's event names it again. (Not
+		// readable by the user: the walk cannot list it either; a chmod's event names it.)
 		return true
+	default:
+		// The system's watches are used up (ENOSPC) or it is short of memory: what changes in
+		// the directory goes unnamed, as past maxWatches.
+		w.lost, w.runLost, w.capped = true, true, true
+		return false
 	}
 	key := keyFor(w.roots, root, sub)
 	if old := w.byKey[key]; old != nil && old.wd != int32(wd) {

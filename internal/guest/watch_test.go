@@ -1,0 +1,52 @@
+//go:build linux
+
+package guest
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// A directory that cannot be watched because the system's watches are used up (ENOSPC, the
+// inotify max_user_watches limit) is not a directory gone: what changes in it would go unnamed,
+// so the next snapshot and the runs walk, as past maxWatches.
+func TestWatchAddFailureWalks(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "d")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(sub, &st); err != nil {
+		t.Fatal(err)
+	}
+	w := newFileWatch([]string{dir})
+	if w == nil {
+		t.Skip("no inotify")
+	}
+	defer w.close()
+	old := inotifyAddWatch
+	t.Cleanup(func() { inotifyAddWatch = old })
+	inotifyAddWatch = func(int, string, uint32) (int, error) { return -1, unix.ENOSPC }
+	w.reset()
+	w.restartRun()
+	w.add(0, "d", sub, st.Ino)
+	if _, complete := w.take(); complete {
+		t.Error("a directory that could not be watched (ENOSPC): the next snapshot goes by events")
+	}
+	if _, ok := w.takeRun(); ok {
+		t.Error("a directory that could not be watched (ENOSPC): the run goes by events")
+	}
+	// A directory gone since the walk is no reason to walk.
+	inotifyAddWatch = func(int, string, uint32) (int, error) { return -1, unix.ENOENT }
+	w.reset()
+	w.restartRun()
+	w.add(0, "d", sub, st.Ino)
+	if _, complete := w.take(); !complete {
+		t.Error("a directory gone since the walk made the next snapshot walk")
+	}
+}
