@@ -353,6 +353,14 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 	if w != nil && base != nil {
 		dirty, complete = w.take()
 	}
+	// Files written through a shared mapping raise no event and may keep their stat: looked at
+	// and copied every time.
+	mapped := a.mappedFiles(roots)
+	if complete {
+		for k := range mapped {
+			dirty[k] = struct{}{}
+		}
+	}
 	var live []liveFile
 	var entries map[string]snapEntry
 	var err error
@@ -390,7 +398,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 			le, ok := a.live[lf.rel]
 			alive := ok && a.storeRefs[le.store] > 0
 			a.mu.Unlock()
-			if !alive || le.key != lf.key {
+			if !alive || le.key != lf.key || mapped[lf.rel] {
 				toCopy = append(toCopy, lf)
 				continue
 			}
@@ -924,6 +932,23 @@ func (a *agent) rewindFailed(id uint64, err error) error {
 // only what changes from here on (its own copies among them) is the next snapshot's to look at,
 // unless the watch had lost track (its paths may be stale: the next snapshot walks).
 func (a *agent) liveNow() ([]liveFile, error) {
+	live, err := a.liveByEvents()
+	if err != nil {
+		return nil, err
+	}
+	// Files written through a shared mapping may keep their stat: copied back every time.
+	if mapped := a.mappedFiles(a.roots()); len(mapped) > 0 {
+		for i := range live {
+			if mapped[live[i].rel] {
+				live[i].key = statKey{}
+			}
+		}
+	}
+	return live, nil
+}
+
+// liveByEvents is liveNow but for the files written through a shared mapping.
+func (a *agent) liveByEvents() ([]liveFile, error) {
 	w := a.fileWatch()
 	a.mu.Lock()
 	base := a.base
@@ -974,6 +999,75 @@ func (a *agent) liveNow() ([]liveFile, error) {
 		live = append(live, lf)
 	}
 	return live, nil
+}
+
+// mappedFiles returns the keys of the files under the session's directories that a process of
+// the sandbox user maps shared and writable (mmap, numpy.memmap): a write through such a mapping
+// raises no inotify event (inotify(7)) and need not change the file's mtime, so a snapshot
+// copies these files whatever their stat says. Parked snapshots' processes are not read (they
+// write nothing while parked; their mappings are the live process's).
+func (a *agent) mappedFiles(roots []string) map[string]bool {
+	a.mu.Lock()
+	parked := make(map[int]bool, len(a.snaps))
+	for _, s := range a.snaps {
+		if s.proc != nil {
+			parked[s.proc.pid] = true
+		}
+	}
+	a.mu.Unlock()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var out map[string]bool
+	for _, e := range procs {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || parked[pid] {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != a.cfg.UID {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/maps")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			// start-end perms offset dev inode   path
+			f := strings.SplitN(line, " ", 6)
+			if len(f) < 6 || len(f[1]) < 4 || f[1][1] != 'w' || f[1][3] != 's' {
+				continue
+			}
+			p := strings.TrimLeft(f[5], " ")
+			if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") {
+				continue
+			}
+			key, ok := mappedKey(roots, p)
+			if !ok {
+				continue
+			}
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[key] = true
+		}
+	}
+	return out
+}
+
+// mappedKey is the snapshot key of the absolute path p, if it is beneath one of roots.
+func mappedKey(roots []string, p string) (string, bool) {
+	if rel, ok := strings.CutPrefix(p, filepath.Clean(roots[0])+"/"); ok {
+		return rel, true
+	}
+	for _, r := range roots[1:] {
+		if strings.HasPrefix(p, filepath.Clean(r)+"/") {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // restoreFiles makes the session's directories hold what snapshot s holds.

@@ -299,3 +299,56 @@ func TestSnapshotFilesHardLinks(t *testing.T) {
 		}
 	}
 }
+
+// A file written through a shared mapping (mmap, numpy.memmap) left open across steps: such
+// writes raise no inotify event (inotify(7)), yet the step's snapshot holds what was written,
+// a rewind brings each step's content back, and a run reports the file changed.
+func TestSnapshotFilesMapped(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _, _ := serveWith(t, nil)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	snapshot := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+	}
+	rewind := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
+			t.Fatalf("rewind to %d: %+v", n, ans.Error)
+		}
+	}
+	state := func() string {
+		t.Helper()
+		_, o, e := cell(t, in, out, next(), "print(open('m.bin', 'rb').read(3))")
+		if o == "" {
+			t.Fatalf("reading: %s", e)
+		}
+		return strings.TrimSpace(o)
+	}
+	mustCell(t, in, out, next(), "import mmap\nopen('m.bin', 'wb').write(b'.' * 4096)\nf = open('m.bin', 'r+b')\nM = mmap.mmap(f.fileno(), 0)\n")
+	snapshot(1)
+	snapshot(2)
+	r := mustCell(t, in, out, next(), "M[0:3] = b'abc'")
+	if len(r.Files) != 1 || string(r.Files[0].Content[:3]) != "abc" {
+		var got []string
+		for _, f := range r.Files {
+			got = append(got, f.Path)
+		}
+		t.Errorf("a run that wrote a mapped file: changed files %v", got)
+	}
+	snapshot(3)
+	mustCell(t, in, out, next(), "M[0:3] = b'xyz'")
+	snapshot(4)
+	wants := map[uint64]string{1: "b'...'", 3: "b'abc'", 4: "b'xyz'"}
+	for _, k := range []uint64{1, 3, 4, 1, 4, 3} {
+		rewind(k)
+		if got := state(); got != wants[k] {
+			t.Fatalf("after a rewind to step %d: %s, want %s", k, got, wants[k])
+		}
+	}
+}
