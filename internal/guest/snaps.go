@@ -587,12 +587,26 @@ func (a *agent) changedLive(roots []string, dirty map[string]struct{}, entries m
 		return nil, 0, err
 	}
 	looked := len(keys)
+	// A path may be named by an event and found by a walk too (a directory removed and made
+	// again with a file of the same name; a new directory inside another): it is recorded once,
+	// as the walk found it (twice, its second copy would fail and drop it from the snapshot).
+	seen := make(map[string]int, len(out))
+	for k, lf := range out {
+		seen[lf.rel] = k
+	}
 	for _, d := range walks {
 		sub, err := a.walkFrom(roots, isRoot, d.root, d.sub, w)
 		if err != nil {
 			return nil, 0, err
 		}
-		out = append(out, sub...)
+		for _, lf := range sub {
+			if k, dup := seen[lf.rel]; dup {
+				out[k] = lf
+				continue
+			}
+			seen[lf.rel] = len(out)
+			out = append(out, lf)
+		}
 		looked += len(sub)
 	}
 	return out, looked, nil

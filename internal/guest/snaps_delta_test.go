@@ -352,3 +352,50 @@ func TestSnapshotFilesMapped(t *testing.T) {
 		}
 	}
 }
+
+// A directory removed and made again in one step with a file of the same name as before: the
+// file is named by an event (its removal) and found again by the walk of the new directory, and
+// the snapshot holds it once, with its new content.
+func TestSnapshotFilesDirRemade(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _, _ := serveWith(t, nil)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	snapshot := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+	}
+	rewind := func(n uint64) {
+		t.Helper()
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
+			t.Fatalf("rewind to %d: %+v", n, ans.Error)
+		}
+	}
+	state := func() string {
+		t.Helper()
+		_, o, e := cell(t, in, out, next(), "import os\nprint(sorted(os.listdir('d')), open('d/f').read() if os.path.exists('d/f') else None)")
+		if o == "" {
+			t.Fatalf("reading: %s", e)
+		}
+		return strings.TrimSpace(o)
+	}
+	mustCell(t, in, out, next(), "import os, shutil\nos.mkdir('d')\nopen('d/f', 'w').write('one')\n")
+	snapshot(1)
+	want1 := state()
+	mustCell(t, in, out, next(), "shutil.rmtree('d')\nos.mkdir('d')\nopen('d/f', 'w').write('two')\n")
+	snapshot(2)
+	want2 := state()
+	if want1 != "['f'] one" || want2 != "['f'] two" {
+		t.Fatalf("the steps' files: %q %q", want1, want2)
+	}
+	for _, k := range []uint64{1, 2, 1, 2} {
+		rewind(k)
+		if got, want := state(), map[uint64]string{1: want1, 2: want2}[k]; got != want {
+			t.Fatalf("after a rewind to step %d: %q, want %q", k, got, want)
+		}
+	}
+}
