@@ -55,6 +55,10 @@ func runInit() error {
 	if err := checkFDs(3 + p.ExtraFiles); err != nil {
 		return err
 	}
+	// While the host's /proc is still there (buildRoot pivots away from it).
+	if err := setAutogroupNice(spec.Nice); err != nil {
+		return err
+	}
 	// The daemon's umask (077, say) must not make the root's directories
 	// untraversable for the worker.
 	unix.Umask(0o022)
@@ -90,6 +94,38 @@ func runInit() error {
 		env = append(env, procSelfEnv+"="+strconv.Itoa(keep))
 	}
 	return execWorker(exe, p.Args, append(env, spec.Env...), spec.Rlimits, spec.Nice, spec.UID, spec.GID, p.ExtraFiles, keep)
+}
+
+// setAutogroupNice gives the jail's scheduling autogroup the worker's niceness. Command starts
+// every jail in a session of its own (Setsid), and with autogroup scheduling on
+// (CONFIG_SCHED_AUTOGROUP with /proc/sys/kernel/sched_autogroup_enabled, the default of many
+// distributions' kernels) a new session is a task group of its own, weighted as a nice-0
+// process against every other group: a thread's niceness then only ranks it among the threads
+// of its own session, so a jail at nice 5 took as much CPU as the daemon's whole session, and
+// eight spinning guests left the daemon a ninth of a busy machine, not the share Spec.Nice
+// promises. Giving the group the same niceness restores that weight. A kernel without
+// autogroups has no such file (nothing to do); where a cpu cgroup other than the root holds the
+// process, the kernel ignores the autogroup and the niceness of the threads counts, as meant.
+// Root in the init user namespace (which the jail's mounts need anyway) is not subject to the
+// kernel's limit of one autogroup change per 100 ms.
+func setAutogroupNice(nice int) error {
+	if nice == 0 {
+		return nil
+	}
+	f, err := os.OpenFile("/proc/self/autogroup", os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err == nil {
+		_, err = f.WriteString(strconv.Itoa(nice))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("autogroup nice %d: %w", nice, err)
+	}
+	return nil
 }
 
 // procSelfEnv names the fd of Spec.ProcSelf's proc mount in the worker's environment.

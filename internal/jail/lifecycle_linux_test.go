@@ -3,10 +3,12 @@ package jail_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -163,5 +165,42 @@ func BenchmarkStartToReady(b *testing.B) {
 		cmd, stdin, _ := startReady(b, testSpec())
 		stdin.Close()
 		cmd.Wait()
+	}
+}
+
+// TestNiceHoldsAcrossSessions: a jail runs at Spec.Nice, and so does its session's scheduling
+// group where the kernel groups processes by session (autogroup): each jail is a session of its
+// own, and without the group's niceness the jail would weigh as much as the daemon's whole
+// session, whatever its threads' niceness.
+func TestNiceHoldsAcrossSessions(t *testing.T) {
+	testenv.RequireRoot(t)
+	t.Parallel()
+	spec := testSpec()
+	spec.Nice = 7
+	cmd, stdin, _ := startReady(t, spec)
+	defer func() {
+		stdin.Close() // the idle probe exits on EOF
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the command's name: state is field 3, session 6, nice 19.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 17 || f[3] != fmt.Sprint(pid) || f[16] != "7" {
+		t.Fatalf("the jail's session and niceness: %q, want session %d, nice 7", f, pid)
+	}
+	ag, err := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		t.Log("this kernel has no autogroups: the threads' niceness is all there is")
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(ag)); !strings.HasSuffix(got, " nice 7") {
+		t.Errorf("the jail's autogroup: %q, want nice 7", got)
 	}
 }
