@@ -30,9 +30,7 @@ func testRunSnapStep(t *testing.T, ring bool) {
 		t.Helper()
 		nextID++
 		req := wire.Request{Op: wire.OpRun, ID: nextID, Code: code, SnapStep: name, Base: base, Limits: testLimits}
-		if err := wire.Write(c.in, &req); err != nil {
-			t.Fatal(err)
-		}
+		c.send(&req)
 		var res wire.Response
 		for res = c.recv(); res.Op == wire.OpStatus; res = c.recv() {
 		}
@@ -68,9 +66,7 @@ func testRunSnapStep(t *testing.T, ring bool) {
 		t.Fatal(err)
 	}
 	nextID++
-	if err := wire.Write(c.in, &wire.Request{Op: wire.OpRestore, ID: nextID, Step: "a"}); err != nil {
-		t.Fatal(err)
-	}
+	c.send(&wire.Request{Op: wire.OpRestore, ID: nextID, Step: "a"})
 	if r := c.recv(); r.Op != wire.OpResult || r.Error != nil {
 		t.Fatalf("rewind to a: %+v", r)
 	}

@@ -3,10 +3,13 @@ package worker
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,12 +37,48 @@ type client struct {
 	// ring, when the worker was given one, is where its step snapshots may come (recv copies
 	// them out into Snapshot, as the daemon does, and leaves Ring set).
 	ring *wire.Ring
+	// abort ends the worker's side of the pipes, so that a read or write stuck for frameWait
+	// returns (nil: it cannot, and the test binary's timeout ends the wait).
+	abort func()
+}
+
+// frameWait bounds each wait of the client for the worker, to take a request or to send a
+// frame: far above any run of these tests (20 s at most) or an interpreter's start on a loaded
+// machine, far below the test binary's timeout. A worker that stops answering, or a test that
+// waits for a frame the worker never sends, then fails its test with what it waited for and
+// the goroutines of the moment, and the package's other tests still run.
+const frameWait = 2 * time.Minute
+
+// bounded runs f, a read or write on the worker's pipes, and fails the test if it was stuck for
+// frameWait.
+func (c *client) bounded(what string, f func() error) error {
+	c.t.Helper()
+	var stuck atomic.Bool
+	timer := time.AfterFunc(frameWait, func() {
+		stuck.Store(true)
+		if c.abort != nil {
+			c.abort()
+		}
+	})
+	err := f()
+	if !timer.Stop() && stuck.Load() {
+		c.t.Fatalf("%s: nothing for %v, the worker or the test is stuck (the goroutines then are in the log): %v", what, frameWait, err)
+	}
+	return err
+}
+
+// send writes a request to the worker.
+func (c *client) send(req *wire.Request) {
+	c.t.Helper()
+	if err := c.bounded("sending a request", func() error { return wire.Write(c.in, req) }); err != nil {
+		c.t.Fatalf("write frame: %v", err)
+	}
 }
 
 func (c *client) recv() wire.Response {
 	c.t.Helper()
 	var r wire.Response
-	if err := wire.Read(c.out, &r); err != nil {
+	if err := c.bounded("waiting for a frame", func() error { return wire.Read(c.out, &r) }); err != nil {
 		c.t.Fatalf("read frame: %v", err)
 	}
 	if r.Ring != nil {
@@ -54,6 +93,9 @@ func (c *client) recv() wire.Response {
 	return r
 }
 
+// errStuck ends the pipes of an in-memory worker that the client waited on for frameWait.
+var errStuck = errors.New("closed by the test: stuck")
+
 var nextID uint64
 
 // run sends a request and returns its result, skipping status frames.
@@ -64,9 +106,7 @@ func (c *client) run(req wire.Request) wire.Response {
 	if req.Limits.Timeout == 0 {
 		req.Limits.Timeout = 20 * time.Second
 	}
-	if err := wire.Write(c.in, &req); err != nil {
-		c.t.Fatalf("write frame: %v", err)
-	}
+	c.send(&req)
 	for {
 		r := c.recv()
 		if r.Op == wire.OpStatus {
@@ -127,6 +167,12 @@ func startInMemoryRing(t testing.TB, cfg Config, ring bool) (*client, <-chan int
 		outW.Close()
 	}()
 	c := &client{t: t, in: inW, out: bufio.NewReader(outR), ring: r}
+	c.abort = func() {
+		buf := make([]byte, 4<<20)
+		t.Logf("the worker's pipes are closed, stuck; the goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+		outR.CloseWithError(errStuck)
+		inW.CloseWithError(errStuck)
+	}
 	if r := c.recv(); r.Op != wire.OpReady {
 		t.Fatalf("first frame %+v, want ready", r)
 	}
@@ -205,7 +251,11 @@ func TestWorkerProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
-	c := &client{t: t, in: in, out: bufio.NewReader(out)}
+	c := &client{t: t, in: in, out: bufio.NewReader(out), abort: func() {
+		// Its goroutines to its log (stderr, ours), and its end ends the pipes.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		time.AfterFunc(5*time.Second, func() { _ = cmd.Process.Kill() })
+	}}
 	if r := c.recv(); r.Op != wire.OpReady {
 		t.Fatalf("first frame %+v", r)
 	}
