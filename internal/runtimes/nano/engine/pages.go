@@ -40,6 +40,11 @@ type pageSpare struct {
 	// want is the number of pages refill keeps ready: twice what the last snapshot took.
 	want int
 	busy bool // a refill is in progress
+	// refills are the refill goroutines started (startRefill) and not ended: close waits for
+	// them, as a refill writes the source's pages, which the source's owner may unmap once the
+	// instance is closed (the worker unmaps its ring as it exits). closed: no more start.
+	refills sync.WaitGroup
+	closed  bool
 
 	// Reuse, once keepOnly was called: free are pages to hand out again (resident); out the
 	// pages handed out and not taken back, in order; keep is what keepOnly said last, and
@@ -74,8 +79,14 @@ type PageSource interface {
 }
 
 // close gives the source back the pages of the spare nothing refers to: the instance ends, and
-// its snapshots are not read any more. Pages still pending stay out of use.
+// its snapshots are not read any more. Pages still pending stay out of use. It waits for a
+// refill in progress first: that refill writes pages of the source, and then adds them to the
+// spare, which would otherwise keep them from the source for good.
 func (p *pageSpare) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.refills.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.src != nil {
@@ -144,9 +155,23 @@ func (p *pageSpare) keepOnly(keep []*snapshot) {
 	p.fence = len(p.out)
 }
 
-// refill tops the spare up to what pages has been asked for, off the caller's path: call it on
-// a goroutine of its own. Pages taken back come first; new memory is written once here, so its
-// page faults are taken here.
+// startRefill runs refill on a goroutine of its own, unless the spare is closed.
+func (p *pageSpare) startRefill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.refills.Add(1)
+	go func() {
+		defer p.refills.Done()
+		p.refill()
+	}()
+}
+
+// refill tops the spare up to what pages has been asked for, off the caller's path
+// (startRefill). Pages taken back come first; new memory is written once here, so its page
+// faults are taken here.
 func (p *pageSpare) refill() {
 	p.mu.Lock()
 	if p.busy {
@@ -292,7 +317,7 @@ func (i *Instance) KeepOnly(keep ...*SnapshotParts) {
 	if i.spare.takeBackNow() {
 		return
 	}
-	go i.spare.refill()
+	i.spare.startRefill()
 }
 
 // takeBackNow takes pages back at once when that is cheap (they are all the source's: a bit set,

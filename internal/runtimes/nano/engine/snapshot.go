@@ -199,7 +199,7 @@ func (i *Instance) snapshotWritten(buf []byte) *snapshot {
 		s.Pages[p] = block[n]
 	}
 	if !i.spare.reusing() { // else KeepOnly starts it
-		go i.spare.refill()
+		i.spare.startRefill()
 	}
 	i.tracked, i.trackedFrom, i.trackedWritten = s, base, written
 	return s
