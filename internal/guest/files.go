@@ -126,6 +126,62 @@ func (a *agent) asUser(fn func() error) error {
 	return <-done
 }
 
+// asUserWholly is asUser with the thread's real uid and gid the user's too (the saved ones stay
+// root's, to come back): what checks the real ids, as gVisor's right to read another process's
+// /proc files does, then sees the user.
+func (a *agent) asUserWholly(fn func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if os.Geteuid() != 0 {
+			if os.Geteuid() != a.cfg.UID {
+				done <- fmt.Errorf("the agent runs as uid %d, not root: it cannot act as uid %d", os.Geteuid(), a.cfg.UID)
+			} else {
+				done <- fn()
+			}
+			runtime.UnlockOSThread()
+			return
+		}
+		groups, err := unix.Getgroups()
+		if err != nil {
+			done <- err
+			runtime.UnlockOSThread()
+			return
+		}
+		egid := os.Getegid()
+		restore := func() error {
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, keep); e != 0 {
+				return fmt.Errorf("setresuid back to 0: %w", e)
+			}
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(egid), uintptr(egid), keep); e != 0 {
+				return fmt.Errorf("setresgid back to %d: %w", egid, e)
+			}
+			return setGroups(groups)
+		}
+		err = setGroups(nil)
+		if err == nil {
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(a.cfg.GID), uintptr(a.cfg.GID), keep); e != 0 {
+				err = fmt.Errorf("setresgid %d: %w", a.cfg.GID, e)
+			}
+		}
+		if err == nil {
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(a.cfg.UID), uintptr(a.cfg.UID), keep); e != 0 {
+				err = fmt.Errorf("setresuid %d: %w", a.cfg.UID, e)
+			}
+		}
+		if err == nil {
+			err = fn()
+		}
+		if rerr := restore(); rerr != nil {
+			log.Printf("a thread cannot become root again (%v); it ends", rerr)
+		} else {
+			runtime.UnlockOSThread()
+		}
+		done <- err
+	}()
+	return <-done
+}
+
 // keep is -1 as a uid_t or gid_t argument: "leave this id as it is".
 const keep = uintptr(math.MaxUint32)
 

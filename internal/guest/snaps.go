@@ -872,13 +872,16 @@ func (a *agent) rewind(id uint64) error {
 		a.dropSnap(id, "its process ended")
 		return &proto.Error{Kind: sandbox.KindNotFound, Message: fmt.Sprintf("snapshot %d is not kept: its process ended", id)}
 	}
+	// The files the live processes map shared and writable, before they end (a write through a
+	// mapping leaves no event and, in gVisor, not even a new mtime: they are copied back).
+	mapped := a.mappedFiles(a.roots())
 	if py != nil {
 		a.dropPrefork(py)
 		a.waitOwnGroups()
 		// Its parked children become the agent's orphans once it is reaped.
 		py.end()
 	}
-	if err := a.restoreFiles(s); err != nil {
+	if err := a.restoreFiles(s, mapped); err != nil {
 		log.Printf("rewind to snapshot %d: files: %v", id, err)
 	}
 	if err := syscall.Kill(s.proc.pid, syscall.SIGUSR1); err != nil {
@@ -945,13 +948,20 @@ func (a *agent) rewindFailed(id uint64, err error) error {
 // Either way the events up to here are taken: the rewind makes the live tree the snapshot's, and
 // only what changes from here on (its own copies among them) is the next snapshot's to look at,
 // unless the watch had lost track (its paths may be stale: the next snapshot walks).
-func (a *agent) liveNow() ([]liveFile, error) {
+func (a *agent) liveNow(mapped map[string]bool) ([]liveFile, error) {
 	live, err := a.liveByEvents()
 	if err != nil {
 		return nil, err
 	}
-	// Files written through a shared mapping may keep their stat: copied back every time.
-	if mapped := a.mappedFiles(a.roots()); len(mapped) > 0 {
+	// Files written through a shared mapping (mapped, or mapped now) may keep their stat: they
+	// are copied back every time.
+	for k := range a.mappedFiles(a.roots()) {
+		if mapped == nil {
+			mapped = map[string]bool{}
+		}
+		mapped[k] = true
+	}
+	if len(mapped) > 0 {
 		for i := range live {
 			if mapped[live[i].rel] {
 				live[i].key = statKey{}
@@ -1029,11 +1039,25 @@ func (a *agent) mappedFiles(roots []string) map[string]bool {
 		}
 	}
 	a.mu.Unlock()
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	self := os.Getpid()
+	var out map[string]bool
+	// As the user, wholly: reading another process's maps takes the right to trace it, which
+	// the agent does not hold as root in the sandbox (no CAP_SYS_PTRACE), and which a thread
+	// has over the user's processes only when its real, effective and saved ids are all the
+	// user's (asUser changes the effective ones only).
+	_ = a.asUserWholly(func() error {
+		procs, err := os.ReadDir("/proc")
+		if err != nil {
+			return nil
+		}
+		out = mappedIn(procs, roots, self, parked, a.cfg.UID)
+		return nil
+	})
+	return out
+}
+
+// mappedIn is mappedFiles over the processes procs (the entries of /proc).
+func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool, uid int) map[string]bool {
 	var out map[string]bool
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
@@ -1041,7 +1065,7 @@ func (a *agent) mappedFiles(roots []string) map[string]bool {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != a.cfg.UID {
+		if unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/maps")
@@ -1084,9 +1108,10 @@ func mappedKey(roots []string, p string) (string, bool) {
 	return "", false
 }
 
-// restoreFiles makes the session's directories hold what snapshot s holds.
-func (a *agent) restoreFiles(s *snap) error {
-	live, err := a.liveNow()
+// restoreFiles makes the session's directories hold what snapshot s holds; mapped are files the
+// live processes mapped shared and writable before they ended (mappedFiles).
+func (a *agent) restoreFiles(s *snap, mapped map[string]bool) error {
+	live, err := a.liveNow(mapped)
 	if err != nil {
 		return err
 	}
