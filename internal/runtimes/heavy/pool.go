@@ -188,6 +188,7 @@ func (rt *Runtime) acquire(ctx context.Context, img rootfs.Image, l sandbox.Limi
 	rt.active[b] = true
 	b.claimedAt = time.Now()
 	rt.mu.Unlock()
+	rt.touch()
 	rt.setParentWeight()
 	rt.refill()
 	return b, false, nil
@@ -215,6 +216,7 @@ func (rt *Runtime) poolable(l sandbox.Limits) bool {
 // release gives back a sandbox's slot; it is destroyed in the background (a one-shot run's
 // always, a session's when it closes).
 func (rt *Runtime) release(b *box, destroy bool) {
+	rt.touch()
 	rt.mu.Lock()
 	delete(rt.active, b)
 	rt.mu.Unlock()
@@ -237,7 +239,8 @@ func (rt *Runtime) release(b *box, destroy bool) {
 // that was opened and left without a run. Claims made while it waits count too (it looks again
 // after each wait): in a burst the first answers come while later claims' cells still run, and
 // work started on those first answers ran beside the later cells. When it waited for answers it
-// then waits answerTravel more, for them to reach their clients. It waits at most burstWait.
+// then waits answerTravel more, for them to reach their clients, and until the runtime's sessions
+// have been quiet that long (at most refillWait more). It waits at most burstWait.
 func (rt *Runtime) afterFreshAnswers(d time.Duration) {
 	type wait struct {
 		answered <-chan struct{}
@@ -280,6 +283,32 @@ func (rt *Runtime) afterFreshAnswers(d time.Duration) {
 				t.Stop()
 				return
 			}
+			// Then until the burst's requests have gone quiet: its clients take the answers and
+			// send what comes next (a close, the next run), and each of those is activity. A
+			// daemon starved of the CPU delivers its answers late, so a fixed time after the
+			// last guest answer released the forks, restores and teardowns while answers still
+			// waited in it (traced: answers the daemon timed at 40 ms reached their clients at
+			// 372 ms, the host's CPUs busy throughout).
+			// At most refillWait, so that a steady load (never quiet) holds a session's next run
+			// behind its first step's snapshot no longer than a burst's claims already did.
+			quietBy := time.Now().Add(refillWait)
+			if deadline.Before(quietBy) {
+				quietBy = deadline
+			}
+			for {
+				quiet := time.Since(time.Unix(0, rt.activity.Load()))
+				left := time.Until(quietBy)
+				if quiet >= answerTravel || left <= 0 {
+					break
+				}
+				t := time.NewTimer(min(answerTravel-quiet, left))
+				select {
+				case <-t.C:
+				case <-rt.ctx.Done():
+					t.Stop()
+					return
+				}
+			}
 			continue
 		}
 		waited = true
@@ -302,11 +331,15 @@ func (rt *Runtime) afterFreshAnswers(d time.Duration) {
 }
 
 // answerTravel is how long afterFreshAnswers waits after the last fresh answer for the answers
-// to leave the daemon: its own work per answer is a few milliseconds of CPU.
+// to leave the daemon (its own work per answer is a few milliseconds of CPU), and then how long
+// the runtime's sessions must have been quiet (no claim, run or release: touch).
 const answerTravel = 25 * time.Millisecond
 
 // burstWait bounds how long afterFreshAnswers waits in all, however many claims keep coming.
 const burstWait = 4 * refillWait
+
+// touch records activity of the runtime's users: a claim, a run starting or ending, a release.
+func (rt *Runtime) touch() { rt.activity.Store(time.Now().UnixNano()) }
 
 // refillWait bounds how long background work waits for the first answer of a sandbox just
 // handed out (afterFreshAnswers): long enough for a one-shot `print` or a session's first cell,

@@ -310,3 +310,29 @@ func TestAfterFreshAnswersWaitsForLaterClaims(t *testing.T) {
 		t.Errorf("waited %v for a sandbox that never answered; the bound is %v", waited, burstWait)
 	}
 }
+
+// Work behind a burst waits until the burst's requests have gone quiet: the clients' next
+// requests (closes, next runs) come only once their answers reached them, so while they come,
+// answers may still be on their way through the daemon.
+func TestAfterFreshAnswersWaitsForQuiet(t *testing.T) {
+	rt := &Runtime{active: map[*box]bool{}, ctx: context.Background()}
+	fresh := &box{answered: make(chan struct{}), claimedAt: time.Now()}
+	rt.active[fresh] = true
+	// The runtime's sessions busy until 150 ms from now (as if a close or a run came every
+	// moment until then), stamped before the answer so that no wait can miss it.
+	busy := time.Now().Add(150 * time.Millisecond)
+	rt.activity.Store(busy.UnixNano())
+	done := make(chan struct{})
+	var returned time.Time
+	go func() { rt.afterFreshAnswers(10 * time.Second); returned = time.Now(); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	fresh.markAnswered()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting after the requests went quiet")
+	}
+	if returned.Before(busy.Add(answerTravel)) {
+		t.Errorf("returned %v before the requests had been quiet for answerTravel (%v)", busy.Add(answerTravel).Sub(returned), answerTravel)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -186,12 +187,14 @@ type Runtime struct {
 	// for (cpuweight.go); weightMu orders its writes.
 	parentWeight int
 	weightMu     sync.Mutex
-	ctx          context.Context
-	cancel       context.CancelFunc
-	wg           sync.WaitGroup
-	stats        counters
-	pc           poolCounters
-	modules      moduleCache
+	// activity is when a user of the runtime last claimed, ran or released (touch; Unix ns).
+	activity atomic.Int64
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stats    counters
+	pc       poolCounters
+	modules  moduleCache
 }
 
 // Interface guards.
@@ -427,6 +430,7 @@ func (rt *Runtime) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.R
 		rr.Limits.Timeout = max(rr.Limits.Timeout-b.startTime, time.Millisecond)
 	}
 	res, _, err := b.run(ctx, &rr, false, rt.opts.Grace, nil)
+	rt.touch()
 	b.markAnswered()
 	rt.release(b, true)
 	fill := func(r *sandbox.Result) {

@@ -73,7 +73,9 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		snap = &stepSnap{snap: s.tt.nextSnap, maxBytes: s.rt.opts.SnapshotFilesBytes}
 	}
 	start := time.Now()
+	s.rt.touch()
 	res, _, err := b.run(ctx, req, true, s.rt.opts.Grace, snap)
+	s.rt.touch()
 	if snap != nil && snap.call != nil {
 		s.tt.pending = &pendingSnap{b: b, snap: snap.snap, call: snap.call}
 	}
