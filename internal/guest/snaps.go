@@ -1041,10 +1041,10 @@ func (a *agent) mappedFiles(roots []string) map[string]bool {
 	a.mu.Unlock()
 	self := os.Getpid()
 	var out map[string]bool
-	// As the user, wholly: reading another process's maps takes the right to trace it, which
-	// the agent does not hold as root in the sandbox (no CAP_SYS_PTRACE), and which a thread
-	// has over the user's processes only when its real, effective and saved ids are all the
-	// user's (asUser changes the effective ones only).
+	// As the user, real ids too: reading another process's maps takes the right to trace it,
+	// which the agent does not hold as root in the sandbox (no CAP_SYS_PTRACE), and which gVisor
+	// grants over the user's processes only to a thread whose real ids are the user's (asUser
+	// changes the effective ones only).
 	_ = a.asUserWholly(func() error {
 		procs, err := os.ReadDir("/proc")
 		if err != nil {
