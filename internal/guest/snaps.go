@@ -953,14 +953,8 @@ func (a *agent) liveNow(mapped map[string]bool) ([]liveFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Files written through a shared mapping (mapped, or mapped now) may keep their stat: they
-	// are copied back every time.
-	for k := range a.mappedFiles(a.roots()) {
-		if mapped == nil {
-			mapped = map[string]bool{}
-		}
-		mapped[k] = true
-	}
+	// Files written through a shared mapping (mapped: found before the live process ended) may
+	// keep their stat: they are copied back every time.
 	if len(mapped) > 0 {
 		for i := range live {
 			if mapped[live[i].rel] {
@@ -1068,6 +1062,12 @@ func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool
 		if unix.Stat("/proc/"+e.Name(), &st) != nil || int(st.Uid) != uid {
 			continue
 		}
+		// Its maps only when it holds a file of the roots open: reading them costs ~1 ms in
+		// gVisor for a Python process with numpy and pandas loaded, its descriptors ~0.1 ms.
+		// (Python's mmap, and numpy.memmap through it, keep a descriptor of the mapped file.)
+		if !holdsOpen("/proc/"+e.Name()+"/fd", roots) {
+			continue
+		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/maps")
 		if err != nil {
 			continue
@@ -1093,6 +1093,22 @@ func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool
 		}
 	}
 	return out
+}
+
+// holdsOpen says whether a descriptor of fdDir (/proc/PID/fd) names a file beneath roots.
+func holdsOpen(fdDir string, roots []string) bool {
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(fdDir + "/" + fd.Name()); err == nil {
+			if _, ok := mappedKey(roots, target); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // mappedKey is the snapshot key of the absolute path p, if it is beneath one of roots.

@@ -330,7 +330,7 @@ func TestSnapshotFilesMapped(t *testing.T) {
 		}
 		return strings.TrimSpace(o)
 	}
-	mustCell(t, in, out, next(), "import mmap\nopen('m.bin', 'wb').write(b'.' * 4096)\nf = open('m.bin', 'r+b')\nM = mmap.mmap(f.fileno(), 0)\n")
+	mustCell(t, in, out, next(), "import mmap\nopen('m.bin', 'wb').write(b'.' * 4096)\nwith open('m.bin', 'r+b') as f:\n    M = mmap.mmap(f.fileno(), 0)\n")
 	snapshot(1)
 	snapshot(2)
 	r := mustCell(t, in, out, next(), "M[0:3] = b'abc'")

@@ -516,7 +516,7 @@ func TestSnapshotFilesEventGapsInHeavy(t *testing.T) {
 	ctx := context.Background()
 	const state = "print(open('a').read(), open('sub/b').read(), open('m.bin', 'rb').read(3), sorted(os.listdir('d')), open('d/f').read())"
 	out(t, s, "import os, mmap, shutil\nos.mkdir('sub')\nopen('a', 'w').write('one')\nos.link('a', 'sub/b')\n"+
-		"open('m.bin', 'wb').write(b'.' * 4096)\nf = open('m.bin', 'r+b')\nM = mmap.mmap(f.fileno(), 0)\n"+
+		"open('m.bin', 'wb').write(b'.' * 4096)\nwith open('m.bin', 'r+b') as f:\n    M = mmap.mmap(f.fileno(), 0)\n"+
 		"os.mkdir('d')\nopen('d/f', 'w').write('f1')\n")
 	want := map[string]string{}
 	step := func(name, code string) {
