@@ -3,6 +3,7 @@
 package guest
 
 import (
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +12,44 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 )
 
+// snapSession is a guest agent served over pipes with a snapshot store of the test's own, and the
+// snapshot and rewind requests the tests of a step's files send it (each fails the test when
+// the agent refuses).
+type snapSession struct {
+	t   *testing.T
+	in  io.Writer
+	out io.Reader
+	id  uint64
+}
+
+func newSnapSession(t *testing.T, edit func(*Config)) *snapSession {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _, _ := serveWith(t, edit)
+	return &snapSession{t: t, in: in, out: out}
+}
+
+// next is the next request's ID.
+func (s *snapSession) next() uint64 { s.id++; return s.id }
+
+func (s *snapSession) snapshot(n uint64) *proto.SnapInfo {
+	s.t.Helper()
+	ans := snapRequest(s.t, s.in, s.out, &proto.Frame{Op: proto.OpSnapshot, ID: s.next(), Snap: n})
+	if ans.Op != proto.OpSnapshot || ans.SnapInfo == nil {
+		s.t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+	}
+	s.t.Logf("snapshot %d: looked at %d paths, holds %d, copied %d bytes", n, ans.SnapInfo.Looked, ans.SnapInfo.Files, ans.SnapInfo.NewBytes)
+	return ans.SnapInfo
+}
+
+func (s *snapSession) rewind(n uint64) {
+	s.t.Helper()
+	if ans := snapRequest(s.t, s.in, s.out, &proto.Frame{Op: proto.OpRewind, ID: s.next(), Snap: n}); ans.Error != nil {
+		s.t.Fatalf("rewind to %d: %+v", n, ans.Error)
+	}
+}
+
 // A session with many files: a step's snapshot looks only at the paths that changed (the watch's
 // events), not at every file, and a rewind to any step brings back its work directory and /tmp
 // exactly (every path's kind, mode, content or link target) after changes of every kind between
@@ -18,28 +57,9 @@ import (
 // directory removed, renamed, removed and made again, made with files in it; a link; /tmp's
 // files. New steps after a rewind are again snapshotted from their changes only.
 func TestSnapshotFilesChanges(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
 	var tmp string
-	in, out, _, _ := serveWith(t, func(c *Config) { tmp = c.Roots[0] })
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
-	snapshot := func(n uint64) *proto.SnapInfo {
-		t.Helper()
-		ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n})
-		if ans.Op != proto.OpSnapshot || ans.SnapInfo == nil {
-			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
-		}
-		t.Logf("snapshot %d: looked at %d paths, holds %d, copied %d bytes", n, ans.SnapInfo.Looked, ans.SnapInfo.Files, ans.SnapInfo.NewBytes)
-		return ans.SnapInfo
-	}
-	rewind := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
-			t.Fatalf("rewind to %d: %+v", n, ans.Error)
-		}
-	}
+	s := newSnapSession(t, func(c *Config) { tmp = c.Roots[0] })
+	in, out, next, snapshot, rewind := s.in, s.out, s.next, s.snapshot, s.rewind
 	// Every path of the work directory and of /tmp: its kind, mode and content's hash, or target.
 	const listing = `import os, json, hashlib
 def ls(top):
@@ -149,18 +169,8 @@ open(T + '/t.txt', 'w').write('t')
 // they are in a directory the watch covers or in one made since (listed, then watched by the
 // next snapshot), with or without a snapshot between runs.
 func TestRunFilesFromWatch(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _, _ := serveWith(t, nil)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
-	snapshot := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
-			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
-		}
-	}
+	s := newSnapSession(t, nil)
+	in, out, next, snapshot := s.in, s.out, s.next, s.snapshot
 	var work string
 	files := func(code string) string {
 		t.Helper()
@@ -220,24 +230,8 @@ func TestRunFilesFromWatch(t *testing.T) {
 // name, and inotify names only the one written through. The snapshots and rewinds still hold
 // every name's content as it was, and a run reports the file changed under every name.
 func TestSnapshotFilesHardLinks(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _, _ := serveWith(t, nil)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
-	snapshot := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
-			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
-		}
-	}
-	rewind := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
-			t.Fatalf("rewind to %d: %+v", n, ans.Error)
-		}
-	}
+	s := newSnapSession(t, nil)
+	in, out, next, snapshot, rewind := s.in, s.out, s.next, s.snapshot, s.rewind
 	state := func() string {
 		t.Helper()
 		_, o, e := cell(t, in, out, next(), "print(open('a').read(), open('sub/b').read(), open('c').read())")
@@ -304,24 +298,8 @@ func TestSnapshotFilesHardLinks(t *testing.T) {
 // writes raise no inotify event (inotify(7)), yet the step's snapshot holds what was written,
 // a rewind brings each step's content back, and a run reports the file changed.
 func TestSnapshotFilesMapped(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _, _ := serveWith(t, nil)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
-	snapshot := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
-			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
-		}
-	}
-	rewind := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
-			t.Fatalf("rewind to %d: %+v", n, ans.Error)
-		}
-	}
+	s := newSnapSession(t, nil)
+	in, out, next, snapshot, rewind := s.in, s.out, s.next, s.snapshot, s.rewind
 	state := func() string {
 		t.Helper()
 		_, o, e := cell(t, in, out, next(), "print(open('m.bin', 'rb').read(3))")
@@ -360,24 +338,8 @@ func TestSnapshotFilesMapped(t *testing.T) {
 // file is named by an event (its removal) and found again by the walk of the new directory, and
 // the snapshot holds it once, with its new content.
 func TestSnapshotFilesDirRemade(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _, _ := serveWith(t, nil)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
-	snapshot := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
-			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
-		}
-	}
-	rewind := func(n uint64) {
-		t.Helper()
-		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: n}); ans.Error != nil {
-			t.Fatalf("rewind to %d: %+v", n, ans.Error)
-		}
-	}
+	s := newSnapSession(t, nil)
+	in, out, next, snapshot, rewind := s.in, s.out, s.next, s.snapshot, s.rewind
 	state := func() string {
 		t.Helper()
 		_, o, e := cell(t, in, out, next(), "import os\nprint(sorted(os.listdir('d')), open('d/f').read() if os.path.exists('d/f') else None)")
