@@ -41,7 +41,7 @@ func (s *Store) with(tenant, name string, write bool, f func(root *os.Root) erro
 	s.mu.Lock()
 	var release func()
 	mnt := ""
-	if l := s.leases[key{tenant, name}]; l != nil && !write {
+	if l := s.leases[key{tenant, name}]; l != nil && l.stuck == nil && !write {
 		if _, err := s.read(tenant, name); err != nil {
 			s.mu.Unlock()
 			return err

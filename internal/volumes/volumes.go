@@ -60,6 +60,9 @@ type lease struct {
 	// what it could not do.
 	onRelease func()
 	err       error
+	// stuck is the error of the unmount after the last holder let go: no session holds the
+	// volume, but it is still mounted on the host. The next Attach or Delete tries again.
+	stuck error
 }
 
 // meta is what volume.json keeps.
@@ -146,7 +149,7 @@ func (s *Store) read(tenant, name string) (meta, error) {
 
 func (s *Store) info(m meta) sandbox.VolumeInfo {
 	v := sandbox.VolumeInfo{Name: m.Name, QuotaBytes: m.QuotaBytes, CreatedAt: m.CreatedAt}
-	if l := s.leases[key{m.Tenant, m.Name}]; l != nil {
+	if l := s.leases[key{m.Tenant, m.Name}]; l != nil && l.stuck == nil {
 		if l.rw {
 			v.MountedRW = 1
 		} else {
@@ -284,6 +287,11 @@ func (s *Store) Delete(tenant, name string) error {
 	if _, err := s.read(tenant, name); err != nil {
 		return err
 	}
+	if l := s.leases[key{tenant, name}]; l != nil && l.stuck != nil {
+		if err := s.unstickLocked(key{tenant, name}, l, filepath.Join(s.volDir(tenant, name), "mnt")); err != nil {
+			return err
+		}
+	}
 	if s.leases[key{tenant, name}] != nil {
 		return sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted by a session", name).
 			WithHint("close the sessions that mount it first")
@@ -320,6 +328,12 @@ func (s *Store) attachLocked(tenant, name string, readOnly bool) (string, func()
 	dir := s.volDir(tenant, name)
 	mnt := filepath.Join(dir, "mnt")
 	l := s.leases[k]
+	if l != nil && l.stuck != nil {
+		if err := s.unstickLocked(k, l, mnt); err != nil {
+			return "", nil, err
+		}
+		l = nil
+	}
 	switch {
 	case l != nil && l.rw:
 		return "", nil, sandbox.Errorf(sandbox.KindConflict, "volume %q is mounted read-write by another session", name).
@@ -347,8 +361,9 @@ func (s *Store) attachLocked(tenant, name string, readOnly bool) (string, func()
 					l.onRelease()
 				}
 				if err := unmount(mnt); err != nil {
-					// Keep it known as held: the next Open undoes the mount.
-					s.leases[k] = &lease{rw: true, n: 1}
+					// Still mounted: known as such (not as held by a session) until an Attach
+					// or Delete unmounts it, or the next Open does.
+					s.leases[k] = &lease{stuck: err}
 				}
 			}
 		})
@@ -409,10 +424,36 @@ func mount(img, mnt string, readOnly bool) error {
 	return err
 }
 
+// unmount unmounts mnt, trying again for up to unmountBusyFor while the kernel says it is busy:
+// a mount namespace made at that moment (a sandbox or a jailed worker starting, on this host)
+// starts with a copy of every mount, this one too, and an unmount that propagates to a copy in
+// use fails with EBUSY until the new namespace lets go of it, in milliseconds.
 func unmount(mnt string) error {
-	if err := syscall.Unmount(mnt, 0); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return fmt.Errorf("umount %s: %w", mnt, err)
+	deadline := time.Now().Add(unmountBusyFor)
+	for {
+		err := syscall.Unmount(mnt, 0)
+		if err == nil || errors.Is(err, syscall.EINVAL) {
+			return nil
+		}
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("umount %s: %w", mnt, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// unmountBusyFor is how long unmount tries again on EBUSY (a variable for tests).
+var unmountBusyFor = 2 * time.Second
+
+// unstickLocked unmounts the volume at mnt that no holder has any more but whose unmount failed
+// (lease l of k, stuck): once it is unmounted the lease is gone; otherwise the error says so,
+// rather than a conflict with a session there is not.
+func (s *Store) unstickLocked(k key, l *lease, mnt string) error {
+	if err := unmount(mnt); err != nil {
+		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "volume %q is held by no session but is still mounted on the host (its unmount when the last holder let go failed too): %v", k.name, err).
+			WithHint("something on the host has a file of the volume open; try again once it is closed (a daemon restart also unmounts it)")
+	}
+	delete(s.leases, k)
 	return nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
@@ -153,6 +155,66 @@ func TestLeases(t *testing.T) {
 	}
 	if _, err := s.Get("", "l"); sandbox.KindOf(err) != sandbox.KindNotFound {
 		t.Fatalf("after delete: %v", err)
+	}
+}
+
+// A volume let go while something on the host still has a file of it open (as a mount namespace
+// made at that moment does with its copy of the mount, for milliseconds): the unmount tries again
+// until it is closed. Still open past that, the volume is held by no one: the next Attach and
+// Delete say it is still mounted on the host (not a conflict with a session there is not), and
+// work once the file is closed.
+func TestUnmountWhileBusy(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	if _, err := s.Create("", "b", 2<<20); err != nil {
+		t.Fatal(err)
+	}
+	mnt, rel, err := s.Attach("", "b", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(mnt, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { f.Close() })
+	rel()
+	_, r, err := s.Attach("", "b", true)
+	if err != nil {
+		t.Fatalf("after an unmount that was busy for 200ms: %v", err)
+	}
+	r()
+
+	volumes.SetUnmountBusyFor(t, 100*time.Millisecond)
+	mnt, rel, err = s.Attach("", "b", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = os.Open(filepath.Join(mnt, "held")); err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rel()
+	if v, err := s.Get("", "b"); err != nil || v.MountedRW != 0 || v.MountedRO != 0 {
+		t.Fatalf("held by no session: %+v %v", v, err)
+	}
+	if _, _, err := s.Attach("", "b", true); sandbox.KindOf(err) != sandbox.KindRuntimeUnavailable || !strings.Contains(err.Error(), "still mounted") {
+		t.Fatalf("attach while the host holds it: %v", err)
+	}
+	if err := s.Delete("", "b"); sandbox.KindOf(err) != sandbox.KindRuntimeUnavailable {
+		t.Fatalf("delete while the host holds it: %v", err)
+	}
+	if b, err := s.ReadFile("", "b", "held"); sandbox.KindOf(err) != sandbox.KindRuntimeUnavailable {
+		t.Fatalf("files API read while the host holds it: %q %v", b, err)
+	}
+	f.Close()
+	_, r, err = s.Attach("", "b", true)
+	if err != nil {
+		t.Fatalf("once closed: %v", err)
+	}
+	r()
+	if err := s.Delete("", "b"); err != nil {
+		t.Fatal(err)
 	}
 }
 
