@@ -8,22 +8,30 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ringPair is a ring of size bytes and slots page slots as the daemon maps it and as the worker
+// does, closed with the test.
+func ringPair(t *testing.T, size, slots int) (daemon, worker *Ring) {
+	t.Helper()
+	daemon, f, err := NewRing(size, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { daemon.Close() })
+	worker, err = OpenRing(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { worker.Close() })
+	return daemon, worker
+}
+
 // TestRing: the worker's side and the daemon's, two mappings of one memfd: frames come out as
 // they went in, in one piece across the end, and space is reused only once the daemon copied
 // it out; what does not fit now is refused (the worker then sends it through the pipe).
 func TestRing(t *testing.T) {
 	const size = 64 << 10
-	daemon, f, err := NewRing(size, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
-	worker, err := OpenRing(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	defer worker.Close()
+	daemon, worker := ringPair(t, size, 0)
 
 	frame := func(n int, b byte) [][]byte {
 		return [][]byte{bytes.Repeat([]byte{b}, 7), bytes.Repeat([]byte{b + 1}, n-7)}
@@ -116,17 +124,7 @@ func TestRingSealed(t *testing.T) {
 // others; the daemon's copy is the header and the pages in order, as if all were carried. A
 // slot is Released only once the daemon has copied out the last frame that named it.
 func TestRingPagedSlots(t *testing.T) {
-	daemon, f, err := NewRing(64<<10, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
-	worker, err := OpenRing(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	defer worker.Close()
+	daemon, worker := ringPair(t, 64<<10, 8)
 
 	slots := worker.NewPages(10)
 	if len(slots) != 8 {
@@ -194,17 +192,7 @@ func TestRingPagedSlots(t *testing.T) {
 // does not exist, whose sizes do not add up, or whose pages run past its span is an error,
 // never a read outside the ring or a panic; the table is read from the daemon's copy.
 func TestRingPagedTakeBounds(t *testing.T) {
-	daemon, f, err := NewRing(64<<10, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer daemon.Close()
-	worker, err := OpenRing(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	defer worker.Close()
+	daemon, worker := ringPair(t, 64<<10, 4)
 	slots := worker.NewPages(4)
 	table := func(pos uint64, entries ...uint32) {
 		for k, e := range entries {
