@@ -106,11 +106,19 @@ func within(p, dir string) bool {
 // process. So only the effective ids change; real and saved stay root, which lets the thread
 // change back (and capabilities(7) puts its capabilities back when its euid is 0 again). A thread
 // that cannot change back is left locked and ends with its goroutine.
-func (a *agent) asUser(fn func() error) error {
+func (a *agent) asUser(fn func() error) error { return a.onUserThread(false, fn) }
+
+// asUserWholly is asUser with the thread's real uid and gid the user's too (the saved ones stay
+// root's, to come back): what checks the real ids, as gVisor's right to read another process's
+// /proc files does, then sees the user.
+func (a *agent) asUserWholly(fn func() error) error { return a.onUserThread(true, fn) }
+
+// onUserThread is asUser, or asUserWholly when real is set.
+func (a *agent) onUserThread(real bool, fn func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		restore, err := becomeUser(a.cfg.UID, a.cfg.GID)
+		restore, err := becomeUser(a.cfg.UID, a.cfg.GID, real)
 		if err != nil {
 			done <- &proto.Error{Kind: sandbox.KindInternal, Message: "becoming the sandbox user: " + err.Error()}
 			return
@@ -126,71 +134,15 @@ func (a *agent) asUser(fn func() error) error {
 	return <-done
 }
 
-// asUserWholly is asUser with the thread's real uid and gid the user's too (the saved ones stay
-// root's, to come back): what checks the real ids, as gVisor's right to read another process's
-// /proc files does, then sees the user.
-func (a *agent) asUserWholly(fn func() error) error {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if os.Geteuid() != 0 {
-			if os.Geteuid() != a.cfg.UID {
-				done <- fmt.Errorf("the agent runs as uid %d, not root: it cannot act as uid %d", os.Geteuid(), a.cfg.UID)
-			} else {
-				done <- fn()
-			}
-			runtime.UnlockOSThread()
-			return
-		}
-		groups, err := unix.Getgroups()
-		if err != nil {
-			done <- err
-			runtime.UnlockOSThread()
-			return
-		}
-		egid := os.Getegid()
-		restore := func() error {
-			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, keep); e != 0 {
-				return fmt.Errorf("setresuid back to 0: %w", e)
-			}
-			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(egid), uintptr(egid), keep); e != 0 {
-				return fmt.Errorf("setresgid back to %d: %w", egid, e)
-			}
-			return setGroups(groups)
-		}
-		err = setGroups(nil)
-		if err == nil {
-			if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(a.cfg.GID), uintptr(a.cfg.GID), keep); e != 0 {
-				err = fmt.Errorf("setresgid %d: %w", a.cfg.GID, e)
-			}
-		}
-		if err == nil {
-			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(a.cfg.UID), uintptr(a.cfg.UID), keep); e != 0 {
-				err = fmt.Errorf("setresuid %d: %w", a.cfg.UID, e)
-			}
-		}
-		if err == nil {
-			err = fn()
-		}
-		if rerr := restore(); rerr != nil {
-			log.Printf("a thread cannot become root again (%v); it ends", rerr)
-		} else {
-			runtime.UnlockOSThread()
-		}
-		done <- err
-	}()
-	return <-done
-}
-
 // keep is -1 as a uid_t or gid_t argument: "leave this id as it is".
 const keep = uintptr(math.MaxUint32)
 
-// becomeUser sets the calling thread's effective uid and gid to the user's, and its supplementary
-// groups to none, and returns how to change it back. These are the raw system calls, which on
+// becomeUser sets the calling thread's effective uid and gid to the user's (and its real ones
+// too when real is set), and its supplementary groups to none, and returns how to change it back. These are the raw system calls, which on
 // Linux (and in gVisor) change one thread: the syscall package's wrappers would change every thread
 // of the agent. An agent that is not root (tests run it unprivileged only when it needs no other
 // user) keeps its own credentials.
-func becomeUser(uid, gid int) (restore func() error, err error) {
+func becomeUser(uid, gid int, real bool) (restore func() error, err error) {
 	euid := os.Geteuid()
 	if euid != 0 {
 		if euid != uid {
@@ -203,12 +155,19 @@ func becomeUser(uid, gid int) (restore func() error, err error) {
 		return nil, fmt.Errorf("getgroups: %w", err)
 	}
 	egid := os.Getegid()
+	// The real ids change with the effective ones, or stay (keep).
+	realID := func(id uintptr) uintptr {
+		if real {
+			return id
+		}
+		return keep
+	}
 	restore = func() error {
 		// The uid first: being root again gives back the capabilities the others need.
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, 0, keep); e != 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, realID(0), 0, keep); e != 0 {
 			return fmt.Errorf("setresuid back to 0: %w", e)
 		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, keep, uintptr(egid), keep); e != 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, realID(uintptr(egid)), uintptr(egid), keep); e != 0 {
 			return fmt.Errorf("setresgid back to %d: %w", egid, e)
 		}
 		return setGroups(groups)
@@ -216,10 +175,10 @@ func becomeUser(uid, gid int) (restore func() error, err error) {
 	if err := setGroups(nil); err != nil {
 		return nil, err
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, keep, uintptr(gid), keep); e != 0 {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, realID(uintptr(gid)), uintptr(gid), keep); e != 0 {
 		return nil, errors.Join(fmt.Errorf("setresgid %d: %w", gid, e), restore())
 	}
-	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, uintptr(uid), keep); e != 0 {
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, realID(uintptr(uid)), uintptr(uid), keep); e != 0 {
 		return nil, errors.Join(fmt.Errorf("setresuid %d: %w", uid, e), restore())
 	}
 	if r, _, _ := unix.RawSyscall(unix.SYS_GETEUID, 0, 0, 0); int(r) != uid {
