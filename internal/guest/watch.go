@@ -145,17 +145,17 @@ func keyFor(roots []string, root int, sub string) string {
 }
 
 // add watches the directory at path (sub relative to root root; the caller runs as the sandbox
-// user), whose inode is ino. It reports false when the watch is full or broken: the caller's
-// snapshot is then the last that can trust events (lost is set).
-func (w *fileWatch) add(root int, sub, path string, ino uint64) bool {
+// user), whose inode is ino. When the watch is full or broken, lost is set: the caller's
+// snapshot is then the last that can trust events.
+func (w *fileWatch) add(root int, sub, path string, ino uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fd < 0 {
-		return false
+		return
 	}
 	if len(w.byWD) >= maxWatches {
 		w.lost, w.capped = true, true
-		return false
+		return
 	}
 	wd, err := inotifyAddWatch(w.fd, path, watchMask|unix.IN_ONLYDIR|unix.IN_DONT_FOLLOW)
 	switch err {
@@ -163,12 +163,12 @@ func (w *fileWatch) add(root int, sub, path string, ino uint64) bool {
 	case unix.ENOENT, unix.ENOTDIR, unix.ELOOP, unix.EACCES:
 		// Gone since the walk, or not a directory now: the parent's event names it again. (Not
 		// readable by the user: the walk cannot list it either; a chmod's event names it.)
-		return true
+		return
 	default:
 		// The system's watches are used up (ENOSPC) or it is short of memory: what changes in
 		// the directory goes unnamed, as past maxWatches.
 		w.lost, w.runLost, w.capped = true, true, true
-		return false
+		return
 	}
 	key := keyFor(w.roots, root, sub)
 	if old := w.byKey[key]; old != nil && old.wd != int32(wd) {
@@ -181,7 +181,6 @@ func (w *fileWatch) add(root int, sub, path string, ino uint64) bool {
 	}
 	d := &watchedDir{wd: int32(wd), root: root, sub: sub, ino: ino}
 	w.byWD[d.wd], w.byKey[key] = d, d
-	return true
 }
 
 // watching reports whether the directory at key is watched as the inode ino.
@@ -217,18 +216,7 @@ func (w *fileWatch) invalidate() {
 	w.mu.Unlock()
 }
 
-// mark names paths as changed (what the agent itself changed, when it cannot rely on events).
-func (w *fileWatch) mark(keys ...string) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, k := range keys {
-		w.markLocked(k)
-	}
-}
-
+// markLocked names key as changed, for snapshots and for runs.
 func (w *fileWatch) markLocked(key string) {
 	if !w.runLost {
 		if len(w.runDirty) >= maxDirty {
