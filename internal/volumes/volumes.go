@@ -288,7 +288,7 @@ func (s *Store) Delete(tenant, name string) error {
 		return err
 	}
 	if l := s.leases[key{tenant, name}]; l != nil && l.stuck != nil {
-		if err := s.unstickLocked(key{tenant, name}, l, filepath.Join(s.volDir(tenant, name), "mnt")); err != nil {
+		if err := s.unstickLocked(key{tenant, name}, filepath.Join(s.volDir(tenant, name), "mnt")); err != nil {
 			return err
 		}
 	}
@@ -329,7 +329,7 @@ func (s *Store) attachLocked(tenant, name string, readOnly bool) (string, func()
 	mnt := filepath.Join(dir, "mnt")
 	l := s.leases[k]
 	if l != nil && l.stuck != nil {
-		if err := s.unstickLocked(k, l, mnt); err != nil {
+		if err := s.unstickLocked(k, mnt); err != nil {
 			return "", nil, err
 		}
 		l = nil
@@ -446,9 +446,9 @@ func unmount(mnt string) error {
 var unmountBusyFor = 2 * time.Second
 
 // unstickLocked unmounts the volume at mnt that no holder has any more but whose unmount failed
-// (lease l of k, stuck): once it is unmounted the lease is gone; otherwise the error says so,
+// (k, whose lease is stuck): once it is unmounted the lease is gone; otherwise the error says so,
 // rather than a conflict with a session there is not.
-func (s *Store) unstickLocked(k key, l *lease, mnt string) error {
+func (s *Store) unstickLocked(k key, mnt string) error {
 	if err := unmount(mnt); err != nil {
 		return sandbox.Errorf(sandbox.KindRuntimeUnavailable, "volume %q is held by no session but is still mounted on the host (its unmount when the last holder let go failed too): %v", k.name, err).
 			WithHint("something on the host has a file of the volume open; try again once it is closed (a daemon restart also unmounts it)")
