@@ -122,11 +122,6 @@ func setAutogroupNice(nice int) error {
 			err = cerr
 		}
 	}
-	if errors.Is(err, os.ErrPermission) {
-		// A daemon in a container whose user namespace is not the host's may not change its
-		// autogroup: the jail still starts, its niceness counting within its session only.
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("autogroup nice %d: %w", nice, err)
 	}
