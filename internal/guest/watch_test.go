@@ -50,3 +50,46 @@ func TestWatchAddFailureWalks(t *testing.T) {
 		t.Error("a directory gone since the walk made the next snapshot walk")
 	}
 }
+
+// The kernel's queue of events overflowed (IN_Q_OVERFLOW): events were dropped, so the next
+// snapshot and the runs walk instead of trusting the paths named; the one after goes by events
+// again.
+func TestWatchOverflowWalks(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "d")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(sub, &st); err != nil {
+		t.Fatal(err)
+	}
+	w := newFileWatch([]string{dir})
+	if w == nil {
+		t.Skip("no inotify")
+	}
+	defer w.close()
+	w.reset()
+	w.add(0, "d", sub, st.Ino)
+	w.take()
+	w.restartRun()
+	if err := os.WriteFile(filepath.Join(sub, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if dirty, complete := w.take(); !complete || len(dirty) != 1 {
+		t.Fatalf("a file written in a watched directory: %v complete %v, want it named", dirty, complete)
+	}
+	w.restartRun()
+	w.mu.Lock()
+	w.eventLocked(-1, unix.IN_Q_OVERFLOW, "")
+	w.mu.Unlock()
+	if _, complete := w.take(); complete {
+		t.Error("after an overflow of the queue: the next snapshot goes by events")
+	}
+	if _, ok := w.takeRun(); ok {
+		t.Error("after an overflow of the queue: the run goes by events")
+	}
+	if _, complete := w.take(); !complete {
+		t.Error("the snapshot after the one that walked still walks")
+	}
+}
