@@ -11,10 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A directory that cannot be watched because the system's watches are used up (ENOSPC, the
-// inotify max_user_watches limit) is not a directory gone: what changes in it would go unnamed,
-// so the next snapshot and the runs walk, as past maxWatches.
-func TestWatchAddFailureWalks(t *testing.T) {
+// newDirWatch is a watch of a new directory's root, and the directory d in it (its path and stat),
+// not yet watched; closed with the test.
+func newDirWatch(t *testing.T) (*fileWatch, string, syscall.Stat_t) {
+	t.Helper()
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "d")
 	if err := os.Mkdir(sub, 0o755); err != nil {
@@ -28,7 +28,15 @@ func TestWatchAddFailureWalks(t *testing.T) {
 	if w == nil {
 		t.Skip("no inotify")
 	}
-	defer w.close()
+	t.Cleanup(w.close)
+	return w, sub, st
+}
+
+// A directory that cannot be watched because the system's watches are used up (ENOSPC, the
+// inotify max_user_watches limit) is not a directory gone: what changes in it would go unnamed,
+// so the next snapshot and the runs walk, as past maxWatches.
+func TestWatchAddFailureWalks(t *testing.T) {
+	w, sub, st := newDirWatch(t)
 	old := inotifyAddWatch
 	t.Cleanup(func() { inotifyAddWatch = old })
 	inotifyAddWatch = func(int, string, uint32) (int, error) { return -1, unix.ENOSPC }
@@ -55,20 +63,7 @@ func TestWatchAddFailureWalks(t *testing.T) {
 // snapshot and the runs walk instead of trusting the paths named; the one after goes by events
 // again.
 func TestWatchOverflowWalks(t *testing.T) {
-	dir := t.TempDir()
-	sub := filepath.Join(dir, "d")
-	if err := os.Mkdir(sub, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(sub, &st); err != nil {
-		t.Fatal(err)
-	}
-	w := newFileWatch([]string{dir})
-	if w == nil {
-		t.Skip("no inotify")
-	}
-	defer w.close()
+	w, sub, st := newDirWatch(t)
 	w.reset()
 	w.add(0, "d", sub, st.Ino)
 	w.take()
