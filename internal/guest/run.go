@@ -295,7 +295,7 @@ func parseReport(rep map[string]json.RawMessage) (int, *sandbox.PyError, []sandb
 }
 
 // reportedCPU is the CPU time the REPL counted for the cell (its own and its waited-for
-// children's, times(2)): 0 when the report has none (a cell that ended the process).
+// children's, getrusage(2)): 0 when the report has none (a cell that ended the process).
 func reportedCPU(rep map[string]json.RawMessage) time.Duration {
 	var s float64
 	if json.Unmarshal(rep["cpu"], &s) != nil || s < 0 {
