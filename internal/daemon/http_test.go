@@ -20,9 +20,16 @@ import (
 
 // sleeper is a runtime whose runs of "sleep:DUR" answer "ok" after DUR, or stop when their
 // context ends first, as a run stopped at its deadline does.
-func sleeper() *runtimetest.Fake {
+func sleeper() *runtimetest.Fake { return sleeperStarting(nil) }
+
+// sleeperStarting is a sleeper that tells started when a run reaches it (if started is not nil),
+// so a test acts on a run in flight when it is, not after a guess of how long the request takes.
+func sleeperStarting(started chan<- struct{}) *runtimetest.Fake {
 	f := runtimetest.NewFake(sandbox.Capabilities{Tier: "nano", Sessions: true})
 	f.Answer = func(ctx context.Context, req *sandbox.RunRequest, _ *runtimetest.FakeSession) (*sandbox.Result, error) {
+		if started != nil {
+			started <- struct{}{}
+		}
 		d, _ := time.ParseDuration(strings.TrimPrefix(req.Code, "sleep:"))
 		select {
 		case <-time.After(d):
@@ -34,11 +41,12 @@ func sleeper() *runtimetest.Fake {
 	return f
 }
 
-// sleepyDoors builds the daemon's front doors over a Manager of one sleeper.
-func sleepyDoors(t *testing.T, shutdown time.Duration) *daemon.FrontDoors {
+// sleepyDoors builds the daemon's front doors over a Manager of one sleeper, which sends on
+// started (buffered by the caller) when a run reaches it.
+func sleepyDoors(t *testing.T, shutdown time.Duration, started chan<- struct{}) *daemon.FrontDoors {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{sleeper()}, Logger: log})
+	m, err := sandbox.NewManager(sandbox.ManagerOptions{Runtimes: []sandbox.Runtime{sleeperStarting(started)}, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +60,8 @@ func sleepyDoors(t *testing.T, shutdown time.Duration) *daemon.FrontDoors {
 
 func TestServeShutsDownGracefully(t *testing.T) {
 	t.Parallel()
-	doors := sleepyDoors(t, 5*time.Second)
+	started := make(chan struct{}, 1)
+	doors := sleepyDoors(t, 5*time.Second, started)
 	hs := httptest.NewUnstartedServer(nil) // only for its loopback listener
 	ln := hs.Listener
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,7 +77,7 @@ func TestServeShutsDownGracefully(t *testing.T) {
 		}
 		ran <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // the run is in flight
+	<-started // the run is in flight (a fixed sleep here let a slow request meet a closed listener)
 	cancel()
 	if err := <-ran; err != nil {
 		t.Errorf("a run in flight at shutdown: %v", err)
@@ -83,7 +92,8 @@ func TestServeShutsDownGracefully(t *testing.T) {
 
 func TestServeStopsRunsAfterTheBound(t *testing.T) {
 	t.Parallel()
-	doors := sleepyDoors(t, 100*time.Millisecond)
+	started := make(chan struct{}, 1)
+	doors := sleepyDoors(t, 100*time.Millisecond, started)
 	ln := httptest.NewUnstartedServer(nil).Listener
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -91,7 +101,7 @@ func TestServeStopsRunsAfterTheBound(t *testing.T) {
 	c, _ := client.New("http://"+ln.Addr().String(), key)
 	ran := make(chan error, 1)
 	go func() { _, err := c.Run(context.Background(), api.RunRequest{Code: "sleep:1m"}); ran <- err }()
-	time.Sleep(100 * time.Millisecond)
+	<-started // in flight: a run refused at a closed listener would fail as well, and prove nothing
 	start := time.Now()
 	cancel()
 	select {
