@@ -148,7 +148,12 @@ func TestWorkerIsJailed(t *testing.T) {
 }
 
 // Eight guests spinning in their workers do not stall the daemon's own goroutines: workers are
-// separate processes at a lower priority, not goroutines of the daemon.
+// separate processes at a lower priority, not goroutines of the daemon. Starvation is what this
+// holds, and it shows as hundreds of milliseconds (workers at nice -10, above the daemon: a 10 ms
+// ticker 0.5–2 s late); how late the ticker is beside spinning guests is the machine's scheduling
+// latency, which any other load moves, so the bound is a quarter of the guests' 2 s spin and the
+// figure itself is measured by `agentbox bench nano` (docs/RATIONALE.md, "Tests that depended on
+// timing"). The niceness itself is held by the jail's TestNiceHoldsAcrossSessions, from /proc.
 func TestSpinningGuestsDoNotStarveDaemon(t *testing.T) {
 	const guests = 8
 	r := newRuntime(t, guests, 1)
@@ -160,7 +165,40 @@ func TestSpinningGuestsDoNotStarveDaemon(t *testing.T) {
 			r.Run(context.Background(), &sandbox.RunRequest{Code: "while True: pass", Limits: limits(t, 2*time.Second)})
 		}()
 	}
-	// The daemon's own goroutines: a 10 ms ticker must keep its pace.
+	// The spinning workers are below the daemon: every thread of each at a higher niceness than
+	// the daemon's, and so is its scheduling autogroup, which is what weighs a session of its own
+	// against the daemon's (read from /proc while they spin: no timing in it).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		r.mu.Lock()
+		n := len(r.busy)
+		r.mu.Unlock()
+		if n == guests {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d guests running after 30 s", n, guests)
+		}
+	}
+	daemon := schedOf(t, "self")
+	r.mu.Lock()
+	for p := range r.busy {
+		pid := fmt.Sprint(p.cmd.Process.Pid)
+		threads, err := os.ReadDir("/proc/" + pid + "/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, th := range threads {
+			if s := schedOf(t, pid+"/task/"+th.Name()); s.nice <= daemon.nice {
+				t.Errorf("worker %s thread %s at nice %d, the daemon at %d", pid, th.Name(), s.nice, daemon.nice)
+			}
+		}
+		if s := schedOf(t, pid); s.group != daemon.group && s.groupNice <= daemon.groupNice {
+			t.Errorf("worker %s in %s at nice %d, the daemon in %s at nice %d: the worker's session weighs as much as the daemon's",
+				pid, s.group, s.groupNice, daemon.group, daemon.groupNice)
+		}
+	}
+	r.mu.Unlock()
+	// The daemon's own goroutines: a 10 ms ticker keeps a pace (no starvation).
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	last, worst := time.Now(), time.Duration(0)
@@ -172,9 +210,38 @@ func TestSpinningGuestsDoNotStarveDaemon(t *testing.T) {
 		last = time.Now()
 	}
 	wg.Wait()
-	if worst > 60*time.Millisecond {
-		t.Errorf("a 10 ms ticker in the daemon was late by up to %v while guests spun", worst-10*time.Millisecond)
+	t.Logf("a 10 ms ticker's worst interval while %d guests spun: %v", guests, worst)
+	if worst > 500*time.Millisecond {
+		t.Errorf("a 10 ms ticker in the daemon was late by up to %v while guests spun: starved", worst-10*time.Millisecond)
 	}
+}
+
+// sched is what the kernel weighs a thread by: its niceness, and the autogroup (the session's
+// task group, "" on a kernel without autogroups) with the group's niceness.
+type sched struct {
+	nice, groupNice int
+	group           string
+}
+
+// schedOf reads the niceness and autogroup of /proc/<of> ("self", "PID" or "PID/task/TID").
+func schedOf(t *testing.T, of string) sched {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/" + of + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the command's name: nice is field 19, the 17th after the ')'.
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	var s sched
+	if len(f) < 17 {
+		t.Fatalf("/proc/%s/stat: %q", of, stat)
+	}
+	fmt.Sscan(f[16], &s.nice)
+	if ag, err := os.ReadFile("/proc/" + of + "/autogroup"); err == nil {
+		// "/autogroup-123 nice 5"
+		fmt.Sscanf(string(ag), "%s nice %d", &s.group, &s.groupNice)
+	}
+	return s
 }
 
 // A guest growing its memory is stopped at its cap, and the worker's resident memory stays near
