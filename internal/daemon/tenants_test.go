@@ -199,10 +199,11 @@ func TestTenantsAreIsolated(t *testing.T) {
 }
 
 // Quotas over HTTP with the real nano tier: acme at its quota of runs and sessions is refused with
-// the quota's name and value, and meanwhile beta's runs take as long as before (its p50 within the
-// spread of two baselines measured in this run, plus 2 ms). Each p50 is of 75 runs (~0.15 s):
-// other work on the machine must last half of that to move one. With 25 runs (~40 ms) it once
-// did: 4.0 ms while acme was at its quota, against 1.4 and 1.7 ms.
+// the quota's name and value, and meanwhile beta's runs are served, none refused and none held
+// behind acme's: 75 of them end while acme's 4 s run still holds its slot (~0.15 s on a quiet
+// machine; a run of beta's that waited for acme's slot would end after it). Their p50 beside two
+// baselines of the same run is logged, not asserted: it is a figure of the machine's load (a
+// bound of the baselines' spread plus 2 ms failed at 4.0 ms against 1.4 and 1.7 ms once).
 func TestTenantQuotaLeavesOthersAlone(t *testing.T) {
 	url, keys := tenantDaemonWith(t, config.Tenants{"acme": {MaxRuns: 1, MaxSessions: 1}})
 	a, _ := tenantClient(t, url, keys, "acme", auth.ScopeRun, auth.ScopeSessions)
@@ -260,12 +261,13 @@ func TestTenantQuotaLeavesOthersAlone(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	loaded := p50()
+	select {
+	case err := <-busy:
+		t.Fatalf("acme's 4 s run ended (%v) before beta's 75 runs did: they waited behind it (p50 %v, against %v and %v alone)", err, loaded, base1, base2)
+	default:
+	}
 	if err := <-busy; err != nil {
 		t.Fatal(err)
-	}
-	spread := max(base1, base2) - min(base1, base2)
-	if loaded > max(base1, base2)+spread+2*time.Millisecond {
-		t.Errorf("beta's p50 %v while acme is at its quota, against %v and %v without", loaded, base1, base2)
 	}
 	t.Logf("beta's p50: %v, %v alone; %v while acme is at its quota", base1, base2, loaded)
 }
