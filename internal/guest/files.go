@@ -155,6 +155,14 @@ func becomeUser(uid, gid int, real bool) (restore func() error, err error) {
 		return nil, fmt.Errorf("getgroups: %w", err)
 	}
 	egid := os.Getegid()
+	// The thread's real ids, to set back.
+	var ruid, rgid, ignored uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESUID, uintptr(unsafe.Pointer(&ruid)), uintptr(unsafe.Pointer(&ignored)), uintptr(unsafe.Pointer(&ignored))); e != 0 {
+		return nil, fmt.Errorf("getresuid: %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESGID, uintptr(unsafe.Pointer(&rgid)), uintptr(unsafe.Pointer(&ignored)), uintptr(unsafe.Pointer(&ignored))); e != 0 {
+		return nil, fmt.Errorf("getresgid: %w", e)
+	}
 	// The real ids change with the effective ones, or stay (keep).
 	realID := func(id uintptr) uintptr {
 		if real {
@@ -163,11 +171,12 @@ func becomeUser(uid, gid int, real bool) (restore func() error, err error) {
 		return keep
 	}
 	restore = func() error {
-		// The uid first: being root again gives back the capabilities the others need.
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, realID(0), 0, keep); e != 0 {
+		// The uid first: being root again gives back the capabilities the others need. The real
+		// ids are set back too, whatever fn did with them (realAsUser).
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(ruid), 0, keep); e != 0 {
 			return fmt.Errorf("setresuid back to 0: %w", e)
 		}
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, realID(uintptr(egid)), uintptr(egid), keep); e != 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(rgid), uintptr(egid), keep); e != 0 {
 			return fmt.Errorf("setresgid back to %d: %w", egid, e)
 		}
 		return setGroups(groups)
@@ -183,6 +192,45 @@ func becomeUser(uid, gid int, real bool) (restore func() error, err error) {
 	}
 	if r, _, _ := unix.RawSyscall(unix.SYS_GETEUID, 0, 0, 0); int(r) != uid {
 		return nil, errors.Join(fmt.Errorf("still uid %d after setresuid %d", r, uid), restore())
+	}
+	return restore, nil
+}
+
+// realAsUser makes the real uid and gid of the calling thread, a thread of asUser (its effective
+// ids the user's, its saved ones root's), the user's as well, for what checks the real ids (gVisor's
+// right to read another process's /proc files), and returns how to put them back (the saved
+// ones). Both changes are allowed without privilege: the new real id is the effective one, and
+// the old one the saved one. An agent that is not root keeps its own ids. onUserThread's restore
+// sets the real ids back too, should this one's fail.
+func realAsUser(uid, gid int) (restore func() error, err error) {
+	var ruid, euid, suid uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESUID, uintptr(unsafe.Pointer(&ruid)), uintptr(unsafe.Pointer(&euid)), uintptr(unsafe.Pointer(&suid))); e != 0 {
+		return nil, fmt.Errorf("getresuid: %w", e)
+	}
+	var rgid, egid, sgid uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESGID, uintptr(unsafe.Pointer(&rgid)), uintptr(unsafe.Pointer(&egid)), uintptr(unsafe.Pointer(&sgid))); e != 0 {
+		return nil, fmt.Errorf("getresgid: %w", e)
+	}
+	if int(ruid) == uid && int(rgid) == gid {
+		return func() error { return nil }, nil
+	}
+	if int(euid) != uid || int(egid) != gid {
+		return nil, fmt.Errorf("the thread acts as uid %d gid %d, not the user's %d %d", euid, egid, uid, gid)
+	}
+	restore = func() error {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(ruid), keep, keep); e != 0 {
+			return fmt.Errorf("setresuid back to real %d: %w", ruid, e)
+		}
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(rgid), keep, keep); e != 0 {
+			return fmt.Errorf("setresgid back to real %d: %w", rgid, e)
+		}
+		return nil
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), keep, keep); e != 0 {
+		return nil, fmt.Errorf("setresgid real %d: %w", gid, e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), keep, keep); e != 0 {
+		return nil, errors.Join(fmt.Errorf("setresuid real %d: %w", uid, e), restore())
 	}
 	return restore, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -242,5 +243,63 @@ func TestFileOperationsLeaveAgentRoot(t *testing.T) {
 	wg.Wait()
 	if bad > 0 {
 		t.Fatalf("%d goroutines ran on threads that are no longer root", bad)
+	}
+}
+
+// resIDs is the calling thread's real, effective and saved uid, then gid.
+func resIDs() [6]uint32 {
+	var ids [6]uint32
+	syscall.RawSyscall(syscall.SYS_GETRESUID, uintptr(unsafe.Pointer(&ids[0])), uintptr(unsafe.Pointer(&ids[1])), uintptr(unsafe.Pointer(&ids[2])))
+	syscall.RawSyscall(syscall.SYS_GETRESGID, uintptr(unsafe.Pointer(&ids[3])), uintptr(unsafe.Pointer(&ids[4])), uintptr(unsafe.Pointer(&ids[5])))
+	return ids
+}
+
+// A thread of asUser made wholly the user's for a while (realAsUser, what a snapshot's read of
+// the processes' mappings runs as, on the same thread as its other work as the user) goes back to
+// acting as the user only, and then to root with every id as before, even when the real ids were
+// not put back by the code that changed them.
+func TestRealIDsOnUserThread(t *testing.T) {
+	a, _, _, _ := fileAgent(t)
+	u := uint32(testUID)
+	var during, after, unrestored [6]uint32
+	err := a.asUser(func() error {
+		restore, err := realAsUser(testUID, testUID)
+		if err != nil {
+			return err
+		}
+		during = resIDs()
+		if err := restore(); err != nil {
+			return err
+		}
+		after = resIDs()
+		_, err = realAsUser(testUID, testUID) // left as it is: onUserThread's restore puts it back
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := [6]uint32{u, u, 0, u, u, 0}; during != want {
+		t.Errorf("ids with the real ids the user's: %v, want %v", during, want)
+	}
+	if want := [6]uint32{0, u, 0, 0, u, 0}; after != want {
+		t.Errorf("ids after putting the real ids back: %v, want %v", after, want)
+	}
+	// Every thread of the agent is root again, real ids included (the one above among them).
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ids := resIDs(); ids != [6]uint32{} {
+				mu.Lock()
+				unrestored = ids
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if unrestored != [6]uint32{} {
+		t.Fatalf("a goroutine ran on a thread with ids %v, not root's", unrestored)
 	}
 }

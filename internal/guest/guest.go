@@ -106,6 +106,8 @@ type agent struct {
 	// (stepFilesHeld says whether it is held; guarded by mu).
 	stepFiles     sync.Mutex
 	stepFilesHeld bool
+	// snapDirMade is the SnapDir made (snaps.go, makeSnapDir).
+	snapDirMade string
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either

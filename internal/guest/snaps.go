@@ -280,7 +280,9 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	if inUse {
 		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: fmt.Sprintf("snapshot %d's directory still holds copies later snapshots share", id)}
 	}
-	_ = os.RemoveAll(dir)
+	if _, err := os.Lstat(dir); err == nil {
+		_ = os.RemoveAll(dir) // left by an agent before this one (ids are never reused otherwise)
+	}
 	entries, newBytes, looked, err := a.snapshotFiles(id, filepath.Join(dir, "files"), maxBytes)
 	a.releaseStepFiles()
 	if err != nil {
@@ -340,10 +342,9 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 // they name are looked at, on top of the entries of the last snapshot or rewind (base);
 // otherwise every file is, and the watch starts again.
 func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string]snapEntry, int64, int, error) {
-	if err := os.MkdirAll(SnapDir, 0o700); err != nil {
-		return nil, 0, 0, &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot directory: " + err.Error()}
+	if err := a.makeSnapDir(); err != nil {
+		return nil, 0, 0, err
 	}
-	_ = os.Chmod(SnapDir, 0o700)
 	roots := a.roots()
 	a.mu.Lock()
 	base, w := a.base, a.watch
@@ -353,27 +354,41 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 	if w != nil && base != nil {
 		dirty, complete = w.take()
 	}
-	// Files written through a shared mapping raise no event and may keep their stat: looked at
-	// and copied every time.
-	mapped := a.mappedFiles(roots)
-	if complete {
-		for k := range mapped {
-			dirty[k] = struct{}{}
-		}
-	}
-	var live []liveFile
+	var mapped map[string]bool
+	var live, toCopy []liveFile
 	var entries map[string]snapEntry
+	var srcs []*os.File // toCopy's first batch, opened
 	var err error
 	looked := 0
 	if complete {
+		// The usual step: one thread as the user for everything the user's view decides (the
+		// mappings, the paths named, the changed files opened), not one each: under load every
+		// switch to another thread is a wake-up that waits for a CPU the fork beside it holds.
 		entries = maps.Clone(base)
-		live, looked, err = a.changedLive(roots, dirty, entries, w)
+		err = a.asUser(func() error {
+			// Files written through a shared mapping raise no event and may keep their stat:
+			// looked at and copied every time.
+			mapped = a.mappedHere(roots)
+			for k := range mapped {
+				dirty[k] = struct{}{}
+			}
+			var err error
+			live, looked, err = a.changedLive(roots, dirty, entries, w, direct)
+			if err != nil || w.hasLinks() {
+				return err
+			}
+			toCopy = a.unchangedInto(live, entries, mapped)
+			srcs = openSources(roots, toCopy[:min(len(toCopy), copyBatch)])
+			return nil
+		})
 		if err == nil && w.hasLinks() {
 			// A file with another name met: a write through that name went unnamed. Walk.
 			complete = false
 		}
+	} else {
+		mapped = a.mappedFiles(roots)
 	}
-	if !complete {
+	if !complete && err == nil {
 		if w == nil {
 			w = newFileWatch(roots)
 			a.mu.Lock()
@@ -385,57 +400,25 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 		live, err = a.walkLive(w)
 		entries = make(map[string]snapEntry, len(live))
 		looked = len(live)
+		if err == nil {
+			toCopy, srcs = a.unchangedInto(live, entries, mapped), nil
+		}
 	}
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	var newBytes int64
-	var toCopy []liveFile
-	for _, lf := range live {
-		e := snapEntry{kind: lf.kind, mode: lf.mode, mtime: lf.mtime, size: lf.size, target: lf.target}
-		if lf.kind == 'f' {
-			a.mu.Lock()
-			le, ok := a.live[lf.rel]
-			alive := ok && a.storeRefs[le.store] > 0
-			a.mu.Unlock()
-			if !alive || le.key != lf.key || mapped[lf.rel] {
-				toCopy = append(toCopy, lf)
-				continue
-			}
-			e.store, e.ino, e.from = le.store, le.ino, le.from
-		}
-		if _, had := entries[lf.rel]; had || len(entries) < maxSnapshot {
-			entries[lf.rel] = e
-		}
-	}
+	made := map[string]bool{}
 	// The changed files, opened as the user beneath their root, copied as root.
 	for len(toCopy) > 0 {
-		batch := toCopy[:min(len(toCopy), 128)]
+		batch := toCopy[:min(len(toCopy), copyBatch)]
 		toCopy = toCopy[len(batch):]
-		srcs := make([]*os.File, len(batch))
-		_ = a.asUser(func() error {
-			fds := map[int]int{}
-			defer func() {
-				for _, fd := range fds {
-					unix.Close(fd)
-				}
-			}()
-			for i, lf := range batch {
-				root, ok := fds[lf.root]
-				if !ok {
-					fd, err := openRoot(roots[lf.root])
-					if err != nil {
-						continue
-					}
-					root, fds[lf.root] = fd, fd
-				}
-				fd, err := openBeneath(root, lf.sub, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-				if err == nil {
-					srcs[i] = os.NewFile(uintptr(fd), lf.rel)
-				}
-			}
-			return nil
-		})
+		if srcs == nil {
+			_ = a.asUser(func() error {
+				srcs = openSources(roots, batch)
+				return nil
+			})
+		}
 		for i, lf := range batch {
 			src := srcs[i]
 			if src == nil {
@@ -446,7 +429,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 				continue
 			}
 			dst := storePath(dir, lf.root, lf.sub)
-			n, ino, st, err := copyInto(src, dst, lf.mode, maxBytes-newBytes, maxBytes > 0)
+			n, ino, st, err := copyInto(src, dst, lf.mode, maxBytes-newBytes, maxBytes > 0, made)
 			src.Close()
 			if errors.Is(err, errTooLarge) {
 				for _, s := range srcs[i+1:] {
@@ -473,6 +456,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 			a.live[lf.rel] = liveEntry{key: keyOf(st), store: dst, ino: ino, from: id}
 			a.mu.Unlock()
 		}
+		srcs = nil
 	}
 	if len(entries) >= maxSnapshot {
 		w.invalidate() // the cap left paths out: the next rewind and snapshot walk
@@ -481,11 +465,88 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 	return entries, newBytes, looked, nil
 }
 
+// copyBatch bounds the files a snapshot holds open at once.
+const copyBatch = 128
+
+// direct runs fn on the calling thread: for code already on a thread of asUser.
+func direct(fn func() error) error { return fn() }
+
+// makeSnapDir makes SnapDir (root's, 0700) once per agent and value of SnapDir.
+func (a *agent) makeSnapDir() error {
+	a.mu.Lock()
+	made := a.snapDirMade == SnapDir
+	a.mu.Unlock()
+	if made {
+		return nil
+	}
+	if err := os.MkdirAll(SnapDir, 0o700); err != nil {
+		return &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot directory: " + err.Error()}
+	}
+	if err := os.Chmod(SnapDir, 0o700); err != nil {
+		return &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot directory: " + err.Error()}
+	}
+	a.mu.Lock()
+	a.snapDirMade = SnapDir
+	a.mu.Unlock()
+	return nil
+}
+
+// unchangedInto records in entries every path of live that needs no copy (directories, links,
+// files whose stat key is the one their last copy was made from), and returns the files to copy
+// (changed, new, or mapped shared and writable: mapped).
+func (a *agent) unchangedInto(live []liveFile, entries map[string]snapEntry, mapped map[string]bool) (toCopy []liveFile) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, lf := range live {
+		e := snapEntry{kind: lf.kind, mode: lf.mode, mtime: lf.mtime, size: lf.size, target: lf.target}
+		if lf.kind == 'f' {
+			le, ok := a.live[lf.rel]
+			alive := ok && a.storeRefs[le.store] > 0
+			if !alive || le.key != lf.key || mapped[lf.rel] {
+				toCopy = append(toCopy, lf)
+				continue
+			}
+			e.store, e.ino, e.from = le.store, le.ino, le.from
+		}
+		if _, had := entries[lf.rel]; had || len(entries) < maxSnapshot {
+			entries[lf.rel] = e
+		}
+	}
+	return toCopy
+}
+
+// openSources opens each file of batch read-only beneath its root, on a thread of asUser (nil
+// for a file that could not be opened).
+func openSources(roots []string, batch []liveFile) []*os.File {
+	srcs := make([]*os.File, len(batch))
+	fds := map[int]int{}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for i, lf := range batch {
+		root, ok := fds[lf.root]
+		if !ok {
+			fd, err := openRoot(roots[lf.root])
+			if err != nil {
+				continue
+			}
+			root, fds[lf.root] = fd, fd
+		}
+		fd, err := openBeneath(root, lf.sub, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		if err == nil {
+			srcs[i] = os.NewFile(uintptr(fd), lf.rel)
+		}
+	}
+	return srcs
+}
+
 // changedLive applies what the watch named (dirty) to entries, the base's: a path gone (or now of
 // a kind not kept) leaves with everything beneath it; a directory not watched as it is now (new,
 // or made again) is walked. It returns the files, links and directories to record, and how many
 // paths it looked at.
-func (a *agent) changedLive(roots []string, dirty map[string]struct{}, entries map[string]snapEntry, w *fileWatch) ([]liveFile, int, error) {
+func (a *agent) changedLive(roots []string, dirty map[string]struct{}, entries map[string]snapEntry, w *fileWatch, as func(func() error) error) ([]liveFile, int, error) {
 	isRoot := map[string]bool{}
 	for _, r := range roots {
 		isRoot[filepath.Clean(r)] = true
@@ -497,7 +558,7 @@ func (a *agent) changedLive(roots []string, dirty map[string]struct{}, entries m
 	sort.Strings(keys) // parents first
 	var out []liveFile
 	var walks []liveFile // directories to walk
-	err := a.asUser(func() error {
+	err := as(func() error {
 		rootFDs := map[int]int{}
 		dirFDs := map[string]int{}
 		defer func() {
@@ -595,7 +656,7 @@ func (a *agent) changedLive(roots []string, dirty map[string]struct{}, entries m
 		seen[lf.rel] = k
 	}
 	for _, d := range walks {
-		sub, err := a.walkFrom(roots, isRoot, d.root, d.sub, w)
+		sub, err := a.walkFrom(roots, isRoot, d.root, d.sub, w, as)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -672,7 +733,7 @@ var errTooLarge = errors.New("over the snapshot's cap")
 
 // copyInto copies src (a regular file) into a new file dst with mode, at most limit bytes when
 // capped. It returns the bytes copied, the copy's inode and src's stat after the copy.
-func copyInto(src *os.File, dst string, mode fs.FileMode, limit int64, capped bool) (int64, uint64, *syscall.Stat_t, error) {
+func copyInto(src *os.File, dst string, mode fs.FileMode, limit int64, capped bool, made map[string]bool) (int64, uint64, *syscall.Stat_t, error) {
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(src.Fd()), &st); err != nil {
 		return 0, 0, nil, err
@@ -683,7 +744,7 @@ func copyInto(src *os.File, dst string, mode fs.FileMode, limit int64, capped bo
 	if capped && st.Size > limit {
 		return 0, 0, nil, errTooLarge
 	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+	if err := mkdirs(filepath.Dir(dst), made); err != nil {
 		return 0, 0, nil, err
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode.Perm())
@@ -714,6 +775,30 @@ func copyInto(src *os.File, dst string, mode fs.FileMode, limit int64, capped bo
 	return n, ost.Ino, &st, nil
 }
 
+// mkdirs makes dir and its missing parents (0700, in the snapshots' tree), remembering in made
+// what it made or found: each snapshot's directory is new, so it tries mkdir first, not a stat of
+// each parent (os.MkdirAll).
+func mkdirs(dir string, made map[string]bool) error {
+	if made[dir] {
+		return nil
+	}
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrNotExist) && dir != filepath.Dir(dir) {
+		if err = mkdirs(filepath.Dir(dir), made); err == nil {
+			err = os.Mkdir(dir, 0o700)
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Lstat(dir); serr == nil && fi.IsDir() {
+			err = nil
+		}
+	}
+	if err == nil {
+		made[dir] = true
+	}
+	return err
+}
+
 func snapErr(err error) error {
 	return &proto.Error{Kind: sandbox.KindInternal, Message: "snapshot files: " + err.Error()}
 }
@@ -742,7 +827,7 @@ func (a *agent) walkLive(w *fileWatch) ([]liveFile, error) {
 		if i > 0 && slices.Contains(roots[:i], root) {
 			continue
 		}
-		sub, err := a.walkFrom(roots, isRoot, i, "", w)
+		sub, err := a.walkFrom(roots, isRoot, i, "", w, a.asUser)
 		if err != nil {
 			return nil, err
 		}
@@ -756,11 +841,11 @@ func (a *agent) walkLive(w *fileWatch) ([]liveFile, error) {
 
 // walkFrom lists what is beneath the directory sub of the root-th root (not sub itself), as the
 // user; with w, it watches each directory (sub included) before reading it.
-func (a *agent) walkFrom(roots []string, isRoot map[string]bool, i int, start string, w *fileWatch) ([]liveFile, error) {
+func (a *agent) walkFrom(roots []string, isRoot map[string]bool, i int, start string, w *fileWatch, as func(func() error) error) ([]liveFile, error) {
 	var out []liveFile
 	root := roots[i]
 	top := filepath.Join(root, start)
-	err := a.asUser(func() error {
+	err := as(func() error {
 		_ = filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
@@ -981,7 +1066,7 @@ func (a *agent) liveByEvents() ([]liveFile, error) {
 	}
 	roots := a.roots()
 	cur := maps.Clone(base)
-	changed, _, err := a.changedLive(roots, dirty, cur, w)
+	changed, _, err := a.changedLive(roots, dirty, cur, w, a.asUser)
 	if err != nil {
 		w.invalidate()
 		return nil, err
@@ -1025,6 +1110,20 @@ func (a *agent) liveByEvents() ([]liveFile, error) {
 // copies these files whatever their stat says. Parked snapshots' processes are not read (they
 // write nothing while parked; their mappings are the live process's).
 func (a *agent) mappedFiles(roots []string) map[string]bool {
+	var out map[string]bool
+	_ = a.asUser(func() error {
+		out = a.mappedHere(roots)
+		return nil
+	})
+	return out
+}
+
+// mappedHere is mappedFiles on a thread of asUser. Its real ids are made the user's for the reads
+// (realAsUser): reading another process's maps takes the right to trace it, which the agent does
+// not hold as root in the sandbox (no CAP_SYS_PTRACE), and which gVisor grants over the user's
+// processes only to a thread whose real ids are the user's (asUser changes the effective ones
+// only).
+func (a *agent) mappedHere(roots []string) map[string]bool {
 	a.mu.Lock()
 	parked := make(map[int]bool, len(a.snaps))
 	for _, s := range a.snaps {
@@ -1033,21 +1132,21 @@ func (a *agent) mappedFiles(roots []string) map[string]bool {
 		}
 	}
 	a.mu.Unlock()
-	self := os.Getpid()
-	var out map[string]bool
-	// As the user, real ids too: reading another process's maps takes the right to trace it,
-	// which the agent does not hold as root in the sandbox (no CAP_SYS_PTRACE), and which gVisor
-	// grants over the user's processes only to a thread whose real ids are the user's (asUser
-	// changes the effective ones only).
-	_ = a.asUserWholly(func() error {
-		procs, err := os.ReadDir("/proc")
-		if err != nil {
-			return nil
-		}
-		out = mappedIn(procs, roots, self, parked, a.cfg.UID)
+	restore, err := realAsUser(a.cfg.UID, a.cfg.GID)
+	if err != nil {
+		log.Printf("reading the processes' mappings: %v", err)
 		return nil
-	})
-	return out
+	}
+	defer func() {
+		if err := restore(); err != nil {
+			log.Printf("reading the processes' mappings: %v", err)
+		}
+	}()
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	return mappedIn(procs, roots, os.Getpid(), parked, a.cfg.UID)
 }
 
 // mappedIn is mappedFiles over the processes procs (the entries of /proc).
