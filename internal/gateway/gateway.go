@@ -67,6 +67,9 @@ type Gateway struct {
 	nodes map[string]*node // by id, as the last poll found them
 	order []*node          // the same, in discovery's order
 	rr    atomic.Uint64    // rotates ties in placement
+	// polls counts the polls of every node's capacity that have ended, so a test can wait for
+	// one that began after a change of a node's instead of guessing the time it takes.
+	polls atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc

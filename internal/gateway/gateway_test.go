@@ -89,8 +89,19 @@ func (c *testCluster) do(t *testing.T, key, method, path, body string, out any) 
 	return resp.StatusCode
 }
 
-// waitPolled waits until the gateway has polled again (capacity changed on a fake node).
-func waitPolled() { time.Sleep(150 * time.Millisecond) }
+// waitPolled waits until a poll of the nodes that began after the call has ended, so the gateway
+// has seen what the test changed on a fake node. (A sleep of three poll intervals did not always
+// hold one on a loaded machine: the tests run in parallel.)
+func (c *testCluster) waitPolled(t *testing.T) {
+	t.Helper()
+	// The poll under way at the call may have read the node before the change: the one after it.
+	want := c.gw.Polls() + 2
+	for deadline := time.Now().Add(30 * time.Second); c.gw.Polls() < want; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not poll its nodes in 30 s")
+		}
+	}
+}
 
 type errorBody struct {
 	Error struct{ Code, Message, Hint string }
@@ -103,7 +114,7 @@ func TestPlacementPrefersWarm(t *testing.T) {
 	c.nodes[0].setWarm("heavy", "python-datascience", 2)
 	c.nodes[1].setWarm("nano", "default", 3)
 	c.nodes[1].setWarm("heavy", "python-datascience", 0)
-	waitPolled()
+	c.waitPolled(t)
 	for _, tc := range []struct{ body, node string }{
 		{`{"code":"print(1)","runtime":"nano"}`, "b"},
 		{`{"code":"import pandas","runtime":"heavy"}`, "a"},
@@ -122,7 +133,7 @@ func TestAutoRunGoesWhereAnythingIsWarm(t *testing.T) {
 	c.nodes[0].setWarm("nano", "default", 0)
 	c.nodes[1].setWarm("heavy", "python-datascience", 1)
 	c.nodes[1].setWarm("nano", "default", 0)
-	waitPolled()
+	c.waitPolled(t)
 	for range 4 {
 		var out struct{ Node string }
 		if st := c.do(t, clientKey, "POST", "/v1/run", `{"code":"print(1)"}`, &out); st != 200 || out.Node != "b" {
@@ -138,7 +149,7 @@ func TestSessionBurstSpreads(t *testing.T) {
 	c := newCluster(t, "a", "b")
 	c.nodes[0].setWarm("heavy", "python-datascience", 2)
 	c.nodes[1].setWarm("heavy", "python-datascience", 0)
-	waitPolled()
+	c.waitPolled(t)
 	seen := map[string]int{}
 	for range 6 {
 		var out struct{ ID string }
@@ -173,7 +184,7 @@ func TestRetryOnRefusedConnection(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "a", "b")
 	c.nodes[0].setWarm("nano", "default", 9) // placement's first choice
-	waitPolled()
+	c.waitPolled(t)
 	c.nodes[0].srv.Close() // gone before the next poll
 	var out struct{ Node string }
 	if st := c.do(t, clientKey, "POST", "/v1/run", `{"code":"1"}`, &out); st != 200 || out.Node != "b" {
@@ -185,7 +196,7 @@ func TestNoNodeIsTyped(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "a")
 	c.nodes[0].srv.Close()
-	waitPolled()
+	c.waitPolled(t)
 	var e errorBody
 	if st := c.do(t, clientKey, "POST", "/v1/run", `{"code":"1"}`, &e); st != 503 || e.Error.Code != "runtime_unavailable" ||
 		!strings.Contains(e.Error.Message, "a: ") || e.Error.Hint == "" {
@@ -279,7 +290,7 @@ func TestSessionMovesWhenItsNodeIsGone(t *testing.T) {
 	if len(adopts) != 1 || adopts[0] != sid {
 		t.Errorf("adopt requests to b: %v", adopts)
 	}
-	waitPolled() // now a is unhealthy in the gateway's view: adopt again (idempotent), no dial
+	c.waitPolled(t) // now a is unhealthy in the gateway's view: adopt again (idempotent), no dial
 	if st := c.do(t, clientKey, "POST", "/v1/sessions/"+sid+"/run", `{"code":"x"}`, &out); st != 200 || out.Node != "b" {
 		t.Fatalf("the next run: %d on %q, want b", st, out.Node)
 	}
@@ -291,7 +302,7 @@ func TestDrainingNodeGetsNoWork(t *testing.T) {
 	c.nodes[0].mu.Lock()
 	c.nodes[0].draining = true
 	c.nodes[0].mu.Unlock()
-	waitPolled()
+	c.waitPolled(t)
 	for range 5 {
 		var out struct{ Node string }
 		if c.do(t, clientKey, "POST", "/v1/run", `{"code":"1"}`, &out); out.Node != "b" {
@@ -388,7 +399,7 @@ func TestAuditProofVerified(t *testing.T) {
 	c.nodes[0].mu.Lock()
 	c.nodes[0].log = l
 	c.nodes[0].mu.Unlock()
-	waitPolled() // the node's audit key
+	c.waitPolled(t) // the node's audit key
 	var p gateway.ProofAnswer
 	if st := c.do(t, clientKey, "GET", "/v1/audit/proof?node=a&seq=2", "", &p); st != 200 || !p.Verified || p.Seq != 2 || p.Node != "a" || p.AuditKey != l.PublicKey() {
 		t.Fatalf("proof: %d %+v", st, p)
@@ -487,7 +498,7 @@ func TestNewSessionGoesToTheLeastLoaded(t *testing.T) {
 		c.nodes[0].sessions[cluster.SessionPrefix("a")+"f"+string(rune('0'+i))] = true
 	}
 	c.nodes[0].mu.Unlock()
-	waitPolled()
+	c.waitPolled(t)
 	var s struct{ ID string }
 	if st := c.do(t, clientKey, "POST", "/v1/sessions", `{"runtime":"nano"}`, &s); st != 201 {
 		t.Fatalf("create: %d", st)
@@ -547,7 +558,7 @@ func TestSlowCapacityAnswerKeepsTheNode(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, "a")
 	a := c.nodes[0]
-	waitPolled()
+	c.waitPolled(t)
 	a.infoDelay.Store(int64(400 * time.Millisecond)) // longer than the 300 ms poll bound
 	time.Sleep(900 * time.Millisecond)               // polls in it time out
 	var out struct{ Node string }

@@ -144,6 +144,7 @@ func (g *Gateway) poll(ctx context.Context) {
 	g.nodes, g.order = next, order
 	g.mu.Unlock()
 	g.metrics.nodes(order)
+	g.polls.Add(1)
 }
 
 // slowGrace is how long a node whose capacity answers time out keeps its last good answer.
