@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -255,7 +256,9 @@ func TestAfterFreshAnswers(t *testing.T) {
 	var answered atomic.Bool
 	done = make(chan struct{})
 	go func() { rt.afterFreshAnswers(10 * time.Second); close(done) }()
-	time.Sleep(50 * time.Millisecond)
+	// The answer comes while the work waits for it (a fixed 50 ms here let a loaded machine start
+	// the wait after the answer, which then rightly returned at once).
+	waitBlockedIn(t, "(*Runtime).afterFreshAnswers")
 	answered.Store(true)
 	at := time.Now()
 	fresh.markAnswered()
@@ -270,6 +273,23 @@ func TestAfterFreshAnswers(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("still waiting after the sandbox answered")
+	}
+}
+
+// waitBlockedIn waits until a goroutine is blocked in a select inside fn (a function's name as
+// a goroutine dump spells it), so a test acts on a waiter once it waits.
+func waitBlockedIn(t *testing.T, fn string) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if head, _, _ := strings.Cut(g, "\n"); strings.Contains(head, "[select") && strings.Contains(g, fn+"(") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no goroutine waits in %s after 10 s", fn)
+		}
 	}
 }
 
