@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,14 +74,27 @@ func TestSessionInterrupt(t *testing.T) {
 	s := newSession(t, rt, l)
 	mustRun(t, s, l, "y = 'kept'\n")
 	done := make(chan *sandbox.Result, 1)
+	// The interrupt is sent once the cell runs (its first print has come), not after a guess
+	// of 500 ms: an interrupt that reaches the agent before the cell is no cell's.
+	running := make(chan struct{})
+	var once sync.Once
+	sink := sandbox.SinkFunc(func(_ sandbox.Stream, p []byte) {
+		if strings.Contains(string(p), "go") {
+			once.Do(func() { close(running) })
+		}
+	})
 	go func() {
-		res, err := s.Run(context.Background(), &sandbox.RunRequest{Code: "import time\nprint('go', flush=True)\ntime.sleep(60)\n", Limits: l})
+		res, err := s.Run(context.Background(), &sandbox.RunRequest{Code: "import time\nprint('go', flush=True)\ntime.sleep(60)\n", Limits: l, Output: sink})
 		if err != nil {
 			t.Error(err)
 		}
 		done <- res
 	}()
-	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-running:
+	case res := <-done:
+		t.Fatalf("the cell ended before its interrupt: %+v", res)
+	}
 	if err := Interrupt(s); err != nil {
 		t.Fatal(err)
 	}

@@ -345,7 +345,7 @@ func TestAfterFreshAnswersWaitsForQuiet(t *testing.T) {
 	done := make(chan struct{})
 	var returned time.Time
 	go func() { rt.afterFreshAnswers(10 * time.Second); returned = time.Now(); close(done) }()
-	time.Sleep(50 * time.Millisecond)
+	waitBlockedIn(t, "(*Runtime).afterFreshAnswers") // the answer comes while the work waits
 	fresh.markAnswered()
 	select {
 	case <-done:
