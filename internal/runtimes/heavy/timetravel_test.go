@@ -137,7 +137,19 @@ func TestRewindAndForkInHeavy(t *testing.T) {
 		t.Fatalf("rewind to a step the cap dropped: %v", err)
 	}
 	s.Forget("s2")
-	time.Sleep(200 * time.Millisecond) // Forget is asynchronous
+	// Forget is asynchronous: wait until the step has left the session's record (a fixed 200 ms
+	// let a loaded machine rewind to it first).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		_, kept := s.tt.snaps["s2"]
+		s.mu.Unlock()
+		if !kept {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("step s2 still kept 30 s after Forget")
+		}
+	}
 	if err := s.Rewind(ctx, "s2", ""); sandbox.AsError(err).Kind != sandbox.KindConflict {
 		t.Fatalf("rewind to a forgotten step: %v", err)
 	}
