@@ -26,6 +26,9 @@ func writeNanoReport(w io.Writer, r *NanoResults) {
 		{group: groupThroughput, title: fmt.Sprintf("Throughput: %d clients back to back, `%s`", r.Settings.Concurrency, helloCode),
 			cols:  []column{colN, colRate("runs/s"), colMedian, colP99, colMin, colVsNative, colVsBwrap},
 			after: "Latency ratios are median ÷ the baseline's median (higher is slower); throughput ratios are runs/s ÷ the baseline's runs/s (higher is better)."},
+		{group: groupTicker, title: fmt.Sprintf("The daemon beside spinning guests: how late a %v ticker in its process fires, each tick a sample", tickerPeriod),
+			cols:  []column{colN, colMedian, colP99, colMin},
+			after: "Scheduling latency of the daemon's goroutines: the row without guests is the machine's own, measured in the same run."},
 	}}
 	if c := r.Compute; c != nil {
 		l.compute = func(w io.Writer) { writeNanoCompute(w, c, r.Settings.Reps) }

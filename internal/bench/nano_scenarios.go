@@ -82,6 +82,7 @@ func (b *nanoBencher) nano(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	b.nanoTicker(ctx)
 	t, err = b.coldTarget(ctx)
 	if err != nil {
 		b.fail(groupLatency, "", rowCold, err)
