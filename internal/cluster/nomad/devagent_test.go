@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
+	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -290,9 +291,14 @@ func TestDiscoveryAgainstNomad(t *testing.T) {
 			}
 			return false
 		})
-		time.Sleep(300 * time.Millisecond) // one more read of the list after the failure
-		n, _ := bad.Nodes(ctx)
-		if len(n) != 1 || n[0].Healthy || n[0].ID != want {
+		// The discovery reads the list again after the failure: wait for that read (a fixed
+		// 300 ms did not always hold one on a loaded machine).
+		var n []cluster.Node
+		waitFor(t, 30*time.Second, "the discovery to read the failed check", func() bool {
+			n, _ = bad.Nodes(ctx)
+			return len(n) == 1 && !n[0].Healthy
+		})
+		if n[0].ID != want {
 			t.Fatalf("nodes = %+v, want one unhealthy node with id %s", n, want)
 		}
 	})
