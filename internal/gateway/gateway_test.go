@@ -143,13 +143,15 @@ func TestAutoRunGoesWhereAnythingIsWarm(t *testing.T) {
 }
 
 // A burst of new sessions, faster than the nodes are polled, follows one node's last answer
-// (two warm sandboxes) only as far as that answer goes, then spreads.
+// (two warm sandboxes) only as far as that answer goes, then spreads. The gateway polls once, at
+// its start: a 50 ms poll landed between the burst's requests on a loaded machine, and the fake
+// node (whose warm count never drops) then offered two more each time, all six to a.
 func TestSessionBurstSpreads(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, "a", "b")
-	c.nodes[0].setWarm("heavy", "python-datascience", 2)
-	c.nodes[1].setWarm("heavy", "python-datascience", 0)
-	c.waitPolled(t)
+	c := newClusterWith(t, time.Hour, func(n []*fakeNode) {
+		n[0].setWarm("heavy", "python-datascience", 2)
+		n[1].setWarm("heavy", "python-datascience", 0)
+	}, "a", "b")
 	seen := map[string]int{}
 	for range 6 {
 		var out struct{ ID string }
