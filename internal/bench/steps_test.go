@@ -33,7 +33,7 @@ func TestStepsRowsNano(t *testing.T) {
 	}
 	var out bytes.Buffer
 	writeStepsReport(&out, res)
-	for _, want := range []string{"Added latency on the critical path", "rewind one step back", "pause", "DeltaBox"} {
+	for _, want := range []string{"Added latency on the critical path (median, a step after a think time)", "Added to a step sent back to back", "rewind one step back", "pause", "DeltaBox"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
