@@ -168,36 +168,45 @@ func TestSpinningGuestsDoNotStarveDaemon(t *testing.T) {
 	// The spinning workers are below the daemon: every thread of each at a higher niceness than
 	// the daemon's, and so is its scheduling autogroup, which is what weighs a session of its own
 	// against the daemon's (read from /proc while they spin: no timing in it).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	// (All of them, or those running when a loaded machine let some end first: each busy worker is
+	// read, and a worker gone meanwhile is skipped.)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		r.mu.Lock()
 		n := len(r.busy)
 		r.mu.Unlock()
-		if n == guests {
+		if n == guests || (n > 0 && time.Now().After(deadline)) {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d guests running after 30 s", n, guests)
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatalf("no guest running after 30 s")
 		}
 	}
-	daemon := schedOf(t, "self")
+	daemon := mustSched(t, "self")
+	read := 0
 	r.mu.Lock()
 	for p := range r.busy {
 		pid := fmt.Sprint(p.cmd.Process.Pid)
 		threads, err := os.ReadDir("/proc/" + pid + "/task")
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
+		read++
 		for _, th := range threads {
-			if s := schedOf(t, pid+"/task/"+th.Name()); s.nice <= daemon.nice {
+			// A thread may end between the listing and the read (the engine ends the threads
+			// it lowered for a refill): one that is gone weighs nothing.
+			if s, err := schedOf(pid + "/task/" + th.Name()); err == nil && s.nice <= daemon.nice {
 				t.Errorf("worker %s thread %s at nice %d, the daemon at %d", pid, th.Name(), s.nice, daemon.nice)
 			}
 		}
-		if s := schedOf(t, pid); s.group != daemon.group && s.groupNice <= daemon.groupNice {
+		if s, err := schedOf(pid); err == nil && s.group != daemon.group && s.groupNice <= daemon.groupNice {
 			t.Errorf("worker %s in %s at nice %d, the daemon in %s at nice %d: the worker's session weighs as much as the daemon's",
 				pid, s.group, s.groupNice, daemon.group, daemon.groupNice)
 		}
 	}
 	r.mu.Unlock()
+	if read == 0 {
+		t.Fatal("no spinning worker could be read from /proc")
+	}
 	// The daemon's own goroutines: a 10 ms ticker keeps a pace (no starvation).
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -224,22 +233,30 @@ type sched struct {
 }
 
 // schedOf reads the niceness and autogroup of /proc/<of> ("self", "PID" or "PID/task/TID").
-func schedOf(t *testing.T, of string) sched {
-	t.Helper()
+func schedOf(of string) (sched, error) {
+	var s sched
 	stat, err := os.ReadFile("/proc/" + of + "/stat")
 	if err != nil {
-		t.Fatal(err)
+		return s, err
 	}
 	// After the command's name: nice is field 19, the 17th after the ')'.
 	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	var s sched
 	if len(f) < 17 {
-		t.Fatalf("/proc/%s/stat: %q", of, stat)
+		return s, fmt.Errorf("/proc/%s/stat: %q", of, stat)
 	}
 	fmt.Sscan(f[16], &s.nice)
 	if ag, err := os.ReadFile("/proc/" + of + "/autogroup"); err == nil {
 		// "/autogroup-123 nice 5"
 		fmt.Sscanf(string(ag), "%s nice %d", &s.group, &s.groupNice)
+	}
+	return s, nil
+}
+
+func mustSched(t *testing.T, of string) sched {
+	t.Helper()
+	s, err := schedOf(of)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return s
 }
