@@ -255,10 +255,11 @@ func TestAfterFreshAnswers(t *testing.T) {
 	rt.active[fresh] = true
 	var answered atomic.Bool
 	done = make(chan struct{})
-	go func() { rt.afterFreshAnswers(10 * time.Second); close(done) }()
+	waiter := make(chan string, 1)
+	go func() { waiter <- goroutineID(); rt.afterFreshAnswers(10 * time.Second); close(done) }()
 	// The answer comes while the work waits for it (a fixed 50 ms here let a loaded machine start
 	// the wait after the answer, which then rightly returned at once).
-	waitBlockedIn(t, "(*Runtime).afterFreshAnswers")
+	waitBlockedIn(t, <-waiter, "(*Runtime).afterFreshAnswers")
 	answered.Store(true)
 	at := time.Now()
 	fresh.markAnswered()
@@ -276,14 +277,21 @@ func TestAfterFreshAnswers(t *testing.T) {
 	}
 }
 
-// waitBlockedIn waits until a goroutine is blocked in a select inside fn (a function's name as
+// goroutineID is the calling goroutine's number, as a goroutine dump spells it.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	f := strings.Fields(string(buf[:runtime.Stack(buf, false)])) // "goroutine 42 [running]:"
+	return f[1]
+}
+
+// waitBlockedIn waits until goroutine id is blocked in a select inside fn (a function's name as
 // a goroutine dump spells it), so a test acts on a waiter once it waits.
-func waitBlockedIn(t *testing.T, fn string) {
+func waitBlockedIn(t *testing.T, id, fn string) {
 	t.Helper()
 	buf := make([]byte, 1<<20)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if head, _, _ := strings.Cut(g, "\n"); strings.Contains(head, "[select") && strings.Contains(g, fn+"(") {
+			if head, _, _ := strings.Cut(g, "\n"); strings.HasPrefix(head, "goroutine "+id+" [select") && strings.Contains(g, fn+"(") {
 				return
 			}
 		}
@@ -344,8 +352,14 @@ func TestAfterFreshAnswersWaitsForQuiet(t *testing.T) {
 	rt.activity.Store(busy.UnixNano())
 	done := make(chan struct{})
 	var returned time.Time
-	go func() { rt.afterFreshAnswers(10 * time.Second); returned = time.Now(); close(done) }()
-	waitBlockedIn(t, "(*Runtime).afterFreshAnswers") // the answer comes while the work waits
+	waiter := make(chan string, 1)
+	go func() {
+		waiter <- goroutineID()
+		rt.afterFreshAnswers(10 * time.Second)
+		returned = time.Now()
+		close(done)
+	}()
+	waitBlockedIn(t, <-waiter, "(*Runtime).afterFreshAnswers") // the answer comes while the work waits
 	fresh.markAnswered()
 	select {
 	case <-done:
