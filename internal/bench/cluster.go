@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 	"github.com/agentbox-dev/agentbox/client"
 	"github.com/agentbox-dev/agentbox/internal/cluster"
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/freeport"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/s3/s3local"
 )
@@ -277,14 +277,14 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// freePort is a loopback port free now.
+// freePort is a loopback port free now, below the kernel's ephemeral range (one from port 0
+// could be taken by an outgoing connection before the node binds it).
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Loopback(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return p[0], nil
 }
 
 // start runs `agentbox serve --role node` for id on its port and waits until it listens.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/config"
+	"github.com/agentbox-dev/agentbox/internal/freeport"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
@@ -49,12 +50,12 @@ func TestHostedMCPConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	entry := filepath.Join(img.Rootfs(), "opt/agentbox/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port below the ephemeral range: one from port 0 could be taken before node binds it.
+	ports, err := freeport.Loopback(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	port := strconv.Itoa(ports[0])
 	var srvOut bytes.Buffer
 	direct := exec.Command(tools.Node, entry, "streamableHttp")
 	direct.Env, direct.Stdout, direct.Stderr = append(tools.Env(), "PORT="+port), &srvOut, &srvOut

@@ -3,7 +3,6 @@ package nomad
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"github.com/hashicorp/nomad/api"
 
 	"github.com/agentbox-dev/agentbox/internal/cluster"
+	"github.com/agentbox-dev/agentbox/internal/freeport"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -129,20 +129,13 @@ next:
 	return out
 }
 
+// freePorts are loopback ports for the dev agent, below the kernel's ephemeral range (an
+// outgoing connection could take one from port 0 before the agent binds it).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
+	ports, err := freeport.Loopback(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox-dev/agentbox/internal/freeport"
 	"github.com/agentbox-dev/agentbox/internal/s3"
 )
 
@@ -89,25 +89,6 @@ func Find(dataDir string) (string, bool) {
 	return "", false
 }
 
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
-}
-
 // Start runs weed (the binary's path) until Stop, keeping its data in a temporary directory
 // Stop removes. It returns once the server answers a signed request.
 func Start(weed string) (*Server, error) {
@@ -127,7 +108,9 @@ func Start(weed string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	p, err := freePorts(8)
+	// Below the ephemeral range: weed's own servers connect to each other while it starts, and an
+	// outgoing connection could take a port from port 0 before the server meant for it binds.
+	p, err := freeport.Loopback(8)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
