@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/config"
 	"github.com/agentbox-dev/agentbox/internal/daemon"
+	"github.com/agentbox-dev/agentbox/internal/freeport"
 	"github.com/agentbox-dev/agentbox/internal/mcphost"
 	"github.com/agentbox-dev/agentbox/internal/runtimes/heavy"
 )
@@ -121,12 +122,11 @@ func findNode(o MCPOptions) (string, error) {
 // startDirect runs server-everything from the image's files on the host by node over streamable
 // HTTP on a free loopback port, and returns its endpoint and how to stop it.
 func startDirect(ctx context.Context, node, rootfs string) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1) // below the ephemeral range: see internal/freeport
 	if err != nil {
 		return "", nil, err
 	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	port := strconv.Itoa(ports[0])
 	var out bytes.Buffer
 	cmd := exec.Command(node, filepath.Join(rootfs, mcpEverything), "streamableHttp")
 	cmd.Env = append(os.Environ(), "PORT="+port)
