@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/api"
+	"github.com/agentbox-dev/agentbox/internal/runtimes/runtimetest"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
 // TestRunStopsWithItsRequest: a run gets its request's context, so a client that goes away, or a
@@ -15,8 +17,15 @@ import (
 func TestRunStopsWithItsRequest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// The client goes away once the run has reached the runtime (a 100 ms timeout here could end
+	// the request on a loaded machine before the daemon had it, and nothing was counted).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	inner := e.rt.Answer
+	e.rt.Answer = func(ctx context.Context, req *sandbox.RunRequest, s *runtimetest.FakeSession) (*sandbox.Result, error) {
+		cancel()
+		return inner(ctx, req, s)
+	}
 	if _, err := e.c.Run(ctx, api.RunRequest{Code: "sleep:1m"}); err == nil {
 		t.Fatal("a run whose client went away finished normally")
 	}
