@@ -136,7 +136,10 @@ func TestHostedGVisor(t *testing.T) {
 		h.mu.Lock()
 		p := h.proc.(*heavy.Process)
 		h.mu.Unlock()
-		go func() { time.Sleep(500 * time.Millisecond); p.Kill() }()
+		// Killed half way through the 5 s operation, so that neither a slow start of the call
+		// (a loaded machine: 500 ms after it was sent it may not have reached the server yet)
+		// nor its end comes first.
+		go func() { time.Sleep(2500 * time.Millisecond); p.Kill() }()
 		_, err = m.Call(ctx, "everything", "trigger-long-running-operation", json.RawMessage(`{"duration":5,"steps":5}`))
 		if err == nil || !strings.Contains(err.Error(), "ended during the call") {
 			t.Fatalf("err = %v", err)
