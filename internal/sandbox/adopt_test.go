@@ -164,11 +164,11 @@ func TestAdoptResumesAtLatestDurableStep(t *testing.T) {
 	tier.memoryOnly = false
 	tier.mu.Unlock()
 	_, _ = va.RunInSession(context.Background(), id, &sandbox.RunRequest{Code: "add 100"})
-	for range 1000 {
+	// (The record is written behind the run: wait for it, up to a bound that only a hang meets.)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if _, err := ma.Session(id); err != nil {
 			break
 		}
-		time.Sleep(time.Millisecond)
 	}
 	if _, err := ma.Session(id); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("node a still holds the moved session: %v", err)

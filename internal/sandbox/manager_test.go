@@ -154,7 +154,7 @@ func TestManagerClosesIdleSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second) // a hang's bound: the reaper looks every 10 ms
 	for time.Now().Before(deadline) {
 		if _, err := m.Session(s.ID); errors.Is(err, sandbox.ErrNotFound) {
 			return
