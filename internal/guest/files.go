@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -143,26 +144,18 @@ const keep = uintptr(math.MaxUint32)
 // of the agent. An agent that is not root (tests run it unprivileged only when it needs no other
 // user) keeps its own credentials.
 func becomeUser(uid, gid int, real bool) (restore func() error, err error) {
-	euid := os.Geteuid()
-	if euid != 0 {
-		if euid != uid {
-			return nil, fmt.Errorf("the agent runs as uid %d, not root: it cannot act as uid %d", euid, uid)
+	c, err := agentCreds()
+	if err != nil {
+		return nil, err
+	}
+	if c.euid != 0 {
+		if c.euid != uid {
+			return nil, fmt.Errorf("the agent runs as uid %d, not root: it cannot act as uid %d", c.euid, uid)
 		}
 		return func() error { return nil }, nil
 	}
-	groups, err := unix.Getgroups()
-	if err != nil {
-		return nil, fmt.Errorf("getgroups: %w", err)
-	}
-	egid := os.Getegid()
-	// The thread's real ids, to set back.
-	var ruid, rgid, ignored uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETRESUID, uintptr(unsafe.Pointer(&ruid)), uintptr(unsafe.Pointer(&ignored)), uintptr(unsafe.Pointer(&ignored))); e != 0 {
-		return nil, fmt.Errorf("getresuid: %w", e)
-	}
-	if _, _, e := unix.RawSyscall(unix.SYS_GETRESGID, uintptr(unsafe.Pointer(&rgid)), uintptr(unsafe.Pointer(&ignored)), uintptr(unsafe.Pointer(&ignored))); e != 0 {
-		return nil, fmt.Errorf("getresgid: %w", e)
-	}
+	// The thread's real ids, to set back: the agent's.
+	groups, egid, ruid, rgid := c.groups, c.egid, c.ruid, c.rgid
 	// The real ids change with the effective ones, or stay (keep).
 	realID := func(id uintptr) uintptr {
 		if real {
@@ -233,6 +226,33 @@ func realAsUser(uid, gid int) (restore func() error, err error) {
 		return nil, errors.Join(fmt.Errorf("setresuid real %d: %w", uid, e), restore())
 	}
 	return restore, nil
+}
+
+// agentCreds are the agent's own credentials (effective uid and gid, real uid and gid,
+// supplementary groups), read once, on a thread with the agent's credentials (becomeUser's
+// threads go back to them or end): they never change, and each read is a system call, which under
+// gVisor costs the sandbox ~20 µs of CPU on every run's walk of the work directory (rawio.go).
+var agentCreds = sync.OnceValues(func() (creds, error) {
+	groups, err := unix.Getgroups()
+	if err != nil {
+		return creds{}, fmt.Errorf("getgroups: %w", err)
+	}
+	c := creds{euid: os.Geteuid(), egid: os.Getegid(), groups: groups}
+	var ignored uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESUID, uintptr(unsafe.Pointer(&c.ruid)), uintptr(unsafe.Pointer(&ignored)), uintptr(unsafe.Pointer(&ignored))); e != 0 {
+		return creds{}, fmt.Errorf("getresuid: %w", e)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_GETRESGID, uintptr(unsafe.Pointer(&c.rgid)), uintptr(unsafe.Pointer(&ignored)), uintptr(unsafe.Pointer(&ignored))); e != 0 {
+		return creds{}, fmt.Errorf("getresgid: %w", e)
+	}
+	return c, nil
+})
+
+// creds are a thread's credentials.
+type creds struct {
+	euid, egid int
+	ruid, rgid uint32
+	groups     []int
 }
 
 // setGroups sets the calling thread's supplementary groups.

@@ -10,6 +10,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -52,8 +53,14 @@ func Main(args []string) int {
 	}
 	log.SetFlags(0)
 	log.SetPrefix("agentbox-guest: ")
+	// One P: the agent dispatches; the work is Python's, in its own process. With more, every
+	// goroutine a pipe's answer readies wakes another thread to look for work (a futex hand-off,
+	// ~45 µs of the sandbox's CPU under gVisor, rawio.go), and the runtime reads the CPU count
+	// again every second.
+	runtime.GOMAXPROCS(1)
 	cfg.HostStdin, cfg.HostStdout = hostStdio()
-	if err := Serve(cfg, os.Stdin, os.Stdout); err != nil {
+	in, out := daemonIO()
+	if err := Serve(cfg, in, out); err != nil {
 		log.Print(err)
 		return 1
 	}

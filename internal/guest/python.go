@@ -3,11 +3,13 @@
 package guest
 
 import (
+	"bufio"
 	_ "embed"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -55,7 +57,7 @@ type python struct {
 
 // pipes are the agent's ends of a Python process's pipes.
 type pipes struct {
-	req     *os.File // fd 3 of the process: requests
+	req     *rawFile // fd 3 of the process: requests
 	reports chan map[string]json.RawMessage
 	pumped  chan struct{} // closed when the pump has forwarded everything the processes wrote
 	closed  sync.Once
@@ -70,25 +72,40 @@ func (p *pipes) close() {
 
 // startPython starts repl.py as the unprivileged user and waits for it to be ready.
 func (a *agent) startPython() (*python, error) {
-	var files [5][2]*os.File // stdin, stdout, stderr, requests, reports: [read, write]
+	// stdin: the child has its end; the parent closes the write end at once: the code has no
+	// stdin, so input() and sys.stdin.read() meet EOF at once (EOFError), as a script run with
+	// stdin closed does, instead of waiting for the timeout.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stdinW.Close()
+	defer stdinR.Close()
+	// stdout, stderr, reports (read by the agent) and requests (written by it): the agent's ends
+	// are read and written with raw system calls (rawio.go).
+	var mine [4]*rawFile
+	var theirs [4]*os.File
+	closeAll := func() {
+		for i := range mine {
+			if mine[i] != nil {
+				mine[i].Close()
+			}
+		}
+	}
 	defer func() {
-		// The child has its ends; the parent keeps the others but the write end of stdin, which
-		// it closes too: the code has no stdin, so input() and sys.stdin.read() meet EOF at once
-		// (EOFError), as a script run with stdin closed does, instead of waiting for the timeout.
-		for _, f := range []*os.File{files[0][0], files[0][1], files[1][1], files[2][1], files[3][0], files[4][1]} {
+		for _, f := range theirs {
 			if f != nil {
 				f.Close()
 			}
 		}
 	}()
-	for i := range files {
-		r, w, err := os.Pipe()
-		if err != nil {
+	for i := range mine {
+		if mine[i], theirs[i], err = pollPipe(i != 3); err != nil {
+			closeAll()
 			return nil, err
 		}
-		files[i] = [2]*os.File{r, w}
 	}
-	childFds := []uintptr{files[0][0].Fd(), files[1][1].Fd(), files[2][1].Fd(), files[3][0].Fd(), files[4][1].Fd()}
+	childFds := []uintptr{stdinR.Fd(), theirs[0].Fd(), theirs[1].Fd(), theirs[3].Fd(), theirs[2].Fd()}
 	attr := &syscall.ProcAttr{
 		Dir:   a.cfg.WorkDir,
 		Env:   a.cfg.Env,
@@ -101,7 +118,7 @@ func (a *agent) startPython() (*python, error) {
 	}
 	py := &python{
 		pipes: &pipes{
-			req:     files[3][1],
+			req:     mine[3],
 			reports: make(chan map[string]json.RawMessage, 4),
 			pumped:  make(chan struct{}),
 		},
@@ -111,13 +128,11 @@ func (a *agent) startPython() (*python, error) {
 		return syscall.ForkExec(a.cfg.Python, []string{"python3", "-c", replSource}, attr)
 	}, py)
 	if err != nil {
-		for _, f := range []*os.File{files[1][0], files[2][0], files[3][1], files[4][0]} {
-			f.Close()
-		}
+		closeAll()
 		return nil, fmt.Errorf("start %s: %w", a.cfg.Python, err)
 	}
 	py.pid = pid
-	go a.pump(py.pipes, files[1][0], files[2][0], files[4][0])
+	go a.pump(py.pipes, mine[0], mine[1], mine[2])
 	select {
 	case rep := <-py.reports:
 		var v string
@@ -204,80 +219,99 @@ func exitCode(ws unix.WaitStatus) int {
 // py.reports. It reads output before reports: everything a cell printed is in the pipes before
 // its report is written, so when a report is readable, the bytes buffered in the pipes at that
 // moment are read first (FIONREAD), and output printed after (by threads or children of the
-// cell) cannot hold the report back.
-func (a *agent) pump(py *pipes, stdout, stderr, reports *os.File) {
-	defer close(py.pumped)
-	defer stdout.Close()
-	defer stderr.Close()
-	defer reports.Close()
-	streams := []string{"stdout", "stderr"}
-	fds := []unix.PollFd{
-		{Fd: int32(stdout.Fd()), Events: unix.POLLIN},
-		{Fd: int32(stderr.Fd()), Events: unix.POLLIN},
-		{Fd: int32(reports.Fd()), Events: unix.POLLIN},
+// cell) cannot hold the report back. Each pipe has a goroutine waiting in Go's poller
+// (rawio.go); a chunk of output is read and forwarded under outMu, which the reports' goroutine
+// takes to read what is buffered before a report, so no chunk read earlier is forwarded after it.
+func (a *agent) pump(py *pipes, stdout, stderr, reports *rawFile) {
+	streams := [2]string{"stdout", "stderr"}
+	files := [2]*rawFile{stdout, stderr}
+	var fds [2]int
+	for i, f := range files {
+		_ = f.rc.Control(func(fd uintptr) { fds[i] = int(fd) })
 	}
-	buf := make([]byte, 64<<10)
-	// readSome reads up to max bytes of output fd i; it reports false at EOF.
-	readSome := func(i int, max int) bool {
-		if max > len(buf) {
-			max = len(buf)
+	var outMu sync.Mutex
+	var ended [2]bool // guarded by outMu
+	var buf [2][]byte
+	// readSome reads up to max bytes of output i and forwards them; false at EOF (or an error),
+	// and with eagain when nothing was there. outMu held.
+	readSome := func(i, max int) (more, eagain bool) {
+		if ended[i] {
+			return false, false
 		}
-		n, err := unix.Read(int(fds[i].Fd), buf[:max])
-		if n > 0 {
-			a.output(streams[i], buf[:n])
-			return true
+		if buf[i] == nil {
+			buf[i] = make([]byte, 64<<10)
 		}
-		if err == unix.EINTR || err == unix.EAGAIN {
-			return true
+		n, errno := rawRead(fds[i], buf[i][:min(max, len(buf[i]))])
+		switch {
+		case errno == unix.EAGAIN:
+			return true, true
+		case errno != 0 || n == 0:
+			ended[i] = true
+			return false, false
 		}
-		fds[i].Fd = -1 // EOF or error: poll ignores negative fds
-		return false
+		a.output(streams[i], buf[i][:n])
+		return true, false
 	}
-	for fds[0].Fd >= 0 || fds[1].Fd >= 0 || fds[2].Fd >= 0 {
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			log.Printf("poll: %v", err)
-			return
-		}
-		if fds[2].Fd >= 0 && fds[2].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0 {
-			for i := 0; i < 2; i++ {
-				if fds[i].Fd < 0 {
-					continue
-				}
-				n, err := unix.IoctlGetInt(int(fds[i].Fd), unix.TIOCINQ)
-				for err == nil && n > 0 {
-					before := n
-					if !readSome(i, n) {
-						break
-					}
-					n, err = unix.IoctlGetInt(int(fds[i].Fd), unix.TIOCINQ)
-					if n >= before {
-						break // someone is still writing: what was there is read
-					}
+	var wg sync.WaitGroup
+	for i := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for more := true; more; {
+				err := files[i].rc.Read(func(uintptr) bool {
+					outMu.Lock()
+					defer outMu.Unlock()
+					var eagain bool
+					more, eagain = readSome(i, 64<<10)
+					return !eagain
+				})
+				if err != nil {
+					return
 				}
 			}
-			rep, err := readReport(int(fds[2].Fd))
-			if err != nil {
-				fds[2].Fd = -1
-				continue
-			}
-			py.reports <- rep
-			continue
-		}
-		for i := 0; i < 2; i++ {
-			if fds[i].Fd >= 0 && fds[i].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) != 0 {
-				readSome(i, len(buf))
-			}
-		}
+		}()
 	}
+	// The reports: the first byte of each is waited for (read with what follows it in the pipe),
+	// then what the outputs hold is read.
+	br := bufio.NewReaderSize(reports, 64<<10)
+	for {
+		var hdr [4]byte
+		var err error
+		if hdr[0], err = br.ReadByte(); err != nil {
+			break
+		}
+		outMu.Lock()
+		for i := range files {
+			inq, errno := rawInq(fds[i])
+			for errno == 0 && inq > 0 {
+				before := inq
+				if more, eagain := readSome(i, inq); !more || eagain {
+					break
+				}
+				inq, errno = rawInq(fds[i])
+				if inq >= before {
+					break // someone is still writing: what was there is read
+				}
+			}
+		}
+		outMu.Unlock()
+		rep, err := readReport(br, hdr)
+		if err != nil {
+			break
+		}
+		py.reports <- rep
+	}
+	wg.Wait()
+	stdout.Close()
+	stderr.Close()
+	reports.Close()
+	close(py.pumped)
 }
 
-// readReport reads one length-prefixed JSON report of the REPL.
-func readReport(fd int) (map[string]json.RawMessage, error) {
-	var hdr [4]byte
-	if err := readFull(fd, hdr[:]); err != nil {
+// readReport reads the rest of one length-prefixed JSON report of the REPL, whose first byte is
+// in hdr.
+func readReport(r io.Reader, hdr [4]byte) (map[string]json.RawMessage, error) {
+	if _, err := io.ReadFull(r, hdr[1:]); err != nil {
 		return nil, err
 	}
 	n := binary.LittleEndian.Uint32(hdr[:])
@@ -285,7 +319,7 @@ func readReport(fd int) (map[string]json.RawMessage, error) {
 		return nil, fmt.Errorf("report of %d bytes", n)
 	}
 	b := make([]byte, n)
-	if err := readFull(fd, b); err != nil {
+	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, err
 	}
 	var m map[string]json.RawMessage
@@ -293,23 +327,6 @@ func readReport(fd int) (map[string]json.RawMessage, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-func readFull(fd int, b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Read(fd, b)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errors.New("EOF")
-		}
-		b = b[n:]
-	}
-	return nil
 }
 
 // reaper reaps every child, as init must: the Python process (whose status it hands over) and

@@ -101,10 +101,12 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             return
         try:
             data = dumps(msg).encode()
+            # One write for the length and the report: each system call costs the sandbox
+            # ~20 µs of CPU under gVisor, and the agent reads the report in one.
+            mv = memoryview(len(data).to_bytes(4, "little") + data)
             with write_lock:
-                for mv in (memoryview(len(data).to_bytes(4, "little")), memoryview(data)):
-                    while mv:
-                        mv = mv[o_write(REP, mv):]
+                while mv:
+                    mv = mv[o_write(REP, mv):]
         except BaseExc:
             o_exit(125)  # the agent sees the process end: a broken REPL
 

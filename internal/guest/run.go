@@ -316,26 +316,12 @@ const maxSnapshot = 20000
 // snapshot notes the regular files under the work directory, as the sandbox user sees them (the
 // code may have made links and directories it cannot read; files.go).
 func (a *agent) snapshot() map[string]fileState {
+	if rawDirEmpty(a.cfg.WorkDir) {
+		return map[string]fileState{}
+	}
 	m := map[string]fileState{}
 	_ = a.asUser(func() error {
-		m = snapshot(a.cfg.WorkDir)
-		return nil
-	})
-	return m
-}
-
-func snapshot(dir string) map[string]fileState {
-	m := map[string]fileState{}
-	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return nil
-		}
-		if len(m) >= maxSnapshot {
-			return filepath.SkipAll
-		}
-		if info.Mode().IsRegular() {
-			m[p] = fileState{info.Size(), info.ModTime()}
-		}
+		m = rawSnapshot(a.cfg.WorkDir)
 		return nil
 	})
 	return m
@@ -366,6 +352,9 @@ func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []
 		}
 	}
 	w.restartRun()
+	if len(before) == 0 && rawDirEmpty(a.cfg.WorkDir) {
+		return nil, false, map[string]fileState{}
+	}
 	_ = a.asUser(func() error {
 		files, truncated, after = changedFiles(a.cfg.WorkDir, before, limit)
 		return nil
@@ -461,7 +450,7 @@ func (a *agent) filesChanged() {
 }
 
 func changedFiles(dir string, before map[string]fileState, limit int64) ([]sandbox.File, bool, map[string]fileState) {
-	after := snapshot(dir)
+	after := rawSnapshot(dir)
 	var changed []string
 	for p, st := range after {
 		if old, ok := before[p]; !ok || old != st {
