@@ -65,7 +65,7 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     real_stdout, real_stderr = sys.stdout, sys.stderr
     lcache = linecache.cache
     BaseExc, SysExit, KbdInt = BaseException, SystemExit, KeyboardInterrupt
-    o_signal, SIGINT, SIG_IGN = signal.signal, signal.SIGINT, signal.SIG_IGN
+    o_signal, o_getsignal, SIGINT, SIG_IGN = signal.signal, signal.getsignal, signal.SIGINT, signal.SIG_IGN
     default_int_handler = signal.default_int_handler
     parse_flags, Expr, Expression = _ast.PyCF_ONLY_AST, _ast.Expr, _ast.Expression
     BytesIO, b2a_base64 = io.BytesIO, binascii.b2a_base64
@@ -233,7 +233,10 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         # interrupt (or a timeout) there is no time to draw them, and they are closed.
         try:
             if draw:
-                o_signal(SIGINT, default_int_handler)
+                # Interruptible while the figures are drawn; after a cell that ended normally
+                # the handler is already there (each change is a system call: rawio.go).
+                if o_getsignal(SIGINT) is not default_int_handler:
+                    o_signal(SIGINT, default_int_handler)
                 show_figures(False)
             else:
                 gcf, managers = open_figures()
