@@ -17,7 +17,8 @@ import (
 // TestMeasureCellSplit prints where a session's `print` cell's CPU goes among the sandbox's
 // processes (the sentry, the gofer, the systrap stubs: each thread's /proc schedstat, in ns),
 // per cell over many cells of one session from the pool. Set AGENTBOX_HEAVY_MEASURE=1
-// (AGENTBOX_HEAVY_MEASURE_N cells, default 40; AGENTBOX_HEAVY_MEASURE_CODE the cell).
+// (AGENTBOX_HEAVY_MEASURE_N cells, default 40; AGENTBOX_HEAVY_MEASURE_CODE the cell;
+// AGENTBOX_HEAVY_MEASURE_GAP the pause before each cell, default 50ms).
 func TestMeasureCellSplit(t *testing.T) {
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
 		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
@@ -29,6 +30,10 @@ func TestMeasureCellSplit(t *testing.T) {
 	code := os.Getenv("AGENTBOX_HEAVY_MEASURE_CODE")
 	if code == "" {
 		code = "print('hi')"
+	}
+	gap := 50 * time.Millisecond
+	if g, err := time.ParseDuration(os.Getenv("AGENTBOX_HEAVY_MEASURE_GAP")); err == nil {
+		gap = g
 	}
 	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: -1})
 	l := limits(t, 30*time.Second)
@@ -75,7 +80,7 @@ func TestMeasureCellSplit(t *testing.T) {
 	totals := map[string]int64{}
 	var all int64
 	for i := 0; i < n+1; i++ {
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(gap)
 		a0, u0 := sample(), usage()
 		res, err := s.Run(ctx, &sandbox.RunRequest{Code: code, Limits: l})
 		if err != nil || res.Error != nil {
@@ -100,5 +105,5 @@ func TestMeasureCellSplit(t *testing.T) {
 		parts = append(parts, fmt.Sprintf("%s %.3f", k, float64(totals[k])/float64(n)/1e6))
 	}
 	la, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("per cell (ms, mean of %d): cgroup %.3f | %s | load %s", n, float64(all)/float64(n)/1e6, strings.Join(parts, ", "), strings.Fields(string(la))[0])
+	t.Logf("per cell (ms, mean of %d, %v apart): cgroup %.3f | %s | load %s", n, gap, float64(all)/float64(n)/1e6, strings.Join(parts, ", "), strings.Fields(string(la))[0])
 }
