@@ -303,3 +303,57 @@ func TestRealIDsOnUserThread(t *testing.T) {
 		t.Fatalf("a goroutine ran on a thread with ids %v, not root's", unrestored)
 	}
 }
+
+// asUserHere runs as the user on the calling goroutine's own thread and gives it back as it
+// was, real ids included even when fn changed them (realAsUser, as a snapshot's read of the
+// mappings does); no goroutine runs as the user afterwards.
+func TestAsUserHereGivesThreadBack(t *testing.T) {
+	a, work, _, _ := fileAgent(t)
+	u := uint32(testUID)
+	private := t.TempDir() // root's, 0700
+	for range 20 {
+		var during [6]uint32
+		err := a.asUserHere(func() error {
+			during = resIDs()
+			if _, err := realAsUser(testUID, testUID); err != nil { // left for the restore
+				return err
+			}
+			// What the user cannot do, refused: a file in a root-only directory.
+			if err := os.WriteFile(filepath.Join(private, "x"), nil, 0o600); err == nil {
+				return errors.New("wrote into a root-only directory as the user")
+			}
+			return os.WriteFile(work+"/by-user", []byte("x"), 0o600)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := [6]uint32{0, u, 0, 0, u, 0}; during != want {
+			t.Fatalf("ids in fn: %v, want %v", during, want)
+		}
+		if ids := resIDs(); ids != [6]uint32{} {
+			t.Fatalf("the calling goroutine's thread after asUserHere: ids %v, want root's", ids)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(work+"/by-user", &st); err != nil || st.Uid != u {
+		t.Fatalf("the file made in fn: %v, uid %d, want %d", err, st.Uid, u)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var bad [6]uint32
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if ids := resIDs(); ids != [6]uint32{} {
+				mu.Lock()
+				bad = ids
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if bad != [6]uint32{} {
+		t.Fatalf("a goroutine ran on a thread with ids %v, not root's", bad)
+	}
+}

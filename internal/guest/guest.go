@@ -113,8 +113,13 @@ type agent struct {
 	// (stepFilesHeld says whether it is held; guarded by mu).
 	stepFiles     sync.Mutex
 	stepFilesHeld bool
-	// snapDirMade is the SnapDir made (snaps.go, makeSnapDir).
+	// snapDirMade is the SnapDir made (snaps.go, makeSnapDir); mapsRead counts the reads of
+	// /proc for mapped files (mappedHere).
 	snapDirMade string
+	mapsRead    uint64
+	// lastMapped is the files the last snapshot (or the rewound-to one) found mapped shared and
+	// writable (snaps.go, withLastMapped).
+	lastMapped map[string]bool
 }
 
 // Serve runs the agent over in/out. It returns when in ends (nil) or breaks (an error); either

@@ -320,7 +320,7 @@ func (a *agent) snapshot() map[string]fileState {
 		return map[string]fileState{}
 	}
 	m := map[string]fileState{}
-	_ = a.asUser(func() error {
+	_ = a.asUserHere(func() error {
 		m = rawSnapshot(a.cfg.WorkDir)
 		return nil
 	})
@@ -340,12 +340,16 @@ func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []
 	w := a.fileWatch()
 	if w != nil && before != nil && len(before) < maxSnapshot {
 		if dirty, ok := w.takeRun(); ok {
-			var changed []string
-			if after, changed, ok = a.changedFrom(w, dirty, before); ok {
-				_ = a.asUser(func() error {
+			// The paths looked at and the changed ones read on this thread as the user: each
+			// switch to another thread is a wake-up on the result's way out (asUserHere).
+			_ = a.asUserHere(func() error {
+				var changed []string
+				if after, changed, ok = a.changedFrom(w, dirty, before, direct); ok {
 					files, truncated = readChanged(changed, after, limit)
-					return nil
-				})
+				}
+				return nil
+			})
+			if ok {
 				return files, truncated, after
 			}
 			w.needWalk()
@@ -355,7 +359,7 @@ func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []
 	if len(before) == 0 && rawDirEmpty(a.cfg.WorkDir) {
 		return nil, false, map[string]fileState{}
 	}
-	_ = a.asUser(func() error {
+	_ = a.asUserHere(func() error {
 		files, truncated, after = changedFiles(a.cfg.WorkDir, before, limit)
 		return nil
 	})
@@ -365,12 +369,12 @@ func (a *agent) changedFiles(before map[string]fileState, limit int64) (files []
 // changedFrom applies the paths the watch named (dirty) to before: it returns the work
 // directory's regular files now and those new or changed, or false when a named directory is
 // not watched (what is in it went unnamed: list it all).
-func (a *agent) changedFrom(w *fileWatch, dirty map[string]struct{}, before map[string]fileState) (map[string]fileState, []string, bool) {
+func (a *agent) changedFrom(w *fileWatch, dirty map[string]struct{}, before map[string]fileState, as func(func() error) error) (map[string]fileState, []string, bool) {
 	roots := a.roots()
 	after := maps.Clone(before)
 	var changed []string
 	ok := true
-	_ = a.asUser(func() error {
+	_ = as(func() error {
 		for key := range dirty {
 			root, sub, in := keyRoot(roots, key)
 			if !in || root != 0 || sub == "" {

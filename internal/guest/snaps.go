@@ -79,6 +79,7 @@ type snap struct {
 	dir     string  // SnapDir/N/files
 	entries map[string]snapEntry
 	taken   time.Time
+	mapped  map[string]bool // the files mapped shared and writable when it was taken
 }
 
 // snapEntry is one entry of a snapshot's files, by its path relative to the work directory.
@@ -283,6 +284,9 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	if _, err := os.Lstat(dir); err == nil {
 		_ = os.RemoveAll(dir) // left by an agent before this one (ids are never reused otherwise)
 	}
+	a.mu.Lock()
+	reads := a.mapsRead
+	a.mu.Unlock()
 	entries, newBytes, looked, err := a.snapshotFiles(id, filepath.Join(dir, "files"), maxBytes)
 	a.releaseStepFiles()
 	if err != nil {
@@ -294,6 +298,9 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	undo := func() { a.fileWatch().invalidate(); _ = os.RemoveAll(dir) }
 	info.FilesTime = now().Sub(t0)
 	info.Files, info.NewBytes, info.Looked = len(entries), newBytes, looked
+	a.mu.Lock()
+	info.MapsRead = a.mapsRead != reads
+	a.mu.Unlock()
 	t1 := now()
 	var rep map[string]json.RawMessage
 	if a.takePrefork(py) {
@@ -325,7 +332,7 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	if a.snaps == nil {
 		a.snaps = map[uint64]*snap{}
 	}
-	a.snaps[id] = &snap{id: id, proc: proc, dir: filepath.Join(dir, "files"), entries: entries, taken: now()}
+	a.snaps[id] = &snap{id: id, proc: proc, dir: filepath.Join(dir, "files"), entries: entries, taken: now(), mapped: a.lastMapped}
 	delete(a.dropped, id)
 	a.refLocked(entries, 1)
 	free := a.setBaseLocked(entries)
@@ -354,21 +361,23 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 	if w != nil && base != nil {
 		dirty, complete = w.take()
 	}
-	var mapped map[string]bool
+	var mapped, mappedNow map[string]bool // with the last snapshot's, and found now
 	var live, toCopy []liveFile
 	var entries map[string]snapEntry
 	var srcs []*os.File // toCopy's first batch, opened
 	var err error
 	looked := 0
 	if complete {
-		// The usual step: one thread as the user for everything the user's view decides (the
-		// mappings, the paths named, the changed files opened), not one each: under load every
-		// switch to another thread is a wake-up that waits for a CPU the fork beside it holds.
+		// The usual step: this thread as the user for everything the user's view decides (the
+		// mappings, the paths named, the changed files opened), not a thread each: under load
+		// every switch to another thread is a wake-up that waits for a CPU the fork beside it
+		// holds (asUserHere).
 		entries = maps.Clone(base)
-		err = a.asUser(func() error {
+		err = a.asUserHere(func() error {
 			// Files written through a shared mapping raise no event and may keep their stat:
 			// looked at and copied every time.
-			mapped = a.mappedHere(roots)
+			mappedNow = a.mappedHere(roots)
+			mapped = a.withLastMapped(mappedNow)
 			for k := range mapped {
 				dirty[k] = struct{}{}
 			}
@@ -386,7 +395,8 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 			complete = false
 		}
 	} else {
-		mapped = a.mappedFiles(roots)
+		mappedNow = a.mappedFiles(roots)
+		mapped = a.withLastMapped(mappedNow)
 	}
 	if !complete && err == nil {
 		if w == nil {
@@ -414,7 +424,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 		batch := toCopy[:min(len(toCopy), copyBatch)]
 		toCopy = toCopy[len(batch):]
 		if srcs == nil {
-			_ = a.asUser(func() error {
+			_ = a.asUserHere(func() error {
 				srcs = openSources(roots, batch)
 				return nil
 			})
@@ -462,7 +472,29 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 		w.invalidate() // the cap left paths out: the next rewind and snapshot walk
 	}
 	w.watched() // every directory met is watched: runs may list from events again
+	a.mu.Lock()
+	a.lastMapped = mappedNow
+	a.mu.Unlock()
 	return entries, newBytes, looked, nil
+}
+
+// withLastMapped adds to mapped, the files mapped shared and writable now, those the last
+// snapshot found mapped: one written through its mapping and unmapped since raised no event for
+// the write, and may keep its stat (in gVisor a write through a mapping leaves the mtime as it
+// was), so it is copied once more. (A file mapped, written and unmapped all between two
+// snapshots is still not seen.)
+func (a *agent) withLastMapped(mapped map[string]bool) map[string]bool {
+	a.mu.Lock()
+	last := a.lastMapped
+	a.mu.Unlock()
+	if len(last) == 0 {
+		return mapped
+	}
+	out := maps.Clone(last)
+	for k := range mapped {
+		out[k] = true
+	}
+	return out
 }
 
 // copyBatch bounds the files a snapshot holds open at once.
@@ -959,7 +991,7 @@ func (a *agent) rewind(id uint64) error {
 	}
 	// The files the live processes map shared and writable, before they end (a write through a
 	// mapping leaves no event and, in gVisor, not even a new mtime: they are copied back).
-	mapped := a.mappedFiles(a.roots())
+	mapped := a.withLastMapped(a.mappedFiles(a.roots()))
 	if py != nil {
 		a.dropPrefork(py)
 		a.waitOwnGroups()
@@ -979,8 +1011,12 @@ func (a *agent) rewind(id uint64) error {
 	}
 	a.mu.Lock()
 	a.py = s.proc
-	s.proc = nil // until repark
+	s.proc = nil            // until repark
+	a.lastMapped = s.mapped // what its process maps
 	a.mu.Unlock()
+	// It holds open what it held when it was forked (a parked process's files are not read,
+	// and a file it shares stays open when the live process closes it: no event).
+	a.fileWatch().heldUnknown()
 	return nil
 }
 
@@ -1132,6 +1168,13 @@ func (a *agent) mappedHere(roots []string) map[string]bool {
 		}
 	}
 	a.mu.Unlock()
+	// No process can map a file of the roots it does not hold open: the watch's count of
+	// opens and closes says when none can, and the reads of /proc (a listing, each process's
+	// descriptors, the thread's ids) are skipped.
+	w := a.fileWatch()
+	if !w.mayHold() {
+		return nil
+	}
 	restore, err := realAsUser(a.cfg.UID, a.cfg.GID)
 	if err != nil {
 		log.Printf("reading the processes' mappings: %v", err)
@@ -1142,16 +1185,22 @@ func (a *agent) mappedHere(roots []string) map[string]bool {
 			log.Printf("reading the processes' mappings: %v", err)
 		}
 	}()
+	w.beginScan()
+	a.mu.Lock()
+	a.mapsRead++
+	a.mu.Unlock()
 	procs, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	return mappedIn(procs, roots, os.Getpid(), parked, a.cfg.UID)
+	out, held := mappedIn(procs, roots, os.Getpid(), parked, a.cfg.UID)
+	w.endScan(held)
+	return out
 }
 
-// mappedIn is mappedFiles over the processes procs (the entries of /proc).
-func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool, uid int) map[string]bool {
-	var out map[string]bool
+// mappedIn is mappedFiles over the processes procs (the entries of /proc); held says whether a
+// process (but self and parked) holds a file of the roots open, mapped or not.
+func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool, uid int) (out map[string]bool, held bool) {
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self || parked[pid] {
@@ -1167,6 +1216,7 @@ func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool
 		if !holdsOpen("/proc/"+e.Name()+"/fd", roots) {
 			continue
 		}
+		held = true
 		b, err := os.ReadFile("/proc/" + e.Name() + "/maps")
 		if err != nil {
 			continue
@@ -1191,7 +1241,7 @@ func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool
 			out[key] = true
 		}
 	}
-	return out
+	return out, held
 }
 
 // holdsOpen says whether a descriptor of fdDir (/proc/PID/fd) names a file beneath roots.

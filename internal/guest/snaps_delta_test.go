@@ -364,3 +364,57 @@ func TestSnapshotFilesDirRemade(t *testing.T) {
 		}
 	}
 }
+
+// The reads of /proc for mapped files are skipped only while the watch knows no process holds a
+// file of the roots open (every file opened since the last read was closed again): a file opened
+// and mapped between steps is read and kept at the next step and every step while it is held, a
+// step after its close reads /proc once more and the next skips again, and a rewind to a step
+// whose process held the mapping reads /proc again.
+func TestSnapshotFilesMapsReadSkipped(t *testing.T) {
+	s := newSnapSession(t, nil)
+	in, out, next, snapshot, rewind := s.in, s.out, s.next, s.snapshot, s.rewind
+	state := func() string {
+		t.Helper()
+		_, o, e := cell(t, in, out, next(), "print(open('m.bin', 'rb').read(3))")
+		if o == "" {
+			t.Fatalf("reading: %s", e)
+		}
+		return strings.TrimSpace(o)
+	}
+	reads := func(n uint64, want bool) {
+		t.Helper()
+		if info := snapshot(n); info.MapsRead != want {
+			t.Fatalf("snapshot %d read /proc for mapped files: %v, want %v", n, info.MapsRead, want)
+		}
+	}
+	mustCell(t, in, out, next(), "open('m.bin', 'wb').write(b'.' * 4096)")
+	reads(1, true) // the first: walks, the watch starts
+	reads(2, true) // finds none held
+	mustCell(t, in, out, next(), "open('a.txt', 'w').write('a')\nprint(open('m.bin', 'rb').read(1))")
+	reads(3, false) // opened and closed again
+	mustCell(t, in, out, next(), "import mmap\nF = open('m.bin', 'r+b')\nM = mmap.mmap(F.fileno(), 0)\nM[0:3] = b'abc'")
+	reads(4, true)
+	mustCell(t, in, out, next(), "M[0:3] = b'xyz'")
+	reads(5, true) // still held
+	mustCell(t, in, out, next(), "M[0:3] = b'klm'\nM.close()\nF.close()")
+	reads(6, true) // closed since the last read began: read once more
+	reads(7, false)
+	for k, want := range map[uint64]string{1: "b'...'", 4: "b'abc'", 5: "b'xyz'", 6: "b'klm'"} {
+		rewind(k)
+		if got := state(); got != want {
+			t.Fatalf("after a rewind to step %d: %s, want %s", k, got, want)
+		}
+	}
+	// A rewind to a step whose process holds the mapping (5): read again (the file it maps is
+	// the one it mapped then, which the rewind's copy of m.bin need not be: the step keeps
+	// what the path holds).
+	rewind(5)
+	mustCell(t, in, out, next(), "M[0:3] = b'rst'")
+	want := state()
+	reads(8, true)
+	rewind(1)
+	rewind(8)
+	if got := state(); got != want {
+		t.Fatalf("after a rewind to step 8: %s, want %s", got, want)
+	}
+}

@@ -36,8 +36,9 @@ const (
 	// watchDrainEvery is how often, at most, queued events are read between snapshots, so that
 	// code writing files in a long loop does not grow gVisor's queue of events (it has no cap).
 	watchDrainEvery = 100 * time.Millisecond
-	watchMask       = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
-		unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVE_SELF
+	// IN_OPEN and IN_CLOSE_NOWRITE change nothing: they count the files held open (held).
+	watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+		unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVE_SELF | unix.IN_OPEN | unix.IN_CLOSE_NOWRITE
 )
 
 // inotifyAddWatch is unix.InotifyAddWatch (a variable for tests of its failures).
@@ -80,6 +81,17 @@ type fileWatch struct {
 	// has watched it); takenDirs is the count when the last snapshot took the events.
 	dirs, takenDirs uint64
 	stop            chan struct{}
+	// What says whether a process may hold a file of the roots open, so that a snapshot or a
+	// rewind can skip reading /proc for the files mapped shared and writable (mayHold): open
+	// counts each file's opens less its closes since the last such read began (a file
+	// description's close is one event, at its last reference: dup, fork and mmap hold it
+	// open); noneHeld says that read found no process holding one; scanDirs and scanAdded
+	// are the directories made and the watches added when it began (opens in a directory
+	// not watched yet go unnamed).
+	opens               map[string]int
+	noneHeld            bool
+	scanDirs, scanAdded uint64
+	added               uint64
 }
 
 // newFileWatch starts an empty watch (nil when inotify is unavailable).
@@ -181,6 +193,63 @@ func (w *fileWatch) add(root int, sub, path string, ino uint64) {
 	}
 	d := &watchedDir{wd: int32(wd), root: root, sub: sub, ino: ino}
 	w.byWD[d.wd], w.byKey[key] = d, d
+	w.added++
+}
+
+// mayHold reports whether a process may hold a file of the roots open (and so may map one):
+// true unless the last read of /proc found none (endScan) and, since it began, every file
+// opened beneath the roots was closed again, no directory was made or watched anew, and no
+// event was lost. A nil watch cannot say.
+func (w *fileWatch) mayHold() bool {
+	if w == nil {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return true
+	}
+	w.drainLocked()
+	return !w.noneHeld || len(w.opens) > 0 || w.dirs != w.scanDirs || w.added != w.scanAdded || w.capped
+}
+
+// beginScan starts a read of /proc for the files held open: the opens are counted afresh from
+// here (what was opened before shows in that read).
+func (w *fileWatch) beginScan() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd < 0 {
+		return
+	}
+	w.drainLocked()
+	w.opens = map[string]int{}
+	w.noneHeld = false
+	w.scanDirs, w.scanAdded = w.dirs, w.added
+}
+
+// endScan says what the read begun by beginScan found: held, a process holding a file of the
+// roots open.
+func (w *fileWatch) endScan(held bool) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.noneHeld = !held
+	w.mu.Unlock()
+}
+
+// heldUnknown says processes may hold files of the roots that no event named: a snapshot's
+// process woken by a rewind holds what it held when it was forked.
+func (w *fileWatch) heldUnknown() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.noneHeld = false
+	w.mu.Unlock()
 }
 
 // watching reports whether the directory at key is watched as the inode ino.
@@ -212,7 +281,7 @@ func (w *fileWatch) invalidate() {
 		return
 	}
 	w.mu.Lock()
-	w.lost = true
+	w.lost, w.noneHeld = true, false
 	w.mu.Unlock()
 }
 
@@ -337,7 +406,7 @@ func (w *fileWatch) drainLocked() {
 
 func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
 	if mask&unix.IN_Q_OVERFLOW != 0 {
-		w.lost, w.runLost = true, true
+		w.lost, w.runLost, w.noneHeld = true, true, false
 		return
 	}
 	d := w.byWD[wd]
@@ -354,11 +423,35 @@ func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
 	}
 	if mask&unix.IN_MOVE_SELF != 0 {
 		// Moved: the paths of the watches beneath it are stale.
-		w.lost, w.runLost, w.runWalk = true, true, true
+		w.lost, w.runLost, w.runWalk, w.noneHeld = true, true, true, false
 		return
 	}
 	if name == "" {
 		return
+	}
+	if mask&(unix.IN_OPEN|unix.IN_CLOSE_NOWRITE|unix.IN_CLOSE_WRITE) != 0 && mask&unix.IN_ISDIR == 0 {
+		// A file opened or closed (a directory cannot be mapped). A close with no open counted
+		// (one opened before the count began, or with O_PATH) leaves a negative count: not
+		// known to be closed, so the next snapshot reads /proc.
+		key := keyFor(w.roots, d.root, filepath.Join(d.sub, name))
+		if w.opens == nil {
+			w.opens = map[string]int{}
+		}
+		n := w.opens[key]
+		if mask&unix.IN_OPEN != 0 {
+			n++
+		}
+		if mask&(unix.IN_CLOSE_NOWRITE|unix.IN_CLOSE_WRITE) != 0 {
+			n--
+		}
+		if n == 0 {
+			delete(w.opens, key)
+		} else {
+			w.opens[key] = n
+		}
+	}
+	if mask&(unix.IN_OPEN|unix.IN_CLOSE_NOWRITE) != 0 && mask&^(unix.IN_OPEN|unix.IN_CLOSE_NOWRITE|unix.IN_ISDIR) == 0 {
+		return // nothing changed
 	}
 	if mask&unix.IN_ISDIR != 0 && mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
 		// A directory no watch covers yet: what is made in it goes unnamed until a snapshot
@@ -384,6 +477,7 @@ func (w *fileWatch) reset() {
 	// watched every directory again, changes go unnamed: the run in progress (if any) lists all.
 	w.byWD, w.byKey = map[int32]*watchedDir{}, map[string]*watchedDir{}
 	w.dirty, w.lost, w.capped, w.linked = map[string]struct{}{}, false, false, false
+	w.noneHeld = false
 	w.runLost = true
 	w.takenDirs = w.dirs
 }

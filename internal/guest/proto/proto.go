@@ -334,6 +334,9 @@ type SnapInfo struct {
 	// Looked is how many paths the snapshot looked at (stat, compare): those whose change the
 	// agent was told of since the last snapshot or rewind, or every one when it walked them all.
 	Looked int `json:"looked,omitempty"`
+	// MapsRead says the snapshot read /proc for files mapped shared and writable (skipped while
+	// the agent's watch knows no process holds a file of the session's directories open).
+	MapsRead bool `json:"maps_read,omitempty"`
 	// Threads counts the threads the code left running when the process forked: a fork copies
 	// the calling thread only, so a rewind to this snapshot brings back none of them.
 	Threads int `json:"threads,omitempty"`

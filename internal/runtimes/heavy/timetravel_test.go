@@ -560,3 +560,44 @@ func TestSnapshotFilesEventGapsInHeavy(t *testing.T) {
 		}
 	}
 }
+
+// In gVisor too, a step's snapshot skips the reads of /proc for mapped files while no process
+// holds a file of the session's directories open (the watch counts opens and closes), reads
+// them again once the code maps a file, keeps what was written through the mapping, and once
+// more after the mapping and its file are closed, with the last write through it.
+func TestSnapshotMapsReadSkippedInHeavy(t *testing.T) {
+	rt := ttRuntime(t, Options{})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	const state = "print(open('m.bin', 'rb').read(3), open('a').read())"
+	want := map[string]string{}
+	step := func(name, code string, read *bool) {
+		t.Helper()
+		out(t, s, code)
+		if err := s.Snapshot(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		if last, _, _ := StepCost(s); read != nil && last.MapsRead != *read {
+			t.Fatalf("step %s read /proc for mapped files: %v, want %v", name, last.MapsRead, *read)
+		}
+		want[name] = out(t, s, state)
+	}
+	yes, no := new(bool), new(bool)
+	*yes = true
+	// The first steps read it until one has found no file held with every directory watched.
+	step("s1", "import mmap\nopen('m.bin', 'wb').write(b'.' * 4096)\nopen('a', 'w').write('1')", nil)
+	step("s2", "open('a', 'w').write('2')", nil)
+	step("s3", "open('a', 'w').write('3')\nprint(open('a').read())", no)
+	step("s4", "F = open('m.bin', 'r+b')\nM = mmap.mmap(F.fileno(), 0)\nM[0:3] = b'abc'", yes)
+	step("s5", "M[0:3] = b'xyz'", yes)
+	step("s6", "M[0:3] = b'klm'\nM.close()\nF.close()", yes)
+	step("s7", "open('a', 'w').write('7')", no)
+	for _, k := range []string{"s5", "s1", "s6", "s4", "s7", "s3"} {
+		if err := s.Rewind(ctx, k, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := out(t, s, state); got != want[k] {
+			t.Fatalf("after a rewind to %s: %q, want %q", k, got, want[k])
+		}
+	}
+}
