@@ -104,6 +104,17 @@ func TestMeasureCellSplit(t *testing.T) {
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %.3f", k, float64(totals[k])/float64(n)/1e6))
 	}
+	// And at rest: what the idle sandbox costs (the guest's timers, the sentry's).
+	time.Sleep(time.Second)
+	i0, u0 := sample(), usage()
+	time.Sleep(5 * time.Second)
+	i1, u1 := sample(), usage()
+	var idle []string
+	for k, v := range i1 {
+		idle = append(idle, fmt.Sprintf("%s %.3f", k, float64(v-i0[k])/5/1e6))
+	}
+	sort.Strings(idle)
 	la, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("idle: %.3f ms of CPU a second (%s)", float64(u1-u0)/5/1e6, strings.Join(idle, ", "))
 	t.Logf("per cell (ms, mean of %d, %v apart): cgroup %.3f | %s | load %s", n, gap, float64(all)/float64(n)/1e6, strings.Join(parts, ", "), strings.Fields(string(la))[0])
 }
