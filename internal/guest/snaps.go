@@ -1194,16 +1194,47 @@ func (a *agent) mappedHere(roots []string) map[string]bool {
 		return nil
 	}
 	out, held := mappedIn(procs, roots, os.Getpid(), parked, a.cfg.UID)
+	// A process that started after the listing (a fork of one read, or read before it forked,
+	// which may have let its file go since) is read too: it may hold what its parent held.
+	if again, err := os.ReadDir("/proc"); err != nil {
+		held = true
+	} else if started := startedSince(procs, again); len(started) > 0 {
+		more, moreHeld := mappedIn(started, roots, os.Getpid(), parked, a.cfg.UID)
+		for k := range more {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[k] = true
+		}
+		held = held || moreHeld
+	}
 	w.endScan(held)
 	return out
 }
 
-// mappedIn is mappedFiles over the processes procs (the entries of /proc); held says whether a
-// process (but self and parked) holds a file of the roots open, mapped or not.
+// startedSince is the processes of again (a listing of /proc) that the listing before did not
+// name.
+func startedSince(before, again []os.DirEntry) []os.DirEntry {
+	had := make(map[string]bool, len(before))
+	for _, e := range before {
+		had[e.Name()] = true
+	}
+	var out []os.DirEntry
+	for _, e := range again {
+		if !had[e.Name()] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// mappedIn is mappedFiles over the processes procs (the entries of /proc; parked ones' maps are
+// not read); held says whether a process but self may hold a file of the roots open, mapped or
+// not, or may come to hold one without an open (a socket).
 func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool, uid int) (out map[string]bool, held bool) {
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self || parked[pid] {
+		if err != nil || pid == self {
 			continue
 		}
 		var st unix.Stat_t
@@ -1213,10 +1244,21 @@ func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool
 		// Its maps only when it holds a file of the roots open: reading them costs ~1 ms in
 		// gVisor for a Python process with numpy and pandas loaded, its descriptors ~0.1 ms.
 		// (Python's mmap, and numpy.memmap through it, keep a descriptor of the mapped file.)
-		if !holdsOpen("/proc/"+e.Name()+"/fd", roots) {
+		//
+		// held is what lets the next steps skip this read (fileWatch.mayHold): it must cover
+		// every description of a file of the roots that exists now, since only opens after this
+		// read are counted. So it counts too a parked step's process holding one (its close,
+		// when the step is dropped, is an event that would cancel a later open), a process
+		// holding a socket (a description passed over a unix socket is held by no process while
+		// in flight, and its receiver raises no open event), and a process whose descriptors
+		// cannot be read.
+		files, sockets, ok := holdsOpen("/proc/"+e.Name()+"/fd", roots)
+		if files || sockets || !ok && !zombie(e.Name()) {
+			held = true
+		}
+		if !files || parked[pid] {
 			continue
 		}
-		held = true
 		b, err := os.ReadFile("/proc/" + e.Name() + "/maps")
 		if err != nil {
 			continue
@@ -1244,20 +1286,40 @@ func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool
 	return out, held
 }
 
-// holdsOpen says whether a descriptor of fdDir (/proc/PID/fd) names a file beneath roots.
-func holdsOpen(fdDir string, roots []string) bool {
+// holdsOpen says whether a descriptor of fdDir (/proc/PID/fd) names a file beneath roots
+// (files), whether one is a socket (sockets), and whether fdDir could be read (ok; a process
+// that ended meanwhile is read as holding nothing).
+func holdsOpen(fdDir string, roots []string) (files, sockets, ok bool) {
 	fds, err := os.ReadDir(fdDir)
 	if err != nil {
-		return false
+		return false, false, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
 	}
 	for _, fd := range fds {
-		if target, err := os.Readlink(fdDir + "/" + fd.Name()); err == nil {
-			if _, ok := mappedKey(roots, target); ok {
-				return true
-			}
+		target, err := os.Readlink(fdDir + "/" + fd.Name())
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(target, "socket:") {
+			sockets = true
+		} else if _, in := mappedKey(roots, target); in {
+			files = true
+		}
+		if files && sockets {
+			break
 		}
 	}
-	return false
+	return files, sockets, true
+}
+
+// zombie says whether the process pid has ended (its files closed), or is gone.
+func zombie(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
 }
 
 // mappedKey is the snapshot key of the absolute path p, if it is beneath one of roots.

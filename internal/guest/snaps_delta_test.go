@@ -398,7 +398,9 @@ func TestSnapshotFilesMapsReadSkipped(t *testing.T) {
 	reads(5, true) // still held
 	mustCell(t, in, out, next(), "M[0:3] = b'klm'\nM.close()\nF.close()")
 	reads(6, true) // closed since the last read began: read once more
-	reads(7, false)
+	// Steps 4 and 5's processes, parked, still hold m.bin's description: read while they are
+	// kept (their close, should they end, would cancel an open: TestSnapshotFilesMapsReadParkedClose).
+	reads(7, true)
 	for k, want := range map[uint64]string{1: "b'...'", 4: "b'abc'", 5: "b'xyz'", 6: "b'klm'"} {
 		rewind(k)
 		if got := state(); got != want {
@@ -416,5 +418,92 @@ func TestSnapshotFilesMapsReadSkipped(t *testing.T) {
 	rewind(8)
 	if got := state(); got != want {
 		t.Fatalf("after a rewind to step 8: %s, want %s", got, want)
+	}
+}
+
+// The count of opens and closes cannot be balanced by the close of a file description the read
+// of /proc did not see: a parked step's process holds the description of a file its process had
+// open when forked; when that step is dropped (its process killed), its close must not cancel a
+// later open by the live process, whose mapping the next step reads and keeps.
+func TestSnapshotFilesMapsReadParkedClose(t *testing.T) {
+	s := newSnapSession(t, nil)
+	in, out, next, snapshot, rewind := s.in, s.out, s.next, s.snapshot, s.rewind
+	mustCell(t, in, out, next(), "import mmap, os, time\nopen('m.bin', 'wb').write(b'.' * 4096)\n"+
+		"F = open('m.bin', 'r+b')\nM = mmap.mmap(F.fileno(), 0)")
+	snapshot(1) // its process holds m.bin's description
+	mustCell(t, in, out, next(), "M.close()\nF.close()")
+	snapshot(2) // the live process holds nothing; the parked one of step 1 does
+	mustCell(t, in, out, next(), "G = open('m.bin', 'r+b')\nN = mmap.mmap(G.fileno(), 0)")
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{1}}); ans.Error != nil {
+		t.Fatalf("dropping step 1: %+v", ans.Error)
+	}
+	// Until step 1's process has ended (its close of m.bin is then an event).
+	mustCell(t, in, out, next(), `def others():
+    n = 0
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) != os.getpid():
+            try:
+                for fd in os.listdir('/proc/%s/fd' % p):
+                    if os.readlink('/proc/%s/fd/%s' % (p, fd)) == os.path.abspath('m.bin'):
+                        n += 1
+            except OSError:
+                pass
+    return n
+deadline = time.time() + 10
+while others() and time.time() < deadline:
+    time.sleep(0.01)
+assert not others(), 'step 1 process still holds m.bin'
+N[0:3] = b'abc'`)
+	if info := snapshot(3); !info.MapsRead {
+		t.Errorf("step 3 did not read /proc though the live process maps m.bin")
+	}
+	mustCell(t, in, out, next(), "N[0:3] = b'xyz'")
+	snapshot(4)
+	rewind(3)
+	if _, o, e := cell(t, in, out, next(), "print(open('m.bin', 'rb').read(3))"); strings.TrimSpace(o) != "b'abc'" {
+		t.Fatalf("after a rewind to step 3: %q %s, want b'abc'", o, e)
+	}
+	// Once no process holds it, parked or not, the reads are skipped again.
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{3, 4}}); ans.Error != nil {
+		t.Fatalf("dropping steps 3 and 4: %+v", ans.Error)
+	}
+	mustCell(t, in, out, next(), "N.close()\nG.close()\nwhile others() and time.time() < deadline + 10:\n    time.sleep(0.01)\nassert not others()")
+	if info := snapshot(5); !info.MapsRead {
+		t.Errorf("step 5 after a rewind did not read /proc")
+	}
+	// A killed process's descriptors leave its /proc listing before their closes are events
+	// (Linux runs the last fput after the table goes): such a close during a step's read makes
+	// the next read again. The steps that follow skip it.
+	for n := uint64(6); ; n++ {
+		if info := snapshot(n); !info.MapsRead {
+			break
+		}
+		if n == 10 {
+			t.Fatalf("steps 6 to 10 read /proc though no process holds a file")
+		}
+	}
+}
+
+// A file's description passed over a unix socket is held by no process while it is in flight:
+// the read of /proc that finds none held cannot say no process will hold it (and map it) later
+// without an event, so a process holding a socket counts as one that may hold a file.
+func TestSnapshotFilesMapsReadPassedDescriptor(t *testing.T) {
+	s := newSnapSession(t, nil)
+	in, out, next, snapshot, rewind := s.in, s.out, s.next, s.snapshot, s.rewind
+	mustCell(t, in, out, next(), "import mmap, os, socket\nopen('m.bin', 'wb').write(b'.' * 4096)")
+	snapshot(1)
+	snapshot(2) // none held
+	mustCell(t, in, out, next(), "A, B = socket.socketpair(socket.AF_UNIX)\n"+
+		"F = open('m.bin', 'r+b')\nsocket.send_fds(A, [b'x'], [F.fileno()])\nF.close()")
+	snapshot(3) // the description is in flight: no process holds it
+	mustCell(t, in, out, next(), "_, fds, _, _ = socket.recv_fds(B, 1, 1)\nM = mmap.mmap(fds[0], 0)\nos.close(fds[0])\nM[0:3] = b'abc'")
+	if info := snapshot(4); !info.MapsRead {
+		t.Errorf("step 4 did not read /proc though the live process maps m.bin")
+	}
+	mustCell(t, in, out, next(), "M[0:3] = b'xyz'")
+	snapshot(5)
+	rewind(4)
+	if _, o, e := cell(t, in, out, next(), "print(open('m.bin', 'rb').read(3))"); strings.TrimSpace(o) != "b'abc'" {
+		t.Fatalf("after a rewind to step 4: %q %s, want b'abc'", o, e)
 	}
 }

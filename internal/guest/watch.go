@@ -88,10 +88,14 @@ type fileWatch struct {
 	// open); noneHeld says that read found no process holding one; scanDirs and scanAdded
 	// are the directories made and the watches added when it began (opens in a directory
 	// not watched yet go unnamed).
-	opens               map[string]int
-	noneHeld            bool
-	scanDirs, scanAdded uint64
-	added               uint64
+	opens    map[string]int
+	noneHeld bool
+	// scanning is set from beginScan to endScan; closedInScan says a file was closed meanwhile:
+	// its holder may have let it go after the read's start and before its descriptors were read
+	// (a close no counted open balances), so that read cannot say none is held.
+	scanning, closedInScan bool
+	scanDirs, scanAdded    uint64
+	added                  uint64
 }
 
 // newFileWatch starts an empty watch (nil when inotify is unavailable).
@@ -227,6 +231,7 @@ func (w *fileWatch) beginScan() {
 	w.drainLocked()
 	w.opens = map[string]int{}
 	w.noneHeld = false
+	w.scanning, w.closedInScan = true, false
 	w.scanDirs, w.scanAdded = w.dirs, w.added
 }
 
@@ -237,8 +242,12 @@ func (w *fileWatch) endScan(held bool) {
 		return
 	}
 	w.mu.Lock()
-	w.noneHeld = !held
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	if w.fd >= 0 {
+		w.drainLocked() // the closes until now
+	}
+	w.noneHeld = !held && !w.closedInScan
+	w.scanning, w.closedInScan = false, false
 }
 
 // heldUnknown says processes may hold files of the roots that no event named: a snapshot's
@@ -443,6 +452,9 @@ func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
 		}
 		if mask&(unix.IN_CLOSE_NOWRITE|unix.IN_CLOSE_WRITE) != 0 {
 			n--
+			if w.scanning {
+				w.closedInScan = true
+			}
 		}
 		if n == 0 {
 			delete(w.opens, key)

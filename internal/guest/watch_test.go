@@ -88,3 +88,39 @@ func TestWatchOverflowWalks(t *testing.T) {
 		t.Error("the snapshot after the one that walked still walks")
 	}
 }
+
+// A file closed while a read of /proc for held files is under way may have been let go by a
+// process after the read began and before its descriptors were read: that read cannot say none
+// is held, or the close would cancel a later open of the same file by another process (held,
+// unread, its mapping missed by the next step).
+func TestWatchCloseDuringScanKeepsHeld(t *testing.T) {
+	w, sub, st := newDirWatch(t)
+	w.reset()
+	w.add(0, "d", sub, st.Ino)
+	p := filepath.Join(sub, "m.bin")
+	if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p) // held by a process whose descriptors the read below will not see
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.beginScan()
+	f.Close()            // ... because it lets it go after the read began
+	w.endScan(false)     // and before its descriptors were read
+	g, err := os.Open(p) // another process opens it after the read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if !w.mayHold() {
+		t.Fatal("a file held open (its close during the read cancelled its open): the next step skips /proc")
+	}
+	// A read with no close under way finds none held, as before.
+	g.Close()
+	w.beginScan()
+	w.endScan(false)
+	if w.mayHold() {
+		t.Fatal("nothing held, no close during the read: the next step reads /proc")
+	}
+}
