@@ -564,7 +564,8 @@ func TestSnapshotFilesEventGapsInHeavy(t *testing.T) {
 // In gVisor too, a step's snapshot skips the reads of /proc for mapped files while no process
 // holds a file of the session's directories open (the watch counts opens and closes), reads
 // them again once the code maps a file, keeps what was written through the mapping, and once
-// more after the mapping and its file are closed, with the last write through it.
+// more after the mapping and its file are closed, with the last write through it (and while
+// kept steps' processes hold it).
 func TestSnapshotMapsReadSkippedInHeavy(t *testing.T) {
 	rt := ttRuntime(t, Options{})
 	s := ttSession(t, rt)
@@ -591,7 +592,9 @@ func TestSnapshotMapsReadSkippedInHeavy(t *testing.T) {
 	step("s4", "F = open('m.bin', 'r+b')\nM = mmap.mmap(F.fileno(), 0)\nM[0:3] = b'abc'", yes)
 	step("s5", "M[0:3] = b'xyz'", yes)
 	step("s6", "M[0:3] = b'klm'\nM.close()\nF.close()", yes)
-	step("s7", "open('a', 'w').write('7')", no)
+	// s4 and s5's processes, kept, still hold m.bin's description: their end would be a close
+	// no open balances (guest: TestSnapshotFilesMapsReadParkedClose), so /proc is read.
+	step("s7", "open('a', 'w').write('7')", yes)
 	for _, k := range []string{"s5", "s1", "s6", "s4", "s7", "s3"} {
 		if err := s.Rewind(ctx, k, ""); err != nil {
 			t.Fatal(err)
@@ -599,5 +602,84 @@ func TestSnapshotMapsReadSkippedInHeavy(t *testing.T) {
 		if got := out(t, s, state); got != want[k] {
 			t.Fatalf("after a rewind to %s: %q, want %q", k, got, want[k])
 		}
+	}
+}
+
+// In gVisor, the count of opens that lets a step skip /proc cannot be balanced by a close the
+// read did not see, nor miss a file held without an open: a forgotten step's process, which held
+// m.bin since it was forked, ends after the live process opened and mapped m.bin again (on
+// Linux its close cancels that open; gVisor was not seen to raise it: guest
+// TestSnapshotFilesMapsReadParkedClose), and a descriptor passed over a unix socket is held by
+// no process while in flight, and its receiver raises no open. In both, what was written
+// through the mapping is kept by the next step.
+func TestSnapshotMapsReadUnseenHoldersInHeavy(t *testing.T) {
+	rt := ttRuntime(t, Options{})
+	ctx := context.Background()
+	step := func(s *session, name, code string) {
+		t.Helper()
+		out(t, s, code)
+		if err := s.Snapshot(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const others = `
+def others(name):
+    n = 0
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) != os.getpid():
+            try:
+                for fd in os.listdir('/proc/%s/fd' % p):
+                    if os.readlink('/proc/%s/fd/%s' % (p, fd)) == os.path.abspath(name):
+                        n += 1
+            except OSError:
+                pass
+    return n
+def wait_others(name):
+    deadline = time.time() + 30
+    while others(name) and time.time() < deadline:
+        time.sleep(0.01)
+    assert not others(name), 'another process still holds ' + name
+`
+	s := ttSession(t, rt)
+	step(s, "s1", "import mmap, os, time\n"+others+"open('m.bin', 'wb').write(b'.' * 4096)\n"+
+		"F = open('m.bin', 'r+b')\nM = mmap.mmap(F.fileno(), 0)")
+	step(s, "s2", "M.close()\nF.close()")
+	out(t, s, "G = open('m.bin', 'r+b')\nN = mmap.mmap(G.fileno(), 0)")
+	s.Forget("s1")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		_, kept := s.tt.snaps["s1"]
+		s.mu.Unlock()
+		if !kept {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("step s1 still kept 30 s after Forget")
+		}
+	}
+	step(s, "s3", "wait_others('m.bin')\nN[0:3] = b'abc'")
+	out(t, s, "N[0:3] = b'xyz'")
+	if err := s.Rewind(ctx, "s3", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, s, "print(open('m.bin', 'rb').read(3))"); got != "b'abc'\n" {
+		t.Fatalf("after a rewind to s3 (a forgotten step's process held m.bin): %q, want b'abc'", got)
+	}
+
+	p := ttSession(t, rt)
+	step(p, "t1", "import mmap, os, socket\nopen('p.bin', 'wb').write(b'.' * 4096)")
+	step(p, "t2", "x = 2") // none held
+	step(p, "t3", "A, B = socket.socketpair(socket.AF_UNIX)\nP = open('p.bin', 'r+b')\n"+
+		"socket.send_fds(A, [b'x'], [P.fileno()])\nP.close()")
+	step(p, "t4", "_, fds, _, _ = socket.recv_fds(B, 1, 1)\nQ = mmap.mmap(fds[0], 0)\nos.close(fds[0])\nQ[0:3] = b'abc'")
+	if last, _, _ := StepCost(p); !last.MapsRead {
+		t.Errorf("step t4 did not read /proc though the live process maps p.bin")
+	}
+	out(t, p, "Q[0:3] = b'xyz'")
+	if err := p.Rewind(ctx, "t4", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, p, "print(open('p.bin', 'rb').read(3))"); got != "b'abc'\n" {
+		t.Fatalf("after a rewind to t4 (a descriptor passed over a socket): %q, want b'abc'", got)
 	}
 }
