@@ -18,7 +18,8 @@ import (
 // processes (the sentry, the gofer, the systrap stubs: each thread's /proc schedstat, in ns),
 // per cell over many cells of one session from the pool. Set AGENTBOX_HEAVY_MEASURE=1
 // (AGENTBOX_HEAVY_MEASURE_N cells, default 40; AGENTBOX_HEAVY_MEASURE_CODE the cell;
-// AGENTBOX_HEAVY_MEASURE_GAP the pause before each cell, default 50ms).
+// AGENTBOX_HEAVY_MEASURE_GAP the pause before each cell, default 50ms; AGENTBOX_HEAVY_MEASURE_REST
+// how long the idle sandbox is measured after, default 5s).
 func TestMeasureCellSplit(t *testing.T) {
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
 		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
@@ -106,15 +107,19 @@ func TestMeasureCellSplit(t *testing.T) {
 	}
 	// And at rest: what the idle sandbox costs (the guest's timers, the sentry's).
 	time.Sleep(time.Second)
+	rest := 5 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("AGENTBOX_HEAVY_MEASURE_REST")); err == nil && d > 0 {
+		rest = d
+	}
 	i0, u0 := sample(), usage()
-	time.Sleep(5 * time.Second)
+	time.Sleep(rest)
 	i1, u1 := sample(), usage()
 	var idle []string
 	for k, v := range i1 {
-		idle = append(idle, fmt.Sprintf("%s %.3f", k, float64(v-i0[k])/5/1e6))
+		idle = append(idle, fmt.Sprintf("%s %.3f", k, float64(v-i0[k])/rest.Seconds()/1e6))
 	}
 	sort.Strings(idle)
 	la, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("idle: %.3f ms of CPU a second (%s)", float64(u1-u0)/5/1e6, strings.Join(idle, ", "))
+	t.Logf("idle: %.3f ms of CPU a second (%s)", float64(u1-u0)/rest.Seconds()/1e6, strings.Join(idle, ", "))
 	t.Logf("per cell (ms, mean of %d, %v apart): cgroup %.3f | %s | load %s", n, gap, float64(all)/float64(n)/1e6, strings.Join(parts, ", "), strings.Fields(string(la))[0])
 }
