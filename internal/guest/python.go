@@ -53,6 +53,10 @@ type python struct {
 	exited chan struct{} // closed by the reaper
 	status unix.WaitStatus
 	once   sync.Once
+	// parkedHolds is, for a parked snapshot's process, what a read of its descriptors found
+	// (holdsUnknown until one): it runs nothing while parked, so it holds what it held then
+	// (guarded by agent.mu; snaps.go, mappedHere).
+	parkedHolds holds
 }
 
 // pipes are the agent's ends of a Python process's pipes.

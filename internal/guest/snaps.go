@@ -1161,13 +1161,23 @@ func (a *agent) mappedFiles(roots []string) map[string]bool {
 // only).
 func (a *agent) mappedHere(roots []string) map[string]bool {
 	a.mu.Lock()
-	parked := make(map[int]bool, len(a.snaps))
+	parked := make(map[int]holds, len(a.snaps))
 	for _, s := range a.snaps {
 		if s.proc != nil {
-			parked[s.proc.pid] = true
+			parked[s.proc.pid] = s.proc.parkedHolds
 		}
 	}
 	a.mu.Unlock()
+	defer func() {
+		// What the reads found of the parked processes, kept for the next read.
+		a.mu.Lock()
+		for _, s := range a.snaps {
+			if s.proc != nil && s.proc.parkedHolds == holdsUnknown {
+				s.proc.parkedHolds = parked[s.proc.pid]
+			}
+		}
+		a.mu.Unlock()
+	}()
 	// No process can map a file of the roots it does not hold open: the watch's count of
 	// opens and closes says when none can, and the reads of /proc (a listing, each process's
 	// descriptors, the thread's ids) are skipped.
@@ -1228,13 +1238,29 @@ func startedSince(before, again []os.DirEntry) []os.DirEntry {
 	return out
 }
 
-// mappedIn is mappedFiles over the processes procs (the entries of /proc; parked ones' maps are
-// not read); held says whether a process but self may hold a file of the roots open, mapped or
-// not, or may come to hold one without an open (a socket).
-func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool, uid int) (out map[string]bool, held bool) {
+// holds is what a parked process was found to hold.
+type holds int8
+
+const (
+	holdsUnknown holds = iota // not read yet
+	holdsNone                 // no file of the roots, no socket
+	holdsSome                 // a file of the roots or a socket, or its descriptors unreadable
+)
+
+// mappedIn is mappedFiles over the processes procs (the entries of /proc); held says whether a
+// process but self may hold a file of the roots open, mapped or not, or may come to hold one
+// without an open (a socket). parked are the parked snapshots' processes, whose maps are not
+// read, with what an earlier read found them to hold; mappedIn records what it finds of those
+// not read yet.
+func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]holds, uid int) (out map[string]bool, held bool) {
 	for _, e := range procs {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
+			continue
+		}
+		h, isParked := parked[pid]
+		if isParked && h != holdsUnknown {
+			held = held || h == holdsSome
 			continue
 		}
 		var st unix.Stat_t
@@ -1253,10 +1279,16 @@ func mappedIn(procs []os.DirEntry, roots []string, self int, parked map[int]bool
 		// in flight, and its receiver raises no open event), and a process whose descriptors
 		// cannot be read.
 		files, sockets, ok := holdsOpen("/proc/"+e.Name()+"/fd", roots)
-		if files || sockets || !ok && !zombie(e.Name()) {
-			held = true
+		some := files || sockets || !ok && !zombie(e.Name())
+		held = held || some
+		if isParked {
+			parked[pid] = holdsNone
+			if some {
+				parked[pid] = holdsSome
+			}
+			continue
 		}
-		if !files || parked[pid] {
+		if !files {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/maps")

@@ -4,6 +4,9 @@ package guest
 
 import (
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -505,5 +508,41 @@ func TestSnapshotFilesMapsReadPassedDescriptor(t *testing.T) {
 	rewind(4)
 	if _, o, e := cell(t, in, out, next(), "print(open('m.bin', 'rb').read(3))"); strings.TrimSpace(o) != "b'abc'" {
 		t.Fatalf("after a rewind to step 4: %q %s, want b'abc'", o, e)
+	}
+}
+
+// A parked process's descriptors are read once: what they held then is what it holds while
+// parked (it runs nothing), and counts as held at every read after, without reading it again.
+func TestMappedInParkedReadOnce(t *testing.T) {
+	root := t.TempDir()
+	f, err := os.Create(filepath.Join(root, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("sleep", "30")
+	cmd.ExtraFiles = []*os.File{f}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	all, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var procs []os.DirEntry // the child alone: the host's other processes of this uid hold sockets
+	for _, e := range all {
+		if e.Name() == strconv.Itoa(pid) {
+			procs = append(procs, e)
+		}
+	}
+	parked := map[int]holds{pid: holdsUnknown}
+	if _, held := mappedIn(procs, []string{root}, os.Getpid(), parked, os.Getuid()); !held || parked[pid] != holdsSome {
+		t.Fatalf("a parked process holding a file of the roots: held %v, recorded %v", held, parked[pid])
+	}
+	parked[pid] = holdsNone // as found by an earlier read: not read again
+	if _, held := mappedIn(procs, []string{root}, os.Getpid(), parked, os.Getuid()); held {
+		t.Fatal("a parked process read again")
 	}
 }
