@@ -361,6 +361,8 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 	if w != nil && base != nil {
 		dirty, complete = w.take()
 	}
+	// Closed after being open for writing: copied whatever their stat says (takeWrote).
+	wrote := w.takeWrote()
 	var mapped, mappedNow map[string]bool // with the last snapshot's, and found now
 	var live, toCopy []liveFile
 	var entries map[string]snapEntry
@@ -377,7 +379,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 			// Files written through a shared mapping raise no event and may keep their stat:
 			// looked at and copied every time.
 			mappedNow = a.mappedHere(roots)
-			mapped = a.withLastMapped(mappedNow)
+			mapped = withWrote(a.withLastMapped(mappedNow), wrote)
 			for k := range mapped {
 				dirty[k] = struct{}{}
 			}
@@ -396,7 +398,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 		}
 	} else {
 		mappedNow = a.mappedFiles(roots)
-		mapped = a.withLastMapped(mappedNow)
+		mapped = withWrote(a.withLastMapped(mappedNow), wrote)
 	}
 	if !complete && err == nil {
 		if w == nil {
@@ -482,7 +484,7 @@ func (a *agent) snapshotFiles(id uint64, dir string, maxBytes int64) (map[string
 // snapshot found mapped: one written through its mapping and unmapped since raised no event for
 // the write, and may keep its stat (in gVisor a write through a mapping leaves the mtime as it
 // was), so it is copied once more. (A file mapped, written and unmapped all between two
-// snapshots is still not seen.)
+// snapshots is found by its close: withWrote.)
 func (a *agent) withLastMapped(mapped map[string]bool) map[string]bool {
 	a.mu.Lock()
 	last := a.lastMapped
@@ -492,6 +494,23 @@ func (a *agent) withLastMapped(mapped map[string]bool) map[string]bool {
 	}
 	out := maps.Clone(last)
 	for k := range mapped {
+		out[k] = true
+	}
+	return out
+}
+
+// withWrote adds to mapped the files closed after being open for writing (fileWatch.takeWrote):
+// one mapped shared, written and closed between two steps raised no event for the write and, in
+// gVisor, kept its stat.
+func withWrote(mapped map[string]bool, wrote map[string]struct{}) map[string]bool {
+	if len(wrote) == 0 {
+		return mapped
+	}
+	out := make(map[string]bool, len(mapped)+len(wrote))
+	for k := range mapped {
+		out[k] = true
+	}
+	for k := range wrote {
 		out[k] = true
 	}
 	return out
@@ -991,7 +1010,7 @@ func (a *agent) rewind(id uint64) error {
 	}
 	// The files the live processes map shared and writable, before they end (a write through a
 	// mapping leaves no event and, in gVisor, not even a new mtime: they are copied back).
-	mapped := a.withLastMapped(a.mappedFiles(a.roots()))
+	mapped := withWrote(a.withLastMapped(a.mappedFiles(a.roots())), a.fileWatch().takeWrote())
 	if py != nil {
 		a.dropPrefork(py)
 		a.waitOwnGroups()
@@ -1001,6 +1020,8 @@ func (a *agent) rewind(id uint64) error {
 	if err := a.restoreFiles(s, mapped); err != nil {
 		log.Printf("rewind to snapshot %d: files: %v", id, err)
 	}
+	// The files the restore wrote hold the step's copies: not to be copied again for that.
+	a.fileWatch().takeWrote()
 	if err := syscall.Kill(s.proc.pid, syscall.SIGUSR1); err != nil {
 		a.dropSnap(id, "its process could not be woken")
 		return a.rewindFailed(id, err)

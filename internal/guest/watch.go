@@ -90,6 +90,10 @@ type fileWatch struct {
 	// not watched yet go unnamed).
 	opens    map[string]int
 	noneHeld bool
+	// wrote are the files closed after being open for writing since the last takeWrote: one
+	// written through a shared mapping and closed raises no IN_MODIFY and, in gVisor, keeps
+	// its stat, so a snapshot and a rewind copy these whatever their stat says.
+	wrote map[string]struct{}
 	// scanning is set from beginScan to endScan; closedInScan says a file was closed meanwhile:
 	// its holder may have let it go after the read's start and before its descriptors were read
 	// (a close no counted open balances), so that read cannot say none is held.
@@ -284,6 +288,22 @@ func (w *fileWatch) take() (dirty map[string]struct{}, complete bool) {
 	return dirty, complete
 }
 
+// takeWrote reads the queued events and returns the files closed after being open for writing
+// since the last takeWrote (wrote).
+func (w *fileWatch) takeWrote() map[string]struct{} {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fd >= 0 {
+		w.drainLocked()
+	}
+	out := w.wrote
+	w.wrote = nil
+	return out
+}
+
 // invalidate makes the next take incomplete.
 func (w *fileWatch) invalidate() {
 	if w == nil {
@@ -449,6 +469,12 @@ func (w *fileWatch) eventLocked(wd int32, mask uint32, name string) {
 		n := w.opens[key]
 		if mask&unix.IN_OPEN != 0 {
 			n++
+		}
+		if mask&unix.IN_CLOSE_WRITE != 0 && len(w.wrote) < maxDirty {
+			if w.wrote == nil {
+				w.wrote = map[string]struct{}{}
+			}
+			w.wrote[key] = struct{}{}
 		}
 		if mask&(unix.IN_CLOSE_NOWRITE|unix.IN_CLOSE_WRITE) != 0 {
 			n--

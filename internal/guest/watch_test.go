@@ -124,3 +124,31 @@ func TestWatchCloseDuringScanKeepsHeld(t *testing.T) {
 		t.Fatal("nothing held, no close during the read: the next step reads /proc")
 	}
 }
+
+// A file closed after being open for writing is named by takeWrote (a snapshot and a rewind copy
+// it whatever its stat says: a write through a shared mapping may leave it), once; a file
+// opened only to read is not.
+func TestWatchTakeWrote(t *testing.T) {
+	w, sub, st := newDirWatch(t)
+	w.reset()
+	w.add(0, "d", sub, st.Ino)
+	if err := os.WriteFile(filepath.Join(sub, "r"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.takeWrote()
+	f, err := os.OpenFile(filepath.Join(sub, "w"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := os.ReadFile(filepath.Join(sub, "r")); err != nil {
+		t.Fatal(err)
+	}
+	got := w.takeWrote()
+	if _, ok := got["d/w"]; !ok || len(got) != 1 {
+		t.Fatalf("takeWrote: %v, want d/w alone", got)
+	}
+	if again := w.takeWrote(); len(again) != 0 {
+		t.Fatalf("takeWrote again: %v, want none", again)
+	}
+}
