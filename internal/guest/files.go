@@ -122,11 +122,10 @@ func (a *agent) asUserWholly(fn func() error) error { return a.onUserThread(true
 // fails for want of root's rights, it never gains any.
 func (a *agent) asUserHere(fn func() error) error {
 	runtime.LockOSThread()
-	was, _, _ := unix.RawSyscall(unix.SYS_GETEUID, 0, 0, 0)
 	restore, err := becomeUser(a.cfg.UID, a.cfg.GID, false)
 	if err != nil {
-		if now, _, _ := unix.RawSyscall(unix.SYS_GETEUID, 0, 0, 0); now == was {
-			runtime.UnlockOSThread() // as it was (becomeUser changed nothing, or changed it back)
+		if !errors.Is(err, errNotRestored) {
+			runtime.UnlockOSThread() // as it was: becomeUser changed nothing, or changed it all back
 		}
 		return &proto.Error{Kind: sandbox.KindInternal, Message: "becoming the sandbox user: " + err.Error()}
 	}
@@ -199,20 +198,32 @@ func becomeUser(uid, gid int, real bool) (restore func() error, err error) {
 		}
 		return setGroups(groups)
 	}
+	// A failure part way is undone; an undo that fails too is errNotRestored.
+	undo := func(err error) error {
+		if rerr := restore(); rerr != nil {
+			return errors.Join(err, fmt.Errorf("%w: %w", errNotRestored, rerr))
+		}
+		return err
+	}
 	if err := setGroups(nil); err != nil {
-		return nil, err
+		return nil, undo(err)
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, realID(uintptr(gid)), uintptr(gid), keep); e != 0 {
-		return nil, errors.Join(fmt.Errorf("setresgid %d: %w", gid, e), restore())
+		return nil, undo(fmt.Errorf("setresgid %d: %w", gid, e))
 	}
 	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, realID(uintptr(uid)), uintptr(uid), keep); e != 0 {
-		return nil, errors.Join(fmt.Errorf("setresuid %d: %w", uid, e), restore())
+		return nil, undo(fmt.Errorf("setresuid %d: %w", uid, e))
 	}
 	if r, _, _ := unix.RawSyscall(unix.SYS_GETEUID, 0, 0, 0); int(r) != uid {
-		return nil, errors.Join(fmt.Errorf("still uid %d after setresuid %d", r, uid), restore())
+		return nil, undo(fmt.Errorf("still uid %d after setresuid %d", r, uid))
 	}
 	return restore, nil
 }
+
+// errNotRestored is in becomeUser's error when it failed part way and could not set the thread's
+// credentials back either: that thread must never serve other work (it is left locked, and ends
+// with its goroutine or stays with it).
+var errNotRestored = errors.New("the thread's credentials could not be set back")
 
 // realAsUser makes the real uid and gid of the calling thread, a thread of asUser (its effective
 // ids the user's, its saved ones root's), the user's as well, for what checks the real ids (gVisor's
