@@ -210,9 +210,11 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 		}
 		return info.ID, nil
 	}
-	backToBack := func(m *sandbox.Manager, id string) ([]time.Duration, error) {
+	// stepsAfter runs o.N steps in session id, each after a pause of think (none: back to back).
+	stepsAfter := func(m *sandbox.Manager, id string, think time.Duration) ([]time.Duration, error) {
 		var lat []time.Duration
 		for range o.N {
+			time.Sleep(think)
 			start := time.Now()
 			if err := stepRun(ctx, m, id, tier.Step); err != nil {
 				return lat, err
@@ -237,17 +239,20 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 		}
 		defer stop()
 	}
-	var baseLat, snapLat []time.Duration
-	var runErr error
-	for round := 0; round < 3 && runErr == nil; round++ {
-		var l []time.Duration
-		l, runErr = backToBack(base, bid)
-		baseLat = append(baseLat, l...)
-		if runErr == nil {
-			l, runErr = backToBack(m, id)
-			snapLat = append(snapLat, l...)
+	// alternate runs rounds of the baseline's steps and the measured session's, in turn.
+	alternate := func(rounds int, think time.Duration) (baseLat, snapLat []time.Duration, err error) {
+		for round := 0; round < rounds && err == nil; round++ {
+			var l []time.Duration
+			l, err = stepsAfter(base, bid, think)
+			baseLat = append(baseLat, l...)
+			if err == nil {
+				l, err = stepsAfter(m, id, think)
+				snapLat = append(snapLat, l...)
+			}
 		}
+		return baseLat, snapLat, err
 	}
+	baseLat, snapLat, runErr := alternate(3, 0)
 	row("step, session without snapshots (baseline)", baseLat, runErr)
 	row("step, snapshot per step (back to back)", snapLat, runErr)
 
@@ -255,27 +260,9 @@ func RunSteps(ctx context.Context, o StepsOptions) (*StepsResults, error) {
 	// result returns before the snapshot, so what the snapshot adds here is what it costs the
 	// run itself (the issue's critical path), where back to back a run may also wait for the
 	// previous step's in-memory part, as the issue allows.
-	afterThink := func(m *sandbox.Manager, id string) ([]time.Duration, error) {
-		var lat []time.Duration
-		for range o.N {
-			time.Sleep(stepsThinkTime)
-			start := time.Now()
-			if err := stepRun(ctx, m, id, tier.Step); err != nil {
-				return lat, err
-			}
-			lat = append(lat, time.Since(start))
-		}
-		return lat, nil
-	}
 	var baseThink, snapThink []time.Duration
-	for round := 0; round < 2 && runErr == nil; round++ {
-		var l []time.Duration
-		l, runErr = afterThink(base, bid)
-		baseThink = append(baseThink, l...)
-		if runErr == nil {
-			l, runErr = afterThink(m, id)
-			snapThink = append(snapThink, l...)
-		}
+	if runErr == nil {
+		baseThink, snapThink, runErr = alternate(2, stepsThinkTime)
 	}
 	row(rowThinkBase, baseThink, runErr)
 	row(rowThinkSnap, snapThink, runErr)
