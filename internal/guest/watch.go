@@ -247,9 +247,7 @@ func (w *fileWatch) endScan(held bool) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.fd >= 0 {
-		w.drainLocked() // the closes until now
-	}
+	w.drainLocked() // the closes until now
 	w.noneHeld = !held && !w.closedInScan
 	w.scanning, w.closedInScan = false, false
 }
@@ -296,9 +294,7 @@ func (w *fileWatch) takeWrote() map[string]struct{} {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.fd >= 0 {
-		w.drainLocked()
-	}
+	w.drainLocked()
 	out := w.wrote
 	w.wrote = nil
 	return out
@@ -406,7 +402,7 @@ func (w *fileWatch) watched() {
 	w.mu.Unlock()
 }
 
-// drainLocked reads every queued event.
+// drainLocked reads every queued event (none once the watch is closed).
 func (w *fileWatch) drainLocked() {
 	var buf [64 << 10]byte
 	for w.fd >= 0 {
