@@ -7,11 +7,21 @@ import (
 )
 
 // The heavy compute section: a CPU-bound and a pandas-bound cell, timed inside the interpreter,
-// natively and in a heavy session, repetitions alternating between the two so that other work on
-// the machine hits both alike.
+// natively and in a heavy session, repetitions alternating between them so that other work on
+// the machine hits all alike. Natively the cell runs twice over: in a new python3 process each
+// time, and in one python3 process that runs every repetition as a session does, with glibc's
+// malloc set as the guest sets it (guest.MallocTunables). The second is the like-for-like
+// baseline, where what differs is the sandbox alone: a session's interpreter keeps its heap, and
+// the tuned malloc keeps what it freed, so after its first repetition it no longer faults its
+// working set in, which a new process always does; against new processes alone the sandbox
+// would look faster than native.
 
-// engineHeavy is the heavy column of the compute table.
-const engineHeavy = "heavy"
+const (
+	// engineHeavy is the heavy column of the compute table.
+	engineHeavy = "heavy"
+	// engineNativeREPL is the native column of one python3 process running every repetition.
+	engineNativeREPL = "native-repl"
+)
 
 // HeavyCompute is the heavy report's compute section: one row per cell.
 type HeavyCompute []HeavySnippet
@@ -25,10 +35,14 @@ type HeavySnippet struct {
 	Ratio  float64              `json:"heavy_vs_native,omitempty"`
 	// MinRatio divides the fastest repetitions: other work on the machine only ever adds time,
 	// so on a busy machine it is the steadier estimate of the cost itself.
-	MinRatio float64           `json:"heavy_vs_native_min,omitempty"`
-	Errors   map[string]string `json:"errors,omitempty"`
-	Outputs  map[string]string `json:"outputs,omitempty"`
-	Mismatch bool              `json:"output_mismatch,omitempty"`
+	MinRatio float64 `json:"heavy_vs_native_min,omitempty"`
+	// RatioREPL and MinRatioREPL are the same against one native process that runs every
+	// repetition (engineNativeREPL), as the session does, with the guest's malloc settings.
+	RatioREPL    float64           `json:"heavy_vs_native_repl,omitempty"`
+	MinRatioREPL float64           `json:"heavy_vs_native_repl_min,omitempty"`
+	Errors       map[string]string `json:"errors,omitempty"`
+	Outputs      map[string]string `json:"outputs,omitempty"`
+	Mismatch     bool              `json:"output_mismatch,omitempty"`
 }
 
 func (s *HeavySnippet) reps() reps { return reps{s.Times, s.Median, s.Outputs, s.Errors} }
@@ -58,6 +72,10 @@ func (c HeavyCompute) summarize() {
 			s.Ratio = h / n
 			s.MinRatio = Min(s.Times[engineHeavy]) / Min(s.Times[engineNative])
 			s.Mismatch = s.Outputs[engineHeavy] != s.Outputs[engineNative]
+		}
+		if n, h := s.Median[engineNativeREPL], s.Median[engineHeavy]; n > 0 && h > 0 {
+			s.RatioREPL = h / n
+			s.MinRatioREPL = Min(s.Times[engineHeavy]) / Min(s.Times[engineNativeREPL])
 		}
 		if len(s.Errors) == 0 {
 			s.Errors = nil
@@ -109,17 +127,31 @@ func (b *heavyBencher) snippet(name string) *HeavySnippet {
 	return &b.res.Compute[len(b.res.Compute)-1]
 }
 
-// compute runs each snippet opts.Reps times natively and in a heavy session (one per snippet,
-// from the pool), alternating, so that other work on the machine hits both alike.
+// computeEngines are the compute table's columns, in the order each repetition runs them.
+var computeEngines = []string{engineNative, engineNativeREPL, engineHeavy}
+
+// compute runs each snippet opts.Reps times natively (a new process each time, and one process
+// for all) and in a heavy session (one per snippet, from the pool), alternating, so that other
+// work on the machine hits all alike.
 func (b *heavyBencher) compute(ctx context.Context, e heavyEngine) {
-	b.progress("compute: %d snippets x %d, native (chroot) and heavy alternately", len(heavySnippets), b.opts.Reps)
+	b.progress("compute: %d snippets x %d, native (chroot; new processes and one process) and heavy alternately", len(heavySnippets), b.opts.Reps)
 	for _, sn := range heavySnippets {
 		r := b.snippet(sn.Name)
 		engines := map[string]runner{}
+		var repl *nativeREPL
 		if b.native != nil {
 			engines[engineNative] = func(ctx context.Context, code string) (string, error) {
 				out, _, err := b.native.run(ctx, code)
 				return out, err
+			}
+			var err error
+			if repl, err = b.native.startTunedREPL(context.WithoutCancel(ctx)); err != nil {
+				r.Errors[engineNativeREPL] = err.Error()
+			} else {
+				engines[engineNativeREPL] = func(ctx context.Context, code string) (string, error) {
+					res, err := repl.Run(ctx, code)
+					return res.Stdout, err
+				}
 			}
 		}
 		s, err := e.NewSession(ctx)
@@ -136,7 +168,7 @@ func (b *heavyBencher) compute(ctx context.Context, e heavyEngine) {
 		}
 		code := sn.wrap()
 		for i := 0; i < b.opts.Reps; i++ {
-			for _, engine := range []string{engineNative, engineHeavy} {
+			for _, engine := range computeEngines {
 				run := engines[engine]
 				if run == nil {
 					continue
@@ -150,7 +182,10 @@ func (b *heavyBencher) compute(ctx context.Context, e heavyEngine) {
 		if s != nil {
 			s.Close()
 		}
-		for _, engine := range []string{engineNative, engineHeavy} {
+		if repl != nil {
+			repl.Close()
+		}
+		for _, engine := range computeEngines {
 			if t := r.Times[engine]; len(t) > 0 {
 				b.progress("compute %s on %s: median %.1f ms", sn.Name, engine, Median(t)*1000)
 			}

@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+
+	"github.com/agentbox-dev/agentbox/internal/guest"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -45,4 +47,13 @@ func (p chrootPython) describe() string {
 // startREPL starts a replLoop in the chroot: the baseline of cells in a warm session.
 func (p chrootPython) startREPL(ctx context.Context) (*nativeREPL, error) {
 	return startREPL(p.command(ctx, "-u", "-c", replLoop))
+}
+
+// startTunedREPL is startREPL with glibc's malloc set as the guest sets it for its Python
+// (guest.MallocTunables): the compute table's like-for-like baseline, where what differs from
+// the session is the sandbox alone.
+func (p chrootPython) startTunedREPL(ctx context.Context) (*nativeREPL, error) {
+	cmd := p.command(ctx, "-u", "-c", replLoop)
+	cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], guest.MallocTunables)
+	return startREPL(cmd)
 }

@@ -40,8 +40,8 @@ func writeHeavyReport(w io.Writer, r *HeavyResults) {
 // same for the fastest repetitions, and what failed or printed something else.
 func writeHeavyCompute(w io.Writer, c HeavyCompute, reps int) {
 	fmt.Fprintf(w, "### Compute: milliseconds inside the cell, median of %d\n\n", reps)
-	fmt.Fprintln(w, "| cell | native ms | heavy ms | heavy ÷ native | fastest: native ms | heavy ms | heavy ÷ native |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| cell | native ms: new processes | one process | heavy ms | heavy ÷ new processes | heavy ÷ one process | fastest: one process ms | heavy ms | heavy ÷ one process |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	var problems []string
 	for _, s := range c {
 		cell := func(e string) string {
@@ -56,9 +56,9 @@ func writeHeavyCompute(w io.Writer, c HeavyCompute, reps int) {
 			}
 			return "—"
 		}
-		writeCells(w, []string{s.Name, cell(engineNative), cell(engineHeavy), fmtRatio(s.Ratio),
-			fastest(engineNative), fastest(engineHeavy), fmtRatio(s.MinRatio)})
-		for _, e := range []string{engineNative, engineHeavy} {
+		writeCells(w, []string{s.Name, cell(engineNative), cell(engineNativeREPL), cell(engineHeavy), fmtRatio(s.Ratio), fmtRatio(s.RatioREPL),
+			fastest(engineNativeREPL), fastest(engineHeavy), fmtRatio(s.MinRatioREPL)})
+		for _, e := range computeEngines {
 			if err, ok := s.Errors[e]; ok {
 				problems = append(problems, fmt.Sprintf("%s on %s failed: %s", s.Name, e, truncate(err, 300)))
 			}
@@ -69,7 +69,7 @@ func writeHeavyCompute(w io.Writer, c HeavyCompute, reps int) {
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Method: the cell's imports run untimed, then its body is timed with time.perf_counter() inside the interpreter; natively in a fresh process, in heavy in one session from the pool (limited to 1 CPU by its cgroup); the two alternate, repetition by repetition.")
+	fmt.Fprintln(w, "Method: the cell's imports run untimed, then its body is timed with time.perf_counter() inside the interpreter; natively in a new process each repetition and in one process that runs every repetition (a REPL over a pipe, as a session runs them, with glibc's malloc set as the guest sets it: the like-for-like baseline, whose heap is warm after the first), in heavy in one session from the pool (limited to 1 CPU by its cgroup); the three alternate, repetition by repetition. The target holds the larger of the two ratios.")
 	fmt.Fprintln(w)
 	writeList(w, problems)
 }
@@ -88,9 +88,12 @@ func heavyTargets(r *HeavyResults) []Target {
 	ts = append(ts, t, latencyTarget("warm-session cell ≤ 5 ms (p50)", rowCell, row(rowCell), false, 5))
 	for _, c := range r.Compute {
 		if strings.HasPrefix(c.Name, "pandas") {
+			// Held against the larger ratio: new processes flatter a session (whose heap is warm),
+			// one process is the like for like; both must be measured.
 			t := Target{Goal: "pandas-bound compute within 1.3x of native", Figure: c.Name}
-			if c.Ratio > 0 {
-				t.Value, t.Unit, t.Met, t.Measured = c.Ratio, "x native", c.Ratio <= 1.3, true
+			if c.Ratio > 0 && c.RatioREPL > 0 {
+				worst := max(c.Ratio, c.RatioREPL)
+				t.Value, t.Unit, t.Met, t.Measured = worst, "x native", worst <= 1.3, true
 			}
 			ts = append(ts, t)
 		}

@@ -41,6 +41,7 @@ func (b *heavyBencher) nativeBaselines(ctx context.Context) {
 		b.fail(hgCell, "native REPL over a pipe (chroot)", err, true)
 		for _, s := range heavySnippets {
 			b.snippet(s.Name).Errors[engineNative] = err.Error()
+			b.snippet(s.Name).Errors[engineNativeREPL] = err.Error()
 		}
 		b.nativeDensity(ctx)
 		return

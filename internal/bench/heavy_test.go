@@ -227,8 +227,8 @@ func TestHeavyReport(t *testing.T) {
 			{Group: hgRefill, Name: rowFillB, Base: true, Stats: &Summary{N: 3, Median: 8000, PerSecond: 1}},
 			{Group: hgRefill, Name: rowFillR, Stats: &Summary{N: 5, Median: 1000, PerSecond: 8}},
 		},
-		Compute: []HeavySnippet{{Name: "pandas: x", Median: map[string]float64{engineNative: 0.1, engineHeavy: 0.12}, Ratio: 1.2,
-			Times: map[string][]float64{engineNative: {0.1, 0.09}, engineHeavy: {0.12, 0.099}}, MinRatio: 1.1}},
+		Compute: []HeavySnippet{{Name: "pandas: x", Median: map[string]float64{engineNative: 0.1, engineNativeREPL: 0.08, engineHeavy: 0.12}, Ratio: 1.2, RatioREPL: 1.5,
+			Times: map[string][]float64{engineNative: {0.1, 0.09}, engineNativeREPL: {0.08, 0.075}, engineHeavy: {0.12, 0.099}}, MinRatio: 1.1, MinRatioREPL: 1.32}},
 	}
 	r.fillRatios()
 	r.Targets = heavyTargets(r)
@@ -242,10 +242,11 @@ func TestHeavyReport(t *testing.T) {
 		"| session create, pool miss → boot [2] | — |",
 		"| refill by restore | 5 | 8.00 | 1000 |",
 		"| 8.00x |",
-		"| pandas: x | 100 | 120 | 1.20x | 90.0 | 99.0 | 1.10x |",
+		"| pandas: x | 100 | 80.0 | 120 | 1.20x | 1.50x | 75.0 | 99.0 | 1.32x |",
 		"| warm-pool session to first print ≤ 20 ms (p50) | create → first pandas cell, pool hit | 10.0 ms | yes |",
 		"| refill ≥ 8 sandboxes/s | refill by restore | 8.00 sandboxes/s | yes |",
-		"| pandas-bound compute within 1.3x of native | pandas: x | 1.20x native | yes |",
+		// Held against the larger ratio, the one process's.
+		"| pandas-bound compute within 1.3x of native | pandas: x | 1.50x native | no |",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)

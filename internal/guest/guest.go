@@ -186,19 +186,19 @@ func defaultEnv(workdir string) []string {
 		"MPLBACKEND=Agg",
 		"MPLCONFIGDIR=/var/cache/agentbox/matplotlib",
 		"PYTHONDONTWRITEBYTECODE=1",
-		mallocTunables,
+		MallocTunables,
 	}
 }
 
-// mallocTunables keeps freed memory in glibc's heap for reuse instead of handing it back to the
-// kernel: blocks up to 32 MiB come from the heap (not a fresh mmap each), and free memory at its
+// MallocTunables keeps freed memory in glibc's heap for reuse instead of handing it back to the
+// kernel (exported for the heavy bench's like-for-like native baseline): blocks up to 32 MiB come from the heap (not a fresh mmap each), and free memory at its
 // top is trimmed only past 64 MiB. Under gVisor every first touch of a page the process got back
 // from the kernel is a fault the sentry serves (~5x the native cost), and numpy and pandas
 // allocate and free arrays of megabytes all the time, so glibc's default (return a freed mmap at
 // once, trim past 128 KiB) made a pandas-bound cell ~1.9x slower than in a session where the
 // heap was already faulted in. The price: up to 64 MiB freed by the code stays charged to the
 // sandbox until reused (heavy/FIGURES.md, "pandas-bound cells"; docs/RATIONALE.md).
-const mallocTunables = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"
+const MallocTunables = "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=67108864"
 
 // dispatch serves one request. Runs go on in their own goroutine so that interrupts and file
 // operations are served while code runs.

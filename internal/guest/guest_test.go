@@ -143,7 +143,7 @@ func TestServeBrokenFrame(t *testing.T) {
 	}
 }
 
-// The code's Python keeps memory it freed in its heap for the next allocation (mallocTunables):
+// The code's Python keeps memory it freed in its heap for the next allocation (MallocTunables):
 // under gVisor each page handed back to the kernel and taken again is a fault the sentry serves,
 // which made pandas-bound cells ~1.9x slower. A 16 MiB block freed stays resident.
 func TestServeKeepsFreedMemory(t *testing.T) {
