@@ -19,7 +19,7 @@ const cdAndExec = `cd -- "$1" || exit 126; shift; exec "$@"`
 
 // StartCommand starts spec in the session's sandbox (sandbox.SessionCommands).
 func (s *session) StartCommand(ctx context.Context, spec sandbox.CommandSpec, out sandbox.OutputSink) (sandbox.Process, error) {
-	b, err := s.current(ctx)
+	b, err := s.use(ctx)
 	if err != nil {
 		return nil, err
 	}

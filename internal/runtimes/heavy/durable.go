@@ -141,10 +141,16 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	store := rt.opts.Snapshots
 	start := time.Now()
 	s.mu.Lock()
-	snap, kept := s.tt.snaps[step]
 	s.smu.Lock()
 	b := s.b
 	s.smu.Unlock()
+	if b != nil && s.latestLocked() == step {
+		// Its snapshot released while idle (idle.go): the checkpoint must wake the step's process.
+		if s.materializeLocked(ctx, b) {
+			s.armReleaseLocked(b) // nothing changed since: it may be released again
+		}
+	}
+	snap, kept := s.tt.snaps[step]
 	if s.latestLocked() != step || !kept || s.tt.paused != nil || s.closed.Load() || b == nil || !b.alive() {
 		s.mu.Unlock()
 		return sandbox.SnapshotRef{}, nil

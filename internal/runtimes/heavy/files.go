@@ -23,7 +23,7 @@ func (s *session) WriteFile(ctx context.Context, path string, content []byte) er
 	if err != nil {
 		return err
 	}
-	b, err := s.current(ctx)
+	b, err := s.use(ctx)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (s *session) RemoveFile(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.current(ctx)
+	b, err := s.use(ctx)
 	if err != nil {
 		return err
 	}

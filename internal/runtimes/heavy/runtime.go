@@ -119,6 +119,10 @@ type Options struct {
 	// SnapshotKeepOnPause is how many of the newest kept snapshots a pause keeps (in the
 	// checkpoint); the others are dropped first. Default 0.
 	SnapshotKeepOnPause int
+	// SnapshotReleaseIdle is how long a session may stay unused before its latest step's
+	// parked process is ended, to be forked again before the session's next use (idle.go).
+	// 0: never.
+	SnapshotReleaseIdle time.Duration
 	// Snapshots is the store paused sessions' checkpoints go into. Nil: sessions cannot pause.
 	Snapshots *snapstore.Store
 	// DurableSteps is how many checkpoints of sessions' latest steps (durable.go) run at once on

@@ -37,7 +37,12 @@ type session struct {
 	// session rests (durable.go).
 	running atomic.Bool
 	lastRun atomic.Int64
-	tt      tt // time travel (timetravel.go), guarded by mu
+	// lastUse is when a file operation or command last took the sandbox (current), and
+	// released says the latest step's parked process was ended while the session was idle
+	// (idle.go): an operation that finds it set takes the snapshot again first.
+	lastUse  atomic.Int64
+	released atomic.Bool
+	tt       tt // time travel (timetravel.go), guarded by mu
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {

@@ -133,6 +133,10 @@ type tt struct {
 	// pending is the snapshot the last run had the guest take behind its result
 	// (proto.RunRequest.SnapAfter), until Snapshot claims it for the run's step.
 	pending *pendingSnap
+	// snapAt is when the latest step's snapshot was taken, releaseTimer the wait before its
+	// parked process is released while the session is idle (idle.go).
+	snapAt       time.Time
+	releaseTimer *time.Timer
 }
 
 // pendingSnap is a snapshot taken behind a run's result, not yet claimed by a step.
@@ -247,6 +251,7 @@ func (s *session) Snapshot(ctx context.Context, step string) error {
 	s.tt.taken[step] = time.Now()
 	delete(s.tt.dropped, step)
 	s.retainLocked(ctx, b)
+	s.armReleaseLocked(b)
 	if b.snapBase > 0 && !s.tt.trimming {
 		// The memory check (a read of the cgroup, and a drop's round trip when the sandbox is
 		// over its limit: 10-20 ms under load) runs behind the snapshot, not in it: the next run
@@ -344,12 +349,19 @@ func (s *session) dropRecordsLocked(steps []string, why map[string]string) []uin
 		if !ok {
 			continue
 		}
-		ids = append(ids, id)
+		if id != 0 { // 0: released while idle (idle.go), no process to end
+			ids = append(ids, id)
+		}
 		delete(s.tt.snaps, st)
 		delete(s.tt.taken, st)
 		delete(s.tt.notes, st)
 		s.tt.dropped[st] = why[st]
 		s.tt.order = slices.DeleteFunc(s.tt.order, func(x string) bool { return x == st })
+	}
+	if s.released.Load() {
+		if id, ok := s.tt.snaps[s.latestLocked()]; !ok || id != 0 {
+			s.released.Store(false)
+		}
 	}
 	return ids
 }
@@ -369,6 +381,7 @@ func (s *session) Rewind(ctx context.Context, step, _ string) error {
 
 func (s *session) rewindLocked(ctx context.Context, b *box, step string) error {
 	s.settleLocked(ctx, b)
+	s.disarmReleaseLocked()
 	id, ok := s.tt.snaps[step]
 	if !ok {
 		return s.notKept(step)
@@ -517,6 +530,9 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	}
 	start := time.Now()
 	s.settleLocked(ctx, b)
+	if s.rt.opts.SnapshotKeepOnPause > 0 {
+		s.materializeLocked(ctx, b) // the pause keeps the latest step: its process goes in the checkpoint
+	}
 	// Each kept step's parked process adds its own memory to the checkpoint (~30 MB with pandas,
 	// more after large edits): only the newest PauseKeep go through a pause.
 	if n := len(s.tt.order) - s.rt.opts.SnapshotKeepOnPause; n > 0 {
@@ -773,6 +789,9 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 	s.smu.Lock()
 	b := s.b
 	s.smu.Unlock()
+	if b != nil {
+		s.materializeLocked(ctx, b)
+	}
 	return b, nil
 }
 
