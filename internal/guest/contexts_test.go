@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -116,4 +117,46 @@ func TestServeContexts(t *testing.T) {
 		t.Fatalf("a context past the cap: %+v", perr)
 	}
 	run(proto.RunRequest{Code: "'still here'", Context: "b"}, "'still here'")
+}
+
+// A KeyboardInterrupt that escapes the REPL's handling of a cell's end (an interrupt landing
+// as the cell raises, before the REPL ignores SIGINT again; here, a SystemExit whose code
+// raises it) still ends the cell as an interrupt would: the context it asked to end is ended,
+// and the run's environment (the session's secrets) is not left in the process between cells.
+func TestServeInterruptAtCellEndKeepsBookkeeping(t *testing.T) {
+	in, out, _ := serve(t)
+	defer in.Close()
+	id := uint64(0)
+	run := func(req proto.RunRequest) *proto.RunResult {
+		t.Helper()
+		id++
+		res, stderr, perr := ctxCell(t, in, out, id, req)
+		if perr != nil {
+			t.Fatalf("%+v: %v (stderr %q)", req, perr, stderr)
+		}
+		return res
+	}
+	run(proto.RunRequest{Code: "y = 1", Context: "k"})
+	res := run(proto.RunRequest{Context: "k", ContextEnd: true, Env: map[string]string{"AGENTBOX_TEST_SECRET": "s3cret"}, Code: `
+import os, sys, threading, time
+def look():
+    time.sleep(0.3)  # the cell has ended: the REPL waits for the next request
+    sys.agentbox_seen = os.environ.get("AGENTBOX_TEST_SECRET")
+threading.Thread(target=look).start()
+class Exit(SystemExit):
+    @property
+    def code(self):
+        raise KeyboardInterrupt
+raise Exit()
+`})
+	if res.Error == nil || res.Error.Name != "KeyboardInterrupt" {
+		t.Fatalf("the cell's end: %+v", res.Error)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := value(run(proto.RunRequest{Code: "import sys\nstr(sys.agentbox_seen)"})); got != "'None'" {
+		t.Errorf("between cells the process's environment held the run's %s, want None", got)
+	}
+	if got := value(run(proto.RunRequest{Code: "y", Context: "k"})); got != "NameError" {
+		t.Errorf("the context asked to end lives on: y is %s", got)
+	}
 }

@@ -597,8 +597,17 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         pid0 = o_getpid()
         report({"woke": pid0})
 
+    def end_cell(ctx, end):
+        # What every cell's end does, whichever way it ended: keeps what ctx's cell left (or ends
+        # ctx), and takes the run's environment (the session's secrets among it) out of the
+        # process, so no snapshot between cells keeps it: the next cell sets its own again.
+        leave(ctx, end)
+        environ.clear()
+        environ.update(base_env)
+
     report({"ready": sys.version.split()[0]})
     runs = 0
+    ending = None  # (context, end) of the cell begun and not yet ended (end_cell)
     while True:
         try:
             size = int.from_bytes(read_exact(4), "little")
@@ -631,6 +640,7 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             fname = "<run-%d>" % runs if req.get("session") else "<string>"
             lcache[fname] = (len(code), None, code.splitlines(True), fname)
             exit_code, error, outputs, value = 0, None, None, None
+            ending = (ctx, req.get("context_end"))
             try:
                 main, entered = enter(ctx, start_dir), None
             except BaseExc as e:
@@ -664,17 +674,23 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 o_signal(SIGINT, SIG_IGN)
                 exit_code, error = 1, describe(e)
                 end_figures(True)
-            leave(ctx, req.get("context_end"))
+            ending = None
+            end_cell(ctx, req.get("context_end"))
             main = code = req = tree = last = value = entered = None
-            # The run's environment (the session's secrets among it) is not left in the process
-            # between cells, so no snapshot of it keeps them: the next cell sets its own again.
-            environ.clear()
-            environ.update(base_env)
             flush()
             report({"exit": exit_code, "error": error, "outputs": outputs, "cpu": cpu_since(cpu0)})
         except KbdInt:
-            # An interrupt that landed between the cell's end and its report.
+            # An interrupt that landed between the cell's end and its report, or escaped the
+            # handling of its end (as the cell raised, before SIGINT was ignored again): the
+            # cell's end is done here if it was not.
             o_signal(SIGINT, SIG_IGN)
+            if ending is not None:
+                try:
+                    end_cell(*ending)
+                except BaseExc:
+                    pass
+                ending = None
+            main = code = req = tree = last = value = entered = None
             flush()
             report({"exit": 1, "error": {"name": "KeyboardInterrupt", "value": "", "traceback": "KeyboardInterrupt\n"}})
 
