@@ -255,3 +255,44 @@ func TestServeRunFilesBetweenRuns(t *testing.T) {
 		t.Errorf("a cell busy for 50 ms of CPU reports %v", r.CPU)
 	}
 }
+
+// A Python process that ends before it is ready (a usercustomize.py of the user's that exits, an
+// interpreter killed for want of memory as it starts) is an error of the run, at once: the
+// agent waited for its pipes to end while it held their write ends itself, and hung for good.
+// Each failed start closes every descriptor it opened: one is tried again on every run.
+func TestStartPythonFailureClosesPipes(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	a := &agent{cfg: Config{Python: "/bin/false", WorkDir: dir, UID: os.Getuid(), GID: os.Getgid(), Env: []string{}}, reaper: newReaper()}
+	count := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fds)
+	}
+	start := func() {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.startPython()
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
+				t.Fatalf("start: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a Python process that exited at once: its start did not end within 20s")
+		}
+	}
+	start() // the reaper's and the poller's own descriptors, once
+	before := count()
+	for i := 0; i < 5; i++ {
+		start()
+	}
+	if after := count(); after != before {
+		t.Errorf("%d descriptors open after five failed starts, %d before", after, before)
+	}
+}

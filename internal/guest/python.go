@@ -96,13 +96,18 @@ func (a *agent) startPython() (*python, error) {
 			}
 		}
 	}
-	defer func() {
-		for _, f := range theirs {
+	// The child's ends are closed as soon as it has them (or could not start): while the agent
+	// holds a write end, the pump never sees the end of that pipe, and a process that exits
+	// before it is ready would be waited for (pumped) for good.
+	closeTheirs := func() {
+		for i, f := range theirs {
 			if f != nil {
 				f.Close()
+				theirs[i] = nil
 			}
 		}
-	}()
+	}
+	defer closeTheirs()
 	for i := range mine {
 		if mine[i], theirs[i], err = pollPipe(i != 3); err != nil {
 			closeAll()
@@ -131,6 +136,8 @@ func (a *agent) startPython() (*python, error) {
 	pid, err := a.reaper.start(func() (int, error) {
 		return syscall.ForkExec(a.cfg.Python, []string{"python3", "-c", replSource}, attr)
 	}, py)
+	stdinR.Close()
+	closeTheirs()
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("start %s: %w", a.cfg.Python, err)
@@ -147,6 +154,7 @@ func (a *agent) startPython() (*python, error) {
 		py.version = v
 		return py, nil
 	case <-py.exited:
+		py.pipes.close()
 		<-py.pumped
 		return nil, fmt.Errorf("python exited before it was ready (%s)", describeStatus(py.status))
 	case <-time.After(60 * time.Second):
