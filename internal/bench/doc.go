@@ -81,7 +81,8 @@
 // Idle sessions (density; -idle-sessions K, default 100, 0 skips it; -sessions-1000 for issue
 // 11's target): K nano sessions on the warm daemon, opened -c at a time, each running
 // `data = list(range(100)); print(sum(data))`, then left idle. PSS (from /proc/PID/smaps_rollup)
-// is summed over the daemon and every descendant process (the workers), before opening and
+// is summed over the daemon and every descendant process (the workers; processes sharing one
+// address space, such as gVisor's stub processes, counted once), before opening and
 // after, each time with the one-shot pool at rest and the Go heap returned to the kernel; the
 // row gives the difference ÷ K, then how many sessions answered `print(len(data))` with their
 // state. The baselines are K python3 processes (and K under bubblewrap) started as the latency

@@ -169,7 +169,7 @@ func (b *heavyBencher) heavyDensity(ctx context.Context, t target, hibernateAfte
 	}
 	sp := idleSpec{
 		Name: rowHeavyDensity, K: b.opts.IdleSessions, Clients: 1,
-		Detail: "heavy sessions (POST /v1/sessions, runtime heavy), opened one at a time, each when the pool is full again, read while live (before heavy.session_hibernate_after); PSS of the daemon (this process) and its runsc processes, each reading taken with the pool full",
+		Detail: "heavy sessions (POST /v1/sessions, runtime heavy), opened one at a time, each when the pool is full again, read while live (before heavy.session_hibernate_after); PSS of the daemon (this process) and its runsc processes (each address space once: systrap's stub processes share theirs), each reading taken with the pool full",
 		Memory: t.Memory, Settle: atRest(t), Progress: b.progress, SteadyFor: b.steadyFor,
 		State: healthState(t),
 	}

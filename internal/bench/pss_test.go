@@ -121,6 +121,15 @@ func TestDescendantsAndTreeMemory(t *testing.T) {
 	if _, err := treeMemory(root, 99); err == nil {
 		t.Error("treeMemory of a missing process did not fail")
 	}
+	// 12 and 13 are clones of 11's address space (CLONE_VM, as gVisor's stub processes are):
+	// their smaps report 11's memory again, so only 11 counts.
+	m, err = treeMemoryVM(root, 10, func(a, b int) bool { return (a == 12 || a == 13) && b == 11 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.PSSKiB != 50000+2048 || m.Processes != 2 {
+		t.Errorf("treeMemoryVM with 12 and 13 sharing 11's address space = %+v, want 52048 KiB over 2 processes", m)
+	}
 }
 
 // On the real /proc: this process and a child it started are both counted.
