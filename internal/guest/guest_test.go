@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
 	"github.com/agentbox-dev/agentbox/internal/testenv"
 )
 
@@ -294,5 +295,52 @@ func TestStartPythonFailureClosesPipes(t *testing.T) {
 	}
 	if after := count(); after != before {
 		t.Errorf("%d descriptors open after five failed starts, %d before", after, before)
+	}
+}
+
+// An interrupt that comes before the cell has begun (the run still writing its input files,
+// or queued behind a step's snapshot) stops the cell: it does not run, and the session keeps
+// its state. The REPL ignores SIGINT until a cell runs, so the signal was lost, the cell ran
+// anyway, and after the grace the Python process was killed, taking the session's state.
+func TestServeInterruptBeforeCellBegins(t *testing.T) {
+	in, out, _ := serve(t)
+	defer in.Close()
+	work := strings.Trim(value(mustCell(t, in, out, 1, "x = 41\nimport os\nos.getcwd()")), "'")
+	run := &proto.Frame{Op: proto.OpRun, ID: 2, Run: &proto.RunRequest{
+		Code:    "ran = True\nimport time\ntime.sleep(30)",
+		Session: true, StdoutBytes: 1 << 20, StderrBytes: 1 << 20, FilesBytes: 1 << 20,
+		Grace: 500 * time.Millisecond,
+	}}
+	// Written before the cell is sent, one at a time: the interrupt below is read meanwhile.
+	for i := 0; i < 3000; i++ {
+		run.Run.Files = append(run.Run.Files, sandbox.File{Path: fmt.Sprintf("%s/in/%d.txt", work, i), Content: []byte("input")})
+	}
+	start := time.Now()
+	if err := proto.Write(in, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Write(in, &proto.Frame{Op: proto.OpInterrupt, ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var res *proto.RunResult
+	for res == nil {
+		var f proto.Frame
+		if err := proto.Read(out, &f, 0); err != nil {
+			t.Fatal(err)
+		}
+		switch f.Op {
+		case proto.OpOutput:
+		case proto.OpResult:
+			res = f.Result
+		default:
+			t.Fatalf("%+v", f)
+		}
+	}
+	if !res.Interrupted || res.StateLost || res.Error == nil || res.Error.Name != "KeyboardInterrupt" {
+		t.Errorf("a cell interrupted before it began: interrupted %v, state lost %v, error %+v, after %v",
+			res.Interrupted, res.StateLost, res.Error, time.Since(start))
+	}
+	if got := value(mustCell(t, in, out, 3, "(x, 'ran' in dir())")); got != "(41, False)" {
+		t.Errorf("the session after the interrupt: %s, want (41, False)", got)
 	}
 }

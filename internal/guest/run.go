@@ -176,6 +176,17 @@ func (a *agent) doRun(r *activeRun) {
 			cell["context_dir"] = a.cfg.WorkDir
 		}
 	}
+	// An interrupt that came before the cell is sent (while the run wrote its input files or
+	// listed the work directory, or waited behind a step's snapshot) stops it here: the REPL
+	// ignores SIGINT until a cell runs, so the signal would be lost, the cell would run, and
+	// after the grace the process would be killed, taking the session's state with it.
+	select {
+	case <-r.intr:
+		res.ExitCode, res.Interrupted = 1, true
+		res.Error = &sandbox.PyError{Name: "KeyboardInterrupt", Traceback: "KeyboardInterrupt\n"}
+		return
+	default:
+	}
 	if err := py.send(cell); err != nil {
 		log.Printf("python did not take the request: %v", err)
 	}
