@@ -71,6 +71,11 @@ func heavyStepCode(i int) string {
 // guest does behind a snapshot's answer (warming the live process) happens in it.
 const thinkTime = 100 * time.Millisecond
 
+// releaseIdle is heavy.snapshot_release_after in the bench's runtime (the daemon's default is
+// 10 s): short, so that the steps after an idle past it take seconds, not minutes. The other
+// rows never leave a session unused that long.
+const releaseIdle = time.Second
+
 const heavyStepsSetup = "import numpy as np, pandas as pd\ndf = pd.DataFrame(np.random.default_rng(0).random((100_000, 6)), columns=list('abcdef'))\nx = 0\n"
 
 // RunHeavySteps measures the heavy tier's time travel.
@@ -113,7 +118,7 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 	}
 	rt, err := heavy.New(ctx, heavy.Options{
 		Layout: heavy.LayoutFor(o.DataDir), Image: o.Image, StateDir: filepath.Join(dir, "heavy"),
-		Warm: 1, Snapshots: store, SnapshotKeep: o.Steps + 1,
+		Warm: 1, Snapshots: store, SnapshotKeep: o.Steps + 1, SnapshotReleaseIdle: releaseIdle,
 		Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
@@ -280,6 +285,42 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 		backToBack = append(backToBack, time.Since(t0))
 	}
 	add("a step's run sent right after its snapshot (no think time)", backToBack, "", "", "")
+
+	// The same steps after an idle past heavy.snapshot_release_after, beside a session without
+	// snapshots idle as long: the latest step's parked process has been released to give its
+	// memory back, and the run takes that snapshot again before it starts.
+	base, err = newSession()
+	if err != nil {
+		return nil, err
+	}
+	defer base.Close()
+	idle := releaseIdle + 500*time.Millisecond
+	var baseIdle, afterRelease []time.Duration
+	for i := 1; i <= min(o.Steps, 8); i++ {
+		time.Sleep(idle)
+		t0 := time.Now()
+		if _, err := runOK(ctx, base, limits, heavyStepCode(i)); err != nil {
+			return nil, err
+		}
+		baseIdle = append(baseIdle, time.Since(t0))
+		if err := sn.Snapshot(ctx, fmt.Sprintf("r%d", i)); err != nil {
+			return nil, err
+		}
+		time.Sleep(idle)
+		for deadline := time.Now().Add(10 * time.Second); !heavy.SnapshotReleased(s); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("the session's latest snapshot was not released after %v unused (heavy.snapshot_release_after %v)", idle+10*time.Second, releaseIdle)
+			}
+		}
+		t0 = time.Now()
+		if _, err := runOK(ctx, s, limits, heavyStepCode(i)); err != nil {
+			return nil, err
+		}
+		afterRelease = append(afterRelease, time.Since(t0))
+	}
+	note := fmt.Sprintf("%v unused; the bench sets heavy.snapshot_release_after to %v (default 10 s)", idle, releaseIdle)
+	add("baseline: a step's run after an idle spell, no snapshots", baseIdle, "", "", note)
+	add("a step's run after its snapshot was released (idle)", afterRelease, "", "", note+"; the run takes the snapshot again first")
 	return res, nil
 }
 
@@ -319,4 +360,9 @@ func ReportHeavySteps(w io.Writer, r *HeavyStepsResult) {
 	}
 	fmt.Fprintf(w, "bytes per step: %d of files copied (median), ~%d of sandbox memory (kept fork + copy-on-write); a pause's checkpoint: %d bytes; %d steps still kept at the end\n",
 		r.FileBytesPerStep, r.MemoryBytesPerStep, r.CheckpointBytes, r.KeptSteps)
+	for _, row := range r.Rows {
+		if row.Note != "" {
+			fmt.Fprintf(w, "- %s: %s\n", strings.TrimSpace(row.Name), row.Note)
+		}
+	}
 }

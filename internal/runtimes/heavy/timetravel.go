@@ -1011,3 +1011,11 @@ func StepCost(s sandbox.Session) (last proto.SnapInfo, memory int64, ok bool) {
 	}
 	return last, memory, true
 }
+
+// SnapshotReleased says whether a heavy session's latest step's parked process was released
+// while the session was idle (Options.SnapshotReleaseIdle), so that its next use takes the
+// snapshot again first (for `agentbox bench steps`, which times that use).
+func SnapshotReleased(s sandbox.Session) bool {
+	hs, isHeavy := s.(*session)
+	return isHeavy && hs.released.Load()
+}
