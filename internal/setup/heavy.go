@@ -31,7 +31,7 @@ func Heavy(ctx context.Context, cfg config.Config, opts Options, out io.Writer) 
 		return fmt.Errorf("setup heavy: %w", err)
 	}
 	root, rootErr := heavy.SourceRoot(".")
-	if err := buildRunsc(ctx, l, root, opts.Force, out); err != nil {
+	if err := buildRunsc(ctx, l, root, cfg.DataDir, opts.Force, out); err != nil {
 		return fmt.Errorf("setup heavy: runsc: %w", err)
 	}
 	if rootErr == nil {
@@ -67,19 +67,34 @@ func Heavy(ctx context.Context, cfg config.Config, opts Options, out io.Writer) 
 
 // buildRunsc builds runsc at heavy.RunscVersion into the layout unless it is there and runs. In
 // the source tree it builds our main of runsc (heavy.RunscMain) against the gVisor version go.mod
-// requires (the `tool` directive pins it), so the binary runs what `go tool runsc` would run plus
-// our sentry's memory release; elsewhere it installs upstream runsc at that version from the
-// module proxy. The version string stays heavy.RunscVersion either way (gVisor restores only
-// checkpoints taken by the same version string); a cached binary of ours is current when its
-// `--version` also says heavy.RunscBuild. Always static: a dynamically linked runsc cannot
-// re-execute itself after pivoting into the sandbox's root (notes/gvisor.md).
-func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot string, force bool, out io.Writer) error {
+// requires (the `tool` directive pins it), patched by scripts/gvisor-patch.sh (copy-behind: a
+// forked child copies what its parent wrote since its last fork, so the parent's next writes do
+// not), so the binary runs what `go tool runsc` would run plus our sentry's memory release and
+// that patch; elsewhere it installs upstream runsc at that version from the module proxy,
+// unpatched. The version string stays heavy.RunscVersion either way (gVisor restores only
+// checkpoints taken by the same version string, and neither change alters what a checkpoint
+// holds, so sessions paused before a rebuild still resume); a cached binary of ours is current
+// when its `--version` also says heavy.RunscBuild and the stamp beside it
+// (Runsc(version)+".build") names the tree's patch. Always static: a dynamically linked runsc
+// cannot re-execute itself after pivoting into the sandbox's root (notes/gvisor.md).
+func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot, dataDir string, force bool, out io.Writer) error {
 	dst := l.Runsc(heavy.RunscVersion)
+	stamp := dst + ".build"
+	var patchFlags []string
+	wantStamp := ""
+	if sourceRoot != "" {
+		key, flags, err := gvisorPatch(ctx, sourceRoot, dataDir)
+		if err != nil {
+			return err
+		}
+		patchFlags, wantStamp = flags, "gvisor-patch "+key+"\n"
+	}
 	current := func(v string) bool {
 		return strings.Contains(v, heavy.RunscVersion) && (sourceRoot == "" || strings.Contains(v, heavy.RunscBuild))
 	}
 	if !force {
-		if v, err := runscVersion(ctx, dst); err == nil && current(v) {
+		b, _ := os.ReadFile(stamp)
+		if v, err := runscVersion(ctx, dst); err == nil && current(v) && string(b) == wantStamp {
 			fmt.Fprintf(out, "heavy: runsc %s present, nothing to build\n", heavy.RunscVersion)
 			return nil
 		}
@@ -96,9 +111,10 @@ func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot string, force bo
 	ldflags := "-X gvisor.dev/gvisor/runsc/version.version=" + heavy.RunscVersion
 	var cmd *exec.Cmd
 	if sourceRoot != "" {
-		cmd = exec.CommandContext(ctx, goBin, "build", "-trimpath", "-ldflags", ldflags, "-o", filepath.Join(tmpDir, "runsc"), heavy.RunscMain)
+		args := append(append([]string{"build", "-trimpath"}, patchFlags...), "-ldflags", ldflags, "-o", filepath.Join(tmpDir, "runsc"), heavy.RunscMain)
+		cmd = exec.CommandContext(ctx, goBin, args...)
 		cmd.Dir = sourceRoot
-		fmt.Fprintf(out, "heavy: building runsc %s (%s) from go.mod's pin (a few minutes the first time)\n", heavy.RunscVersion, heavy.RunscBuild)
+		fmt.Fprintf(out, "heavy: building runsc %s (%s, scripts/gvisor-patch) from go.mod's pin (a few minutes the first time)\n", heavy.RunscVersion, heavy.RunscBuild)
 	} else {
 		cmd = exec.CommandContext(ctx, goBin, "install", "-trimpath", "-ldflags", ldflags, heavy.RunscModule+"@"+heavy.RunscVersion)
 		cmd.Dir = tmpDir
@@ -114,11 +130,47 @@ func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot string, force bo
 	if v, err := runscVersion(ctx, tmp); err != nil || !current(v) {
 		return fmt.Errorf("the built runsc reports version %q (%v), want %s", v, err, heavy.RunscVersion)
 	}
+	// The stamp goes after the binary: a crash between the two leaves a stamp that differs, and
+	// the next setup builds again (never a stamp that claims a patch the binary lacks). Outside
+	// the source tree no stamp is wanted, and one left by a source build goes.
+	_ = os.Remove(stamp)
 	if err := os.Rename(tmp, dst); err != nil {
 		return err
 	}
+	if wantStamp != "" {
+		if err := os.WriteFile(stamp, []byte(wantStamp), 0o644); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(out, "heavy: runsc %s built in %v: %s\n", heavy.RunscVersion, time.Since(t).Round(time.Second), dst)
 	return nil
+}
+
+// gvisorPatch runs scripts/gvisor-patch.sh in the source tree: the patch's key and the go flags
+// that build runsc with it (the patched copy of the module goes under dataDir).
+func gvisorPatch(ctx context.Context, sourceRoot, dataDir string) (key string, flags []string, err error) {
+	script := filepath.Join(sourceRoot, "scripts", "gvisor-patch.sh")
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+		cmd.Dir = sourceRoot
+		cmd.Env = append(os.Environ(), "AGENTBOX_DATA_DIR="+dataDir)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		b, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %v: %s", script, strings.Join(args, " "), err, lastLines(stderr.String(), 5))
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		return strings.TrimSpace(lines[len(lines)-1]), nil
+	}
+	if key, err = run("-key"); err != nil {
+		return "", nil, err
+	}
+	f, err := run()
+	if err != nil {
+		return "", nil, err
+	}
+	return key, strings.Fields(f), nil
 }
 
 func runscVersion(ctx context.Context, path string) (string, error) {
