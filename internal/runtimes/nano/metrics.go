@@ -19,6 +19,7 @@ var (
 	descHibTotal = prometheus.NewDesc("agentbox_nano_hibernations_total", "Times an idle nano session was hibernated.", nil, nil)
 	descEvicted  = prometheus.NewDesc("agentbox_nano_session_evictions_total", "Idle nano sessions hibernated early because another session needed their worker.", nil, nil)
 	descSessProc = prometheus.NewDesc("agentbox_nano_session_workers", "Nano session worker processes alive (spares included).", nil, nil)
+	descStarts   = prometheus.NewDesc("agentbox_nano_session_spare_starts_total", "Session workers the filler started ahead of need, by outcome: parked (started to the end) or abandoned (a closed or hibernated session's worker came back first).", []string{"outcome"}, nil)
 	descClaims   = prometheus.NewDesc("agentbox_nano_session_claims_total", "First runs of nano sessions by whether a session worker was ready (warm) or one had to start (cold).", []string{"pool"}, nil)
 )
 
@@ -37,6 +38,7 @@ func (r *Runtime) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descReplaced
 	ch <- descSpares
 	ch <- descClaims
+	ch <- descStarts
 	ch <- descHib
 	ch <- descHibBytes
 	ch <- descHibTotal
@@ -52,7 +54,10 @@ func (r *Runtime) Collect(ch chan<- prometheus.Metric) {
 		warm += int(p.warm.Load())
 	}
 	spares, hits, miss, procs := len(r.spares.ready), r.spares.hits, r.spares.miss, r.sessionProcs
+	started, abandoned := r.spares.started, r.spares.abandoned
 	r.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descStarts, prometheus.CounterValue, float64(started), "parked")
+	ch <- prometheus.MustNewConstMetric(descStarts, prometheus.CounterValue, float64(abandoned), "abandoned")
 	ch <- prometheus.MustNewConstMetric(descSpares, prometheus.GaugeValue, float64(spares))
 	ch <- prometheus.MustNewConstMetric(descHib, prometheus.GaugeValue, float64(r.hib.sessions.Load()))
 	ch <- prometheus.MustNewConstMetric(descHibBytes, prometheus.GaugeValue, float64(r.hib.bytes.Load()))

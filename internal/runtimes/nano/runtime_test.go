@@ -359,7 +359,8 @@ func TestMetrics(t *testing.T) {
 	}
 	for _, want := range []string{"agentbox_nano_workers/free", "agentbox_nano_workers/busy", "agentbox_nano_warm_interpreters",
 		"agentbox_nano_session_workers", "agentbox_nano_session_workers_ready", "agentbox_nano_session_claims_total/warm",
-		"agentbox_nano_sessions_hibernated", "agentbox_nano_hibernated_bytes", "agentbox_nano_session_evictions_total"} {
+		"agentbox_nano_sessions_hibernated", "agentbox_nano_hibernated_bytes", "agentbox_nano_session_evictions_total",
+		"agentbox_nano_session_spare_starts_total/parked", "agentbox_nano_session_spare_starts_total/abandoned"} {
 		if _, ok := series[want]; !ok {
 			t.Errorf("no series %s in %v", want, series)
 		}

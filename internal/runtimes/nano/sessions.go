@@ -87,10 +87,12 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		if err := s.unpause(); err != nil {
 			return nil, err
 		}
-		p, warm, err := s.r.sessionWorker(ctx)
+		p, warm, done, err := s.r.sessionWorker(ctx)
 		if err != nil {
 			return nil, err
 		}
+		// The spares are refilled once this run has answered, not while it computes.
+		defer done()
 		if s.runs == 0 {
 			s.warm = warm
 			s.r.countClaim(warm)
@@ -101,11 +103,12 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		// The worker was lost since the last step (killed at a deadline): the session comes back
 		// at its last step's state.
 		s.p.kill()
-		p, _, err := s.r.sessionWorker(ctx)
+		p, _, done, err := s.r.sessionWorker(ctx)
 		if err != nil {
 			s.p = nil
 			return nil, err
 		}
+		defer done()
 		s.p, restore = p, s.tt.curBlob()
 	}
 	if !s.p.alive() {
@@ -206,9 +209,11 @@ func (s *session) hibernateIdle() {
 	if p == nil {
 		return
 	}
-	if err := waitParked(s.r.ctx, p); err == nil {
-		s.r.addSpare(p)
+	s.r.comingBack()
+	if err := waitParked(s.r.ctx, p); err != nil {
+		p = nil
 	}
+	s.r.cameBack(p)
 }
 
 func (s *session) Close() error {
@@ -224,6 +229,7 @@ func (s *session) Close() error {
 		// new one costs ~0.3 s of CPU, a reset a few milliseconds.
 		p := s.p
 		s.r.wg.Add(1)
+		s.r.comingBack()
 		go s.r.recycle(p)
 		s.p = nil
 	}
@@ -235,14 +241,14 @@ func (s *session) Close() error {
 }
 
 // recycle resets the worker of a closed session and gives it to the spares (or ends it when they
-// are full or it cannot be reset).
+// are full or it cannot be reset); the caller counted it as coming back.
 func (r *Runtime) recycle(p *proc) {
 	defer r.wg.Done()
 	if !p.alive() || p.reset(r.ctx) != nil || waitParked(r.ctx, p) != nil {
 		p.kill()
-		return
+		p = nil
 	}
-	r.addSpare(p)
+	r.cameBack(p)
 }
 
 // hold records an idle session that keeps a worker: a candidate for eviction.

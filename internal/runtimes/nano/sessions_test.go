@@ -209,6 +209,51 @@ func TestSessionSpares(t *testing.T) {
 	}
 }
 
+// TestSessionClosedSoonStartsNoWorker: a session closed right after its first result gives its
+// worker back (reset) before the filler would start one in its place, so sessions opened and
+// closed one after another cost no worker start, which would compete with the next session's
+// first run for the CPU; a session kept open is replaced among the spares once its run answered.
+func TestSessionClosedSoonStartsNoWorker(t *testing.T) {
+	r := newSessionRuntime(t, 2)
+	ctx := context.Background()
+	waitSpares(t, r, 2)
+	starts := func() (started, abandoned int64) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.spares.started, r.spares.abandoned
+	}
+	before, _ := starts()
+	for i := range 10 {
+		s, err := r.NewSession(ctx, sandbox.SessionOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := mustRun(t, s, "print(1)"); res.Timing.Pool != "warm" {
+			t.Errorf("session %d: first run pool %q, want warm", i, res.Timing.Pool)
+		}
+		s.Close()
+		waitSpares(t, r, 2)
+	}
+	// Long enough for a start the filler began to have ended.
+	time.Sleep(2 * time.Second)
+	if after, abandoned := starts(); after != before {
+		t.Errorf("the filler started %d workers (and abandoned %d) for 10 sessions that each gave their worker back right after their first result; want none",
+			after-before, abandoned)
+	}
+
+	// A session that stays open keeps its worker: the spares are refilled.
+	s, err := r.NewSession(ctx, sandbox.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustRun(t, s, "print(1)")
+	waitSpares(t, r, 2)
+	if after, _ := starts(); after != before+1 {
+		t.Errorf("the filler started %d workers for one session kept open, want 1", after-before)
+	}
+}
+
 // TestSessionBurst: 200 sessions asked for at once all start (two from the spares, the rest
 // started a few at a time) and each answers a run.
 func TestSessionBurst(t *testing.T) {

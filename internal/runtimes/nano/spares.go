@@ -17,13 +17,38 @@ import (
 // next in the background. At most Options.MaxSessionWorkers exist at once (each costs ~60 MiB);
 // past that, a session that needs a worker takes the one of the idle session used longest ago,
 // whose state is hibernated (moved into the daemon as a snapshot) first.
+//
+// The filler starts a worker only when one is missing and none is on its way back, and never
+// while a run that claimed a spare is computing (docs/RATIONALE.md, "A session's first run meets
+// no worker start"). It is woken when such a run has answered, and while a spare is left it
+// waits until refillDelay has passed since the last answer: a session closed right after its
+// first result gives its worker back within it (a reset, a few milliseconds, where a start costs
+// ~0.3 s of CPU), and a worker on its way back (a closed session's being reset, an idle
+// session's hibernating) counts as a spare. A start that becomes surplus while under way (a
+// worker came back first) is abandoned.
+
+// refillDelay is how long after a claimed spare's run answered the filler waits before it starts
+// a worker, while a spare is left: longer than a client takes to close a session after its first
+// result, short beside a worker's start.
+const refillDelay = 50 * time.Millisecond
 
 // spares are session workers started ahead of need.
 type spares struct {
 	ready []*proc
-	wake  chan struct{} // wakes the filler
-	hits  int64         // first runs that found a worker ready (a spare, or one freed by eviction)
-	miss  int64         // first runs that had to start one
+	// coming counts workers on their way back to the spares (recycled or hibernated out).
+	coming int
+	// claiming counts spares claimed by runs (or restores) that have not answered yet: the
+	// filler starts no worker while one is under way. answered is when the last one answered.
+	claiming int
+	answered time.Time
+	// abandon, while the filler starts a worker, cancels that start; nil otherwise.
+	abandon context.CancelFunc
+	wake    chan struct{} // wakes the filler
+	hits    int64         // first runs that found a worker ready (a spare, or one freed by eviction)
+	miss    int64         // first runs that had to start one
+	// started counts the workers the filler started to the end (parked), abandoned those it gave
+	// up part way because a worker came back.
+	started, abandoned int64
 }
 
 // errAtCap says a new session worker would pass Options.MaxSessionWorkers.
@@ -41,21 +66,32 @@ func (r *Runtime) startSpares() {
 	r.spares.wake <- struct{}{}
 }
 
-// claimSpare takes a live spare, or returns nil.
+// claimSpare takes a live spare, or returns nil. It counts the claim under way and does not
+// wake the filler: the caller calls claimed once the run it took the worker for has answered.
 func (r *Runtime) claimSpare() *proc {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for len(r.spares.ready) > 0 {
 		p := r.spares.ready[0]
 		r.spares.ready = r.spares.ready[1:]
-		r.wakeFiller()
 		if p.alive() {
+			r.spares.claiming++
 			return p
 		}
 		go p.kill()
 	}
-	r.wakeFiller()
 	return nil
+}
+
+// claimed ends a claim of sessionWorker's (spare says it took a spare) and wakes the filler.
+func (r *Runtime) claimed(spare bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if spare {
+		r.spares.claiming--
+	}
+	r.spares.answered = time.Now()
+	r.wakeFiller()
 }
 
 // wakeFiller nudges the filler; the caller holds r.mu.
@@ -64,6 +100,45 @@ func (r *Runtime) wakeFiller() {
 	case r.spares.wake <- struct{}{}:
 	default:
 	}
+}
+
+// shortLocked says the spares lack a worker that is not on its way back; the caller holds r.mu.
+func (r *Runtime) shortLocked() bool {
+	return !r.closed && len(r.spares.ready)+r.spares.coming < r.opts.SessionWarm
+}
+
+// fillWaitLocked says when the filler should start a worker: 0 now, a positive duration after
+// that long (then it asks again), a negative one not until it is woken again (the spares are
+// full, or a claimed spare's run is under way, whose answer wakes it). The caller holds r.mu.
+func (r *Runtime) fillWaitLocked(now time.Time) time.Duration {
+	if !r.shortLocked() || r.spares.claiming > 0 {
+		return -1
+	}
+	if len(r.spares.ready) > 0 {
+		if wait := r.spares.answered.Add(refillDelay).Sub(now); wait > 0 {
+			return wait
+		}
+	}
+	return 0
+}
+
+// comingBack counts a session's worker on its way back to the spares; cameBack, called once
+// after, puts it among them (nil: it did not make it).
+func (r *Runtime) comingBack() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spares.coming++
+}
+
+func (r *Runtime) cameBack(p *proc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.spares.coming--
+	if p == nil {
+		r.wakeFiller()
+		return
+	}
+	r.addSpareLocked(p)
 }
 
 // freedLocked tells waiters for a session worker that one may be had; the caller holds r.mu.
@@ -111,17 +186,48 @@ func (r *Runtime) fillSpares() {
 		case <-r.spares.wake:
 		}
 		for {
+			ctx, abandon := context.WithCancel(r.ctx)
 			r.mu.Lock()
-			short := !r.closed && len(r.spares.ready) < r.opts.SessionWarm
+			wait := r.fillWaitLocked(time.Now())
+			if wait == 0 {
+				r.spares.abandon = abandon
+			}
 			r.mu.Unlock()
-			if !short {
+			if wait != 0 {
+				abandon()
+				if wait < 0 {
+					break
+				}
+				select {
+				case <-time.After(wait):
+					continue
+				case <-r.ctx.Done():
+					return
+				}
+			}
+			p, err := r.spawnSession(ctx)
+			if err == nil {
+				err = waitParked(ctx, p)
+			}
+			abandoned := ctx.Err() != nil && r.ctx.Err() == nil
+			r.mu.Lock()
+			r.spares.abandon = nil
+			if abandoned {
+				r.spares.abandoned++
+			} else if err == nil {
+				r.spares.started++
+			}
+			r.mu.Unlock()
+			abandon()
+			if errors.Is(err, errAtCap) {
 				break
 			}
-			p, err := r.spawnSession(r.ctx)
-			if err == nil {
-				err = waitParked(r.ctx, p)
-			}
-			if errors.Is(err, errAtCap) {
+			if abandoned {
+				// A worker came back while this one started: it is not needed (waitParked or
+				// startProc killed it). The next claim's answer wakes the filler again.
+				if p != nil && err == nil {
+					p.kill()
+				}
 				break
 			}
 			if err != nil {
@@ -150,11 +256,18 @@ func (r *Runtime) fillSpares() {
 func (r *Runtime) addSpare(p *proc) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.addSpareLocked(p)
+}
+
+func (r *Runtime) addSpareLocked(p *proc) bool {
 	if r.closed || len(r.spares.ready) >= r.opts.SessionWarm {
 		go p.kill()
 		return !r.closed
 	}
 	r.spares.ready = append(r.spares.ready, p)
+	if a := r.spares.abandon; a != nil && !r.shortLocked() {
+		a() // the filler's start under way is not needed any more
+	}
 	r.freedLocked()
 	return true
 }
@@ -178,29 +291,31 @@ func waitParked(ctx context.Context, p *proc) error {
 
 // sessionWorker finds a worker for a session's run: a spare, a new one within the cap, or the
 // worker of the idle session used longest ago (hibernated to free it); otherwise it waits until
-// one is freed. warm says the worker was ready.
-func (r *Runtime) sessionWorker(ctx context.Context) (p *proc, warm bool, err error) {
+// one is freed. warm says the worker was ready. Without an error, the caller calls done once
+// the run (or restore) it took the worker for has answered: the spares are refilled then, not
+// while it computes.
+func (r *Runtime) sessionWorker(ctx context.Context) (p *proc, warm bool, done func(), err error) {
 	for {
 		r.mu.Lock()
 		changed := r.changed
 		r.mu.Unlock()
 		if p := r.claimSpare(); p != nil {
-			return p, true, nil
+			return p, true, func() { r.claimed(true) }, nil
 		}
 		p, err := r.spawnSession(ctx)
 		if err == nil {
-			return p, false, nil
+			return p, false, func() { r.claimed(false) }, nil
 		}
 		if !errors.Is(err, errAtCap) {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		if p := r.evictOne(ctx); p != nil {
-			return p, true, nil
+			return p, true, func() { r.claimed(false) }, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, false, sandbox.Errorf(sandbox.KindTimeout, "every one of the %d nano session workers stayed busy running code until the request ended: %v",
+			return nil, false, nil, sandbox.Errorf(sandbox.KindTimeout, "every one of the %d nano session workers stayed busy running code until the request ended: %v",
 				r.opts.MaxSessionWorkers, ctx.Err()).WithHint("retry later, or raise nano.max_session_workers in the daemon's configuration")
 		}
 	}

@@ -710,13 +710,14 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		p := s.p
 		s.p = nil
 		s.r.wg.Add(1)
+		s.r.comingBack()
 		go func() {
 			defer s.r.wg.Done()
-			if waitParked(s.r.ctx, p) == nil {
-				s.r.addSpare(p)
-			} else {
+			if waitParked(s.r.ctx, p) != nil {
 				p.kill()
+				p = nil
 			}
+			s.r.cameBack(p)
 		}()
 	} else if s.p != nil {
 		s.p.kill()
@@ -761,10 +762,11 @@ func (s *session) Resume(ctx context.Context) error {
 	if s.p != nil || s.snap == nil {
 		return nil
 	}
-	p, _, err := s.r.sessionWorker(ctx)
+	p, _, done, err := s.r.sessionWorker(ctx)
 	if err != nil {
 		return err
 	}
+	defer done()
 	if err := p.restore(ctx, "", s.snap); err != nil {
 		p.kill()
 		return err
