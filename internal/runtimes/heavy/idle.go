@@ -75,14 +75,23 @@ func (s *session) releaseIdle(b *box) {
 	if time.Unix(0, s.lastRun.Load()).After(s.tt.snapAt) || time.Unix(0, s.lastUse.Load()).After(s.tt.snapAt) {
 		return
 	}
-	if s.MustStayLive() != "" {
+	// A connection through the gateway or a request in flight (a file read) may end: look again
+	// later, the step's time kept.
+	again := func() { s.tt.releaseTimer = time.AfterFunc(s.rt.opts.SnapshotReleaseIdle, func() { s.releaseIdle(b) }) }
+	if s.MustStayLive() != "" || !b.quiet() {
+		again()
 		return
 	}
 	// current() stores lastUse, then reads released; this sets released, then reads lastUse: an
 	// operation either sees the flag (and takes the snapshot again under s.mu) or is seen here.
 	s.released.Store(true)
-	if time.Unix(0, s.lastUse.Load()).After(s.tt.snapAt) || !b.quiet() {
+	if time.Unix(0, s.lastUse.Load()).After(s.tt.snapAt) {
 		s.released.Store(false)
+		return
+	}
+	if !b.quiet() {
+		s.released.Store(false)
+		again()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
