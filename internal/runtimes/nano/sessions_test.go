@@ -441,3 +441,47 @@ func TestSessionEviction(t *testing.T) {
 		t.Errorf("%d evictions, want at least 8", n)
 	}
 }
+
+// TestSessionSparesRefilledBesideLongRun: the filler holds its start back while a claimed spare's
+// first run computes (TestSessionClosedSoonStartsNoWorker), but not for the whole of a run that
+// computes for long: the spares are refilled meanwhile, so the sessions opened then find one
+// ready instead of each starting its own worker in its request.
+func TestSessionSparesRefilledBesideLongRun(t *testing.T) {
+	r := newSessionRuntime(t, 2)
+	ctx := context.Background()
+	waitSpares(t, r, 2)
+	s, err := r.NewSession(ctx, sandbox.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const runFor = 15 * time.Second
+	ran := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := s.Run(ctx, &sandbox.RunRequest{Code: "import time\ntime.sleep(15)\nprint('slept')", Limits: limits(t, 60*time.Second)})
+		ran <- err
+	}()
+	ready := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.spares.ready)
+	}
+	for ready() == 2 && time.Since(start) < 10*time.Second { // the run has claimed a spare
+		time.Sleep(5 * time.Millisecond)
+	}
+	for ready() < 2 {
+		if time.Since(start) > runFor-3*time.Second {
+			t.Fatalf("%d of 2 spares ready %v into a first run that computes for %v: the filler waited for its end", ready(), time.Since(start).Round(time.Millisecond), runFor)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-ran:
+		t.Fatalf("the run ended after %v (%v), before the spares were looked at: it did not sleep", time.Since(start), err)
+	default:
+	}
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+}

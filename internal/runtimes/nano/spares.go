@@ -3,6 +3,7 @@ package nano
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -18,9 +19,10 @@ import (
 // past that, a session that needs a worker takes the one of the idle session used longest ago,
 // whose state is hibernated (moved into the daemon as a snapshot) first.
 //
-// The filler starts a worker only when one is missing and none is on its way back, and never
-// while a run that claimed a spare is computing (docs/RATIONALE.md, "A session's first run meets
-// no worker start"). It is woken when such a run has answered, and while a spare is left it
+// The filler starts a worker only when one is missing and none is on its way back, and not
+// while a run that claimed a spare is computing, unless it has for claimHold (docs/RATIONALE.md,
+// "A session's first run meets no worker start"). It is woken when such a run has answered (and
+// looks again claimHold after a claim), and while a spare is left it
 // waits until refillDelay has passed since the last answer: a session closed right after its
 // first result gives its worker back within it (a reset, a few milliseconds, where a start costs
 // ~0.3 s of CPU), and a worker on its way back (a closed session's being reset, an idle
@@ -32,14 +34,21 @@ import (
 // result, short beside a worker's start.
 const refillDelay = 50 * time.Millisecond
 
+// claimHold bounds how long the filler holds its start back for a run still computing on a
+// claimed spare (counted from the oldest such claim): a first run's answer usually comes within milliseconds, and one that computes
+// for seconds must not leave the sessions opened meanwhile to start a worker each in their
+// request (~0.3 s of CPU, where a spare answers in a few milliseconds).
+const claimHold = time.Second
+
 // spares are session workers started ahead of need.
 type spares struct {
 	ready []*proc
 	// coming counts workers on their way back to the spares (recycled or hibernated out).
 	coming int
-	// claiming counts spares claimed by runs (or restores) that have not answered yet: the
-	// filler starts no worker while one is under way. answered is when the last one answered.
-	claiming int
+	// claims are when each spare claimed by a run (or restore) that has not answered yet was
+	// claimed: the filler holds its start back for them until the oldest is claimHold old.
+	// answered is when the last one answered.
+	claims   []time.Time
 	answered time.Time
 	// abandon, while the filler starts a worker, cancels that start; nil otherwise.
 	abandon context.CancelFunc
@@ -66,29 +75,34 @@ func (r *Runtime) startSpares() {
 	r.spares.wake <- struct{}{}
 }
 
-// claimSpare takes a live spare, or returns nil. It counts the claim under way and does not
-// wake the filler: the caller calls claimed once the run it took the worker for has answered.
-func (r *Runtime) claimSpare() *proc {
+// claimSpare takes a live spare, or returns nil. It counts the claim under way (the filler holds
+// back for up to claimHold): the caller calls claimed once the run it took the worker for has
+// answered.
+func (r *Runtime) claimSpare() (p *proc, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for len(r.spares.ready) > 0 {
-		p := r.spares.ready[0]
+		p = r.spares.ready[0]
 		r.spares.ready = r.spares.ready[1:]
 		if p.alive() {
-			r.spares.claiming++
-			return p
+			at = time.Now()
+			r.spares.claims = append(r.spares.claims, at)
+			// The filler looks again at claimHold: a run still computing then holds it back no more.
+			r.wakeFiller()
+			return p, at
 		}
 		go p.kill()
 	}
-	return nil
+	return nil, time.Time{}
 }
 
-// claimed ends a claim of sessionWorker's (spare says it took a spare) and wakes the filler.
-func (r *Runtime) claimed(spare bool) {
+// claimed ends a claim of sessionWorker's (at, when it claimed a spare; zero when it did not)
+// and wakes the filler.
+func (r *Runtime) claimed(at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if spare {
-		r.spares.claiming--
+	if i := slices.Index(r.spares.claims, at); !at.IsZero() && i >= 0 {
+		r.spares.claims = slices.Delete(r.spares.claims, i, i+1)
 	}
 	r.spares.answered = time.Now()
 	r.wakeFiller()
@@ -108,11 +122,21 @@ func (r *Runtime) shortLocked() bool {
 }
 
 // fillWaitLocked says when the filler should start a worker: 0 now, a positive duration after
-// that long (then it asks again), a negative one not until it is woken again (the spares are
-// full, or a claimed spare's run is under way, whose answer wakes it). The caller holds r.mu.
+// that long (then it asks again: a claimed spare's run under way holds it back until the oldest
+// such claim is claimHold old), a negative one not until it is woken again (the spares are full).
+// The caller holds r.mu.
 func (r *Runtime) fillWaitLocked(now time.Time) time.Duration {
-	if !r.shortLocked() || r.spares.claiming > 0 {
+	if !r.shortLocked() {
 		return -1
+	}
+	if len(r.spares.claims) > 0 {
+		// The oldest claim under way (claims overlapping one after another must not hold the
+		// filler back for good).
+		if wait := slices.MinFunc(r.spares.claims, time.Time.Compare).Add(claimHold).Sub(now); wait > 0 {
+			return wait
+		}
+		// A run under way has computed for longer than claimHold: start one beside it.
+		return 0
 	}
 	if len(r.spares.ready) > 0 {
 		if wait := r.spares.answered.Add(refillDelay).Sub(now); wait > 0 {
@@ -299,18 +323,18 @@ func (r *Runtime) sessionWorker(ctx context.Context) (p *proc, warm bool, done f
 		r.mu.Lock()
 		changed := r.changed
 		r.mu.Unlock()
-		if p := r.claimSpare(); p != nil {
-			return p, true, func() { r.claimed(true) }, nil
+		if p, at := r.claimSpare(); p != nil {
+			return p, true, func() { r.claimed(at) }, nil
 		}
 		p, err := r.spawnSession(ctx)
 		if err == nil {
-			return p, false, func() { r.claimed(false) }, nil
+			return p, false, func() { r.claimed(time.Time{}) }, nil
 		}
 		if !errors.Is(err, errAtCap) {
 			return nil, false, nil, err
 		}
 		if p := r.evictOne(ctx); p != nil {
-			return p, true, func() { r.claimed(false) }, nil
+			return p, true, func() { r.claimed(time.Time{}) }, nil
 		}
 		select {
 		case <-changed:
