@@ -160,3 +160,33 @@ raise Exit()
 		t.Errorf("the context asked to end lives on: y is %s", got)
 	}
 }
+
+// A cell's end that raises KeyboardInterrupt itself (the code left an object as __main__ whose
+// class cannot be read) still takes the run's environment out of the process.
+func TestServeCellEndRaisingClearsEnvironment(t *testing.T) {
+	in, out, _ := serve(t)
+	defer in.Close()
+	res, stderr, perr := ctxCell(t, in, out, 1, proto.RunRequest{Env: map[string]string{"AGENTBOX_TEST_SECRET": "s3cret"}, Code: `
+import os, sys, threading, time
+def look():
+    time.sleep(0.3)  # the cell has ended: the REPL waits for the next request
+    sys.agentbox_seen = os.environ.get("AGENTBOX_TEST_SECRET")
+threading.Thread(target=look).start()
+class Weird:
+    @property
+    def __class__(self):
+        raise KeyboardInterrupt
+sys.modules["__main__"] = Weird()
+`})
+	if perr != nil || res == nil {
+		t.Fatalf("%v %q", perr, stderr)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	res, stderr, perr = ctxCell(t, in, out, 2, proto.RunRequest{Code: "import sys\nstr(sys.agentbox_seen)"})
+	if perr != nil || res == nil {
+		t.Fatalf("%v %q", perr, stderr)
+	}
+	if got := value(res); got != "'None'" {
+		t.Errorf("between cells the process's environment held the run's %s, want None", got)
+	}
+}

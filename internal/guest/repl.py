@@ -601,9 +601,11 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         # What every cell's end does, whichever way it ended: keeps what ctx's cell left (or ends
         # ctx), and takes the run's environment (the session's secrets among it) out of the
         # process, so no snapshot between cells keeps it: the next cell sets its own again.
-        leave(ctx, end)
-        environ.clear()
-        environ.update(base_env)
+        try:
+            leave(ctx, end)
+        finally:
+            environ.clear()
+            environ.update(base_env)
 
     report({"ready": sys.version.split()[0]})
     runs = 0
@@ -674,8 +676,8 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 o_signal(SIGINT, SIG_IGN)
                 exit_code, error = 1, describe(e)
                 end_figures(True)
-            ending = None
             end_cell(ctx, req.get("context_end"))
+            ending = None
             main = code = req = tree = last = value = entered = None
             flush()
             report({"exit": exit_code, "error": error, "outputs": outputs, "cpu": cpu_since(cpu0)})
