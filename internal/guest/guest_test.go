@@ -293,7 +293,7 @@ func TestStartPythonFailureClosesPipes(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		start()
 	}
-	if after := count(); after != before {
+	if after := count(); after > before { // (fewer: an earlier test's pipes closing meanwhile)
 		t.Errorf("%d descriptors open after five failed starts, %d before", after, before)
 	}
 }
