@@ -92,9 +92,13 @@ func buildRunsc(ctx context.Context, l heavy.Layout, sourceRoot, dataDir string,
 	current := func(v string) bool {
 		return strings.Contains(v, heavy.RunscVersion) && (sourceRoot == "" || strings.Contains(v, heavy.RunscBuild))
 	}
+	// Outside the source tree any runsc at the version is current, ours (patched, stamped) as
+	// well as upstream's: an agentbox started elsewhere on a data directory a source build made
+	// (a cluster node's setup task) must not put upstream runsc in place of the tree's.
+	stampOK := func(b []byte) bool { return sourceRoot == "" || string(b) == wantStamp }
 	if !force {
 		b, _ := os.ReadFile(stamp)
-		if v, err := runscVersion(ctx, dst); err == nil && current(v) && string(b) == wantStamp {
+		if v, err := runscVersion(ctx, dst); err == nil && current(v) && stampOK(b) {
 			fmt.Fprintf(out, "heavy: runsc %s present, nothing to build\n", heavy.RunscVersion)
 			return nil
 		}
