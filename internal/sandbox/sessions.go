@@ -368,6 +368,7 @@ func (m *Manager) closeSession(id string) error {
 		return fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	delete(m.sessions, id)
+	s.tl.closed = true // its steps still waiting for a durable copy need none (drain)
 	impl := s.impl
 	m.mu.Unlock()
 	m.log.Info("session closed", "session", id)

@@ -37,7 +37,10 @@ type timeline struct {
 	keptUntil time.Time
 
 	// persist is the queue of steps to make durable, drained in order by one goroutine;
-	// persisting counts them (flush waits for it).
+	// persisting counts them (flush waits for it). Once the session is closed (not kept), the
+	// steps still queued are dropped: nothing of a closed session is kept, and a durable copy
+	// made only to be collected would take CPU from the sessions still in use.
+	closed     bool
 	persist    []*Step
 	persisting sync.WaitGroup
 	draining   bool
@@ -188,7 +191,7 @@ func (m *Manager) drain(s *session, sn Snapshotter) {
 		}
 		st := s.tl.persist[0]
 		s.tl.persist = s.tl.persist[1:]
-		dropped := st.Snapshot.State != SnapshotKept
+		dropped := st.Snapshot.State != SnapshotKept || s.tl.closed
 		ctx := s.persistContext()
 		m.mu.Unlock()
 		superseded, saved := false, false

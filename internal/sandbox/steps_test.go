@@ -32,6 +32,10 @@ type counterTier struct {
 	// givesUp makes Persist end with its context's error once that is cancelled, as a tier
 	// waiting for a quiet moment does when the session pauses.
 	givesUp bool
+	// gate, when set, holds every Persist until it is closed; persists lists the steps Persist
+	// was called for.
+	gate     chan struct{}
+	persists []string
 }
 
 type counterSession struct {
@@ -88,6 +92,13 @@ func (s *counterSession) Persist(ctx context.Context, step string) (sandbox.Snap
 	n := s.snaps[step]
 	s.mu.Unlock()
 	ref := "ref-" + step
+	s.t.mu.Lock()
+	s.t.persists = append(s.t.persists, step)
+	gate := s.t.gate
+	s.t.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	s.t.mu.Lock()
 	if s.t.givesUp && ctx.Err() != nil {
 		s.t.mu.Unlock()
@@ -286,6 +297,42 @@ func TestSnapshotTakenBehindTheResult(t *testing.T) {
 	}
 	if _, err := v.Rewind(context.Background(), info.ID, first); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The steps of a session closed (not kept) that are still waiting for a durable copy get none:
+// nothing of a closed session is kept, and the copies would take the CPU from sessions in use.
+func TestClosedSessionStepsNotMadeDurable(t *testing.T) {
+	tier := &counterTier{durable: map[string]int{}, gate: make(chan struct{})}
+	m := counterManager(t, tier, t.TempDir(), sandbox.Retention{})
+	v := m.As(sandbox.Caller{Tenant: "acme"})
+	info, err := v.CreateSession(context.Background(), sandbox.SessionOptions{Tier: "counter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := addRun(t, v, info.ID, 1).Step // its durable copy is held at the gate
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		tier.mu.Lock()
+		n := len(tier.persists)
+		tier.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first step's snapshot was never made durable")
+		}
+	}
+	addRun(t, v, info.ID, 2) // queued behind the first
+	addRun(t, v, info.ID, 3)
+	if err := v.CloseSession(info.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(tier.gate)
+	m.Close() // waits for the session's drain
+	tier.mu.Lock()
+	defer tier.mu.Unlock()
+	if len(tier.persists) != 1 || tier.persists[0] != first {
+		t.Errorf("steps made durable after their session was closed: %v, want only %s (under way at the close)", tier.persists, first)
 	}
 }
 
