@@ -2,12 +2,12 @@ package bench
 
 import (
 	"context"
-
-	"github.com/agentbox-dev/agentbox/internal/guest"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/guest"
 )
 
 // The heavy baselines: the image's own python3, run natively.

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // The density scenarios count memory as PSS (proportional set size): each page a process maps
@@ -124,8 +126,8 @@ func treeMemory(root string, pid int) (memSample, error) {
 // runs each guest address space in a group of such stub processes (a heavy session has a few
 // dozen), which overstated an idle heavy session by 4–8 MiB.
 func sameVM(a, b int) bool {
-	const sysKcmp, kcmpVM = 312, 1 // linux/amd64
-	r, _, errno := syscall.Syscall6(sysKcmp, uintptr(a), uintptr(b), kcmpVM, 0, 0, 0)
+	const kcmpVM = 1 // KCMP_VM, linux/kcmp.h
+	r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpVM, 0, 0, 0)
 	return errno == 0 && r == 0
 }
 
