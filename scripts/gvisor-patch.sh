@@ -3,12 +3,14 @@
 #
 #   go build $(scripts/gvisor-patch.sh) ./cmd/agentbox-runsc   (or gvisor.dev/gvisor/runsc)
 #
-# The patch (scripts/gvisor-patch/gvisor-<version>.patch, ours) adds copy-behind to the sentry's
-# fork (pkg/sentry/mm/copy_behind.go): the child, at its first fault, copies the private memory
-# its parent wrote since the fork before (capped at 32 MiB), so the parent's next writes to it
-# find it unshared and neither fault nor copy. A heavy session's per-step snapshot is a fork of
-# its Python process that parks, and those copies were what the step after it paid
-# (docs/RATIONALE.md, "Heavy snapshot latency, fifth pass: copy-behind").
+# The patch (scripts/gvisor-patch/gvisor-<version>.patch, ours) changes the sentry's fork
+# (pkg/sentry/mm): the parent's written memory is write-protected in the stub instead of
+# unmapped (so its reads do not fault again), and copy-behind: a child that parks in
+# rt_sigtimedwait (a wait of a second or more) copies, 30 ms after the fork, the private memory
+# its parent wrote since the fork before (capped at 64 MiB), so the parent's next writes take
+# the originals without copying. A heavy session's per-step snapshot is a fork of its Python
+# process that parks, and those copies were what the step after it paid (docs/RATIONALE.md,
+# "Heavy snapshot latency, fifth pass").
 # It is applied to a copy of the pinned module from the Go module cache (hard links, and real
 # copies of the files the patch touches) under the data directory, which the build uses through a
 # copy of go.mod with a replace (-modfile), so neither the module cache nor the tree changes.
