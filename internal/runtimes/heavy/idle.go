@@ -61,9 +61,7 @@ func (s *session) releaseIdle(b *box) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tt.releaseTimer = nil
-	s.smu.Lock()
-	live := s.b == b
-	s.smu.Unlock()
+	live := s.isSandbox(b)
 	step := s.latestLocked()
 	id := s.tt.snaps[step]
 	if !live || s.tt.snapAt.IsZero() || s.closed.Load() || s.tt.paused != nil || s.tt.pending != nil || s.released.Load() || step == "" || id == 0 ||

@@ -271,15 +271,21 @@ func (s *session) requestSnapshotLocked(ctx context.Context, b *box) (proto.Fram
 	return ans, id, err
 }
 
+// isSandbox says whether b is still the session's sandbox (not replaced by a rewind's or a
+// restore's since the caller took it).
+func (s *session) isSandbox(b *box) bool {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.b == b
+}
+
 // trimMemory drops the oldest kept steps while the sandbox uses more memory than the limit it
 // was made with (the room above it is the next steps').
 func (s *session) trimMemory(b *box) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tt.trimming = false
-	s.smu.Lock()
-	live := s.b == b
-	s.smu.Unlock()
+	live := s.isSandbox(b)
 	if !live || s.closed.Load() || s.tt.paused != nil {
 		return
 	}
