@@ -24,8 +24,10 @@ import (
 // operation that takes the sandbox again (a run, a file operation, a command, a rewind, a fork,
 // a pause that keeps it, a durable checkpoint) takes the step's snapshot again first
 // (materializeLocked), so every kept step can still be rewound to; if that fork fails, the step
-// is dropped with the reason, as retention drops one. The cost is that fork (~10 ms) in front of
-// the first operation after an idle period, where an agent has been thinking for seconds.
+// is dropped with the reason, as retention drops one. The cost is in front of the first
+// operation after an idle period, where an agent has been thinking for seconds: the fork, then
+// the copy-on-write breaks of a run whose child has not yet copied behind; `bench steps -tier
+// heavy` measured +35 ms on that run (docs/RATIONALE.md, fifth pass's quiet figures).
 //
 // What is not released: a step whose code left threads running, a session with a command or a
 // request in flight, or with a connection open through the egress gateway: something else may
@@ -80,7 +82,7 @@ func (s *session) releaseIdle(b *box) {
 		again()
 		return
 	}
-	// current() stores lastUse, then reads released; this sets released, then reads lastUse: an
+	// use() stores lastUse, then reads released; this sets released, then reads lastUse: an
 	// operation either sees the flag (and takes the snapshot again under s.mu) or is seen here.
 	s.released.Store(true)
 	if time.Unix(0, s.lastUse.Load()).After(s.tt.snapAt) {

@@ -37,7 +37,7 @@ type session struct {
 	// session rests (durable.go).
 	running atomic.Bool
 	lastRun atomic.Int64
-	// lastUse is when a file operation or command last took the sandbox (current), and
+	// lastUse is when a file operation or command last took the sandbox (use), and
 	// released says the latest step's parked process was ended while the session was idle
 	// (idle.go): an operation that finds it set takes the snapshot again first.
 	lastUse  atomic.Int64
