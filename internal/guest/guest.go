@@ -148,7 +148,7 @@ func Serve(cfg Config, in io.Reader, out io.Writer) error {
 	}
 	a.py = py
 	defer a.killAll()
-	features := []string{proto.FeatureSnapshots, proto.FeatureContexts, proto.FeatureStepSnapshots}
+	features := []string{proto.FeatureSnapshots, proto.FeatureContexts, proto.FeatureStepSnapshots, proto.FeatureQuietSnaps}
 	if cfg.HostStdin != nil && cfg.HostStdout != nil {
 		features = append(features, proto.FeatureHostStdio)
 	}

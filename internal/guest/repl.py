@@ -503,6 +503,10 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
     o_fork, o_setpgid, thread_count = os.fork, os.setpgid, _thread._count
     FORKED_HEAD = b'{"forked": '
     sigmask, sigwait = signal.pthread_sigmask, signal.sigwait
+    # A quiet fork (OpSnapshot's Quiet) is made with SIGUSR2 blocked too: gVisor (the agentbox
+    # patch, mm/copy_behind.go) then leaves the child no copy-behind work, and for a moment both
+    # processes' writes copy only the pages they touch instead of 2 MiB each.
+    QUIET = {signal.SIGUSR2}
     SIG_BLOCK, SIG_UNBLOCK, WAKE = signal.SIG_BLOCK, signal.SIG_UNBLOCK, {signal.SIGUSR1}
 
     # After a fork the live process pays for its first touches of memory (gVisor maps it again
@@ -553,9 +557,11 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         sigwait(WAKE)
         sigmask(SIG_UNBLOCK, WAKE)
 
-    def fork_here():
+    def fork_here(quiet=False):
         # A snapshot: the parent reports the child and goes on; the child parks and returns when
-        # it is woken for a rewind, as the live process.
+        # it is woken for a rewind, as the live process. quiet (OpSnapshot's Quiet): the session
+        # is idle and the snapshot stands in for its latest step's, to share the live process's
+        # memory: the fork is quiet (QUIET) and the parent does not warm itself.
         nonlocal pid0
         flush()
         # The code's threads still running are not in the child (a fork copies the calling
@@ -571,9 +577,13 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         size = len(FORKED_HEAD) + 10 + len(tail)
         head = size.to_bytes(4, "little") + FORKED_HEAD
         sigmask(SIG_BLOCK, WAKE)
+        if quiet:
+            sigmask(SIG_BLOCK, QUIET)
         try:
             child = o_fork()
         except BaseExc as e:
+            if quiet:
+                sigmask(SIG_UNBLOCK, QUIET)
             sigmask(SIG_UNBLOCK, WAKE)
             report({"forked": 0, "error": describe_exc(e)})
             return
@@ -591,8 +601,13 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 pass
             sigmask(SIG_UNBLOCK, WAKE)
             snap_kids.append(child)
-            warm()  # a request sent meanwhile waits in the pipe
+            if quiet:
+                sigmask(SIG_UNBLOCK, QUIET)
+            else:
+                warm()  # a request sent meanwhile waits in the pipe
             return
+        if quiet:
+            sigmask(SIG_UNBLOCK, QUIET)
         park()
         pid0 = o_getpid()
         report({"woke": pid0})
@@ -615,8 +630,9 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
             size = int.from_bytes(read_exact(4), "little")
             req = loads(read_exact(size))
             if "fork" in req:
+                quiet = bool(req.get("quiet"))
                 req = None
-                fork_here()
+                fork_here(quiet)
                 continue
             limits.update(req.get("limits") or {})
             ctx = req.get("context") or ""

@@ -140,7 +140,7 @@ func (a *agent) doRun(r *activeRun) {
 		}
 		if sa != nil {
 			// Before any other request: nothing else can change the state in between.
-			a.answerSnapshot(sa.ID, sa.Snap, sa.MaxBytes, sent)
+			a.answerSnapshot(sa.ID, sa.Snap, sa.MaxBytes, false, sent)
 		}
 	}()
 	py, restarted, err := a.currentPython()

@@ -133,11 +133,11 @@ const snapWait = 60 * time.Second
 
 // dispatchSnaps serves the snapshot requests, in the agent's serial order behind runs.
 func (a *agent) dispatchSnaps(f *proto.Frame) {
-	id, snapID, maxBytes, drops := f.ID, f.Snap, f.MaxBytes, f.Snaps
+	id, snapID, maxBytes, drops, quiet := f.ID, f.Snap, f.MaxBytes, f.Snaps, f.Quiet
 	switch f.Op {
 	case proto.OpSnapshot:
 		queued := now()
-		a.enqueue(func() { a.answerSnapshot(id, snapID, maxBytes, queued) })
+		a.enqueue(func() { a.answerSnapshot(id, snapID, maxBytes, quiet, queued) })
 	case proto.OpRewind:
 		a.enqueue(func() {
 			err := a.rewind(snapID)
@@ -160,10 +160,11 @@ func (a *agent) dispatchSnaps(f *proto.Frame) {
 
 // answerSnapshot takes snapshot snapID and answers request id with it; queued is when the
 // request came (OpSnapshot), or when the run it rides on sent its result (RunRequest.SnapAfter).
-func (a *agent) answerSnapshot(id, snapID uint64, maxBytes int64, queued time.Time) {
+// quiet: OpSnapshot's Quiet.
+func (a *agent) answerSnapshot(id, snapID uint64, maxBytes int64, quiet bool, queued time.Time) {
 	defer a.releaseStepFiles()
 	start := now()
-	info, err := a.takeSnapshot(snapID, maxBytes)
+	info, err := a.takeSnapshot(snapID, maxBytes, quiet)
 	if info != nil {
 		info.Queued, info.Took = start.Sub(queued), now().Sub(start)
 	}
@@ -172,6 +173,15 @@ func (a *agent) answerSnapshot(id, snapID uint64, maxBytes int64, queued time.Ti
 		return
 	}
 	_ = a.send(&proto.Frame{Op: proto.OpSnapshot, ID: id, Snap: snapID, SnapInfo: info})
+}
+
+// forkRequest is the REPL's request for a snapshot's fork; quiet: OpSnapshot's Quiet (repl.py,
+// fork_here).
+func forkRequest(quiet bool) map[string]any {
+	if quiet {
+		return map[string]any{"fork": 1, "quiet": 1}
+	}
+	return map[string]any{"fork": 1}
 }
 
 // holdStepFiles holds file writes back until releaseStepFiles (agent.stepFiles).
@@ -258,7 +268,7 @@ func waitReport(py *python, key string) (map[string]json.RawMessage, error) {
 	}
 }
 
-func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error) {
+func (a *agent) takeSnapshot(id uint64, maxBytes int64, quiet bool) (*proto.SnapInfo, error) {
 	if id == 0 {
 		return nil, &proto.Error{Kind: sandbox.KindInvalidRequest, Message: "a snapshot needs an id"}
 	}
@@ -306,7 +316,7 @@ func (a *agent) takeSnapshot(id uint64, maxBytes int64) (*proto.SnapInfo, error)
 	if a.takePrefork(py) {
 		// Forked behind the last cell's report (RunRequest.ForkAfter): its report is on its way.
 		rep, err = waitReport(py, "forked")
-	} else if err = py.send(map[string]any{"fork": 1}); err != nil {
+	} else if err = py.send(forkRequest(quiet)); err != nil {
 		undo()
 		return nil, &proto.Error{Kind: sandbox.KindConflict, Message: "the Python process did not take the request: " + err.Error()}
 	} else {

@@ -102,6 +102,10 @@ const (
 	// OpSnapshot takes snapshot Snap of the state now (between runs), keeping at most MaxBytes
 	// of new file content for it (0: no cap). Answer: OpSnapshot with SnapInfo, or OpError
 	// (KindConflict for a Snap already taken, KindOutputLimit when the files exceed MaxBytes).
+	// With Quiet (FeatureQuietSnaps), the snapshot is taken in an idle session to stand in for
+	// its latest step's parked process (the daemon drops that one next): the live process does
+	// not warm itself after the fork, and the child parks where gVisor's copy-behind does not
+	// run, so the two share the memory until the live process next writes it.
 	OpSnapshot Op = "snapshot"
 	// OpRewind ends the live Python process and goes on from snapshot Snap: its variables and
 	// its work directory's files. The snapshot stays kept. Answer: OpOK, or OpError
@@ -124,6 +128,8 @@ const (
 	FeatureContexts = "contexts"
 	// FeatureStepSnapshots: OpRun's SnapAfter (a step's snapshot rides on its run).
 	FeatureStepSnapshots = "step-snapshots"
+	// FeatureQuietSnaps: OpSnapshot's Quiet.
+	FeatureQuietSnaps = "quiet-snaps"
 )
 
 // The descriptors of the host pipes a sandbox made for one long-lived child gets
@@ -184,6 +190,7 @@ type Frame struct {
 	// snapshots OpDropSnaps drops.
 	Snap     uint64    `json:"snap,omitempty"`
 	MaxBytes int64     `json:"max_bytes,omitempty"`
+	Quiet    bool      `json:"quiet,omitempty"`
 	SnapInfo *SnapInfo `json:"snap_info,omitempty"`
 	Snaps    []uint64  `json:"snaps,omitempty"`
 

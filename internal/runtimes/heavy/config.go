@@ -62,11 +62,12 @@ type Config struct {
 	// memory to the checkpoint, and so to the pause's and resume's time). Default 0.
 	SnapshotKeepOnPause int `json:"snapshot_keep_on_pause"`
 	// SnapshotReleaseAfter is how long a session may stay unused before the parked process of
-	// its latest step's snapshot is ended: the live interpreter is then that step's state, and
-	// the snapshot is taken again before the session's next use (+35 ms on that run, measured
-	// by `agentbox bench steps -tier heavy`). While both
-	// live, the two processes hold every 2 MiB piece of memory either wrote since the fork
-	// twice (~26 MiB with pandas imported, for writes of a few bytes). Default 10s; 0 keeps it.
+	// its latest step's snapshot is replaced by a quiet fork of the idle interpreter, which
+	// shares its memory (idle.go; with an older image's guest it is ended, and taken again
+	// before the session's next use: +35 ms on that run). While both live, the two processes
+	// hold every 2 MiB piece of memory either wrote since the fork twice (~26–38 MiB with pandas
+	// imported, for writes of a few bytes); the next run copies what it writes of it again.
+	// Default 10s; 0 keeps it.
 	SnapshotReleaseAfter config.Duration `json:"snapshot_release_after"`
 	// SessionHibernateAfter is how long a heavy session may stay unused before it is paused into
 	// the snapshot store and its sandbox freed (as a pause does; it needs the sessions' store,

@@ -22,6 +22,6 @@
 // and expired; rewind wakes it; fork and pause go through `runsc checkpoint`, a pause's image into
 // the daemon's content-addressed snapshot store (internal/snapstore), scrubbed of the session's
 // env; resume and Restore (after a daemon restart) are `runsc restore`. A session unused for
-// heavy.snapshot_release_after ends its latest step's parked process, whose state the live
-// interpreter still is, and forks it again before its next use (idle.go).
+// heavy.snapshot_release_after replaces its latest step's parked process, whose state the live
+// interpreter still is, with a quiet fork that shares the interpreter's memory (idle.go).
 package heavy

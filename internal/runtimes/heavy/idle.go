@@ -18,16 +18,25 @@ import (
 // holds, for a snapshot of the very state the live interpreter is still in.
 //
 // So once a session has been unused for SnapshotReleaseIdle after its latest step, and nothing
-// has touched the sandbox since that step's snapshot, the parked process of that step is ended
-// (its copy of the files stays in the record as the step's, the guest's base is unchanged) and
-// the step is marked released (tt.snaps[step] == 0): the live interpreter is its state. The first
-// operation that takes the sandbox again (a run, a file operation, a command, a rewind, a fork,
-// a pause that keeps it, a durable checkpoint) takes the step's snapshot again first
-// (materializeLocked), so every kept step can still be rewound to; if that fork fails, the step
-// is dropped with the reason, as retention drops one. The cost is in front of the first
-// operation after an idle period, where an agent has been thinking for seconds: the fork, then
-// the copy-on-write breaks of a run whose child has not yet copied behind; `bench steps -tier
-// heavy` measured +35 ms on that run (docs/RATIONALE.md, fifth pass's quiet figures).
+// has touched the sandbox since that step's snapshot, the parked process of that step is
+// replaced: the guest forks the live interpreter again, quietly (OpSnapshot's Quiet: the live
+// process does not warm itself, and gVisor, with the agentbox patch, leaves the child no
+// copy-behind work and, until the child parks, copies only the pages either writes instead of
+// 2 MiB each), then ends the old one (refreshLocked). The new one shares nearly all the live
+// process's memory (the release gives back what ending the fork did, 27–38 MiB in a pandas
+// session), and the step keeps a parked process, so nothing has to happen before the next run:
+// that run pays only the copy-on-write breaks of what it writes, which is the memory given back
+// (docs/RATIONALE.md, "Heavy critical path: the idle release").
+//
+// A guest without FeatureQuietSnaps (an image built before it) gets the release as it was: the parked
+// process is ended (its copy of the files stays in the record as the step's, the guest's base is
+// unchanged) and the step is marked released (tt.snaps[step] == 0): the live interpreter is its
+// state. The first operation that takes the sandbox again (a run, a file operation, a command,
+// a rewind, a fork, a pause that keeps it, a durable checkpoint) takes the step's snapshot again
+// first (materializeLocked), so every kept step can still be rewound to; if that fork fails, the
+// step is dropped with the reason, as retention drops one. That costs the first operation after
+// an idle period the fork, then the copy-on-write breaks of a run whose child has not yet copied
+// behind: `bench steps -tier heavy` measured +35 ms on that run.
 //
 // What is not released: a step whose code left threads running, a session with a command or a
 // request in flight, or with a connection open through the egress gateway: something else may
@@ -43,6 +52,7 @@ func (s *session) armReleaseLocked(b *box) {
 		return
 	}
 	s.tt.snapAt = time.Now()
+	s.refreshed.Store(false)
 	if s.tt.releaseTimer != nil {
 		s.tt.releaseTimer.Stop()
 	}
@@ -52,6 +62,7 @@ func (s *session) armReleaseLocked(b *box) {
 // disarmReleaseLocked forgets the wait: the live state is no longer the latest step's (a rewind).
 func (s *session) disarmReleaseLocked() {
 	s.tt.snapAt = time.Time{}
+	s.refreshed.Store(false)
 	if s.tt.releaseTimer != nil {
 		s.tt.releaseTimer.Stop()
 		s.tt.releaseTimer = nil
@@ -96,6 +107,10 @@ func (s *session) releaseIdle(b *box) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if b.can(proto.FeatureQuietSnaps) && releaseQuietly {
+		s.refreshLocked(ctx, b, step, id)
+		return
+	}
 	if _, err := b.request(ctx, &proto.Frame{Op: proto.OpDropSnaps, Snaps: []uint64{id}}); err != nil {
 		// Whether the guest ended it is unknown: the step's snapshot is gone for a rewind.
 		s.released.Store(false)
@@ -105,6 +120,35 @@ func (s *session) releaseIdle(b *box) {
 		return
 	}
 	s.tt.snaps[step] = 0
+}
+
+// releaseQuietly: a guest with FeatureQuietSnaps has the release replace the parked process
+// (refreshLocked); false (a measuring test, to compare) ends it as with an older guest.
+var releaseQuietly = true
+
+// refreshLocked takes the idle session's latest step's snapshot again, quietly (the live
+// process does not warm itself, the child does not copy behind: OpSnapshot's Quiet), and ends
+// the step's parked process in its place: the new one shares the live process's memory. Called
+// with s.released set (an operation that comes meanwhile waits for s.mu), which it clears.
+func (s *session) refreshLocked(ctx context.Context, b *box, step string, old uint64) {
+	defer s.released.Store(false)
+	s.tt.nextSnap++
+	id := s.tt.nextSnap
+	_, err := b.request(ctx, &proto.Frame{Op: proto.OpSnapshot, Snap: id, MaxBytes: s.rt.opts.SnapshotFilesBytes, Quiet: true})
+	if err != nil {
+		// The step keeps its parked process. A fork that timed out may still be made: the
+		// guest serves this drop after it (a snapshot it does not keep is ignored).
+		s.rt.log.Info("heavy: taking an idle session's latest snapshot again", "err", err)
+		if c, err := b.send(&proto.Frame{Op: proto.OpDropSnaps, Snaps: []uint64{id}}, nil); err == nil {
+			go func() { <-c.answer }()
+		}
+		return
+	}
+	s.tt.snaps[step] = id
+	s.refreshed.Store(true)
+	if _, err := b.request(ctx, &proto.Frame{Op: proto.OpDropSnaps, Snaps: []uint64{old}}); err != nil {
+		s.rt.log.Info("heavy: ending an idle session's latest step's parked process", "err", err)
+	}
 }
 
 // materializeLocked takes the released latest step's snapshot again, before anything uses the

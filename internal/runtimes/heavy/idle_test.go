@@ -6,14 +6,16 @@ import (
 	"time"
 )
 
-// waitReleased waits until the latest step's parked process of s was released while idle.
+// waitReleased waits until the latest step's parked process of s was released while idle:
+// replaced by a quiet one (a guest with FeatureQuietSnaps), or ended.
 func waitReleased(t *testing.T, s *session, step string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		s.mu.Lock()
 		id, kept := s.tt.snaps[step]
+		refreshed := s.refreshed.Load()
 		s.mu.Unlock()
-		if kept && id == 0 && s.released.Load() {
+		if kept && (id == 0 && s.released.Load() || id != 0 && refreshed) {
 			return
 		}
 		if !kept {
@@ -36,7 +38,11 @@ func TestIdleSessionReleasesLatestSnapshot(t *testing.T) {
 	step(t, s, 1)
 	step(t, s, 2)
 	waitReleased(t, s, "s2")
-	// The live interpreter is step 2's state; the next run takes step 2's snapshot first.
+	if !s.refreshed.Load() {
+		t.Fatal("the release ended step 2's parked process instead of replacing it (the guest has quiet snapshots)")
+	}
+	// The live interpreter is step 2's state; the next run starts at once (an older guest's
+	// takes step 2's snapshot first).
 	step2 := "2 [0, 1] ['f1.txt', 'f2.txt', 'shared.txt'] {'f1.txt': '1', 'f2.txt': '2', 'shared.txt': 'v2'}\n"
 	if got := out(t, s, show); got != step2 {
 		t.Fatalf("after the release: %q, want %q", got, step2)

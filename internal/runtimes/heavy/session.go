@@ -42,7 +42,10 @@ type session struct {
 	// (idle.go): an operation that finds it set takes the snapshot again first.
 	lastUse  atomic.Int64
 	released atomic.Bool
-	tt       tt // time travel (timetravel.go), guarded by mu
+	// refreshed says the latest step's parked process was replaced by a quiet one while the
+	// session was idle (idle.go).
+	refreshed atomic.Bool
+	tt        tt // time travel (timetravel.go), guarded by mu
 }
 
 func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Result, error) {

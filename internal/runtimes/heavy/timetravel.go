@@ -1019,9 +1019,15 @@ func StepCost(s sandbox.Session) (last proto.SnapInfo, memory int64, ok bool) {
 }
 
 // SnapshotReleased says whether a heavy session's latest step's parked process was released
-// while the session was idle (Options.SnapshotReleaseIdle), so that its next use takes the
-// snapshot again first (for `agentbox bench steps`, which times that use).
+// while the session was idle (Options.SnapshotReleaseIdle): ended, so that its next use takes
+// the snapshot again first, or replaced by a quiet one that shares the live process's memory
+// (idle.go) (for `agentbox bench steps`, which times the next use).
 func SnapshotReleased(s sandbox.Session) bool {
 	hs, isHeavy := s.(*session)
-	return isHeavy && hs.released.Load()
+	if !isHeavy {
+		return false
+	}
+	hs.mu.Lock() // not while the release is under way
+	defer hs.mu.Unlock()
+	return hs.released.Load() || hs.refreshed.Load()
 }
