@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // TestMeasureStepSplit splits what a step's run pays after a snapshot (issue 16, the heavy
@@ -83,12 +84,36 @@ func TestMeasureStepSplit(t *testing.T) {
 		v[2], _ = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
 		return v
 	}
-	type split struct{ total, wire, guest, cell, cg []time.Duration }
+	type split struct {
+		name                      string
+		total, wire, guest, cell, cg []time.Duration
+	}
+	// AGENTBOX_HEAVY_MEASURE_WINDOWS: a file that gets each timed run's window (CLOCK_MONOTONIC
+	// ns, as `perf record -k mono` stamps its samples), to attribute a profile to the runs.
+	var windows *os.File
+	if p := os.Getenv("AGENTBOX_HEAVY_MEASURE_WINDOWS"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows = f
+		t.Cleanup(func() { f.Close() })
+	}
+	mono := func() int64 {
+		var ts unix.Timespec
+		_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+		return ts.Nano()
+	}
 	run := func(s sandbox.Session, b *box, code string, into *split) {
 		t.Helper()
+		m0 := mono()
 		u0, t0 := usage(b), time.Now()
 		res, err := s.Run(ctx, &sandbox.RunRequest{Code: code, Limits: l})
 		d := time.Since(t0)
+		if windows != nil && into != nil {
+			procs, _ := os.ReadFile(filepath.Join(cgroupRoot, "cpuacct", b.cg.path, "cgroup.procs"))
+			fmt.Fprintf(windows, "%s %d %d %s\n", into.name, m0, mono(), strings.Join(strings.Fields(string(procs)), ","))
+		}
 		if err != nil || res.Error != nil {
 			t.Fatalf("%v %+v", err, res)
 		}
@@ -114,6 +139,9 @@ func TestMeasureStepSplit(t *testing.T) {
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE_ONE") != "" {
 		thinks = thinks[:1]
 	}
+	if v, err := time.ParseDuration(os.Getenv("AGENTBOX_HEAVY_MEASURE_THINK")); err == nil {
+		thinks = []time.Duration{v}
+	}
 	for _, think := range thinks {
 		for _, c := range []struct {
 			name string
@@ -126,7 +154,7 @@ func TestMeasureStepSplit(t *testing.T) {
 			hs := s.(*session)
 			b := hs.b
 			run(s, b, heavyMeasureSetup, nil)
-			var base, snapped split
+			base, snapped := split{name: "base-" + c.name}, split{name: "snap-" + c.name}
 			for i := 1; i <= n; i++ {
 				time.Sleep(think)
 				run(s, b, c.code(i), &base)
@@ -144,7 +172,7 @@ func TestMeasureStepSplit(t *testing.T) {
 			}
 			// After the release (idle past SnapshotReleaseIdle): the run takes the snapshot
 			// again first.
-			var released split
+			released := split{name: "released-" + c.name}
 			var refork []time.Duration
 			var memBefore, memAfter []int64
 			var statD [3][]time.Duration
