@@ -175,6 +175,7 @@ func TestMeasureStepSplit(t *testing.T) {
 			released := split{name: "released-" + c.name}
 			var refork []time.Duration
 			var memBefore, memAfter []int64
+			var held []time.Duration
 			var statD [3][]time.Duration
 			var st0 [3]int64
 			how := ""
@@ -182,6 +183,15 @@ func TestMeasureStepSplit(t *testing.T) {
 				time.Sleep(release / 2)
 				memBefore = append(memBefore, b.cg.memoryUsage())
 				st0 = stat(b)
+				// How long the release holds the session (a run that comes meanwhile waits).
+				for deadline := time.Now().Add(10 * time.Second); !hs.released.Load() && !hs.refreshed.Load() && time.Now().Before(deadline); {
+					time.Sleep(200 * time.Microsecond)
+				}
+				h0 := time.Now()
+				for deadline := time.Now().Add(10 * time.Second); hs.released.Load() && releaseQuietly && time.Now().Before(deadline); {
+					time.Sleep(200 * time.Microsecond)
+				}
+				held = append(held, time.Since(h0))
 				for deadline := time.Now().Add(10 * time.Second); !SnapshotReleased(s); time.Sleep(20 * time.Millisecond) {
 					if time.Now().After(deadline) {
 						t.Fatal("not released")
@@ -211,9 +221,9 @@ func TestMeasureStepSplit(t *testing.T) {
 			for i := range memBefore {
 				freed = append(freed, time.Duration(memBefore[i]-memAfter[i]))
 			}
-			t.Logf("%s, think %v, load %s\n  %s\n  %s\n  %s; of it before the run's frame %.2f\n  the release (%s) gave back %.1f MiB (median of %d): shmem %.1f, rss %.1f, kernel %.1f",
+			t.Logf("%s, think %v, load %s\n  %s\n  %s\n  %s; of it before the run's frame %.2f\n  the release (%s, holding the session %.2f ms) gave back %.1f MiB (median of %d): shmem %.1f, rss %.1f, kernel %.1f",
 				c.name, think, strings.Fields(string(la))[0], show("no snapshots", base), show("snapshots", snapped),
-				show("after the release", released), med(refork), how, med(freed)*1e6/(1<<20), len(freed), med(statD[0])*1e6/(1<<20), med(statD[1])*1e6/(1<<20), med(statD[2])*1e6/(1<<20))
+				show("after the release", released), med(refork), how, med(held), med(freed)*1e6/(1<<20), len(freed), med(statD[0])*1e6/(1<<20), med(statD[1])*1e6/(1<<20), med(statD[2])*1e6/(1<<20))
 		}
 	}
 }
