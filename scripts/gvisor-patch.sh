@@ -11,6 +11,13 @@
 # the originals without copying. A heavy session's per-step snapshot is a fork of its Python
 # process that parks, and those copies were what the step after it paid (docs/RATIONALE.md,
 # "Heavy snapshot latency, fifth pass").
+# It also shares a template's pages between the sandboxes restored from it (pkg/sentry/mm/
+# template.go, asked for by the spec annotation dev.agentbox.share-template-pages): a restore keeps
+# its private anonymous memory in the checkpoint's pages file, mapped shared and read-only, with
+# its pmas copy-on-write (a write copies 64 KiB into the sandbox's memory file), and does not
+# read those pages into its memory file at all; a save copies
+# those pages in first and, if the sandbox goes on running, shares them again after it
+# (docs/RATIONALE.md, "Sharing the template's pages between restored sandboxes").
 # It is applied to a copy of the pinned module by scripts/patched-module.sh (cached, idempotent);
 # `agentbox setup` (internal/setup/heavy.go) runs this script in the source tree.
 # The last line of the output is the flags; with -key it prints the patch's short hash instead

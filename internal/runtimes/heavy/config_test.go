@@ -33,3 +33,22 @@ func TestConfigSnapshotReleaseAfter(t *testing.T) {
 		t.Errorf("negative: %v", err)
 	}
 }
+
+// heavy.share_template_pages: on unless set false, read from the daemon's configuration.
+func TestConfigShareTemplatePages(t *testing.T) {
+	t.Parallel()
+	if !DefaultConfig().TemplateSharing() {
+		t.Error("template sharing is off by default")
+	}
+	var c config.Config
+	if err := Configure(&c, func(h *Config) { off := false; h.ShareTemplatePages = &off }); err != nil {
+		t.Fatal(err)
+	}
+	h, err := ConfigFrom(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.TemplateSharing() {
+		t.Error("share_template_pages: false left sharing on")
+	}
+}

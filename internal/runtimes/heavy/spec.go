@@ -166,3 +166,27 @@ func writeSpec(dir string, s ociSpec) error {
 	}
 	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
 }
+
+// shareTemplatePagesAnnotation asks our runsc (scripts/gvisor-patch, pkg/sentry/mm/template.go)
+// to keep a restore's private memory in the checkpoint's pages file, shared copy-on-write by every
+// sandbox restored from it. The pages file must not change while such a sandbox runs: a template's
+// image is written once (into a new directory, renamed in) and only ever removed.
+const shareTemplatePagesAnnotation = "dev.agentbox.share-template-pages"
+
+// annotateSpec sets an annotation in the bundle's config.json.
+func annotateSpec(dir, key, value string) error {
+	p := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	var s ociSpec
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return err
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[key] = value
+	return writeSpec(dir, s)
+}

@@ -181,6 +181,12 @@ func (rt *Runtime) restoreBox(ctx context.Context, t *template, background bool)
 	if err != nil {
 		return nil, err
 	}
+	if !rt.opts.NoTemplateSharing {
+		if err := annotateSpec(b.dir, shareTemplatePagesAnnotation, "true"); err != nil {
+			b.cleanup()
+			return nil, err
+		}
+	}
 	b.python, b.features = t.PythonVersion, t.Features
 	if err := b.launch(ctx, rt, "restore", []string{"--image-path", t.image()}, false); err != nil {
 		return nil, err

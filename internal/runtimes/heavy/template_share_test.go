@@ -1,0 +1,261 @@
+package heavy
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox-dev/agentbox/internal/sandbox"
+	"github.com/agentbox-dev/agentbox/internal/snapstore"
+)
+
+// templatePages returns the physical pages of the template's pages file that s's sandbox maps
+// (its sentry and its stubs), and the MiB of its memory file's distinct pages they map.
+func templatePages(t *testing.T, s *session) (map[uint64]bool, float64) {
+	t.Helper()
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	if b == nil {
+		t.Fatal("the session has no sandbox")
+	}
+	shared, own := map[uint64]bool{}, map[uint64]bool{}
+	for _, pids := range boxProcs(b, children()) {
+		for _, p := range pids {
+			memfdPages(p, "/pages.img", shared)
+			memfdPages(p, "runsc-memory", own)
+		}
+	}
+	return shared, float64(len(own)) * 4 / 1024
+}
+
+// sentryMapsPages says whether s's sentry maps a pages file (a restore with sharing).
+func sentryMapsPages(s *session) bool {
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	for _, p := range boxProcs(b, children())["sentry"] {
+		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p))
+		if strings.Contains(string(maps), "/pages.img") {
+			return true
+		}
+	}
+	return false
+}
+
+// Sessions restored from the template share its pages (our runsc's pkg/sentry/mm/template.go):
+// both sandboxes map the same physical pages of the template's pages file, and neither sees
+// the other's writes to memory that came from it: writes by the guest (assignments, every
+// object's reference count touched by gc.get_objects), by the sentry on the guest's behalf
+// (a read(2) into a buffer), after a fork (a step's snapshot and a rewind to it), and across a
+// durable checkpoint of the running session (its pages are copied in for the save and shared
+// again after it) and a pause and resume (the checkpoint holds every page).
+func TestTemplateSharingInHeavy(t *testing.T) {
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store, Warm: 2, SnapshotKeep: 5, DurableQuiet: 50 * time.Millisecond})
+	waitWarm(t, rt, 2)
+	ctx := context.Background()
+	a, b := ttSession(t, rt), ttSession(t, rt)
+	for name, s := range map[string]*session{"a": a, "b": b} {
+		if !s.b.restored || !sentryMapsPages(s) {
+			t.Fatalf("session %s: restored %v, its sentry maps no pages file", name, s.b.restored)
+		}
+	}
+	pa, _ := templatePages(t, a)
+	pb, _ := templatePages(t, b)
+	common := 0
+	for f := range pa {
+		if pb[f] {
+			common++
+		}
+	}
+	if common == 0 {
+		t.Fatalf("the two sessions map no page of the template in common (%d and %d pages)", len(pa), len(pb))
+	}
+	t.Logf("template pages mapped: a %d, b %d, in common %d", len(pa), len(pb), common)
+
+	const probe = "import numpy, pandas\nprint(numpy.pi, getattr(numpy, '_hs', None), pandas.DataFrame({'v': range(1000)}).v.sum(), len(held) if 'held' in dir() else -1)\n"
+	pristine := "3.141592653589793 None 499500 -1\n"
+	if got := out(t, b, probe); got != pristine {
+		t.Fatalf("b before: %q", got)
+	}
+	// a writes all over the template's memory; b's stays as it was.
+	out(t, a, "import gc, numpy, os\nheld = gc.get_objects()\nnumpy.pi = 4.0\nnumpy._hs = 'a'\n"+
+		"fd = os.open('/proc/self/cmdline', os.O_RDONLY)\nbuf = bytearray(64)\nos.readv(fd, [buf])\nos.close(fd)\n")
+	if got := out(t, b, probe); got != pristine {
+		t.Fatalf("b after a's writes: %q", got)
+	}
+	out(t, b, "import numpy\nnumpy._hs = 'b'\nheld = [1, 2]\n")
+	n := strings.TrimSpace(out(t, a, "print(len(held))"))
+	if got, want := out(t, a, probe), "4.0 a 499500 "+n+"\n"; got != want {
+		t.Fatalf("a after b's writes: %q, want %q", got, want)
+	}
+	if got := out(t, b, probe); got != "3.141592653589793 b 499500 2\n" {
+		t.Fatalf("b after its own writes: %q", got)
+	}
+
+	// A step's snapshot (a fork) and a rewind to it.
+	out(t, a, "numpy.pi = 5.0")
+	if err := a.Snapshot(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	out(t, a, "numpy.pi = 6.0\nnumpy._hs = 'a2'\ndel held")
+	if err := a.Snapshot(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Rewind(ctx, "s1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, a, "print(numpy.pi, numpy._hs, len(held) > 1000)"); got != "5.0 a True\n" {
+		t.Fatalf("a rewound to s1: %q", got)
+	}
+	if err := a.Rewind(ctx, "s2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, a, "print(numpy.pi, numpy._hs, 'held' in dir())"); got != "6.0 a2 False\n" {
+		t.Fatalf("a rewound to s2: %q", got)
+	}
+
+	// A durable checkpoint of the running session's latest step: it goes on sharing the template.
+	if err := a.Snapshot(ctx, "s3"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	_, before := templatePages(t, a)
+	ref, err := a.Persist(ctx, "s3")
+	if err != nil || ref.Ref == "" {
+		t.Fatalf("durable checkpoint: %+v %v", ref, err)
+	}
+	_, after := templatePages(t, a)
+	if !sentryMapsPages(a) || after > before+8 {
+		t.Fatalf("after a durable checkpoint: own memory %.1f -> %.1f MiB (maps the pages file: %v)", before, after, sentryMapsPages(a))
+	}
+	t.Logf("a's own memory: %.1f MiB before its durable checkpoint, %.1f after", before, after)
+	if got := out(t, a, "print(numpy.pi, numpy._hs, pandas.DataFrame({'v': range(1000)}).v.sum())"); got != "6.0 a2 499500\n" {
+		t.Fatalf("a after its durable checkpoint: %q", got)
+	}
+
+	// A pause and resume: the checkpoint holds every page, template's or not.
+	out(t, a, "numpy.pi = 7.0")
+	if _, err := a.Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, a, "import gc\nprint(numpy.pi, numpy._hs, pandas.DataFrame({'v': range(1000)}).v.sum(), len(gc.get_objects()) > 1000)"); got != "7.0 a2 499500 True\n" {
+		t.Fatalf("a after pause and resume: %q", got)
+	}
+	// The durable checkpoint restores as any other.
+	back, err := rt.Restore(ctx, ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if got := out(t, back, "print(numpy.pi, numpy._hs, pandas.DataFrame({'v': range(1000)}).v.sum())"); got != "6.0 a2 499500\n" {
+		t.Fatalf("a's durable checkpoint restored: %q", got)
+	}
+	if got := out(t, b, probe); got != "3.141592653589793 b 499500 2\n" {
+		t.Fatalf("b at the end: %q", got)
+	}
+	// b wrote little of the template's memory: a durable checkpoint copies all of it in for the
+	// save and gives the copies back after it.
+	if err := b.Snapshot(ctx, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	// (After the snapshot's child has copied behind, 30 ms after its fork.)
+	time.Sleep(time.Second)
+	_, before = templatePages(t, b)
+	if ref, err := b.Persist(ctx, "b1"); err != nil || ref.Ref == "" {
+		t.Fatalf("durable checkpoint of b: %+v %v", ref, err)
+	}
+	_, after = templatePages(t, b)
+	t.Logf("b's own memory: %.1f MiB before its durable checkpoint, %.1f after", before, after)
+	if after > before+8 {
+		t.Fatalf("b's own memory grew from %.1f to %.1f MiB with its durable checkpoint", before, after)
+	}
+	if got := out(t, b, probe); got != "3.141592653589793 b 499500 2\n" {
+		t.Fatalf("b after its durable checkpoint: %q", got)
+	}
+}
+
+// TestMeasureTemplateSharing restores sandboxes from the template one at a time, alternately
+// with and without sharing its pages (Options.NoTemplateSharing), and prints per side the
+// medians of the restore (to the reseed cell's answer), the sandbox's CPU in it, and the wall
+// time and CPU of a first cell (print) and of a pandas groupby cell after it. Set AGENTBOX_HEAVY_MEASURE=1; AGENTBOX_HEAVY_MEASURE_N (default 10)
+// restores per side.
+func TestMeasureTemplateSharing(t *testing.T) {
+	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
+		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
+	}
+	n := 10
+	if v, err := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N")); err == nil && v > 0 {
+		n = v
+	}
+	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: -1})
+	waitWarm(t, rt, 1)
+	tmpl := rt.restoreTemplate()
+	if tmpl == nil {
+		t.Fatal("no template")
+	}
+	ctx := context.Background()
+	usage := func(b *box) time.Duration {
+		raw, _ := os.ReadFile(filepath.Join(cgroupRoot, "cpuacct", b.cg.path, "cpuacct.usage"))
+		v, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		return time.Duration(v)
+	}
+	const cell = "import pandas as pd\ndf = pd.DataFrame({'k': [i % 7 for i in range(10000)], 'v': range(10000)})\nr = df.groupby('k').v.sum()\n"
+	type side struct{ restore, restoreCPU, print, printCPU, cell, cellCPU []time.Duration }
+	sides := map[bool]*side{true: {}, false: {}}
+	for i := 0; i < 2*n; i++ {
+		share := i%2 == 0
+		rt.opts.NoTemplateSharing = !share
+		time.Sleep(500 * time.Millisecond)
+		b, err := rt.restoreBox(ctx, tmpl, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sides[share]
+		s.restore = append(s.restore, b.startTime)
+		c0 := usage(b)
+		s.restoreCPU = append(s.restoreCPU, c0)
+		t0 := time.Now()
+		if err := b.runQuiet(ctx, "print('hi')\n", 30*time.Second); err != nil {
+			b.kill()
+			t.Fatal(err)
+		}
+		s.print = append(s.print, time.Since(t0))
+		c1 := usage(b)
+		s.printCPU = append(s.printCPU, c1-c0)
+		c0 = c1
+		t0 = time.Now()
+		if err := b.runQuiet(ctx, cell, 30*time.Second); err != nil {
+			b.kill()
+			t.Fatal(err)
+		}
+		s.cell = append(s.cell, time.Since(t0))
+		s.cellCPU = append(s.cellCPU, usage(b)-c0)
+		b.kill()
+	}
+	med := func(d []time.Duration) time.Duration {
+		d = append([]time.Duration(nil), d...)
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[len(d)/2]
+	}
+	for _, share := range []bool{false, true} {
+		s := sides[share]
+		t.Logf("sharing %-5v: restore %v (sandbox CPU %v), first print cell %v (CPU %v), then a pandas groupby cell %v (CPU %v); medians of %d",
+			share, med(s.restore).Round(time.Millisecond), med(s.restoreCPU).Round(time.Millisecond),
+			med(s.print).Round(100*time.Microsecond), med(s.printCPU).Round(100*time.Microsecond),
+			med(s.cell).Round(100*time.Microsecond), med(s.cellCPU).Round(100*time.Microsecond), n)
+	}
+}
