@@ -61,7 +61,7 @@ func TestTemplateSharingInHeavy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := ttRuntime(t, Options{Snapshots: store, Warm: 2, SnapshotKeep: 5, DurableQuiet: 50 * time.Millisecond})
+	rt := ttRuntime(t, Options{Snapshots: store, Warm: 2, SnapshotKeep: 40, DurableQuiet: 50 * time.Millisecond})
 	waitWarm(t, rt, 2)
 	ctx := context.Background()
 	a, b := ttSession(t, rt), ttSession(t, rt)
@@ -185,6 +185,34 @@ func TestTemplateSharingInHeavy(t *testing.T) {
 	}
 	if got := out(t, b, probe); got != "3.141592653589793 b 499500 2\n" {
 		t.Fatalf("b after its durable checkpoint: %q", got)
+	}
+	// Many kept steps are many parked forks mapping the same template pages: a save copies each
+	// page once, not once per process (30 copies of ~40 MiB pass the sandbox's limit with its
+	// snapshots' allowance, ~700 MiB, and a build that copied per process was killed
+	// mid-checkpoint).
+	for i := 2; i <= 31; i++ {
+		out(t, b, fmt.Sprintf("import numpy\nnumpy._hs = 'b%d'", i))
+		if err := b.Snapshot(ctx, fmt.Sprintf("b%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ref, err := b.Persist(ctx, "b31"); err != nil || ref.Ref == "" {
+		t.Fatalf("durable checkpoint of b with 31 kept steps: %+v %v", ref, err)
+	}
+	// A session's fork checkpoints the running sandbox with every kept step's process.
+	f, err := b.Fork(ctx, "b29", "", sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatalf("fork of b with 31 kept steps: %v", err)
+	}
+	defer f.Close()
+	if got := out(t, f, "print(numpy._hs, numpy.pi)"); got != "b29 3.141592653589793\n" {
+		t.Fatalf("the fork of b from b29: %q", got)
+	}
+	if err := b.Rewind(ctx, "b30", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, b, "print(numpy._hs, numpy.pi)"); got != "b30 3.141592653589793\n" {
+		t.Fatalf("b rewound to b30 after its checkpoint: %q", got)
 	}
 }
 
