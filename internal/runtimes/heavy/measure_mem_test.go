@@ -133,14 +133,14 @@ func mappingPSS(pid int) map[string]int64 {
 // guest's memory. Set AGENTBOX_HEAVY_MEASURE=1; AGENTBOX_HEAVY_MEASURE_PRELOAD=numpy (or empty)
 // sets the preload, _BOOT=1 boots instead of restoring, _IDLE=40s waits longer, _ALLPIDS=1 sums
 // every process as a naive PSS sum does, _RSS=1 adds the Rss of the memory file's mappings,
-// _NOSHARE=1 restores without sharing the template's pages (Options.NoTemplateSharing).
+// _SHARE=1 restores sharing the template's pages (Options.ShareTemplatePages).
 func TestMeasureIdleMemory(t *testing.T) {
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
 		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
 	}
 	const k = 6
 	opts := Options{Warm: 2, PoolMemoryBytes: -1, NoRestore: os.Getenv("AGENTBOX_HEAVY_MEASURE_BOOT") != "",
-		NoTemplateSharing: os.Getenv("AGENTBOX_HEAVY_MEASURE_NOSHARE") != ""}
+		ShareTemplatePages: os.Getenv("AGENTBOX_HEAVY_MEASURE_SHARE") != ""}
 	if p, ok := os.LookupEnv("AGENTBOX_HEAVY_MEASURE_PRELOAD"); ok {
 		opts.Preload = []string{}
 		if p != "" {
