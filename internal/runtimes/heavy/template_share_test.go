@@ -35,6 +35,48 @@ func templatePages(t *testing.T, s *session) (map[uint64]bool, float64) {
 	return shared, float64(len(own)) * 4 / 1024
 }
 
+// pagesReadOnly checks that every mapping of the template's pages file in s's sandbox is
+// read-only and that every descriptor of it is open read-only, so that the host itself refuses
+// a write to pages other sandboxes read (MAP_SHARED of an O_RDONLY descriptor cannot be made
+// writable).
+func pagesReadOnly(t *testing.T, s *session) {
+	t.Helper()
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	fds := 0
+	for role, pids := range boxProcs(b, children()) {
+		for _, p := range pids {
+			maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p))
+			for _, line := range strings.Split(string(maps), "\n") {
+				if f := strings.Fields(line); len(f) >= 6 && strings.HasSuffix(f[5], "/pages.img") && strings.Contains(f[1], "w") {
+					t.Fatalf("%s %d maps the pages file writable: %s", role, p, line)
+				}
+			}
+			ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
+			for _, e := range ents {
+				target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p, e.Name()))
+				if err != nil || !strings.HasSuffix(target, "/pages.img") {
+					continue
+				}
+				info, _ := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", p, e.Name()))
+				for _, line := range strings.Split(string(info), "\n") {
+					if v, ok := strings.CutPrefix(line, "flags:"); ok {
+						flags, _ := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+						if flags&3 != 0 { // O_ACCMODE: O_RDONLY is 0
+							t.Fatalf("%s %d holds the pages file open for writing (flags %o)", role, p, flags)
+						}
+						fds++
+					}
+				}
+			}
+		}
+	}
+	if fds == 0 {
+		t.Fatal("no process of the sandbox holds the pages file open")
+	}
+}
+
 // sentryMapsPages says whether s's sentry maps a pages file (a restore with sharing).
 func sentryMapsPages(s *session) bool {
 	s.smu.Lock()
@@ -94,6 +136,8 @@ func TestTemplateSharingInHeavy(t *testing.T) {
 	if got := out(t, b, probe); got != pristine {
 		t.Fatalf("b after a's writes: %q", got)
 	}
+	pagesReadOnly(t, a)
+	pagesReadOnly(t, b)
 	out(t, b, "import numpy\nnumpy._hs = 'b'\nheld = [1, 2]\n")
 	n := strings.TrimSpace(out(t, a, "print(len(held))"))
 	if got, want := out(t, a, probe), "4.0 a 499500 "+n+"\n"; got != want {
