@@ -292,7 +292,9 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 
 	// The same steps after an idle past heavy.snapshot_release_after, beside a session without
 	// snapshots idle as long: the latest step's parked process has been released to give its
-	// memory back, and the run takes that snapshot again before it starts.
+	// memory back (replaced by a quiet fork that shares the live process's memory; with an older
+	// guest, ended, and the run takes that snapshot again before it starts), so the run pays the
+	// copy-on-write breaks of what it writes.
 	base, err = newSession()
 	if err != nil {
 		return nil, err
@@ -324,7 +326,7 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 	}
 	note := fmt.Sprintf("%v unused; the bench sets heavy.snapshot_release_after to %v (default 10 s)", idle, releaseIdle)
 	add("baseline: a step's run after an idle spell, no snapshots", baseIdle, "", "", note)
-	add("a step's run after its snapshot was released (idle)", afterRelease, "", "", note+"; the run takes the snapshot again first")
+	add("a step's run after its snapshot was released (idle)", afterRelease, "", "", note+"; the release replaced the parked fork with a quiet one: the run copies what it writes")
 	return res, nil
 }
 
