@@ -66,14 +66,14 @@ func startHeavy(ctx context.Context, o HeavyOptions, warm int, noRestore bool) (
 		warm = -1 // the runtime's zero value is its default pool size
 	}
 	rt, err := heavy.New(ctx, heavy.Options{
-		Layout:             heavy.LayoutFor(o.DataDir),
-		Image:              o.Image,
-		StateDir:           filepath.Join(dir, "heavy"),
-		Warm:               warm,
-		NoRestore:          noRestore,
-		ShareTemplatePages: o.ShareTemplatePages,
-		FillParallel:       o.FillParallel,
-		Logger:             slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Layout:            heavy.LayoutFor(o.DataDir),
+		Image:             o.Image,
+		StateDir:          filepath.Join(dir, "heavy"),
+		Warm:              warm,
+		NoRestore:         noRestore,
+		NoTemplateSharing: o.NoTemplateSharing,
+		FillParallel:      o.FillParallel,
+		Logger:            slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
 		logFile.Close()

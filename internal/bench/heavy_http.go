@@ -47,7 +47,7 @@ func startHeavyDaemon(ctx context.Context, o HeavyOptions, progress func(string,
 	t, cfg, logPath, err := startDaemon(ctx, o.DataDir, "heavy-daemon.log", func(c *daemonConfig) {
 		c.Heavy.Enabled = heavy.On
 		c.Heavy.Image = o.Image
-		share := o.ShareTemplatePages
+		share := !o.NoTemplateSharing
 		c.Heavy.ShareTemplatePages = &share
 		c.Heavy.StateDir = filepath.Join(o.DataDir, "bench", "heavy")
 		room := o.IdleSessions + o.Creators + c.Heavy.WarmSandboxes() + 2

@@ -38,9 +38,9 @@ type HeavyOptions struct {
 	JSON bool `json:"-"`
 	// NoBoot skips the boot-path scenarios (pool miss by boot, refill by boot).
 	NoBoot bool `json:"no_boot"`
-	// ShareTemplatePages restores warm sandboxes sharing the template's pages
+	// NoTemplateSharing restores warm sandboxes each with a private copy of the template's pages
 	// (heavy.share_template_pages: true).
-	ShareTemplatePages bool `json:"share_template_pages,omitempty"`
+	NoTemplateSharing bool `json:"no_template_sharing,omitempty"`
 	// Creators is how many clients create sessions at once in the HTTP burst scenario. Default 10.
 	Creators int `json:"creators"`
 	// IdleSessions is how many idle heavy sessions the density scenario opens. Default 10.
@@ -91,7 +91,7 @@ func mainHeavy(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.Image, "image", d.Image, "heavy image")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	fs.BoolVar(&o.NoBoot, "no-boot", false, "skip the boot-path scenarios (they take the longest)")
-	fs.BoolVar(&o.ShareTemplatePages, "template-sharing", false, "restore warm sandboxes sharing the template's pages (heavy.share_template_pages: true)")
+	fs.BoolVar(&o.NoTemplateSharing, "no-template-sharing", false, "restore warm sandboxes each with a private copy of the template's pages (heavy.share_template_pages: false)")
 	fs.IntVar(&o.Creators, "creators", d.Creators, "clients creating sessions at once in the HTTP burst scenario")
 	fs.IntVar(&o.IdleSessions, "idle-sessions", d.IdleSessions, "idle heavy sessions the density scenario opens (0 skips it)")
 	fs.BoolVar(&o.NoHTTP, "no-http", false, "skip the scenarios through the HTTP API of a daemon in this process")

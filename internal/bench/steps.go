@@ -30,10 +30,10 @@ type StepsOptions struct {
 	// CPUProfile, when set, is a file for a CPU profile of the timed part (this process: the
 	// daemon's side; workers are processes of their own).
 	CPUProfile string `json:"-"`
-	// ShareTemplatePages (heavy): restore sharing the template's pages.
-	ShareTemplatePages bool      `json:"share_template_pages,omitempty"`
-	JSON               bool      `json:"-"`
-	Log                io.Writer `json:"-"`
+	// NoTemplateSharing (heavy): restore with a private copy of the template's pages.
+	NoTemplateSharing bool      `json:"no_template_sharing,omitempty"`
+	JSON              bool      `json:"-"`
+	Log               io.Writer `json:"-"`
 }
 
 // StepsTier is a tier `agentbox bench steps` can measure: how to start its runtime with a
@@ -106,7 +106,7 @@ func mainSteps(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&o.DataDir, "data-dir", d.DataDir, "data `DIR` with the runtimes' artifacts")
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part (this process) to `FILE` (go tool pprof)")
-	fs.BoolVar(&o.ShareTemplatePages, "template-sharing", false, "heavy: restore the session's sandbox sharing the template's pages (heavy.share_template_pages: true)")
+	fs.BoolVar(&o.NoTemplateSharing, "no-template-sharing", false, "heavy: restore the session's sandbox with a private copy of the template's pages (heavy.share_template_pages: false)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func mainSteps(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.Tier == "heavy" {
 		// The heavy rows (steps_heavy.go): pandas loaded, a DataFrame changed each step.
-		res, err := RunHeavySteps(ctx, HeavyStepsOptions{Steps: o.N, DataDir: o.DataDir, ShareTemplatePages: o.ShareTemplatePages, Log: os.Stderr})
+		res, err := RunHeavySteps(ctx, HeavyStepsOptions{Steps: o.N, DataDir: o.DataDir, NoTemplateSharing: o.NoTemplateSharing, Log: os.Stderr})
 		if err != nil {
 			return err
 		}

@@ -32,9 +32,9 @@ type HeavyStepsOptions struct {
 	// daemon's default data directory.
 	DataDir string `json:"data_dir"`
 	Image   string `json:"image"`
-	// ShareTemplatePages restores the session's sandbox sharing the template's pages
+	// NoTemplateSharing restores the session's sandbox with a private copy of the template's pages
 	// (heavy.share_template_pages: true), to compare with the default in one build.
-	ShareTemplatePages bool `json:"share_template_pages,omitempty"`
+	NoTemplateSharing bool `json:"no_template_sharing,omitempty"`
 	// Log receives progress lines. Default os.Stderr.
 	Log io.Writer `json:"-"`
 }
@@ -122,8 +122,8 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 	rt, err := heavy.New(ctx, heavy.Options{
 		Layout: heavy.LayoutFor(o.DataDir), Image: o.Image, StateDir: filepath.Join(dir, "heavy"),
 		Warm: 1, Snapshots: store, SnapshotKeep: o.Steps + 1, SnapshotReleaseIdle: releaseIdle,
-		ShareTemplatePages: o.ShareTemplatePages,
-		Logger:             slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		NoTemplateSharing: o.NoTemplateSharing,
+		Logger:            slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	})
 	if err != nil {
 		return nil, err

@@ -334,7 +334,7 @@ func startHeavy(ctx context.Context, w wiring) (sandbox.Runtime, error) {
 		PackageIndex:  hc.PackageIndex,
 	}
 	opts.PoolMemoryBytes, opts.PoolShrinkAfter, opts.Preload = hc.PoolMemoryBytes(), hc.PoolShrinkAfter.D(), hc.PreloadModules()
-	opts.ShareTemplatePages = hc.TemplateSharing()
+	opts.NoTemplateSharing = !hc.TemplateSharing()
 	hc.ApplySnapshots(&opts)
 	opts.Snapshots = w.snaps // a paused heavy session's checkpoint goes into the shared store
 	if w.gw != nil {

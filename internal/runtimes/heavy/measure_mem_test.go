@@ -140,7 +140,7 @@ func TestMeasureIdleMemory(t *testing.T) {
 	}
 	const k = 6
 	opts := Options{Warm: 2, PoolMemoryBytes: -1, NoRestore: os.Getenv("AGENTBOX_HEAVY_MEASURE_BOOT") != "",
-		ShareTemplatePages: os.Getenv("AGENTBOX_HEAVY_MEASURE_SHARE") != ""}
+		NoTemplateSharing: os.Getenv("AGENTBOX_HEAVY_MEASURE_SHARE") == ""}
 	if p, ok := os.LookupEnv("AGENTBOX_HEAVY_MEASURE_PRELOAD"); ok {
 		opts.Preload = []string{}
 		if p != "" {

@@ -85,7 +85,7 @@ func TestMeasureStepSplit(t *testing.T) {
 		return v
 	}
 	type split struct {
-		name                      string
+		name                         string
 		total, wire, guest, cell, cg []time.Duration
 	}
 	// AGENTBOX_HEAVY_MEASURE_WINDOWS: a file that gets each timed run's window (CLOCK_MONOTONIC

@@ -68,12 +68,14 @@ type Options struct {
 	// at once took ~15-20% more of the sandboxes' CPU with it (FIGURES.md, "fourth pass"). Off
 	// by default (--systrap-disable-fast-path).
 	SystrapFastPath bool
-	// ShareTemplatePages has our runsc keep a restore's private memory in the template's pages
-	// file, mapped shared by every sandbox restored from it, copy-on-write (scripts/gvisor-patch,
-	// pkg/sentry/mm/template.go): the ~40 MiB of Python with numpy and pandas that every warm
-	// sandbox holds is in the host's page cache once. Off by default: each step's run after a
-	// snapshot pays ~4-5 ms more with it (docs/RATIONALE.md, "Sharing the template's pages").
-	ShareTemplatePages bool
+	// NoTemplateSharing restores warm sandboxes with a private copy of every page of the
+	// template's checkpoint, as upstream runsc does. By default our runsc keeps a restore's
+	// private memory in the template's pages file, mapped shared by every sandbox restored from
+	// it, copy-on-write (scripts/gvisor-patch, pkg/sentry/mm/template.go): the ~43 MiB of Python
+	// with numpy and pandas that every warm sandbox holds is in the host's page cache once. The
+	// price is ~3 ms more on each step's run after a snapshot (docs/RATIONALE.md, "Sharing the
+	// template's pages", why it is on by default).
+	NoTemplateSharing bool
 	// FillParallel is how many warm sandboxes are made at once. Restores overlap well even on two
 	// cores (they mostly wait on the runtime's start-up and page-ins). Default 4.
 	FillParallel int

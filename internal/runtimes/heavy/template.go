@@ -181,7 +181,7 @@ func (rt *Runtime) restoreBox(ctx context.Context, t *template, background bool)
 	if err != nil {
 		return nil, err
 	}
-	if rt.opts.ShareTemplatePages {
+	if !rt.opts.NoTemplateSharing {
 		if err := annotateSpec(b.dir, shareTemplatePagesAnnotation, "true"); err != nil {
 			b.cleanup()
 			return nil, err

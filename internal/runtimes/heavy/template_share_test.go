@@ -103,7 +103,7 @@ func TestTemplateSharingInHeavy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := ttRuntime(t, Options{Snapshots: store, Warm: 2, ShareTemplatePages: true, SnapshotKeep: 40, DurableQuiet: 50 * time.Millisecond})
+	rt := ttRuntime(t, Options{Snapshots: store, Warm: 2, SnapshotKeep: 40, DurableQuiet: 50 * time.Millisecond})
 	waitWarm(t, rt, 2)
 	ctx := context.Background()
 	a, b := ttSession(t, rt), ttSession(t, rt)
@@ -261,7 +261,7 @@ func TestTemplateSharingInHeavy(t *testing.T) {
 }
 
 // TestMeasureTemplateSharing restores sandboxes from the template one at a time, alternately
-// with and without sharing its pages (Options.ShareTemplatePages), and prints per side the
+// with and without sharing its pages (Options.NoTemplateSharing), and prints per side the
 // medians of the restore (to the reseed cell's answer), the sandbox's CPU in it, and the wall
 // time and CPU of a first cell (print) and of a pandas groupby cell after it. Set AGENTBOX_HEAVY_MEASURE=1; AGENTBOX_HEAVY_MEASURE_N (default 10)
 // restores per side.
@@ -290,7 +290,7 @@ func TestMeasureTemplateSharing(t *testing.T) {
 	sides := map[bool]*side{true: {}, false: {}}
 	for i := 0; i < 2*n; i++ {
 		share := i%2 == 0
-		rt.opts.ShareTemplatePages = share
+		rt.opts.NoTemplateSharing = !share
 		time.Sleep(500 * time.Millisecond)
 		b, err := rt.restoreBox(ctx, tmpl, false)
 		if err != nil {
