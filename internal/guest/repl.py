@@ -577,12 +577,13 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         size = len(FORKED_HEAD) + 10 + len(tail)
         head = size.to_bytes(4, "little") + FORKED_HEAD
         sigmask(SIG_BLOCK, WAKE)
-        if quiet:
-            sigmask(SIG_BLOCK, QUIET)
+        # SIGUSR2 is the code's: unblocked after the fork only if it was not blocked before (a
+        # signal the code holds back must stay held back, not be delivered by an idle release).
+        unquiet = quiet and not (QUIET & sigmask(SIG_BLOCK, QUIET))
         try:
             child = o_fork()
         except BaseExc as e:
-            if quiet:
+            if unquiet:
                 sigmask(SIG_UNBLOCK, QUIET)
             sigmask(SIG_UNBLOCK, WAKE)
             report({"forked": 0, "error": describe_exc(e)})
@@ -601,12 +602,12 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 pass
             sigmask(SIG_UNBLOCK, WAKE)
             snap_kids.append(child)
-            if quiet:
+            if unquiet:
                 sigmask(SIG_UNBLOCK, QUIET)
-            else:
+            if not quiet:
                 warm()  # a request sent meanwhile waits in the pipe
             return
-        if quiet:
+        if unquiet:
             sigmask(SIG_UNBLOCK, QUIET)
         park()
         pid0 = o_getpid()

@@ -134,3 +134,25 @@ func TestIdleReleasedSessionPausesInHeavy(t *testing.T) {
 		t.Fatalf("after the rewind: %q", got)
 	}
 }
+
+// The code's signal mask survives an idle release: the quiet fork blocks SIGUSR2 around itself,
+// and a SIGUSR2 the code holds blocked and pending stays blocked and pending (delivered, it would
+// end the interpreter).
+func TestIdleReleaseKeepsTheCodesSignalMask(t *testing.T) {
+	rt := ttRuntime(t, Options{SnapshotReleaseIdle: 300 * time.Millisecond})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	if got := out(t, s, "import os, signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})\nos.kill(os.getpid(), signal.SIGUSR2)\nprint(signal.SIGUSR2 in signal.sigpending())"); got != "True\n" {
+		t.Fatalf("SIGUSR2 held pending: %q", got)
+	}
+	if err := s.Snapshot(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	waitReleased(t, s, "held")
+	if !s.refreshed.Load() {
+		t.Fatal("the release ended the parked process instead of replacing it (the guest has quiet snapshots)")
+	}
+	if got := out(t, s, "print(signal.SIGUSR2 in signal.pthread_sigmask(signal.SIG_BLOCK, []), signal.SIGUSR2 in signal.sigpending())"); got != "True True\n" {
+		t.Fatalf("after the release, SIGUSR2 blocked and pending: %q, want True True", got)
+	}
+}
