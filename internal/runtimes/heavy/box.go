@@ -118,7 +118,7 @@ func newID() string {
 // sandbox (made by the pool ahead of time) runs at the least CPU weight until it is claimed.
 func (rt *Runtime) startBox(ctx context.Context, img rootfs.Image, limits sandbox.Limits, background bool, mounts ...sandbox.Mount) (*box, error) {
 	start := time.Now()
-	b, err := rt.newBox(img, limits, background, mounts...)
+	b, err := rt.newBox(img, limits, background, false, mounts...)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,8 @@ func (rt *Runtime) startBox(ctx context.Context, img rootfs.Image, limits sandbo
 }
 
 // newBox makes a sandbox's cgroup and bundle, ready to launch.
-func (rt *Runtime) newBox(img rootfs.Image, limits sandbox.Limits, background bool, mounts ...sandbox.Mount) (*box, error) {
+// shareTemplate: a restore from the template that shares its pages (boxSpec.shareTemplate).
+func (rt *Runtime) newBox(img rootfs.Image, limits sandbox.Limits, background, shareTemplate bool, mounts ...sandbox.Mount) (*box, error) {
 	id := newID()
 	b := &box{
 		id:       id,
@@ -145,7 +146,7 @@ func (rt *Runtime) newBox(img rootfs.Image, limits sandbox.Limits, background bo
 		answered: make(chan struct{}),
 	}
 	spec := rt.boxSpec(img, limits)
-	spec.volumes = mounts
+	spec.volumes, spec.shareTemplate = mounts, shareTemplate
 	var err error
 	if b.cg, err = newCgroups(rt.cgroupParent, id, spec.memoryBytes, pidsLimit(spec.nproc), spec.cpuQuota); err != nil {
 		return nil, sandbox.Errorf(sandbox.KindRuntimeUnavailable, "heavy: %v", err)

@@ -69,7 +69,7 @@ func (rt *Runtime) Spawn(ctx context.Context, opts SpawnOptions) (*Process, erro
 		limits = rt.opts.DefaultLimits
 	}
 	start := time.Now()
-	b, err := rt.newBox(img, limits, false)
+	b, err := rt.newBox(img, limits, false, false)
 	if err != nil {
 		return nil, err
 	}

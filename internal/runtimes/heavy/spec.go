@@ -103,6 +103,9 @@ type boxSpec struct {
 	// erofs is the image's root as an EROFS file (rootfs.Image.Erofs), or "": the root is then
 	// the image's directory, served by a gofer process.
 	erofs string
+	// shareTemplate asks for the template's pages shared (shareTemplatePagesAnnotation): a
+	// restore from the template with heavy.share_template_pages.
+	shareTemplate bool
 }
 
 func (b boxSpec) spec() ociSpec {
@@ -152,6 +155,12 @@ func (b boxSpec) spec() ociSpec {
 			"dev.gvisor.spec.rootfs.options": "size=" + strconv.FormatInt(b.filesBytes, 10),
 		}
 	}
+	if b.shareTemplate {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[shareTemplatePagesAnnotation] = "true"
+	}
 	return s
 }
 
@@ -172,21 +181,3 @@ func writeSpec(dir string, s ociSpec) error {
 // sandbox restored from it. The pages file must not change while such a sandbox runs: a template's
 // image is written once (into a new directory, renamed in) and only ever removed.
 const shareTemplatePagesAnnotation = "dev.agentbox.share-template-pages"
-
-// annotateSpec sets an annotation in the bundle's config.json.
-func annotateSpec(dir, key, value string) error {
-	p := filepath.Join(dir, "config.json")
-	raw, err := os.ReadFile(p)
-	if err != nil {
-		return err
-	}
-	var s ociSpec
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return err
-	}
-	if s.Annotations == nil {
-		s.Annotations = map[string]string{}
-	}
-	s.Annotations[key] = value
-	return writeSpec(dir, s)
-}

@@ -177,15 +177,9 @@ func dirSize(dir string) int64 {
 // is alive, within RestoreTimeout (notes/gvisor.md: one restore in ~90 never answered).
 func (rt *Runtime) restoreBox(ctx context.Context, t *template, background bool) (*box, error) {
 	start := time.Now()
-	b, err := rt.newBox(rt.img, rt.opts.DefaultLimits, background)
+	b, err := rt.newBox(rt.img, rt.opts.DefaultLimits, background, !rt.opts.NoTemplateSharing)
 	if err != nil {
 		return nil, err
-	}
-	if !rt.opts.NoTemplateSharing {
-		if err := annotateSpec(b.dir, shareTemplatePagesAnnotation, "true"); err != nil {
-			b.cleanup()
-			return nil, err
-		}
 	}
 	b.python, b.features = t.PythonVersion, t.Features
 	if err := b.launch(ctx, rt, "restore", []string{"--image-path", t.image()}, false); err != nil {

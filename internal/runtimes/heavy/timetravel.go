@@ -957,7 +957,7 @@ func (rt *Runtime) restoreSession(ctx context.Context, img rootfs.Image, limits 
 		if attempt > 0 {
 			answer = max(answer, rt.opts.StartTimeout)
 		}
-		b, err := rt.newBox(img, limits, false, mounts...)
+		b, err := rt.newBox(img, limits, false, false, mounts...)
 		if err != nil {
 			<-rt.slots
 			return nil, err
