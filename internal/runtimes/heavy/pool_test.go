@@ -39,10 +39,11 @@ func waitWarm(t *testing.T, rt *Runtime, n int) PoolStats {
 }
 
 // preloaded is what a session from the pool prints for preloadProbe: the preload is imported,
-// nothing of it is bound in the session's namespace, and matplotlib is not loaded.
+// nothing of it is bound in the session's namespace, matplotlib is not loaded, and the preload's
+// objects are frozen (freezeCode).
 const (
-	preloadProbe = "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas')), [n for n in ('numpy', 'pandas', 'np', 'pd') if n in globals()], 'matplotlib' in sys.modules)\n"
-	preloaded    = "True [] False\n"
+	preloadProbe = "import sys\nprint(all(m in sys.modules for m in ('numpy', 'pandas')), [n for n in ('numpy', 'pandas', 'np', 'pd') if n in globals()], 'matplotlib' in sys.modules, __import__('gc').get_freeze_count() > 0)\n"
+	preloaded    = "True [] False True\n"
 )
 
 // A session from the warm pool has numpy and pandas imported and an empty namespace; once
@@ -186,7 +187,7 @@ func TestWarmPoolWithoutRestore(t *testing.T) {
 
 func TestPreloadCode(t *testing.T) {
 	code, err := preloadCode([]string{"numpy", "matplotlib.pyplot"})
-	if err != nil || code != "__import__(\"numpy\")\n__import__(\"matplotlib.pyplot\")\n" {
+	if err != nil || code != "__import__(\"numpy\")\n__import__(\"matplotlib.pyplot\")\n"+freezeCode {
 		t.Errorf("%q %v", code, err)
 	}
 	for _, bad := range []string{"os; os.system('x')", "", "a..b", "1a"} {

@@ -26,6 +26,17 @@ var DefaultPreload = []string{"numpy", "pandas"}
 // moduleName is a dotted Python module name; nothing else may reach the preload code.
 var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 
+// freezeCode ends the preload: the objects the imports made are collected once and moved to
+// Python's permanent generation (gc.freeze, CPython's advice for processes that fork without
+// exec). Sandboxes restored from the template share its pages copy-on-write (gVisor, 64 KiB at a
+// time), and a cyclic collection that visits a long-lived object writes its header: frozen, the
+// preload's ~200,000 objects are never visited again, so a session's collections copy only the
+// pages of what its own code made. Measured with TestMeasureIdleMemory (6 sessions, one run each,
+// the template shared): 41.7 / 42.0 → 40.6 / 40.4 / 40.8 MiB per idle session, the sandbox's
+// anonymous memory 17.6 / 18.0 → 16.8 / 16.9 MB. What it costs: cycles among the preload's own
+// objects are not collected if the code makes them garbage (gc.unfreeze() gives them back).
+const freezeCode = "__import__(\"gc\").collect()\n__import__(\"gc\").freeze()\n"
+
 // preloadCode imports mods without binding a name in __main__: a session from the pool starts
 // with an empty namespace, as a fresh Python would, and only sys.modules is warm.
 func preloadCode(mods []string) (string, error) {
@@ -35,6 +46,9 @@ func preloadCode(mods []string) (string, error) {
 			return "", fmt.Errorf("heavy: preload module %q is not a Python module name", m)
 		}
 		fmt.Fprintf(&b, "__import__(%s)\n", strconv.Quote(m))
+	}
+	if b.Len() > 0 {
+		b.WriteString(freezeCode)
 	}
 	return b.String(), nil
 }
