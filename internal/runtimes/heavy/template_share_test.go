@@ -332,3 +332,37 @@ func TestMeasureTemplateSharing(t *testing.T) {
 			med(s.cell).Round(100*time.Microsecond), med(s.cellCPU).Round(100*time.Microsecond), n)
 	}
 }
+
+// With sharing off (heavy.share_template_pages: false, Options.NoTemplateSharing) a sandbox
+// restored from the template maps none of the template's pages and holds no descriptor of its
+// pages file: the restore reads every page into the sandbox's own memory file, as upstream
+// gVisor does, so an operator who turns sharing off gets exactly that.
+func TestNoTemplateSharingMapsNoPages(t *testing.T) {
+	rt := ttRuntime(t, Options{Warm: 1, NoTemplateSharing: true})
+	waitWarm(t, rt, 1)
+	s := ttSession(t, rt)
+	if !s.b.restored {
+		t.Fatal("the session's sandbox was not restored from the template")
+	}
+	shared, own := templatePages(t, s)
+	if len(shared) != 0 || sentryMapsPages(s) {
+		t.Fatalf("sharing is off, yet the sandbox maps %d pages of the template's pages file", len(shared))
+	}
+	for role, pids := range boxProcs(s.b, children()) {
+		for _, p := range pids {
+			ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
+			for _, e := range ents {
+				if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p, e.Name())); strings.HasSuffix(target, "/pages.img") {
+					t.Fatalf("sharing is off, yet %s %d holds the pages file open: %s", role, p, target)
+				}
+			}
+		}
+	}
+	// The template's memory is the sandbox's own: Python with numpy and pandas is ~40 MiB.
+	if own < 20 {
+		t.Errorf("the sandbox's memory file maps only %.1f MiB: the template's pages are not in it", own)
+	}
+	if got := out(t, s, "import numpy, pandas\nprint(pandas.DataFrame({'v': range(1000)}).v.sum())"); got != "499500\n" {
+		t.Fatalf("%q", got)
+	}
+}
