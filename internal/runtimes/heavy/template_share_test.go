@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -365,4 +366,131 @@ func TestNoTemplateSharingMapsNoPages(t *testing.T) {
 	if got := out(t, s, "import numpy, pandas\nprint(pandas.DataFrame({'v': range(1000)}).v.sum())"); got != "499500\n" {
 		t.Fatalf("%q", got)
 	}
+}
+
+// memoryFileBytes returns the bytes committed in s's sandbox's memory file (the sentry's
+// runsc-memory memfd), read from the descriptor's block count.
+func memoryFileBytes(t *testing.T, s *session) int64 {
+	t.Helper()
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	for _, p := range boxProcs(b, children())["sentry"] {
+		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
+		for _, e := range ents {
+			path := fmt.Sprintf("/proc/%d/fd/%s", p, e.Name())
+			if target, err := os.Readlink(path); err != nil || !strings.Contains(target, "runsc-memory") {
+				continue
+			}
+			var st syscall.Stat_t
+			if err := syscall.Stat(path, &st); err != nil {
+				t.Fatal(err)
+			}
+			return st.Blocks * 512
+		}
+	}
+	t.Fatal("no sentry memory file found")
+	return 0
+}
+
+// settledMemoryFileBytes waits until s's memory file stops shrinking (two readings 300 ms apart
+// within 256 KiB, for at most 10 s) and returns its size then.
+func settledMemoryFileBytes(t *testing.T, s *session) int64 {
+	t.Helper()
+	n := memoryFileBytes(t, s)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		m := memoryFileBytes(t, s)
+		if n-m < 256<<10 {
+			return m
+		}
+		n = m
+	}
+	return n
+}
+
+// An idle release (a quiet fork of the session's interpreter) first points the live process's
+// copies of template pages that still hold what the template holds back at the template (our
+// runsc's pkg/sentry/mm/template.go, reshareTemplateLocked): the memory file shrinks below what
+// the live process held before its step's fork, and the state is the same afterwards, in the
+// live process, in the released step's new parked fork (a rewind to it) and in an older step;
+// the template stays read-only and shared, and another session's writes and its own stay apart.
+func TestIdleReleaseResharesTemplateInHeavy(t *testing.T) {
+	rt := ttRuntime(t, Options{Warm: 2, SnapshotReleaseIdle: 300 * time.Millisecond})
+	waitWarm(t, rt, 2)
+	ctx := context.Background()
+	a, b := ttSession(t, rt), ttSession(t, rt)
+	for name, s := range map[string]*session{"a": a, "b": b} {
+		if !s.b.restored || !sentryMapsPages(s) {
+			t.Fatalf("session %s: restored %v, its sentry maps no pages file", name, s.b.restored)
+		}
+	}
+	const probe = "import numpy, pandas, sys\nprint(numpy.pi, getattr(numpy, '_hs', None), df.groupby('k').v.sum().tolist(), len(sys.modules) > 100, x)\n"
+	// a's cell writes all over the template's memory and puts most of it back as it was (each
+	// module's objects' reference counts up and down again).
+	out(t, a, "import numpy, pandas, sys\ndf = pandas.DataFrame({'k': [i % 3 for i in range(30000)], 'v': range(30000)})\nnumpy._hs = 'a'\nx = 1\n"+
+		"for m in list(sys.modules.values()):\n    vs = list(vars(m).values())\n    del vs\n")
+	out(t, b, "import numpy, pandas\ndf = pandas.DataFrame({'k': [0, 1], 'v': [5, 6]})\nnumpy._hs = 'b'\nx = 'b'")
+	wantA := "3.141592653589793 a [149985000, 149995000, 150005000] True 1\n"
+	wantB := "3.141592653589793 b [5, 6] True b\n"
+	if got := out(t, a, probe); got != wantA {
+		t.Fatalf("a before its release: %q, want %q", got, wantA)
+	}
+	// Read before the step's fork, once the memory file no longer shrinks (freed pages go back
+	// to the host asynchronously).
+	before := settledMemoryFileBytes(t, a)
+	if err := a.Snapshot(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	waitReleased(t, a, "s1")
+	after := settledMemoryFileBytes(t, a)
+	t.Logf("a's memory file: %.1f MiB before its step's fork, %.1f after the idle release", float64(before)/(1<<20), float64(after)/(1<<20))
+	if after >= before-2<<20 {
+		t.Fatalf("the idle release gave back no copies of template pages: memory file %.1f MiB before the step's fork, %.1f after the release", float64(before)/(1<<20), float64(after)/(1<<20))
+	}
+	pagesReadOnly(t, a)
+	pagesReadOnly(t, b)
+	if got := out(t, a, probe); got != wantA {
+		t.Fatalf("a after its release: %q, want %q", got, wantA)
+	}
+	if got := out(t, b, probe); got != wantB {
+		t.Fatalf("b after a's release: %q, want %q", got, wantB)
+	}
+	// Writes after the release copy again, each side its own; the released step's new parked
+	// fork and a later one rewind to what they were.
+	out(t, a, "import gc\nheld = gc.get_objects()\nnumpy._hs = 'a2'\nnumpy.pi = 5.0\nx = 2")
+	if got := out(t, b, probe); got != wantB {
+		t.Fatalf("b after a's writes: %q, want %q", got, wantB)
+	}
+	if err := a.Snapshot(ctx, "s2"); err != nil {
+		t.Fatal(err)
+	}
+	out(t, a, "numpy._hs = 'a3'\nx = 3")
+	wantA2 := "5.0 a2 [149985000, 149995000, 150005000] True 2\n"
+	if err := a.Rewind(ctx, "s1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, a, probe); got != wantA {
+		t.Fatalf("a rewound to its released step: %q, want %q", got, wantA)
+	}
+	if err := a.Rewind(ctx, "s2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := out(t, a, probe); got != wantA2 {
+		t.Fatalf("a rewound to s2: %q, want %q", got, wantA2)
+	}
+	// b released too (its latest step), then both go on.
+	if err := b.Snapshot(ctx, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	waitReleased(t, b, "b1")
+	out(t, b, "numpy._hs = 'b2'")
+	if got := out(t, a, probe); got != wantA2 {
+		t.Fatalf("a after b's release and writes: %q, want %q", got, wantA2)
+	}
+	if got := out(t, b, "print(numpy._hs, x, df.v.sum())"); got != "b2 b 11\n" {
+		t.Fatalf("b after its release: %q", got)
+	}
+	pagesReadOnly(t, a)
+	pagesReadOnly(t, b)
 }
