@@ -32,6 +32,7 @@ type StepsOptions struct {
 	CPUProfile string `json:"-"`
 	// NoTemplateSharing (heavy): restore with a private copy of the template's pages.
 	NoTemplateSharing bool      `json:"no_template_sharing,omitempty"`
+	DurableOnly       bool      `json:"durable_only,omitempty"`
 	JSON              bool      `json:"-"`
 	Log               io.Writer `json:"-"`
 }
@@ -107,6 +108,7 @@ func mainSteps(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&o.JSON, "json", false, "write the results as JSON")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the timed part (this process) to `FILE` (go tool pprof)")
 	fs.BoolVar(&o.NoTemplateSharing, "no-template-sharing", false, "heavy: restore the session's sandbox with a private copy of the template's pages (heavy.share_template_pages: false)")
+	fs.BoolVar(&o.DurableOnly, "durable-only", false, "heavy: only the durable checkpoint rows (a step's run while the latest step's checkpoint is taken, beside one after a long think time)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -115,7 +117,7 @@ func mainSteps(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.Tier == "heavy" {
 		// The heavy rows (steps_heavy.go): pandas loaded, a DataFrame changed each step.
-		res, err := RunHeavySteps(ctx, HeavyStepsOptions{Steps: o.N, DataDir: o.DataDir, NoTemplateSharing: o.NoTemplateSharing, Log: os.Stderr})
+		res, err := RunHeavySteps(ctx, HeavyStepsOptions{Steps: o.N, DataDir: o.DataDir, NoTemplateSharing: o.NoTemplateSharing, DurableOnly: o.DurableOnly, Log: os.Stderr})
 		if err != nil {
 			return err
 		}

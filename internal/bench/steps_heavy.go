@@ -35,6 +35,8 @@ type HeavyStepsOptions struct {
 	// NoTemplateSharing restores the session's sandbox with a private copy of the template's pages
 	// (heavy.share_template_pages: true), to compare with the default in one build.
 	NoTemplateSharing bool `json:"no_template_sharing,omitempty"`
+	// DurableOnly measures only the durable checkpoint rows (runHeavyDurable).
+	DurableOnly bool `json:"durable_only,omitempty"`
 	// Log receives progress lines. Default os.Stderr.
 	Log io.Writer `json:"-"`
 }
@@ -148,6 +150,13 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 		s := Summarize(lat, 0)
 		res.Rows = append(res.Rows, HeavyStepRow{Name: name, Stats: s, Target: target, Compare: compare, Note: note})
 		progress("%s: median %.2f ms, p99 %.2f ms (n=%d)", name, s.Median, s.P99, s.N)
+	}
+	if o.DurableOnly {
+		rt.Close()
+		if err := runHeavyDurable(ctx, o, dir, store, limits, add); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 
 	// Baseline: the same steps in a session that keeps no snapshots.
@@ -327,7 +336,131 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 	note := fmt.Sprintf("%v unused; the bench sets heavy.snapshot_release_after to %v (default 10 s)", idle, releaseIdle)
 	add("baseline: a step's run after an idle spell, no snapshots", baseIdle, "", "", note)
 	add("a step's run after its snapshot was released (idle)", afterRelease, "", "", note+"; the release replaced the parked fork with a quiet one: the run copies what it writes")
+	s.Close()
+	base.Close()
+	rt.Close()
+	if err := runHeavyDurable(ctx, o, dir, store, limits, add); err != nil {
+		return nil, err
+	}
 	return res, nil
+}
+
+// durableThink is the long think time of the durable rows: the latest step's checkpoint
+// (after heavy's DurableQuiet, 250 ms) has ended before the next run, as in `bench cluster`.
+const durableThink = 1500 * time.Millisecond
+
+// durableSoon is when the durable rows' other runs come after the previous result: while the
+// latest step's durable checkpoint is being taken (it starts DurableQuiet, 250 ms, after it).
+const durableSoon = 300 * time.Millisecond
+
+// runHeavyDurable measures the durable checkpoints of a session's latest step (heavy's Persist,
+// as the Manager calls it behind every step): how long one holds the session, and a step's run
+// that comes while it is taken beside one after a long think time, alternated in one session.
+// Its own runtime, with the daemon's default snapshot release (10 s), so that the long think
+// time releases nothing.
+func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store *snapstore.Store, limits sandbox.Limits,
+	add func(name string, lat []time.Duration, target, compare, note string)) error {
+	logFile, err := os.OpenFile(filepath.Join(dir, "heavy-durable.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	rt, err := heavy.New(ctx, heavy.Options{
+		Layout: heavy.LayoutFor(o.DataDir), Image: o.Image, StateDir: filepath.Join(dir, "heavy-durable"),
+		Warm: 1, Snapshots: store, NoTemplateSharing: o.NoTemplateSharing,
+		Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	// A session restored from the template, as a daemon's sessions are once its pool is warm
+	// (with heavy.share_template_pages, a checkpoint then first copies the template's pages in).
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if st := rt.PoolStats(); st.Template && st.Warm > 0 {
+			break
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("no warm sandbox restored from a template after 3 minutes: %+v", st)
+		}
+	}
+	s, err := rt.NewSession(ctx, sandbox.SessionOptions{Tier: heavy.Tier, Limits: limits})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if _, err := runOK(ctx, s, limits, heavyStepsSetup); err != nil {
+		return err
+	}
+	sn := s.(sandbox.Snapshotter)
+	var soon, late []time.Duration
+	var persisted chan error
+	wait := func() error {
+		if persisted == nil {
+			return nil
+		}
+		err := <-persisted
+		persisted = nil
+		return err
+	}
+	n := min(o.Steps, 20)
+	for i := 0; i <= 2*n; i++ {
+		if i > 0 {
+			// Alternate: the odd runs come durableSoon after the previous result, the even ones
+			// after the checkpoint ended and durableThink passed.
+			if i%2 == 1 {
+				time.Sleep(durableSoon)
+			} else {
+				if err := wait(); err != nil {
+					return err
+				}
+				time.Sleep(durableThink)
+			}
+		}
+		t0 := time.Now()
+		if _, err := runOK(ctx, s, limits, heavyStepCode(i)); err != nil {
+			return err
+		}
+		took := time.Since(t0)
+		if i > 0 {
+			if i%2 == 1 {
+				soon = append(soon, took)
+			} else {
+				late = append(late, took)
+			}
+		}
+		if err := wait(); err != nil {
+			return err
+		}
+		step := fmt.Sprintf("d%d", i)
+		if err := sn.Snapshot(ctx, step); err != nil {
+			return err
+		}
+		persisted = make(chan error, 1)
+		go func(done chan error) {
+			_, err := sn.Persist(ctx, step)
+			done <- err
+		}(persisted)
+	}
+	if err := wait(); err != nil {
+		return err
+	}
+	c := rt.DurableCosts()
+	var runsc, throttled []time.Duration
+	var bytes []int64
+	for _, p := range c.Parts {
+		runsc = append(runsc, p.Runsc)
+		throttled = append(throttled, p.Throttled)
+	}
+	bytes = append(bytes, c.Bytes...)
+	note := fmt.Sprintf("%d checkpoints of the latest step, %d MB added to the store each (median)", c.Count, medianInt(bytes)>>20)
+	add("durable checkpoint of the latest step: holds the session", c.Held, "in-memory part only", "", note)
+	add("  of which `runsc checkpoint --leave-running`", runsc, "", "", "")
+	add("  of which the sandbox held back by its CPU quota", throttled, "", "", "heavy.cpus: 1 CPU per sandbox by default")
+	add("  durable (checkpoint, scrub, store)", c.Total, "", "", "")
+	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint running)", durableSoon), soon, "", "",
+		"the checkpoint starts 250 ms (heavy DurableQuiet) after the result")
+	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint done)", durableThink), late, "", "", "")
+	return nil
 }
 
 // runOK runs code in s and returns its stdout, failing on an error or an exception.

@@ -193,8 +193,18 @@ func (rt *Runtime) runscFlags(limits sandbox.Limits) []string {
 	if !rt.opts.SystrapFastPath {
 		global = append(global, "--systrap-disable-fast-path")
 	}
-	return global
+	return append(global, runscExtraFlags...)
 }
+
+// runscExtraFlags are added to every runsc command's global flags: the package's measurements
+// set them, and AGENTBOX_RUNSC_DEBUG_LOG=DIR/ (a diagnostic, for benches) adds --debug
+// --debug-log=DIR/ (the sentry's own timings: "Kernel save took", "Memory files save took").
+var runscExtraFlags = func() []string {
+	if d := os.Getenv("AGENTBOX_RUNSC_DEBUG_LOG"); d != "" {
+		return []string{"--debug", "--debug-log=" + d}
+	}
+	return nil
+}()
 
 // launch runs `runsc FLAGS verb ARGS --bundle DIR ID` with pipes of ours as the container's
 // stdio. With hello, it waits for the guest's hello frame (a boot); without (a restore: the

@@ -163,6 +163,28 @@ func (c *cgroups) memoryLimit() int64 {
 	return n
 }
 
+// cpuThrottled is how long the kernel has held the sandbox's processes back for its CPU quota.
+func (c *cgroups) cpuThrottled() time.Duration {
+	if c == nil {
+		return 0
+	}
+	file, key, unit := filepath.Join(cgroupRoot, "cpu", c.path, "cpu.stat"), "throttled_time", time.Nanosecond
+	if c.v2 {
+		file, key, unit = filepath.Join(cgroupRoot, c.path, "cpu.stat"), "throttled_usec", time.Microsecond
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, " "); ok && k == key {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return time.Duration(n) * unit
+		}
+	}
+	return 0
+}
+
 func (c *cgroups) memoryFile(v1, v2 string) int64 {
 	file := filepath.Join(cgroupRoot, "memory", c.path, v1)
 	if c.v2 {

@@ -22,8 +22,10 @@ import (
 //   - off the run's path: it waits until the session has been idle for Options.DurableQuiet
 //     (agents think between steps), so a checkpoint runs between runs, not in front of the next
 //     one; a session that never rests gets one between two runs after DurableMaxDefer. A run
-//     that arrives while a checkpoint is taken waits for it (0.2–1 s; `agentbox bench cluster`
-//     measures it);
+//     that arrives while a checkpoint is taken waits for it (0.1–0.4 s median on 2 loaded
+//     cores; `agentbox bench steps -tier heavy` and `bench cluster` measure it): all of it is
+//     in-memory work, the sentry's state serialized and its memory copied into the page cache
+//     (docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one waits for");
 //   - bounded: at most Options.DurableSteps checkpoints run at once on the node;
 //   - consistent: the checkpoint is taken with the session's lock held and no request in flight
 //     to the guest (box.quiesce), and its manifest names the step's parked snapshot: a restore
@@ -55,9 +57,22 @@ type durableStats struct {
 	took  []time.Duration // the checkpoint alone (the session's lock held), newest last
 	total []time.Duration // checkpoint, scrub and store
 	bytes []int64
+	parts []DurableParts
 }
 
-func (d *durableStats) add(took, total time.Duration, bytes int64) {
+// DurableParts is where one checkpoint of a latest step went.
+type DurableParts struct {
+	Lock    time.Duration // waiting for the session's lock
+	Prepare time.Duration // waking a released step, settling the last run's snapshot, quiescing
+	Volumes time.Duration // the read-write volumes' tars into the store
+	Runsc   time.Duration // `runsc checkpoint --leave-running`, the process's whole life
+	// Throttled is how long the kernel held the sandbox back for its CPU quota meanwhile.
+	Throttled time.Duration
+	Scrub     time.Duration // the session's secrets out of the image (the lock released)
+	Store     time.Duration // the image into the store
+}
+
+func (d *durableStats) add(took, total time.Duration, bytes int64, parts DurableParts) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.count++
@@ -65,8 +80,9 @@ func (d *durableStats) add(took, total time.Duration, bytes int64) {
 	d.took = append(d.took, took)
 	d.total = append(d.total, total)
 	d.bytes = append(d.bytes, bytes)
+	d.parts = append(d.parts, parts)
 	if len(d.took) > keep {
-		d.took, d.total, d.bytes = d.took[1:], d.total[1:], d.bytes[1:]
+		d.took, d.total, d.bytes, d.parts = d.took[1:], d.total[1:], d.bytes[1:], d.parts[1:]
 	}
 }
 
@@ -78,6 +94,7 @@ type DurableCost struct {
 	Held  []time.Duration
 	Total []time.Duration
 	Bytes []int64
+	Parts []DurableParts
 }
 
 // DurableCosts returns the costs of the checkpoints of latest steps taken so far.
@@ -86,7 +103,8 @@ func (rt *Runtime) DurableCosts() DurableCost {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return DurableCost{Count: d.count, Held: append([]time.Duration(nil), d.took...),
-		Total: append([]time.Duration(nil), d.total...), Bytes: append([]int64(nil), d.bytes...)}
+		Total: append([]time.Duration(nil), d.total...), Bytes: append([]int64(nil), d.bytes...),
+		Parts: append([]DurableParts(nil), d.parts...)}
 }
 
 // latest is the session's newest step with a snapshot. Called with s.mu held.
@@ -140,7 +158,14 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	rt := s.rt
 	store := rt.opts.Snapshots
 	start := time.Now()
+	var parts DurableParts
 	s.mu.Lock()
+	mark := time.Now()
+	parts.Lock = mark.Sub(start)
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d, mark = now.Sub(mark), now
+	}
 	s.smu.Lock()
 	b := s.b
 	s.smu.Unlock()
@@ -176,6 +201,7 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 		return sandbox.SnapshotRef{}, err
 	}
 	defer os.RemoveAll(dir)
+	lap(&parts.Prepare)
 	// The read-write volumes' files first, with no request in flight to the guest and the
 	// session's lock held (no run starts): the checkpoint then holds the sandbox as it found them.
 	vols, vadded, err := putVolumes(store, s.volumes)
@@ -184,9 +210,16 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 		s.mu.Unlock()
 		return sandbox.SnapshotRef{}, err
 	}
+	lap(&parts.Volumes)
+	// How long the kernel holds the sandbox back for its CPU quota (heavy.cpus) meanwhile: a
+	// try lifted the quota during the checkpoint, and measured ~0 held back either way
+	// (docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one waits for").
+	throttled := b.cg.cpuThrottled()
 	// Not cancelled with ctx: a checkpoint half taken would leave the sandbox paused.
 	err = rt.checkpoint(context.WithoutCancel(ctx), b, dir, true)
+	parts.Throttled = b.cg.cpuThrottled() - throttled
 	b.reopen()
+	lap(&parts.Runsc)
 	held := time.Since(start)
 	body := s.bodyLocked(b)
 	secrets := s.tt.secrets
@@ -198,11 +231,13 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	if _, err := scrub(dir, secrets); err != nil {
 		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindInternal, "heavy: scrubbing the session's env from its checkpoint: %v", err)
 	}
+	lap(&parts.Scrub)
 	ref, added, err := putCheckpoint(store, dir, body)
 	if err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
+	lap(&parts.Store)
 	added += vadded
-	rt.durableStats.add(held, time.Since(start), added)
+	rt.durableStats.add(held, time.Since(start), added, parts)
 	return sandbox.SnapshotRef{Ref: ref, Bytes: added, Latest: true, Volumes: contents(vols)}, nil
 }

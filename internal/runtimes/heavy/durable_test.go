@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,5 +140,114 @@ func TestDurableRefusedWhileACommandRuns(t *testing.T) {
 	ref, err = s.Persist(ctx, "st_1")
 	if err != nil || ref.Ref == "" {
 		t.Fatalf("Persist once the command ended: %+v %v", ref, err)
+	}
+}
+
+// A run that arrives while the latest step's durable checkpoint is being taken gets its answer,
+// and the checkpoint holds the step's state exactly, not the run's: an array the run changes in
+// place, a variable and a file are the step's in a session restored from it, while the live
+// session has the run's. (How long the run waits is the bench's: `bench steps -tier heavy`.)
+func TestDurableCheckpointWithARunArriving(t *testing.T) {
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store, DurableQuiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	s := ttSession(t, rt)
+	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\nx = 0\nopen('/home/user/f.txt', 'w').write('zero')")
+	gateUp := func() bool {
+		s.smu.Lock()
+		b := s.b
+		s.smu.Unlock()
+		if b == nil {
+			return false
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.gate != nil
+	}
+	for try := 1; ; try++ {
+		step := fmt.Sprintf("st_%d", try)
+		out(t, s, fmt.Sprintf("a = np.arange(4_000_000, dtype=np.int64)\nx = %d\nopen('/home/user/f.txt', 'w').write('step %d')", try, try))
+		if err := s.Snapshot(ctx, step); err != nil {
+			t.Fatal(err)
+		}
+		type persisted struct {
+			ref sandbox.SnapshotRef
+			err error
+		}
+		done := make(chan persisted, 1)
+		go func() {
+			ref, err := s.Persist(ctx, step)
+			done <- persisted{ref, err}
+		}()
+		// Wait for the checkpoint to hold the sandbox (its gate up), then send a run.
+		deadline := time.Now().Add(2 * time.Minute)
+		for !gateUp() {
+			if time.Now().After(deadline) {
+				t.Fatal("the durable checkpoint did not start within 2 minutes")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		type ran struct {
+			out string
+			err error
+		}
+		answer := make(chan ran, 1)
+		go func() {
+			res, err := s.Run(ctx, &sandbox.RunRequest{Code: "a += 7\nx = -1\nopen('/home/user/f.txt', 'w').write('run')\nprint(int(a.sum()) - sum0)", Limits: limits(t, 120*time.Second)})
+			if err == nil && res.Error != nil {
+				err = fmt.Errorf("%s: %s", res.Error.Name, res.Error.Value)
+			}
+			var o string
+			if res != nil {
+				o = res.Stdout
+			}
+			answer <- ran{o, err}
+		}()
+		for !s.running.Load() {
+			time.Sleep(100 * time.Microsecond)
+		}
+		during := gateUp() // the run came while the checkpoint held the sandbox
+		var p persisted
+		select {
+		case p = <-done:
+		case <-time.After(2 * time.Minute):
+			t.Fatal("the durable checkpoint did not end within 2 minutes")
+		}
+		var r ran
+		select {
+		case r = <-answer:
+		case <-time.After(2 * time.Minute):
+			t.Fatal("the run that arrived during the checkpoint got no answer within 2 minutes")
+		}
+		if r.err != nil || r.out != "28000000\n" {
+			t.Fatalf("the run that arrived during the checkpoint: %q %v", r.out, r.err)
+		}
+		if p.err != nil || p.ref.Ref == "" {
+			t.Fatalf("the step was not made durable: %+v %v", p.ref, p.err)
+		}
+		if !during {
+			if try == 5 {
+				t.Fatal("in 5 tries the run never arrived while the checkpoint held the sandbox")
+			}
+			t.Logf("try %d: the checkpoint ended before the run was sent; again", try)
+			continue
+		}
+		if got := out(t, s, "print(int(a.sum()) - sum0, x, open('/home/user/f.txt').read())"); got != "28000000 -1 run\n" {
+			t.Fatalf("the live session after the run: %q", got)
+		}
+		back, err := rt.Restore(ctx, p.ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer back.Close()
+		t.Logf("try %d: the run arrived while the checkpoint held the sandbox; checkpoints' hold so far: %v", try, rt.DurableCosts().Held)
+		want := fmt.Sprintf("0 %d step %d\n", try, try)
+		if got := out(t, back, "print(int(a.sum()) - sum0, x, open('/home/user/f.txt').read())"); got != want {
+			t.Fatalf("restored from the checkpoint taken while the run waited: %q, want %q", got, want)
+		}
+		return
 	}
 }
