@@ -18,6 +18,10 @@
 # read those pages into its memory file at all; a save copies
 # those pages in first and, if the sandbox goes on running, shares them again after it
 # (docs/RATIONALE.md, "Sharing the template's pages between restored sandboxes").
+# And pgalloc's MemoryFile.IsSavable reads an atomic instead of taking the MemoryFile's lock,
+# which the memory file's save holds through its zero scan while the kernel's save, in parallel,
+# asks it for every pma (docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one
+# waits for").
 # It is applied to a copy of the pinned module by scripts/patched-module.sh (cached, idempotent);
 # `agentbox setup` (internal/setup/heavy.go) runs this script in the source tree.
 # The last line of the output is the flags; with -key it prints the patch's short hash instead
