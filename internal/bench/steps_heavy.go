@@ -392,7 +392,7 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 		return err
 	}
 	sn := s.(sandbox.Snapshotter)
-	var soon, late []time.Duration
+	var soon, late, durableAfter []time.Duration
 	var persisted chan error
 	wait := func() error {
 		if persisted == nil {
@@ -421,6 +421,7 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 			return err
 		}
 		took := time.Since(t0)
+		resultAt := time.Now()
 		if i > 0 {
 			if i%2 == 1 {
 				soon = append(soon, took)
@@ -437,7 +438,10 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 		}
 		persisted = make(chan error, 1)
 		go func(done chan error) {
-			_, err := sn.Persist(ctx, step)
+			ref, err := sn.Persist(ctx, step)
+			if err == nil && ref.Ref != "" {
+				durableAfter = append(durableAfter, time.Since(resultAt)) // read after wait()
+			}
 			done <- err
 		}(persisted)
 	}
@@ -457,6 +461,7 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 	add("  of which `runsc checkpoint --leave-running`", runsc, "", "", "")
 	add("  of which the sandbox held back by its CPU quota", throttled, "", "", "heavy.cpus: 1 CPU per sandbox by default")
 	add("  durable (checkpoint, scrub, store)", c.Total, "", "", "")
+	add("a step durable after its result", durableAfter, "", "", "heavy DurableQuiet (250 ms), then the checkpoint, the scrub and the store")
 	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint running)", durableSoon), soon, "", "",
 		"the checkpoint starts 250 ms (heavy DurableQuiet) after the result")
 	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint done)", durableThink), late, "", "", "")
