@@ -456,6 +456,17 @@ func TestIdleReleaseResharesTemplateInHeavy(t *testing.T) {
 	if got := out(t, b, probe); got != wantB {
 		t.Fatalf("b after a's release: %q, want %q", got, wantB)
 	}
+	// A global of the interpreter's own writable segment (a private file mapping's page, which
+	// the restore shares too): each session sees its own.
+	const flag = "import ctypes\nf = ctypes.c_int.in_dll(ctypes.pythonapi, 'Py_HashRandomizationFlag')\n"
+	b0 := out(t, b, flag+"print(f.value)")
+	out(t, a, flag+"f.value = 4242")
+	if got := out(t, b, flag+"print(f.value)"); got != b0 {
+		t.Fatalf("b's interpreter global after a wrote its own: %q, want %q", got, b0)
+	}
+	if got := out(t, a, flag+"print(f.value)"); got != "4242\n" {
+		t.Fatalf("a's interpreter global: %q", got)
+	}
 	// Writes after the release copy again, each side its own; the released step's new parked
 	// fork and a later one rewind to what they were.
 	out(t, a, "import gc\nheld = gc.get_objects()\nnumpy._hs = 'a2'\nnumpy.pi = 5.0\nx = 2")
@@ -490,6 +501,9 @@ func TestIdleReleaseResharesTemplateInHeavy(t *testing.T) {
 	}
 	if got := out(t, b, "print(numpy._hs, x, df.v.sum())"); got != "b2 b 11\n" {
 		t.Fatalf("b after its release: %q", got)
+	}
+	if got := out(t, b, flag+"print(f.value)"); got != b0 {
+		t.Fatalf("b's interpreter global after its release: %q, want %q", got, b0)
 	}
 	pagesReadOnly(t, a)
 	pagesReadOnly(t, b)
