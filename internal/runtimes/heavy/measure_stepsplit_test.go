@@ -29,13 +29,27 @@ func TestMeasureStepSplit(t *testing.T) {
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
 		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
 	}
-	const n = 15
+	n := 15
+	if v, err := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N")); err == nil && v > 0 {
+		n = v // AGENTBOX_HEAVY_MEASURE_N: runs per line (bench steps takes 30)
+	}
 	ctx := context.Background()
 	release := 400 * time.Millisecond
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE_NORELEASE") != "" {
 		release = 0
 	}
-	rt := ttRuntime(t, Options{SnapshotKeep: 64, SnapshotReleaseIdle: release})
+	// AGENTBOX_HEAVY_MEASURE_WARM=1: sessions restored from the warm template (sharing its pages
+	// unless AGENTBOX_HEAVY_MEASURE_NOSHARE is set), as the daemon's are, instead of booted.
+	warm := 0
+	if os.Getenv("AGENTBOX_HEAVY_MEASURE_WARM") != "" {
+		warm = 1
+	}
+	keep := 64
+	if v, err := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_KEEP")); err == nil && v > 0 {
+		keep = v // AGENTBOX_HEAVY_MEASURE_KEEP: steps kept (the oldest dropped past it)
+	}
+	rt := ttRuntime(t, Options{SnapshotKeep: keep, SnapshotReleaseIdle: release, Warm: warm,
+		NoTemplateSharing: os.Getenv("AGENTBOX_HEAVY_MEASURE_NOSHARE") != ""})
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE_ENDRELEASE") != "" {
 		releaseQuietly = false
 		t.Cleanup(func() { releaseQuietly = true })
