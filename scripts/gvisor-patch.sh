@@ -17,7 +17,11 @@
 # its pmas copy-on-write (a write copies 64 KiB into the sandbox's memory file), and does not
 # read those pages into its memory file at all; a save copies
 # those pages in first and, if the sandbox goes on running, shares them again after it
-# (docs/RATIONALE.md, "Sharing the template's pages between restored sandboxes").
+# (docs/RATIONALE.md, "Sharing the template's pages between restored sandboxes"). A quiet fork
+# (the idle release's: SIGUSR1 and SIGUSR2 blocked) gives the child no copy-behind work and
+# first points the parent's copies of template pages that still hold the template's bytes back
+# at the template, in anonymous and private file mappings alike (mm/copy_behind.go, template.go;
+# RATIONALE, "An idle release gives the copies that still equal the template back to it").
 # And pgalloc's MemoryFile.IsSavable reads an atomic instead of taking the MemoryFile's lock,
 # which the memory file's save holds through its zero scan while the kernel's save, in parallel,
 # asks it for every pma (docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one
