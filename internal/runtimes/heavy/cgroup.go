@@ -185,6 +185,24 @@ func (c *cgroups) cpuThrottled() time.Duration {
 	return 0
 }
 
+// liftCPUQuota lets the sandbox use every CPU until the returned func puts its quota back (the
+// file's own text: cpu.max reads and takes "QUOTA PERIOD"). For the daemon's own work in a
+// paused sandbox (a durable checkpoint), not for the user's code.
+func (c *cgroups) liftCPUQuota() (restore func()) {
+	if c == nil {
+		return func() {}
+	}
+	file, unlimited := filepath.Join(cgroupRoot, "cpu", c.path, "cpu.cfs_quota_us"), "-1"
+	if c.v2 {
+		file, unlimited = filepath.Join(cgroupRoot, c.path, "cpu.max"), "max"
+	}
+	was, err := os.ReadFile(file)
+	if err != nil || strings.HasPrefix(string(was), unlimited) || os.WriteFile(file, []byte(unlimited), 0) != nil {
+		return func() {}
+	}
+	return func() { _ = os.WriteFile(file, []byte(strings.TrimSpace(string(was))), 0) }
+}
+
 func (c *cgroups) memoryFile(v1, v2 string) int64 {
 	file := filepath.Join(cgroupRoot, "memory", c.path, v1)
 	if c.v2 {

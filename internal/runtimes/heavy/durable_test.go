@@ -56,7 +56,16 @@ func TestDurableLatestStep(t *testing.T) {
 	}
 	// The live interpreter moves on before st_2's checkpoint runs.
 	run("x = 3\nopen('/home/user/f.txt', 'w').write('three')")
+	quota := cpuQuotaOf(t, s)
 	ref, err := s.Persist(ctx, "st_2")
+	// The checkpoint lifts the sandbox's CPU quota while it runs (the daemon's work) and puts it
+	// back: the user's code is held to heavy.cpus again.
+	if strings.HasPrefix(quota, "-1") || strings.HasPrefix(quota, "max") {
+		t.Fatalf("the sandbox has no CPU quota (%q): heavy.cpus sets one by default", quota)
+	}
+	if got := cpuQuotaOf(t, s); got != quota {
+		t.Fatalf("the sandbox's CPU quota after a durable checkpoint: %q, before it %q", got, quota)
+	}
 	if err != nil || ref.Ref == "" || !ref.Latest {
 		t.Fatalf("the latest step was not made durable: %+v %v", ref, err)
 	}
@@ -94,6 +103,23 @@ func TestDurableLatestStep(t *testing.T) {
 	if res.Stdout != "2 24 two\n" {
 		t.Fatalf("restored at st_2: %q, want \"2 24 two\"", res.Stdout)
 	}
+}
+
+// cpuQuotaOf reads the CPU quota of s's sandbox's cgroup as the kernel shows it.
+func cpuQuotaOf(t *testing.T, s *session) string {
+	t.Helper()
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	file := filepath.Join(cgroupRoot, "cpu", b.cg.path, "cpu.cfs_quota_us")
+	if b.cg.v2 {
+		file = filepath.Join(cgroupRoot, b.cg.path, "cpu.max")
+	}
+	q, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(q))
 }
 
 // discard is an OutputSink that keeps nothing.
