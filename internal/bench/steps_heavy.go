@@ -459,7 +459,7 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 	note := fmt.Sprintf("%d checkpoints of the latest step, %d MB added to the store each (median)", c.Count, medianInt(bytes)>>20)
 	add("durable checkpoint of the latest step: holds the session", c.Held, "in-memory part only", "", note)
 	add("  of which `runsc checkpoint --leave-running`", runsc, "", "", "")
-	add("  of which the sandbox held back by its CPU quota", throttled, "", "", "heavy.cpus: 1 CPU per sandbox by default")
+	add("  of which the sandbox held back by its CPU quota", throttled, "", "", "heavy.cpus: 1 CPU per sandbox by default, lifted while the daemon checkpoints it (0 expected)")
 	add("  durable (checkpoint, scrub, store)", c.Total, "", "", "")
 	add("a step durable after its result", durableAfter, "", "", "heavy DurableQuiet (250 ms), then the checkpoint, the scrub and the store")
 	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint running)", durableSoon), soon, "", "",

@@ -40,6 +40,14 @@ func TestHeavyStepsRows(t *testing.T) {
 		// The daemon's share of a snapshot is what is left of it beside the guest's part, and
 		// since the snapshot rides on its run that is often nothing at all: 0 is a figure there.
 		remainder := strings.Contains(r.Name, "the daemon and the way to the guest")
+		// A durable checkpoint lifts the sandbox's CPU quota while it runs (heavy/durable.go):
+		// nothing of it may be held back, so 0 is the figure there, every time.
+		if strings.Contains(r.Name, "held back by its CPU quota") {
+			if r.Stats.N == 0 || r.Stats.P99 != 0 {
+				t.Errorf("row %q: the checkpoint was held back by the sandbox's CPU quota: %+v", r.Name, r.Stats)
+			}
+			continue
+		}
 		if r.Stats.N == 0 || r.Stats.Median < 0 || !remainder && r.Stats.Median == 0 {
 			t.Errorf("row %q has no figure: %+v", r.Name, r.Stats)
 		}
