@@ -11,9 +11,16 @@ import (
 // cpuWeight reads the CPU weight of b's cgroup.
 func cpuWeight(t *testing.T, b *box) string {
 	t.Helper()
-	file := filepath.Join(cgroupRoot, "cpu", b.cg.path, "cpu.shares")
+	return cgroupFile(t, b, "cpu.shares", "cpu.weight")
+}
+
+// cgroupFile reads one of b's cgroup's cpu files: v1 (in the cpu hierarchy) or v2, as the kernel
+// shows it.
+func cgroupFile(t *testing.T, b *box, v1, v2 string) string {
+	t.Helper()
+	file := filepath.Join(cgroupRoot, "cpu", b.cg.path, v1)
 	if b.cg.v2 {
-		file = filepath.Join(cgroupRoot, b.cg.path, "cpu.weight")
+		file = filepath.Join(cgroupRoot, b.cg.path, v2)
 	}
 	v, err := os.ReadFile(file)
 	if err != nil {

@@ -111,15 +111,7 @@ func cpuQuotaOf(t *testing.T, s *session) string {
 	s.smu.Lock()
 	b := s.b
 	s.smu.Unlock()
-	file := filepath.Join(cgroupRoot, "cpu", b.cg.path, "cpu.cfs_quota_us")
-	if b.cg.v2 {
-		file = filepath.Join(cgroupRoot, b.cg.path, "cpu.max")
-	}
-	q, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(q))
+	return cgroupFile(t, b, "cpu.cfs_quota_us", "cpu.max")
 }
 
 // discard is an OutputSink that keeps nothing.

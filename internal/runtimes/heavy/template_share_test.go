@@ -78,6 +78,20 @@ func pagesReadOnly(t *testing.T, s *session) {
 	}
 }
 
+// twoSharingSessions fills rt's pool of two and opens two sessions from it, each restored from
+// the template and sharing its pages.
+func twoSharingSessions(t *testing.T, rt *Runtime) (*session, *session) {
+	t.Helper()
+	waitWarm(t, rt, 2)
+	a, b := ttSession(t, rt), ttSession(t, rt)
+	for name, s := range map[string]*session{"a": a, "b": b} {
+		if !s.b.restored || !sentryMapsPages(s) {
+			t.Fatalf("session %s: restored %v, its sentry maps no pages file", name, s.b.restored)
+		}
+	}
+	return a, b
+}
+
 // sentryMapsPages says whether s's sentry maps a pages file (a restore with sharing).
 func sentryMapsPages(s *session) bool {
 	s.smu.Lock()
@@ -105,14 +119,8 @@ func TestTemplateSharingInHeavy(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := ttRuntime(t, Options{Snapshots: store, Warm: 2, SnapshotKeep: 40, DurableQuiet: 50 * time.Millisecond})
-	waitWarm(t, rt, 2)
 	ctx := context.Background()
-	a, b := ttSession(t, rt), ttSession(t, rt)
-	for name, s := range map[string]*session{"a": a, "b": b} {
-		if !s.b.restored || !sentryMapsPages(s) {
-			t.Fatalf("session %s: restored %v, its sentry maps no pages file", name, s.b.restored)
-		}
-	}
+	a, b := twoSharingSessions(t, rt)
 	pa, _ := templatePages(t, a)
 	pb, _ := templatePages(t, b)
 	common := 0
@@ -417,14 +425,8 @@ func settledMemoryFileBytes(t *testing.T, s *session) int64 {
 // the template stays read-only and shared, and another session's writes and its own stay apart.
 func TestIdleReleaseResharesTemplateInHeavy(t *testing.T) {
 	rt := ttRuntime(t, Options{Warm: 2, SnapshotReleaseIdle: 300 * time.Millisecond})
-	waitWarm(t, rt, 2)
 	ctx := context.Background()
-	a, b := ttSession(t, rt), ttSession(t, rt)
-	for name, s := range map[string]*session{"a": a, "b": b} {
-		if !s.b.restored || !sentryMapsPages(s) {
-			t.Fatalf("session %s: restored %v, its sentry maps no pages file", name, s.b.restored)
-		}
-	}
+	a, b := twoSharingSessions(t, rt)
 	const probe = "import numpy, pandas, sys\nprint(numpy.pi, getattr(numpy, '_hs', None), df.groupby('k').v.sum().tolist(), len(sys.modules) > 100, x)\n"
 	// a's cell writes all over the template's memory and puts most of it back as it was (each
 	// module's objects' reference counts up and down again).
