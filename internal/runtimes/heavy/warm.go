@@ -30,8 +30,8 @@ var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 // Python's permanent generation (gc.freeze, CPython's advice for processes that fork without
 // exec). Sandboxes restored from the template share its pages copy-on-write (gVisor, 64 KiB at a
 // time), and a cyclic collection that visits a long-lived object writes its header: frozen, the
-// preload's ~50,000 tracked objects (50,436 with numpy and pandas in the image) are never visited again, so a session's collections copy only the
-// pages of what its own code made. Measured with TestMeasureIdleMemory (6 sessions, one run each,
+// preload's tracked objects (50,436 with numpy and pandas in the image) are never visited again,
+// so a session's collections copy only the pages of what its own code made. Measured with TestMeasureIdleMemory (6 sessions, one run each,
 // the template shared): 41.7 / 42.0 → 40.6 / 40.4 / 40.8 MiB per idle session, the sandbox's
 // anonymous memory 17.6 / 18.0 → 16.8 / 16.9 MB. What it costs: cycles among the preload's own
 // objects are not collected if the code makes them garbage (gc.unfreeze() gives them back).
