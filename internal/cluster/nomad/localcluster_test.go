@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -193,6 +194,40 @@ func (c *localCluster) taskLogs(ns, job, task string) string {
 		x.Env = append(withoutEnv(os.Environ(), "AWS_CA_BUNDLE"), "NOMAD_ADDR="+c.addr)
 		out, _ := x.CombinedOutput()
 		fmt.Fprintf(&b, "--- %s/%s allocation %s on %s (%s):\n%s\n", job, task, a.ID[:8], a.NodeName, a.ClientStatus, out)
+		b.WriteString(allocEvents(a))
+	}
+	// What Nomad's scheduler did about the job: a node that comes back late shows here as an
+	// evaluation that waited (blocked, a wait_until) or placed nothing.
+	if evals, _, err := c.api.Jobs().Evaluations(job, &api.QueryOptions{Namespace: ns}); err == nil {
+		fmt.Fprintf(&b, "--- %s evaluations:\n", job)
+		for _, e := range evals {
+			fmt.Fprintf(&b, "  %s %s triggered by %s on node %.8s: %s %s (created %s, modified %s)", e.ID[:8], e.Type, e.TriggeredBy,
+				e.NodeID, e.Status, e.StatusDescription, time.Unix(0, e.CreateTime).UTC().Format("15:04:05.000"),
+				time.Unix(0, e.ModifyTime).UTC().Format("15:04:05.000"))
+			if !e.WaitUntil.IsZero() {
+				fmt.Fprintf(&b, " wait until %s", e.WaitUntil.UTC().Format("15:04:05.000"))
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// allocEvents lists the task events of an allocation (received, restarting, started, killed,
+// with their times), which say why a task came back when it did.
+func allocEvents(a *api.AllocationListStub) string {
+	var b strings.Builder
+	names := make([]string, 0, len(a.TaskStates))
+	for name := range a.TaskStates {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		st := a.TaskStates[name]
+		fmt.Fprintf(&b, "  task %s (%s, %d restarts):\n", name, st.State, st.Restarts)
+		for _, e := range st.Events {
+			fmt.Fprintf(&b, "    %s %s: %s\n", time.Unix(0, e.Time).UTC().Format("15:04:05.000"), e.Type, e.DisplayMessage)
+		}
 	}
 	return b.String()
 }
