@@ -2,6 +2,7 @@ package heavy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -58,6 +59,23 @@ type durableStats struct {
 	total []time.Duration // checkpoint, scrub and store
 	bytes []int64
 	parts []DurableParts
+	// yields are the checkpoints cancelled for a run: from the run's cancel until the session
+	// was free (the cancel's own cost), and how long each held the session in all.
+	yields    int
+	yieldCost []time.Duration
+	yieldHeld []time.Duration
+}
+
+func (d *durableStats) yielded(cost, held time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.yields++
+	const keep = 256
+	d.yieldCost = append(d.yieldCost, cost)
+	d.yieldHeld = append(d.yieldHeld, held)
+	if len(d.yieldCost) > keep {
+		d.yieldCost, d.yieldHeld = d.yieldCost[1:], d.yieldHeld[1:]
+	}
 }
 
 // DurableParts is where one checkpoint of a latest step went.
@@ -95,6 +113,12 @@ type DurableCost struct {
 	Total []time.Duration
 	Bytes []int64
 	Parts []DurableParts
+	// Yields is how many checkpoints were cancelled for a run (they are tried again later);
+	// YieldCost how long each took from the run's cancel until the session was free, YieldHeld
+	// how long each held the session in all.
+	Yields    int
+	YieldCost []time.Duration
+	YieldHeld []time.Duration
 }
 
 // DurableCosts returns the costs of the checkpoints of latest steps taken so far.
@@ -104,7 +128,8 @@ func (rt *Runtime) DurableCosts() DurableCost {
 	defer d.mu.Unlock()
 	return DurableCost{Count: d.count, Held: append([]time.Duration(nil), d.took...),
 		Total: append([]time.Duration(nil), d.total...), Bytes: append([]int64(nil), d.bytes...),
-		Parts: append([]DurableParts(nil), d.parts...)}
+		Parts: append([]DurableParts(nil), d.parts...), Yields: d.yields,
+		YieldCost: append([]time.Duration(nil), d.yieldCost...), YieldHeld: append([]time.Duration(nil), d.yieldHeld...)}
 }
 
 // latest is the session's newest step with a snapshot. Called with s.mu held.
@@ -115,14 +140,98 @@ func (s *session) latestLocked() string {
 	return ""
 }
 
+// durableMaxYields is how many times in a row a step's durable checkpoint yields to a run
+// before it is taken whatever arrives (as is one past DurableMaxDefer): a session that never
+// rests still gets durable, and the run that comes then waits for the checkpoint, as before.
+const durableMaxYields = 16
+
+// errYielded is a durable checkpoint cancelled for a run (checkpointYield).
+var errYielded = errors.New("heavy: the durable checkpoint yielded to a run")
+
+// checkpointYield lets a run cancel the durable checkpoint under way: `runsc checkpoint
+// --leave-running --cancel-fd` (the runsc patch, RunscBuild 10) reads the pipe's other end in
+// the sentry, which stops the save where it is (its kernel state's encoding, the memory file's
+// scan and page writes) and resumes the sandbox exactly as before it; the partial image is
+// dropped with its directory.
+type checkpointYield struct {
+	mu    sync.Mutex
+	armed bool      // a cancellable checkpoint holds the session's lock
+	w     *os.File  // the pipe's write end while its `runsc checkpoint` runs
+	asked time.Time // when a run cancelled it
+}
+
+// arm says a cancellable checkpoint has taken the session's lock: a run arriving from now on
+// cancels it, before its `runsc checkpoint` starts or while it runs.
+func (y *checkpointYield) arm() {
+	y.mu.Lock()
+	y.armed, y.asked = true, time.Time{}
+	y.mu.Unlock()
+}
+
+// start returns the pipe's read end for `runsc checkpoint` (nil if no pipe: the checkpoint is
+// then not cancellable), or yielded if a run has cancelled it already.
+func (y *checkpointYield) start() (r *os.File, yielded bool) {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if !y.armed || !y.asked.IsZero() {
+		return nil, y.armed
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, false
+	}
+	y.w = w
+	return r, false
+}
+
+// cancel asks the checkpoint under way, if any, to stop.
+func (y *checkpointYield) cancel() {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.armed && y.asked.IsZero() {
+		y.asked = time.Now()
+		if y.w != nil {
+			_, _ = y.w.Write([]byte{1})
+		}
+	}
+}
+
+// end disarms the yield (closing the write end ends the sentry's read) and says when a run
+// asked to cancel the checkpoint (zero: none). It may be called twice.
+func (y *checkpointYield) end() time.Time {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.w != nil {
+		y.w.Close()
+		y.w = nil
+	}
+	y.armed = false
+	return y.asked
+}
+
 // Persist makes step durable when it is still the session's latest once the session is idle.
+// A checkpoint that a run cancelled (it yields, checkpointYield) is tried again at the
+// session's next quiet moment, until it has yielded durableMaxYields times or DurableMaxDefer
+// has passed: then it is taken whatever arrives.
 func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
 	rt := s.rt
 	if rt.opts.Snapshots == nil || rt.opts.DurableSteps < 0 {
 		return sandbox.SnapshotRef{}, nil
 	}
-	// Wait for a quiet moment, while step is still the newest.
 	deadline := time.Now().Add(rt.opts.DurableMaxDefer)
+	for yields := 0; ; yields++ {
+		ref, err := s.persistOnce(ctx, step, deadline, yields < durableMaxYields)
+		if !errors.Is(err, errYielded) {
+			return ref, err
+		}
+	}
+}
+
+// persistOnce waits for a quiet moment and takes step's checkpoint, cancellable by a run if
+// mayYield and the deadline has not passed.
+func (s *session) persistOnce(ctx context.Context, step string, deadline time.Time, mayYield bool) (sandbox.SnapshotRef, error) {
+	rt := s.rt
+	// Wait for a quiet moment, while step is still the newest.
 	for {
 		s.mu.Lock()
 		latest, paused := s.latestLocked(), s.tt.paused != nil
@@ -150,16 +259,21 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 		return sandbox.SnapshotRef{}, ctx.Err()
 	}
 	defer func() { <-rt.durable }()
-	return s.checkpointStep(ctx, step)
+	return s.checkpointStep(ctx, step, mayYield && time.Now().Before(deadline))
 }
 
-// checkpointStep takes the checkpoint of step, if it is still the session's latest.
-func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
+// checkpointStep takes the checkpoint of step, if it is still the session's latest. A run that
+// arrives meanwhile cancels it if mayYield (errYielded).
+func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool) (sandbox.SnapshotRef, error) {
 	rt := s.rt
 	store := rt.opts.Snapshots
 	start := time.Now()
 	var parts DurableParts
 	s.mu.Lock()
+	if mayYield {
+		s.yield.arm()
+		defer s.yield.end()
+	}
 	mark := time.Now()
 	parts.Lock = mark.Sub(start)
 	lap := func(d *time.Duration) {
@@ -220,8 +334,26 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	// pause unthrottled. Throttled is what the quota still held back (0 when lifted).
 	throttled := b.cg.cpuThrottled()
 	restoreQuota := b.cg.liftCPUQuota()
-	// Not cancelled with ctx: a checkpoint half taken would leave the sandbox paused.
-	err = rt.checkpoint(context.WithoutCancel(ctx), b, dir, true)
+	var cancelR *os.File
+	if mayYield {
+		var yielded bool
+		if cancelR, yielded = s.yield.start(); yielded {
+			// A run arrived while it prepared: it does not start.
+			restoreQuota()
+			b.reopen()
+			rt.durableStats.yielded(time.Since(s.yield.end()), time.Since(start))
+			s.mu.Unlock()
+			return sandbox.SnapshotRef{}, errYielded
+		}
+	}
+	// Not cancelled with ctx: a checkpoint half taken would leave the sandbox paused. A run's
+	// cancel (the yield) stops it in the sentry, which resumes the sandbox as it was.
+	err = rt.checkpoint(context.WithoutCancel(ctx), b, dir, true, cancelR)
+	var asked time.Time
+	if cancelR != nil {
+		asked = s.yield.end()
+		cancelR.Close()
+	}
 	parts.Throttled = b.cg.cpuThrottled() - throttled
 	restoreQuota()
 	b.reopen()
@@ -229,6 +361,12 @@ func (s *session) checkpointStep(ctx context.Context, step string) (sandbox.Snap
 	held := time.Since(start)
 	body := s.bodyLocked(b)
 	secrets := s.tt.secrets
+	if err != nil && !asked.IsZero() {
+		// Cancelled for a run: nothing of it reaches the store (dir is removed).
+		rt.durableStats.yielded(time.Since(asked), held)
+		s.mu.Unlock()
+		return sandbox.SnapshotRef{}, fmt.Errorf("%w (%v)", errYielded, err)
+	}
 	s.mu.Unlock()
 	if err != nil {
 		return sandbox.SnapshotRef{}, err

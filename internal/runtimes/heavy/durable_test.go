@@ -194,11 +194,13 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 		type persisted struct {
 			ref sandbox.SnapshotRef
 			err error
+			at  time.Time
 		}
+		yields := rt.DurableCosts().Yields
 		done := make(chan persisted, 1)
 		go func() {
 			ref, err := s.Persist(ctx, step)
-			done <- persisted{ref, err}
+			done <- persisted{ref, err, time.Now()}
 		}()
 		// Wait for the checkpoint to hold the sandbox (its gate up), then send a run.
 		deadline := time.Now().Add(2 * time.Minute)
@@ -209,11 +211,14 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		type ran struct {
-			out string
-			err error
+			out  string
+			err  error
+			at   time.Time
+			took time.Duration
 		}
 		answer := make(chan ran, 1)
 		go func() {
+			t0 := time.Now()
 			res, err := s.Run(ctx, &sandbox.RunRequest{Code: "a += 7\nx = -1\nopen('/home/user/f.txt', 'w').write('run')\nprint(int(a.sum()) - sum0)", Limits: limits(t, 120*time.Second)})
 			if err == nil && res.Error != nil {
 				err = fmt.Errorf("%s: %s", res.Error.Name, res.Error.Value)
@@ -222,7 +227,7 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 			if res != nil {
 				o = res.Stdout
 			}
-			answer <- ran{o, err}
+			answer <- ran{o, err, time.Now(), time.Since(t0)}
 		}()
 		for !s.running.Load() {
 			time.Sleep(100 * time.Microsecond)
@@ -246,13 +251,20 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 		if p.err != nil || p.ref.Ref == "" {
 			t.Fatalf("the step was not made durable: %+v %v", p.ref, p.err)
 		}
-		if !during {
+		yielded := rt.DurableCosts().Yields > yields
+		if !during || !yielded {
 			if try == 5 {
-				t.Fatal("in 5 tries the run never arrived while the checkpoint held the sandbox")
+				t.Fatalf("in 5 tries the run never arrived while the checkpoint held the sandbox and cancelled it (last: during %v, yielded %v)", during, yielded)
 			}
-			t.Logf("try %d: the checkpoint ended before the run was sent; again", try)
+			t.Logf("try %d: the checkpoint ended before the run was sent or cancelled it (during %v, yielded %v); again", try, during, yielded)
 			continue
 		}
+		// The checkpoint yielded to the run (the runsc patch's cancel) and was taken again at
+		// the session's next quiet moment: the run got its answer before the step was durable.
+		if !r.at.Before(p.at) {
+			t.Fatalf("the run's answer (%v) came after the checkpoint ended (%v): it waited for it", r.at, p.at)
+		}
+		t.Logf("try %d: the run took %v; the checkpoint's cancels cost %v", try, r.took, rt.DurableCosts().YieldCost)
 		if got := out(t, s, "print(int(a.sum()) - sum0, x, open('/home/user/f.txt').read())"); got != "28000000 -1 run\n" {
 			t.Fatalf("the live session after the run: %q", got)
 		}
@@ -267,5 +279,128 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 			t.Fatalf("restored from the checkpoint taken while the run waited: %q, want %q", got, want)
 		}
 		return
+	}
+}
+
+// A durable checkpoint cancelled ten times in a row (each at another point of the sentry's save:
+// before it, in its kernel state's encoding, in its memory file's scan and page writes) leaves
+// the session as it was: its state and files, its template pages shared and read-only, its memory
+// file not grown, nothing of the cancelled checkpoints in the store; then a checkpoint completes
+// and a session restored from it has the step's state.
+func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
+	storeDir := t.TempDir()
+	store, err := snapstore.Open(storeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store, Warm: 1, DurableQuiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	waitWarm(t, rt, 1)
+	s := ttSession(t, rt)
+	if !s.b.restored || !sentryMapsPages(s) {
+		t.Fatalf("the session was not restored from the template with its pages shared (restored %v)", s.b.restored)
+	}
+	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\na += 3\nx = 'kept'\nopen('/home/user/f.txt', 'w').write('step')")
+	if err := s.Snapshot(ctx, "y1"); err != nil {
+		t.Fatal(err)
+	}
+	const probe = "print(int(a.sum()) - sum0, x, open('/home/user/f.txt').read())"
+	const want = "12000000 kept step\n"
+	storeFiles := func() int {
+		n := 0
+		filepath.WalkDir(storeDir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	// The baseline after a completed checkpoint: a save's zero scan gives the never-touched
+	// pages back and a resumed save shares the template's pages again, so the memory file after
+	// one is what it is after the next, not what it was before the first.
+	if ref, err := s.checkpointStep(ctx, "y1", false); err != nil || ref.Ref == "" {
+		t.Fatalf("the first checkpoint: %+v %v", ref, err)
+	}
+	shared0, _ := templatePages(t, s)
+	before := settledMemoryFileBytes(t, s)
+	files0 := storeFiles()
+	costs0 := rt.DurableCosts()
+	started := func() bool {
+		s.yield.mu.Lock()
+		defer s.yield.mu.Unlock()
+		return s.yield.w != nil
+	}
+	var costs []time.Duration
+	for i := 0; i < 10; i++ {
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.checkpointStep(ctx, "y1", true)
+			done <- err
+		}()
+		for deadline := time.Now().Add(2 * time.Minute); !started(); time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the checkpoint's runsc did not start within 2 minutes")
+			}
+		}
+		// 0 to 36 ms after `runsc checkpoint` started: its start, the save's sequential part,
+		// then the kernel's encoding beside the memory file's save.
+		time.Sleep(time.Duration(i) * 4 * time.Millisecond)
+		t0 := time.Now()
+		s.yield.cancel()
+		err := <-done
+		costs = append(costs, time.Since(t0))
+		if !errors.Is(err, errYielded) {
+			t.Fatalf("cancel %d (%v after the start): %v, want a cancelled checkpoint", i+1, time.Duration(i)*4*time.Millisecond, err)
+		}
+		// No run between them (a run's allocations would move the memory file): the sandbox
+		// is checked alive here and its state after the ten.
+		s.smu.Lock()
+		alive := s.b != nil && s.b.alive()
+		s.smu.Unlock()
+		if !alive {
+			t.Fatalf("the sandbox ended after cancel %d", i+1)
+		}
+	}
+	t.Logf("ten cancels: from the cancel to the session free %v", costs)
+	if c := rt.DurableCosts(); c.Yields != costs0.Yields+10 || c.Count != costs0.Count {
+		t.Fatalf("durable costs after ten cancels: %d yields, %d checkpoints (before: %d, %d)", c.Yields, c.Count, costs0.Yields, costs0.Count)
+	}
+	if n := storeFiles(); n != files0 {
+		t.Fatalf("the store holds %d files after ten cancelled checkpoints, %d before", n, files0)
+	}
+	if ents, _ := os.ReadDir(store.TmpDir()); len(ents) != 0 {
+		t.Fatalf("cancelled checkpoints left %d entries in the store's tmp dir", len(ents))
+	}
+	after := settledMemoryFileBytes(t, s)
+	shared1, _ := templatePages(t, s)
+	t.Logf("memory file %.1f MiB before the cancels, %.1f after; template pages mapped %d before, %d after",
+		float64(before)/(1<<20), float64(after)/(1<<20), len(shared0), len(shared1))
+	if after > before+4<<20 {
+		t.Fatalf("the memory file grew over ten cancelled checkpoints: %.1f MiB before, %.1f after", float64(before)/(1<<20), float64(after)/(1<<20))
+	}
+	if len(shared1) < len(shared0) {
+		t.Fatalf("the sandbox maps %d template pages after the cancels, %d before: the template's pages were not shared again", len(shared1), len(shared0))
+	}
+	pagesReadOnly(t, s)
+	if got := out(t, s, probe); got != want {
+		t.Fatalf("after the cancels: %q, want %q", got, want)
+	}
+	// Changed after the step: the checkpoint is the step's, the live session the change.
+	out(t, s, "a += 1\nx = 'live'\nopen('/home/user/f.txt', 'w').write('live')")
+	ref, err := s.checkpointStep(ctx, "y1", true)
+	if err != nil || ref.Ref == "" {
+		t.Fatalf("the checkpoint after ten cancels: %+v %v", ref, err)
+	}
+	back, err := rt.Restore(ctx, ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if got := out(t, back, probe); got != want {
+		t.Fatalf("restored from the checkpoint after ten cancels: %q, want %q", got, want)
+	}
+	if got := out(t, s, probe); got != "16000000 live live\n" {
+		t.Fatalf("the live session after the checkpoint: %q", got)
 	}
 }

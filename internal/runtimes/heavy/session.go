@@ -37,6 +37,9 @@ type session struct {
 	// session rests (durable.go).
 	running atomic.Bool
 	lastRun atomic.Int64
+	// yield cancels the durable checkpoint under way when a run arrives, if it may be
+	// cancelled (durable.go).
+	yield checkpointYield
 	// lastUse is when a file operation or command last took the sandbox (use), and
 	// released says the latest step's parked process was ended while the session was idle
 	// (idle.go): an operation that finds it set takes the snapshot again first.
@@ -54,6 +57,9 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 		s.lastRun.Store(time.Now().UnixNano())
 		s.running.Store(false)
 	}()
+	// A durable checkpoint of the latest step under way yields to the run (durable.go): the
+	// run waits for its cancel, not for all of it.
+	s.yield.cancel()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// A paused session (paused by request or hibernated when idle) is restored first: the run's

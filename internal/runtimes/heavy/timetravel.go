@@ -474,7 +474,7 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 	}
 	dir, err := os.MkdirTemp(s.rt.checkpointsDir(), "fork-")
 	if err == nil {
-		err = s.rt.checkpoint(ctx, b, dir, true)
+		err = s.rt.checkpoint(ctx, b, dir, true, nil)
 	}
 	if err == nil {
 		_, err = scrub(dir, s.tt.secrets)
@@ -555,7 +555,7 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 		return sandbox.SnapshotRef{}, err
 	}
 	defer os.RemoveAll(dir)
-	if err := s.rt.checkpoint(ctx, b, dir, false); err != nil {
+	if err := s.rt.checkpoint(ctx, b, dir, false, nil); err != nil {
 		return sandbox.SnapshotRef{}, err
 	}
 	if _, err := scrub(dir, s.tt.secrets); err != nil {
@@ -911,14 +911,23 @@ func (rt *Runtime) checkpointsDir() string {
 }
 
 // checkpoint runs `runsc checkpoint` of b into dir; without leaveRunning the sandbox ends.
-func (rt *Runtime) checkpoint(ctx context.Context, b *box, dir string, leaveRunning bool) error {
+func (rt *Runtime) checkpoint(ctx context.Context, b *box, dir string, leaveRunning bool, cancelR *os.File) error {
 	args := []string{"checkpoint", "--image-path", dir}
 	if leaveRunning {
 		args = append(args, "--leave-running")
+		if cancelR != nil {
+			// The read end of the pipe that cancels it (the runsc patch, RunscBuild 10): the
+			// sentry stops the save and the sandbox goes on as before it (durable.go's yield).
+			args = append(args, "--cancel-fd", "3")
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, prepTimeout)
 	defer cancel()
-	out, err := rt.runsc.command(cctx, rt.runscFlags(b.limits), append(args, b.id)...).CombinedOutput()
+	cmd := rt.runsc.command(cctx, rt.runscFlags(b.limits), append(args, b.id)...)
+	if leaveRunning && cancelR != nil {
+		cmd.ExtraFiles = []*os.File{cancelR}
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return sandbox.Errorf(sandbox.KindInternal, "heavy: runsc checkpoint: %v: %s", err, strings.TrimSpace(string(out)))
 	}
