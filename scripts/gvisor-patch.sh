@@ -26,6 +26,13 @@
 # which the memory file's save holds through its zero scan while the kernel's save, in parallel,
 # asks it for every pma (docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one
 # waits for").
+# A `runsc checkpoint --leave-running --cancel-fd N` can be cancelled (a byte written to the pipe
+# whose read end is N, or its write end closed): the sentry polls the pipe in its save's long loops
+# (pkg/state's encoder, the template pages' copy, the memory file's scan and page writes, between
+# the kernel save's steps), stops there and resumes the sandbox exactly as before, without recording
+# a save error; the command fails with "save cancelled". A cancellable save keeps 8 page writes in
+# flight instead of 128, which a cancel waits for (docs/RATIONALE.md, "A durable checkpoint yields
+# to a run").
 # It is applied to a copy of the pinned module by scripts/patched-module.sh (cached, idempotent);
 # `agentbox setup` (internal/setup/heavy.go) runs this script in the source tree.
 # The last line of the output is the flags; with -key it prints the patch's short hash instead

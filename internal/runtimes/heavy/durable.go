@@ -23,10 +23,15 @@ import (
 //   - off the run's path: it waits until the session has been idle for Options.DurableQuiet
 //     (agents think between steps), so a checkpoint runs between runs, not in front of the next
 //     one; a session that never rests gets one between two runs after DurableMaxDefer. A run
-//     that arrives while a checkpoint is taken waits for it (0.1–0.4 s median on 2 loaded
-//     cores; `agentbox bench steps -tier heavy` and `bench cluster` measure it): all of it is
-//     in-memory work, the sentry's state serialized and its memory copied into the page cache
-//     (docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one waits for");
+//     that arrives while a checkpoint is taken cancels it (checkpointYield: the runsc patch's
+//     `checkpoint --cancel-fd`, RunscBuild 10) and waits only for the cancel (~5–10 ms: the
+//     sentry stops its save and resumes the sandbox as it was), and the checkpoint is taken
+//     again at the session's next quiet moment; after durableMaxYields cancels in a row, or
+//     past DurableMaxDefer, it is not cancelled, and a run then waits for it as before
+//     (0.1–0.4 s median on 2 loaded cores: the sentry's state serialized and its memory copied
+//     into the page cache; docs/RATIONALE.md, "Durable checkpoints: what a run arriving during
+//     one waits for", and "A durable checkpoint yields to a run"); `agentbox bench steps -tier
+//     heavy` measures both;
 //   - bounded: at most Options.DurableSteps checkpoints run at once on the node;
 //   - consistent: the checkpoint is taken with the session's lock held and no request in flight
 //     to the guest (box.quiesce), and its manifest names the step's parked snapshot: a restore
