@@ -430,11 +430,15 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 				late = append(late, took)
 			}
 		}
-		if err := wait(); err != nil {
-			return err
-		}
+		// As the Manager does (sandbox/timetravel.go): the step's snapshot right behind its
+		// result, then its Persist once the previous step's has returned (in order). A previous
+		// step whose checkpoint yielded to this run is then no longer the latest and is not
+		// taken again (the Manager's coalescing).
 		step := fmt.Sprintf("d%d", i)
 		if err := sn.Snapshot(ctx, step); err != nil {
+			return err
+		}
+		if err := wait(); err != nil {
 			return err
 		}
 		persisted = make(chan error, 1)
@@ -464,7 +468,7 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 	add("  durable (checkpoint, scrub, store)", c.Total, "", "", "")
 	add("  cancelled for a run: from its cancel to the session free", c.YieldCost, "", "",
 		fmt.Sprintf("%d checkpoints yielded to a run arriving while they were taken (runsc checkpoint --cancel-fd) and were taken again at the next quiet moment; each held the session %.1f ms (median) in all", c.Yields, medianMs(c.YieldHeld)))
-	add("a step durable after its result", durableAfter, "", "", "heavy DurableQuiet (250 ms), then the checkpoint, the scrub and the store; a checkpoint that yielded to a run is taken again 250 ms after that run")
+	add("a step durable after its result", durableAfter, "", "", "heavy DurableQuiet (250 ms), then the checkpoint, the scrub and the store; of the steps made durable (one whose checkpoint yielded to the next run is not the latest any more: never durable)")
 	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint running)", durableSoon), soon, "", "",
 		"the checkpoint starts 250 ms (heavy DurableQuiet) after the result")
 	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint done)", durableThink), late, "", "", "")
