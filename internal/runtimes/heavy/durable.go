@@ -154,10 +154,11 @@ const durableMaxYields = 16
 var errYielded = errors.New("heavy: the durable checkpoint yielded to a run")
 
 // checkpointYield lets a run cancel the durable checkpoint under way: `runsc checkpoint
-// --leave-running --cancel-fd` (the runsc patch, RunscBuild 10) reads the pipe's other end in
-// the sentry, which stops the save where it is (its kernel state's encoding, the memory file's
-// scan and page writes) and resumes the sandbox exactly as before it; the partial image is
-// dropped with its directory.
+// --leave-running --cancel-fd` (the runsc patch, RunscBuild 10) hands the pipe's read end to
+// the sentry, which polls it in its save's loops, stops where it is (its kernel state's
+// encoding, the template pages' copy, the memory file's scan and page writes) and resumes the
+// sandbox exactly as before it; the partial image is dropped with its directory. A byte written
+// cancels, and so does the write end's close (a daemon killed meanwhile would not store it).
 type checkpointYield struct {
 	mu    sync.Mutex
 	armed bool      // a cancellable checkpoint holds the session's lock
@@ -201,8 +202,9 @@ func (y *checkpointYield) cancel() {
 	}
 }
 
-// end disarms the yield (closing the write end ends the sentry's read) and says when a run
-// asked to cancel the checkpoint (zero: none). It may be called twice.
+// end disarms the yield once `runsc checkpoint` has returned (the write end is closed only
+// then: its close cancels too) and says when a run asked to cancel the checkpoint (zero: none).
+// It may be called twice.
 func (y *checkpointYield) end() time.Time {
 	y.mu.Lock()
 	defer y.mu.Unlock()
