@@ -145,9 +145,11 @@ func (s *session) latestLocked() string {
 	return ""
 }
 
-// durableMaxYields is how many times in a row a step's durable checkpoint yields to a run
-// before it is taken whatever arrives (as is one past DurableMaxDefer): a session that never
-// rests still gets durable, and the run that comes then waits for the checkpoint, as before.
+// durableMaxYields is how many of a session's durable checkpoints in a row yield to a run
+// before one is taken whatever arrives (as is one DurableMaxDefer after the first of them
+// yielded): a session that never rests long enough for a checkpoint still gets durable, and
+// the run that comes then waits for it, as before. The count is the session's, not a step's:
+// each run makes a newer step, whose checkpoint would otherwise start a new count.
 const durableMaxYields = 16
 
 // errYielded is a durable checkpoint cancelled for a run (checkpointYield).
@@ -164,6 +166,33 @@ type checkpointYield struct {
 	armed bool      // a cancellable checkpoint holds the session's lock
 	w     *os.File  // the pipe's write end while its `runsc checkpoint` runs
 	asked time.Time // when a run cancelled it
+	// streak is how many of the session's checkpoints in a row yielded, since when the first.
+	streak int
+	since  time.Time
+}
+
+// may says whether the session's next checkpoint may yield: fewer than durableMaxYields in a
+// row have, the first of them less than maxDefer ago.
+func (y *checkpointYield) may(maxDefer time.Duration) bool {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	return y.streak < durableMaxYields && (y.streak == 0 || time.Since(y.since) < maxDefer)
+}
+
+// yielded counts a checkpoint that yielded; completed ends the streak.
+func (y *checkpointYield) yielded() {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	if y.streak == 0 {
+		y.since = time.Now()
+	}
+	y.streak++
+}
+
+func (y *checkpointYield) completed() {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	y.streak, y.since = 0, time.Time{}
 }
 
 // arm says a cancellable checkpoint has taken the session's lock: a run arriving from now on
@@ -218,25 +247,27 @@ func (y *checkpointYield) end() time.Time {
 
 // Persist makes step durable when it is still the session's latest once the session is idle.
 // A checkpoint that a run cancelled (it yields, checkpointYield) is tried again at the
-// session's next quiet moment, until it has yielded durableMaxYields times or DurableMaxDefer
-// has passed: then it is taken whatever arrives.
+// session's next quiet moment if step is still the latest (a run usually makes a newer step,
+// which is then the one made durable); after durableMaxYields of the session's checkpoints in
+// a row yielded, or DurableMaxDefer after the first of them, or past step's own deadline, one is
+// taken whatever arrives.
 func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef, error) {
 	rt := s.rt
 	if rt.opts.Snapshots == nil || rt.opts.DurableSteps < 0 {
 		return sandbox.SnapshotRef{}, nil
 	}
 	deadline := time.Now().Add(rt.opts.DurableMaxDefer)
-	for yields := 0; ; yields++ {
-		ref, err := s.persistOnce(ctx, step, deadline, yields < durableMaxYields)
+	for {
+		ref, err := s.persistOnce(ctx, step, deadline)
 		if !errors.Is(err, errYielded) {
 			return ref, err
 		}
 	}
 }
 
-// persistOnce waits for a quiet moment and takes step's checkpoint, cancellable by a run if
-// mayYield and the deadline has not passed.
-func (s *session) persistOnce(ctx context.Context, step string, deadline time.Time, mayYield bool) (sandbox.SnapshotRef, error) {
+// persistOnce waits for a quiet moment and takes step's checkpoint, cancellable by a run if the
+// deadline has not passed (and the session's yields allow it).
+func (s *session) persistOnce(ctx context.Context, step string, deadline time.Time) (sandbox.SnapshotRef, error) {
 	rt := s.rt
 	// Wait for a quiet moment, while step is still the newest.
 	for {
@@ -266,17 +297,19 @@ func (s *session) persistOnce(ctx context.Context, step string, deadline time.Ti
 		return sandbox.SnapshotRef{}, ctx.Err()
 	}
 	defer func() { <-rt.durable }()
-	return s.checkpointStep(ctx, step, mayYield && time.Now().Before(deadline))
+	return s.checkpointStep(ctx, step, time.Now().Before(deadline))
 }
 
 // checkpointStep takes the checkpoint of step, if it is still the session's latest. A run that
-// arrives meanwhile cancels it if mayYield (errYielded).
+// arrives meanwhile cancels it (errYielded) if mayYield and the session's streak of yields
+// allows it (checkpointYield.may).
 func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool) (sandbox.SnapshotRef, error) {
 	rt := s.rt
 	store := rt.opts.Snapshots
 	start := time.Now()
 	var parts DurableParts
 	s.mu.Lock()
+	mayYield = mayYield && s.yield.may(rt.opts.DurableMaxDefer)
 	if mayYield {
 		s.yield.arm()
 		defer s.yield.end()
@@ -349,6 +382,7 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 			restoreQuota()
 			b.reopen()
 			rt.durableStats.yielded(time.Since(s.yield.end()), time.Since(start))
+			s.yield.yielded()
 			s.mu.Unlock()
 			return sandbox.SnapshotRef{}, errYielded
 		}
@@ -371,8 +405,12 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 	if err != nil && !asked.IsZero() {
 		// Cancelled for a run: nothing of it reaches the store (dir is removed).
 		rt.durableStats.yielded(time.Since(asked), held)
+		s.yield.yielded()
 		s.mu.Unlock()
 		return sandbox.SnapshotRef{}, fmt.Errorf("%w (%v)", errYielded, err)
+	}
+	if err == nil {
+		s.yield.completed()
 	}
 	s.mu.Unlock()
 	if err != nil {

@@ -285,8 +285,9 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 // A durable checkpoint cancelled ten times in a row (each at another point of the sentry's save:
 // before it, in its kernel state's encoding, in its memory file's scan and page writes) leaves
 // the session as it was: its state and files, its template pages shared and read-only, its memory
-// file not grown, nothing of the cancelled checkpoints in the store; then a checkpoint completes
-// and a session restored from it has the step's state.
+// file not grown, nothing of the cancelled checkpoints in the store; after durableMaxYields in a
+// row the next checkpoint does not yield to a run, completes, and a session restored from it has
+// the step's state.
 func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 	storeDir := t.TempDir()
 	store, err := snapstore.Open(storeDir)
@@ -332,7 +333,8 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 		return s.yield.w != nil
 	}
 	var costs []time.Duration
-	for i := 0; i < 10; i++ {
+	cancelOne := func(i int) {
+		t.Helper()
 		done := make(chan error, 1)
 		go func() {
 			_, err := s.checkpointStep(ctx, "y1", true)
@@ -345,13 +347,14 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 		}
 		// 0 to 36 ms after `runsc checkpoint` started: its start, the save's sequential part,
 		// then the kernel's encoding beside the memory file's save.
-		time.Sleep(time.Duration(i) * 4 * time.Millisecond)
+		delay := time.Duration(i%10) * 4 * time.Millisecond
+		time.Sleep(delay)
 		t0 := time.Now()
 		s.yield.cancel()
 		err := <-done
 		costs = append(costs, time.Since(t0))
 		if !errors.Is(err, errYielded) {
-			t.Fatalf("cancel %d (%v after the start): %v, want a cancelled checkpoint", i+1, time.Duration(i)*4*time.Millisecond, err)
+			t.Fatalf("cancel %d (%v after the start): %v, want a cancelled checkpoint", i+1, delay, err)
 		}
 		// No run between them (a run's allocations would move the memory file): the sandbox
 		// is checked alive here and its state after the ten.
@@ -362,7 +365,10 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 			t.Fatalf("the sandbox ended after cancel %d", i+1)
 		}
 	}
-	t.Logf("ten cancels: from the cancel to the session free %v", costs)
+	for i := 0; i < 10; i++ {
+		cancelOne(i)
+	}
+	t.Logf("ten cancels: from the cancel to the session free %v", costs[:10])
 	if c := rt.DurableCosts(); c.Yields != costs0.Yields+10 || c.Count != costs0.Count {
 		t.Fatalf("durable costs after ten cancels: %d yields, %d checkpoints (before: %d, %d)", c.Yields, c.Count, costs0.Yields, costs0.Count)
 	}
@@ -386,11 +392,34 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 	if got := out(t, s, probe); got != want {
 		t.Fatalf("after the cancels: %q, want %q", got, want)
 	}
+	// Six more make durableMaxYields in a row: the session's next checkpoint does not yield (a
+	// session whose runs always come during its checkpoints still gets durable).
+	for i := 10; i < durableMaxYields; i++ {
+		cancelOne(i)
+	}
 	// Changed after the step: the checkpoint is the step's, the live session the change.
 	out(t, s, "a += 1\nx = 'live'\nopen('/home/user/f.txt', 'w').write('live')")
-	ref, err := s.checkpointStep(ctx, "y1", true)
+	type taken struct {
+		ref sandbox.SnapshotRef
+		err error
+	}
+	last := make(chan taken, 1)
+	go func() {
+		ref, err := s.checkpointStep(ctx, "y1", true)
+		last <- taken{ref, err}
+	}()
+	time.Sleep(30 * time.Millisecond)
+	s.yield.cancel() // a run arriving: this one does not yield
+	lt := <-last
+	ref, err := lt.ref, lt.err
 	if err != nil || ref.Ref == "" {
-		t.Fatalf("the checkpoint after ten cancels: %+v %v", ref, err)
+		t.Fatalf("the checkpoint after %d cancels in a row: %+v %v", durableMaxYields, ref, err)
+	}
+	if c := rt.DurableCosts(); c.Yields != costs0.Yields+durableMaxYields || c.Count != costs0.Count+1 {
+		t.Fatalf("durable costs at the end: %d yields, %d checkpoints (before the cancels: %d, %d)", c.Yields, c.Count, costs0.Yields, costs0.Count)
+	}
+	if !s.yield.may(rt.opts.DurableMaxDefer) {
+		t.Fatal("a completed checkpoint did not end the session's streak of yields")
 	}
 	back, err := rt.Restore(ctx, ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
 	if err != nil {
