@@ -10,7 +10,10 @@
 # its parent wrote since the fork before (capped at 64 MiB), so the parent's next writes take
 # the originals without copying. A heavy session's per-step snapshot is a fork of its Python
 # process that parks, and those copies were what the step after it paid (docs/RATIONALE.md,
-# "Heavy snapshot latency, fifth pass").
+# "Heavy snapshot latency, fifth pass"). Then the child gives the parent what it changed as its own
+# (pre-take: writable and mapped populated in the think time, so the next run writes there with no
+# fault), keeping a reference on its copies there so that the next child references the pages the
+# parent did not change instead of copying them (RATIONALE, "eighth pass").
 # It also shares a template's pages between the sandboxes restored from it (pkg/sentry/mm/
 # template.go, asked for by the spec annotation dev.agentbox.share-template-pages): a restore keeps
 # its private anonymous memory in the checkpoint's pages file, mapped shared and read-only, with

@@ -1,6 +1,7 @@
 package heavy
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,5 +64,78 @@ func TestForkKeepsBothSidesApart(t *testing.T) {
 		if got := mustRun(t, s, l, "print(buf[0:2], extra[0:2], buf.count(b'c'), "+strconv.Itoa(i)+")\n"); got != "bytearray(b'ba') bytearray(b'fe') 0 "+strconv.Itoa(i)+"\n" {
 			t.Fatalf("after cell %d: %q", i, got)
 		}
+	}
+}
+
+// preTakeCell writes, at step STEP, a 16 MiB buffer (8 windows of 2 MiB) in the patterns
+// that the gVisor patch's pre-take (scripts/gvisor-patch, mm/copy_behind.go) tells apart: after
+// a step's child has copied behind, the parent is given the windows it changed as its own
+// (writable, so the next run writes them without a fault), and the next child references the
+// pages still equal to the last child's instead of copying them. Window 0 changes every step;
+// window 1 is rewritten with the bytes it holds (touched, never changed); window 2 changes
+// every third step; window 3 changes at step 1 only (it ages out of the pre-taken set); window
+// 4 changes one page in the middle; windows 5-7 change every other step, a page in four. Prints
+// the buffer's digest.
+const preTakeCell = `import hashlib
+if STEP == 1:
+    W = 2 << 20
+    buf = bytearray(b'\0' * (8 * W))
+def fill(win, val, stride=1):
+    buf[win*W:(win+1)*W:stride] = bytes([val % 251 + 1]) * len(range(win*W, (win+1)*W, stride))
+fill(0, STEP)
+buf[W:2*W] = bytes(buf[W:2*W])
+if STEP % 3 == 1:
+    fill(2, STEP)
+if STEP == 1:
+    fill(3, 77)
+buf[4*W + W//2 + STEP % 7] = STEP % 256
+if STEP % 2 == 0:
+    for w in range(5, 8):
+        fill(w, STEP * w, 4 * 4096)
+print(hashlib.sha256(buf).hexdigest())
+`
+
+// TestPreTakenPagesRewindExactly takes 14 steps of a buffer whose windows are changed, touched
+// and left alone in turn, with a think time after each step's snapshot long enough for the
+// step's parked child to copy behind its parent and give it back what it changed (the patch's
+// pre-take), then rewinds to every step, newest first and then oldest first, and after each
+// rewind writes all over the buffer before the next: every step must show exactly the bytes it
+// left, whichever pages its parked process shares with the steps around it.
+func TestPreTakenPagesRewindExactly(t *testing.T) {
+	rt := ttRuntime(t, Options{SnapshotKeep: 32})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	const steps = 14
+	digests := make([]string, steps+1)
+	for i := 1; i <= steps; i++ {
+		digests[i] = out(t, s, "STEP = "+strconv.Itoa(i)+"\n"+preTakeCell)
+		if len(digests[i]) != 65 {
+			t.Fatalf("step %d printed %q", i, digests[i])
+		}
+		if err := s.Snapshot(ctx, "p"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("snapshot of step %d: %v", i, err)
+		}
+		// The think time: the child copies behind 30 ms after the fork, then gives back.
+		time.Sleep(150 * time.Millisecond)
+	}
+	look := "import hashlib\nprint(hashlib.sha256(buf).hexdigest())\n"
+	order := []int{}
+	for i := steps; i >= 1; i-- {
+		order = append(order, i)
+	}
+	for i := 1; i <= steps; i++ {
+		order = append(order, i)
+	}
+	for n, i := range order {
+		if err := s.Rewind(ctx, "p"+strconv.Itoa(i), ""); err != nil {
+			t.Fatalf("rewind to step %d: %v", i, err)
+		}
+		if got := out(t, s, look); got != digests[i] {
+			t.Fatalf("rewind %d: step %d's buffer is %q, want %q", n, i, got, digests[i])
+		}
+		// The woken process writes over every page (a byte in each), some of them shared with
+		// the parked steps, and the think time lets its own fork copy behind.
+		out(t, s, "buf[0:len(buf):4096] = b'\\xee' * (len(buf) // 4096)\n")
+		time.Sleep(100 * time.Millisecond)
 	}
 }
