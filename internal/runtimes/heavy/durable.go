@@ -22,16 +22,20 @@ import (
 //     checkpoint replaces the previous one (SnapshotRef.Latest: the Manager collects the old);
 //   - off the run's path: it waits until the session has been idle for Options.DurableQuiet
 //     (agents think between steps), so a checkpoint runs between runs, not in front of the next
-//     one; a session that never rests gets one between two runs after DurableMaxDefer. A run
-//     that arrives while a checkpoint is taken cancels it (checkpointYield: the runsc patch's
-//     `checkpoint --cancel-fd`, RunscBuild 10) and waits only for the cancel (~5–10 ms: the
-//     sentry stops its save and resumes the sandbox as it was), and the checkpoint is taken
-//     again at the session's next quiet moment; after durableMaxYields cancels in a row, or
-//     past DurableMaxDefer, it is not cancelled, and a run then waits for it as before
-//     (0.1–0.4 s median on 2 loaded cores: the sentry's state serialized and its memory copied
-//     into the page cache; docs/RATIONALE.md, "Durable checkpoints: what a run arriving during
-//     one waits for", and "A durable checkpoint yields to a run"); `agentbox bench steps -tier
-//     heavy` measures both;
+//     one; a session that never rests gets one between two runs after DurableMaxDefer. A
+//     request that arrives while a checkpoint is taken (a run, a file read, written, listed or
+//     removed, a command, a rewind, a fork or an inspection) cancels it (checkpointYield: the
+//     runsc patch's `checkpoint --cancel-fd`, RunscBuild 10) and waits only for the cancel
+//     (~5–10 ms: the sentry stops its save and resumes the sandbox as it was), and the
+//     checkpoint is taken again at the session's next quiet moment (DurableQuiet after the run
+//     or the cancel, and once the commands running have ended); a request already in flight
+//     when it would start (a slow file read) makes it yield the same way; after
+//     durableMaxYields cancels in a row, or past DurableMaxDefer, it is not cancelled, and a
+//     request then waits for it as before (0.1–0.4 s median on 2 loaded cores: the sentry's
+//     state serialized and its memory copied into the page cache; docs/RATIONALE.md, "Durable
+//     checkpoints: what a run arriving during one waits for", "A durable checkpoint yields to
+//     a run" and "Every request yields to a durable checkpoint"); `agentbox bench steps -tier
+//     heavy` measures a run's wait;
 //   - bounded: at most Options.DurableSteps checkpoints run at once on the node;
 //   - consistent: the checkpoint is taken with the session's lock held and no request in flight
 //     to the guest (box.quiesce), and its manifest names the step's parked snapshot: a restore
@@ -165,7 +169,10 @@ type checkpointYield struct {
 	mu    sync.Mutex
 	armed bool      // a cancellable checkpoint holds the session's lock
 	w     *os.File  // the pipe's write end while its `runsc checkpoint` runs
-	asked time.Time // when a run cancelled it
+	asked time.Time // when a request cancelled it
+	// last is when a request last cancelled one (or one yielded to a request in flight): the
+	// next is taken DurableQuiet after it, not at once, as after a run.
+	last time.Time
 	// streak is how many of the session's checkpoints in a row yielded, since when the first.
 	streak int
 	since  time.Time
@@ -187,6 +194,20 @@ func (y *checkpointYield) yielded() {
 		y.since = time.Now()
 	}
 	y.streak++
+}
+
+// lastAsked is when a request last made a checkpoint yield (zero: never).
+func (y *checkpointYield) lastAsked() time.Time {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	return y.last
+}
+
+// inFlight records a checkpoint that yielded to a request already in flight.
+func (y *checkpointYield) inFlight() {
+	y.mu.Lock()
+	defer y.mu.Unlock()
+	y.last = time.Now()
 }
 
 func (y *checkpointYield) completed() {
@@ -219,12 +240,15 @@ func (y *checkpointYield) start() (r *os.File, yielded bool) {
 	return r, false
 }
 
-// cancel asks the checkpoint under way, if any, to stop.
+// cancel asks the checkpoint under way, if any, to stop. Every request on the session that
+// would wait for it calls it before it waits (session.Run, current: files, commands; Rewind,
+// Fork); Pause and Close do not (Pause takes a checkpoint itself, Close ends the sandbox).
 func (y *checkpointYield) cancel() {
 	y.mu.Lock()
 	defer y.mu.Unlock()
 	if y.armed && y.asked.IsZero() {
 		y.asked = time.Now()
+		y.last = y.asked
 		if y.w != nil {
 			_, _ = y.w.Write([]byte{1})
 		}
@@ -257,17 +281,30 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 		return sandbox.SnapshotRef{}, nil
 	}
 	deadline := time.Now().Add(rt.opts.DurableMaxDefer)
-	for {
-		ref, err := s.persistOnce(ctx, step, deadline)
+	for retry := false; ; retry = true {
+		ref, err := s.persistOnce(ctx, step, deadline, retry)
 		if !errors.Is(err, errYielded) {
 			return ref, err
 		}
 	}
 }
 
+// commandsRunning counts the commands in flight in the session's sandbox.
+func (s *session) commandsRunning() int {
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	if b == nil {
+		return 0
+	}
+	return b.commandsRunning()
+}
+
 // persistOnce waits for a quiet moment and takes step's checkpoint, cancellable by a run if the
-// deadline has not passed (and the session's yields allow it).
-func (s *session) persistOnce(ctx context.Context, step string, deadline time.Time) (sandbox.SnapshotRef, error) {
+// deadline has not passed (and the session's yields allow it). A retry (the last one yielded)
+// also waits, until the deadline, for the commands running to end: one that cancelled it
+// would otherwise have it refused (NotDurableNow), where before it waited for it to complete.
+func (s *session) persistOnce(ctx context.Context, step string, deadline time.Time, retry bool) (sandbox.SnapshotRef, error) {
 	rt := s.rt
 	// Wait for a quiet moment, while step is still the newest.
 	for {
@@ -277,8 +314,14 @@ func (s *session) persistOnce(ctx context.Context, step string, deadline time.Ti
 		if latest != step || paused || s.closed.Load() {
 			return sandbox.SnapshotRef{}, nil
 		}
-		idle := time.Since(time.Unix(0, s.lastRun.Load()))
-		if (!s.running.Load() && idle >= rt.opts.DurableQuiet) || time.Now().After(deadline) {
+		// Quiet since the last run and since the last request that made a checkpoint yield.
+		since := time.Unix(0, s.lastRun.Load())
+		if t := s.yield.lastAsked(); t.After(since) {
+			since = t
+		}
+		idle := time.Since(since)
+		busy := s.running.Load() || retry && s.commandsRunning() > 0
+		if (!busy && idle >= rt.opts.DurableQuiet) || time.Now().After(deadline) {
 			break
 		}
 		wait := rt.opts.DurableQuiet - idle
@@ -339,8 +382,23 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 	// checkpoint is not refused for it.
 	s.settleLocked(ctx, b)
 	if !b.quiesce() {
+		n := b.commandsRunning()
+		if mayYield && n == 0 && b.alive() {
+			// A request beside runs in flight (a file read that came while it prepared): the
+			// checkpoint yields to it as to one that arrives later, and is tried again
+			// DurableQuiet after.
+			asked := s.yield.end()
+			if asked.IsZero() {
+				asked = time.Now()
+			}
+			s.yield.inFlight()
+			rt.durableStats.yielded(time.Since(asked), time.Since(start))
+			s.yield.yielded()
+			s.mu.Unlock()
+			return sandbox.SnapshotRef{}, errYielded
+		}
 		s.mu.Unlock()
-		if n := b.commandsRunning(); n > 0 {
+		if n > 0 {
 			return sandbox.SnapshotRef{}, sandbox.NotDurableNow(fmt.Sprintf("%d command(s) running in the sandbox: %s; "+
 				"the first step after the commands end is made durable (keep long-running commands, such as servers, in a session of their own)", n, whyNotWithCommands))
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -431,5 +432,173 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 	}
 	if got := out(t, s, probe); got != "16000000 live live\n" {
 		t.Fatalf("the live session after the checkpoint: %q", got)
+	}
+}
+
+// lines collects a command's output.
+type lines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lines) Write(_ sandbox.Stream, p []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// A file write, a file read, a command and a rewind that arrive while the latest step's durable
+// checkpoint holds the sandbox cancel it as a run does (durable.go's checkpointYield): each gets
+// its answer before the checkpoint, taken again at the session's next quiet moment (after a
+// command's end), has ended, and a session restored from that checkpoint holds the step's state,
+// not the write's.
+func TestDurableCheckpointWithFilesAndACommandArriving(t *testing.T) {
+	store, err := snapstore.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := ttRuntime(t, Options{Snapshots: store, DurableQuiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	s := ttSession(t, rt)
+	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\nx = 0")
+	gateUp := func() bool {
+		s.smu.Lock()
+		b := s.b
+		s.smu.Unlock()
+		if b == nil {
+			return false
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.gate != nil
+	}
+	const f = "/home/user/f.txt"
+	// command runs sh -c line in the session and returns its output.
+	command := func(line string) (string, error) {
+		var o lines
+		p, err := s.StartCommand(ctx, sandbox.CommandSpec{Argv: []string{"sh", "-c", line}, Dir: "/home/user"}, &o)
+		if err != nil {
+			return "", err
+		}
+		select {
+		case <-p.Done():
+		case <-time.After(2 * time.Minute):
+			return "", errors.New("the command did not end within 2 minutes")
+		}
+		if code, status, err := p.Exit(); code != 0 || err != nil {
+			return "", fmt.Errorf("%s %v", status, err)
+		}
+		return o.String(), nil
+	}
+	atStep := func(n int) string { return fmt.Sprintf("step %d", n) }
+	ops := []struct {
+		name string
+		// do is the request; want what it answers at step n.
+		do   func(n int) (string, error)
+		want func(n int) string
+		// live is f's content in the live session afterwards.
+		live func(n int) string
+	}{
+		{"write", func(n int) (string, error) { return "", s.WriteFile(ctx, f, []byte("written")) },
+			func(int) string { return "" }, func(int) string { return "written" }},
+		{"read", func(n int) (string, error) { b, err := s.ReadFile(ctx, f); return string(b), err }, atStep, atStep},
+		{"command", func(n int) (string, error) { return command("cat " + f) }, atStep, atStep},
+		// A command that outlasts DurableQuiet: the checkpoint taken again waits for its end
+		// instead of being refused for it.
+		{"slow command", func(n int) (string, error) { return command("sleep 0.4; cat " + f) }, atStep, atStep},
+		{"rewind", func(n int) (string, error) { return "", s.Rewind(ctx, fmt.Sprintf("st_%d", n), "") },
+			func(int) string { return "" }, atStep},
+	}
+	n := 0
+	for _, op := range ops {
+		for try := 1; ; try++ {
+			n++
+			step := fmt.Sprintf("st_%d", n)
+			out(t, s, fmt.Sprintf("a = np.arange(4_000_000, dtype=np.int64)\nx = %d\nopen(%q, 'w').write('step %d')", n, f, n))
+			if err := s.Snapshot(ctx, step); err != nil {
+				t.Fatal(err)
+			}
+			type persisted struct {
+				ref sandbox.SnapshotRef
+				err error
+				at  time.Time
+			}
+			yields := rt.DurableCosts().Yields
+			done := make(chan persisted, 1)
+			go func() {
+				ref, err := s.Persist(ctx, step)
+				done <- persisted{ref, err, time.Now()}
+			}()
+			deadline := time.Now().Add(2 * time.Minute)
+			for !gateUp() {
+				if time.Now().After(deadline) {
+					t.Fatal("the durable checkpoint did not start within 2 minutes")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			type answered struct {
+				out  string
+				err  error
+				at   time.Time
+				took time.Duration
+			}
+			answer := make(chan answered, 1)
+			go func() {
+				t0 := time.Now()
+				o, err := op.do(n)
+				answer <- answered{o, err, time.Now(), time.Since(t0)}
+			}()
+			var p persisted
+			select {
+			case p = <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the durable checkpoint did not end within 2 minutes")
+			}
+			var a answered
+			select {
+			case a = <-answer:
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("the %s that arrived during the checkpoint got no answer within 2 minutes", op.name)
+			}
+			if a.err != nil || a.out != op.want(n) {
+				t.Fatalf("the %s that arrived during the checkpoint: %q %v, want %q", op.name, a.out, a.err, op.want(n))
+			}
+			if p.err != nil || p.ref.Ref == "" {
+				t.Fatalf("the step was not made durable: %+v %v", p.ref, p.err)
+			}
+			if rt.DurableCosts().Yields == yields {
+				if try == 5 {
+					t.Fatalf("in 5 tries the %s never cancelled the checkpoint", op.name)
+				}
+				t.Logf("%s, try %d: the checkpoint ended before the %s cancelled it; again", op.name, try, op.name)
+				continue
+			}
+			if !a.at.Before(p.at) {
+				t.Fatalf("the %s's answer (%v) came after the checkpoint ended (%v): it waited for it", op.name, a.at, p.at)
+			}
+			c := rt.DurableCosts()
+			t.Logf("%s, try %d: it took %v; the cancel %v, the checkpoint taken again held the session %v",
+				op.name, try, a.took, c.YieldCost[len(c.YieldCost)-1], c.Held[len(c.Held)-1])
+			if got, err := s.ReadFile(ctx, f); err != nil || string(got) != op.live(n) {
+				t.Fatalf("the live session's file after the %s: %q %v, want %q", op.name, got, err, op.live(n))
+			}
+			back, err := rt.Restore(ctx, p.ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("0 %d step %d\n", n, n)
+			got := out(t, back, fmt.Sprintf("print(int(a.sum()) - sum0, x, open(%q).read())", f))
+			back.Close()
+			if got != want {
+				t.Fatalf("restored from the checkpoint taken again after the %s: %q, want %q", op.name, got, want)
+			}
+			break
+		}
 	}
 }

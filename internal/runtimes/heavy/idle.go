@@ -181,6 +181,7 @@ func (s *session) materializeLocked(ctx context.Context, b *box) bool {
 // or removed, a command): a released snapshot is taken again first.
 func (s *session) use(ctx context.Context) (*box, error) {
 	s.lastUse.Store(time.Now().UnixNano())
+	s.yield.cancel() // before it waits for s.mu below (current's call is then a no-op)
 	if !s.released.Load() {
 		return s.current(ctx)
 	}

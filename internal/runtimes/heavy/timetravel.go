@@ -375,6 +375,7 @@ func (s *session) dropRecordsLocked(steps []string, why map[string]string) []uin
 // Rewind makes the session's state step's: the guest wakes the step's parked process and puts
 // its files back.
 func (s *session) Rewind(ctx context.Context, step, _ string) error {
+	s.yield.cancel() // a durable checkpoint under way yields (durable.go), as to a run
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tt.init()
@@ -443,6 +444,7 @@ func (s *session) Fork(ctx context.Context, step, _ string, opts sandbox.Session
 			return nil, errVolumes("fork", v.Volume)
 		}
 	}
+	s.yield.cancel() // a durable checkpoint under way yields (durable.go), as to a run
 	s.mu.Lock()
 	s.tt.init()
 	b, err := s.liveLocked(ctx)
@@ -801,9 +803,12 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 	return b, nil
 }
 
-// current returns the session's sandbox for an operation beside runs (files, stats), resuming a
-// paused session first.
+// current returns the session's sandbox for an operation beside runs (files, commands, stats),
+// resuming a paused session first. A durable checkpoint under way yields to the operation
+// (durable.go), which would otherwise wait for all of it: for the session's lock, or for the
+// sandbox's gate (box.quiesce) to let its request go.
 func (s *session) current(ctx context.Context) (*box, error) {
+	s.yield.cancel()
 	s.smu.Lock()
 	b := s.b
 	s.smu.Unlock()
