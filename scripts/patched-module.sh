@@ -20,6 +20,13 @@ if [ ! -f "$patch" ]; then
 	echo "$name: no patch for $mod $ver (scripts/$name/ has $(ls "scripts/$name")); port it to the new version" >&2
 	exit 1
 fi
+# The files the patch touches are found by its `+++ b/PATH` lines (below): a patch whose new side
+# is named otherwise (`diff -ruN a c` from another tree) would leave them hard links into the
+# module cache while `patch` writes them.
+if grep '^+++ ' "$patch" | grep -qv '^+++ b/'; then
+	echo "$name: $patch has file headers other than +++ b/PATH; regenerate it with diff -ruN a b" >&2
+	exit 1
+fi
 go mod download "$mod"
 src=$(go list -m -f '{{.Dir}}' "$mod")
 key=$( { echo "$ver $src"; cat "$patch" "$0"; } | sha256sum | cut -c1-16)
