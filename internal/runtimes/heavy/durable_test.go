@@ -175,42 +175,14 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 	ctx := context.Background()
 	s := ttSession(t, rt)
 	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\nx = 0\nopen('/home/user/f.txt', 'w').write('zero')")
-	gateUp := func() bool {
-		s.smu.Lock()
-		b := s.b
-		s.smu.Unlock()
-		if b == nil {
-			return false
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.gate != nil
-	}
 	for try := 1; ; try++ {
 		step := fmt.Sprintf("st_%d", try)
 		out(t, s, fmt.Sprintf("a = np.arange(4_000_000, dtype=np.int64)\nx = %d\nopen('/home/user/f.txt', 'w').write('step %d')", try, try))
 		if err := s.Snapshot(ctx, step); err != nil {
 			t.Fatal(err)
 		}
-		type persisted struct {
-			ref sandbox.SnapshotRef
-			err error
-			at  time.Time
-		}
-		yields := rt.DurableCosts().Yields
-		done := make(chan persisted, 1)
-		go func() {
-			ref, err := s.Persist(ctx, step)
-			done <- persisted{ref, err, time.Now()}
-		}()
-		// Wait for the checkpoint to hold the sandbox (its gate up), then send a run.
-		deadline := time.Now().Add(2 * time.Minute)
-		for !gateUp() {
-			if time.Now().After(deadline) {
-				t.Fatal("the durable checkpoint did not start within 2 minutes")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		// The checkpoint holds the sandbox (its gate up): now a run.
+		done, yields := persistUntilHeld(ctx, t, rt, s, step)
 		type ran struct {
 			out  string
 			err  error
@@ -233,7 +205,7 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 		for !s.running.Load() {
 			time.Sleep(100 * time.Microsecond)
 		}
-		during := gateUp() // the run came while the checkpoint held the sandbox
+		during := gateUp(s) // the run came while the checkpoint held the sandbox
 		var p persisted
 		select {
 		case p = <-done:
@@ -467,17 +439,6 @@ func TestDurableCheckpointWithFilesAndACommandArriving(t *testing.T) {
 	ctx := context.Background()
 	s := ttSession(t, rt)
 	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\nx = 0")
-	gateUp := func() bool {
-		s.smu.Lock()
-		b := s.b
-		s.smu.Unlock()
-		if b == nil {
-			return false
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.gate != nil
-	}
 	const f = "/home/user/f.txt"
 	// command runs sh -c line in the session and returns its output.
 	command := func(line string) (string, error) {
@@ -524,24 +485,7 @@ func TestDurableCheckpointWithFilesAndACommandArriving(t *testing.T) {
 			if err := s.Snapshot(ctx, step); err != nil {
 				t.Fatal(err)
 			}
-			type persisted struct {
-				ref sandbox.SnapshotRef
-				err error
-				at  time.Time
-			}
-			yields := rt.DurableCosts().Yields
-			done := make(chan persisted, 1)
-			go func() {
-				ref, err := s.Persist(ctx, step)
-				done <- persisted{ref, err, time.Now()}
-			}()
-			deadline := time.Now().Add(2 * time.Minute)
-			for !gateUp() {
-				if time.Now().After(deadline) {
-					t.Fatal("the durable checkpoint did not start within 2 minutes")
-				}
-				time.Sleep(time.Millisecond)
-			}
+			done, yields := persistUntilHeld(ctx, t, rt, s, step)
 			type answered struct {
 				out  string
 				err  error
@@ -601,4 +545,45 @@ func TestDurableCheckpointWithFilesAndACommandArriving(t *testing.T) {
 			break
 		}
 	}
+}
+
+// persisted is what a Persist returned, and when.
+type persisted struct {
+	ref sandbox.SnapshotRef
+	err error
+	at  time.Time
+}
+
+// persistUntilHeld starts Persist of step and returns once its checkpoint holds the sandbox (the
+// box's gate up: a request sent now arrives during the checkpoint), with the session's yields
+// counted before it.
+func persistUntilHeld(ctx context.Context, t *testing.T, rt *Runtime, s *session, step string) (<-chan persisted, int) {
+	t.Helper()
+	yields := rt.DurableCosts().Yields
+	done := make(chan persisted, 1)
+	go func() {
+		ref, err := s.Persist(ctx, step)
+		done <- persisted{ref, err, time.Now()}
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !gateUp(s) {
+		if time.Now().After(deadline) {
+			t.Fatal("the durable checkpoint did not start within 2 minutes")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return done, yields
+}
+
+// gateUp says whether the session's sandbox holds requests back (box.quiesce: a checkpoint).
+func gateUp(s *session) bool {
+	s.smu.Lock()
+	b := s.b
+	s.smu.Unlock()
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gate != nil
 }
