@@ -291,9 +291,7 @@ func (s *session) Persist(ctx context.Context, step string) (sandbox.SnapshotRef
 
 // commandsRunning counts the commands in flight in the session's sandbox.
 func (s *session) commandsRunning() int {
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b == nil {
 		return 0
 	}
@@ -363,9 +361,7 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 		now := time.Now()
 		*d, mark = now.Sub(mark), now
 	}
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b != nil && s.latestLocked() == step {
 		// Its snapshot released while idle (idle.go): the checkpoint must wake the step's process.
 		if s.materializeLocked(ctx, b) {

@@ -109,9 +109,7 @@ func TestDurableLatestStep(t *testing.T) {
 // cpuQuotaOf reads the CPU quota of s's sandbox's cgroup as the kernel shows it.
 func cpuQuotaOf(t *testing.T, s *session) string {
 	t.Helper()
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	return cgroupFile(t, b, "cpu.cfs_quota_us", "cpu.max")
 }
 
@@ -577,9 +575,7 @@ func persistUntilHeld(ctx context.Context, t *testing.T, rt *Runtime, s *session
 
 // gateUp says whether the session's sandbox holds requests back (box.quiesce: a checkpoint).
 func gateUp(s *session) bool {
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b == nil {
 		return false
 	}

@@ -67,9 +67,7 @@ func (rt *Runtime) pick(packages []string, name string) (rootfs.Image, error) {
 // checkPackages refuses a session run that asks for packages its sandbox's image lacks: a
 // session's image is chosen when it is created.
 func (s *session) checkPackages(packages []string, name string) error {
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b == nil {
 		return sandbox.Errorf(sandbox.KindConflict, "this session is closed")
 	}

@@ -116,13 +116,20 @@ func (s *session) Run(ctx context.Context, req *sandbox.RunRequest) (*sandbox.Re
 	return res, err
 }
 
+// boxNow is the session's sandbox at this moment: nil while it is paused (or ended), and
+// another after a resume, so a caller that keeps it checks it is still the session's
+// (isSandbox) where that matters.
+func (s *session) boxNow() *box {
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	return s.b
+}
+
 // MustStayLive says why the session cannot be paused when idle (sandbox.LiveHolder): a command
 // in flight (a checkpoint would hold it mid-request, durable.go) or a connection open through the
 // egress gateway (its host side does not survive the sandbox). "" when it may be.
 func (s *session) MustStayLive() string {
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b == nil {
 		return ""
 	}

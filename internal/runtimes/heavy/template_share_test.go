@@ -20,9 +20,7 @@ import (
 // (its sentry and its stubs), and the MiB of its memory file's distinct pages they map.
 func templatePages(t *testing.T, s *session) (map[uint64]bool, float64) {
 	t.Helper()
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b == nil {
 		t.Fatal("the session has no sandbox")
 	}
@@ -42,9 +40,7 @@ func templatePages(t *testing.T, s *session) (map[uint64]bool, float64) {
 // writable).
 func pagesReadOnly(t *testing.T, s *session) {
 	t.Helper()
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	fds := 0
 	for role, pids := range boxProcs(b, children()) {
 		for _, p := range pids {
@@ -94,9 +90,7 @@ func twoSharingSessions(t *testing.T, rt *Runtime) (*session, *session) {
 
 // sentryMapsPages says whether s's sentry maps a pages file (a restore with sharing).
 func sentryMapsPages(s *session) bool {
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	for _, p := range boxProcs(b, children())["sentry"] {
 		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p))
 		if strings.Contains(string(maps), "/pages.img") {
@@ -380,9 +374,7 @@ func TestNoTemplateSharingMapsNoPages(t *testing.T) {
 // runsc-memory memfd), read from the descriptor's block count.
 func memoryFileBytes(t *testing.T, s *session) int64 {
 	t.Helper()
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	for _, p := range boxProcs(b, children())["sentry"] {
 		ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
 		for _, e := range ents {

@@ -424,9 +424,7 @@ func (s *session) Forget(step string) {
 		if _, ok := s.tt.snaps[step]; !ok {
 			return
 		}
-		s.smu.Lock()
-		b := s.b
-		s.smu.Unlock()
+		b := s.boxNow()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if s.tt.paused != nil {
@@ -526,9 +524,7 @@ func (s *session) Pause(ctx context.Context) (sandbox.SnapshotRef, error) {
 	if s.closed.Load() {
 		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict, "this session is closed")
 	}
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b == nil || !b.alive() {
 		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict, "this session's sandbox has ended; there is nothing to pause")
 	}
@@ -778,9 +774,7 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 
 		if at, step := s.tt.paused.StepSnap, s.tt.paused.Step; at != 0 {
 			// A checkpoint of a latest step: the state is that step's parked snapshot.
-			s.smu.Lock()
-			b := s.b
-			s.smu.Unlock()
+			b := s.boxNow()
 			if _, err := b.request(ctx, &proto.Frame{Op: proto.OpRewind, Snap: at}); err != nil {
 				s.tt.paused = nil
 				s.closed.Store(true)
@@ -794,9 +788,7 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 		}
 		s.tt.paused = nil
 	}
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b != nil {
 		s.materializeLocked(ctx, b)
 	}
@@ -809,9 +801,7 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 // sandbox's gate (box.quiesce) to let its request go.
 func (s *session) current(ctx context.Context) (*box, error) {
 	s.yield.cancel()
-	s.smu.Lock()
-	b := s.b
-	s.smu.Unlock()
+	b := s.boxNow()
 	if b != nil {
 		return b, nil
 	}
