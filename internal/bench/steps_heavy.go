@@ -9,7 +9,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -467,7 +466,7 @@ func runHeavyDurable(ctx context.Context, o HeavyStepsOptions, dir string, store
 	add("  of which the sandbox held back by its CPU quota", throttled, "", "", "heavy.cpus: 1 CPU per sandbox by default, lifted while the daemon checkpoints it (0 expected)")
 	add("  durable (checkpoint, scrub, store)", c.Total, "", "", "")
 	add("  cancelled for a run: from its cancel to the session free", c.YieldCost, "", "",
-		fmt.Sprintf("%d checkpoints yielded to a run arriving while they were taken (runsc checkpoint --cancel-fd) and were taken again at the next quiet moment; each held the session %.1f ms (median) in all", c.Yields, medianMs(c.YieldHeld)))
+		fmt.Sprintf("%d checkpoints yielded to a run arriving while they were taken (runsc checkpoint --cancel-fd) and were taken again at the next quiet moment; each held the session %.1f ms (median) in all", c.Yields, Median(msOf(c.YieldHeld))))
 	add("a step durable after its result", durableAfter, "", "", "heavy DurableQuiet (250 ms), then the checkpoint, the scrub and the store; of the steps made durable (one whose checkpoint yielded to the next run is not the latest any more: never durable)")
 	add(fmt.Sprintf("a step's run %v after the previous result (checkpoint running)", durableSoon), soon, "", "",
 		"the checkpoint starts 250 ms (heavy DurableQuiet) after the result")
@@ -485,15 +484,6 @@ func runOK(ctx context.Context, s sandbox.Session, l sandbox.Limits, code string
 		return "", fmt.Errorf("%s: %s: %s", res.Error.Name, res.Error.Value, res.Stderr)
 	}
 	return res.Stdout, nil
-}
-
-func medianMs(v []time.Duration) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	c := append([]time.Duration(nil), v...)
-	slices.Sort(c)
-	return float64(c[len(c)/2]) / float64(time.Millisecond)
 }
 
 func medianInt(v []int64) int64 {
