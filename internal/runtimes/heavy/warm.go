@@ -31,10 +31,11 @@ var moduleName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 // exec). Sandboxes restored from the template share its pages copy-on-write (gVisor, 64 KiB at a
 // time), and a cyclic collection that visits a long-lived object writes its header: frozen, the
 // preload's tracked objects (50,436 with numpy and pandas in the image) are never visited again,
-// so a session's collections copy only the pages of what its own code made. Measured with TestMeasureIdleMemory (6 sessions, one run each,
-// the template shared): 41.7 / 42.0 → 40.6 / 40.4 / 40.8 MiB per idle session, the sandbox's
-// anonymous memory 17.6 / 18.0 → 16.8 / 16.9 MB. What it costs: cycles among the preload's own
-// objects are not collected if the code makes them garbage (gc.unfreeze() gives them back).
+// so a session's collections copy only the pages of what its own code made. Measured with
+// TestMeasureIdleMemory (6 sessions, one run each, the template shared): 41.7 / 42.0 → 40.6 /
+// 40.4 / 40.8 MiB per idle session, the sandbox's anonymous memory 17.6 / 18.0 → 16.8 / 16.9 MB.
+// What it costs: cycles among the preload's own objects are not collected if the code makes them
+// garbage (gc.unfreeze() gives them back).
 const freezeCode = "__import__(\"gc\").collect()\n__import__(\"gc\").freeze()\n"
 
 // preloadCode imports mods without binding a name in __main__: a session from the pool starts
