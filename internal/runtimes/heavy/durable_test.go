@@ -257,8 +257,8 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 // before it, in its kernel state's encoding, in its memory file's scan and page writes) leaves
 // the session as it was: its state and files, its template pages shared and read-only, its memory
 // file not grown, nothing of the cancelled checkpoints in the store; after durableMaxYields in a
-// row the next checkpoint does not yield to a run, completes, and a session restored from it has
-// the step's state.
+// row the next checkpoint does not yield to a run that arrives during it (the run waits for it),
+// completes, and a session restored from it has the step's state.
 func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 	storeDir := t.TempDir()
 	store, err := snapstore.Open(storeDir)
@@ -298,43 +298,19 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 	before := settledMemoryFileBytes(t, s)
 	files0 := storeFiles()
 	costs0 := rt.DurableCosts()
-	started := func() bool {
-		s.yield.mu.Lock()
-		defer s.yield.mu.Unlock()
-		return s.yield.w != nil
-	}
 	var costs []time.Duration
 	cancelOne := func(i int) {
 		t.Helper()
-		done := make(chan error, 1)
-		go func() {
-			_, err := s.checkpointStep(ctx, "y1", true)
-			done <- err
-		}()
-		for deadline := time.Now().Add(2 * time.Minute); !started(); time.Sleep(100 * time.Microsecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("the checkpoint's runsc did not start within 2 minutes")
-			}
-		}
 		// 0 to 36 ms after `runsc checkpoint` started: its start, the save's sequential part,
 		// then the kernel's encoding beside the memory file's save.
 		delay := time.Duration(i%10) * 4 * time.Millisecond
-		time.Sleep(delay)
-		t0 := time.Now()
-		s.yield.cancel()
-		err := <-done
-		costs = append(costs, time.Since(t0))
+		cost, err := cancelledCheckpoint(ctx, t, s, "y1", delay)
+		costs = append(costs, cost)
 		if !errors.Is(err, errYielded) {
 			t.Fatalf("cancel %d (%v after the start): %v, want a cancelled checkpoint", i+1, delay, err)
 		}
 		// No run between them (a run's allocations would move the memory file): the sandbox
-		// is checked alive here and its state after the ten.
-		s.smu.Lock()
-		alive := s.b != nil && s.b.alive()
-		s.smu.Unlock()
-		if !alive {
-			t.Fatalf("the sandbox ended after cancel %d", i+1)
-		}
+		// is checked alive (cancelledCheckpoint) and its state after the ten.
 	}
 	for i := 0; i < 10; i++ {
 		cancelOne(i)
@@ -363,34 +339,37 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 	if got := out(t, s, probe); got != want {
 		t.Fatalf("after the cancels: %q, want %q", got, want)
 	}
-	// Six more make durableMaxYields in a row: the session's next checkpoint does not yield (a
-	// session whose runs always come during its checkpoints still gets durable).
-	for i := 10; i < durableMaxYields; i++ {
-		cancelOne(i)
-	}
 	// Changed after the step: the checkpoint is the step's, the live session the change.
 	out(t, s, "a += 1\nx = 'live'\nopen('/home/user/f.txt', 'w').write('live')")
-	type taken struct {
-		ref sandbox.SnapshotRef
-		err error
-	}
-	last := make(chan taken, 1)
-	go func() {
-		ref, err := s.checkpointStep(ctx, "y1", true)
-		last <- taken{ref, err}
-	}()
-	time.Sleep(30 * time.Millisecond)
-	s.yield.cancel() // a run arriving: this one does not yield
-	lt := <-last
-	ref, err := lt.ref, lt.err
-	if err != nil || ref.Ref == "" {
-		t.Fatalf("the checkpoint after %d cancels in a row: %+v %v", durableMaxYields, ref, err)
-	}
-	if c := rt.DurableCosts(); c.Yields != costs0.Yields+durableMaxYields || c.Count != costs0.Count+1 {
-		t.Fatalf("durable costs at the end: %d yields, %d checkpoints (before the cancels: %d, %d)", c.Yields, c.Count, costs0.Yields, costs0.Count)
-	}
-	if !s.yield.may(rt.opts.DurableMaxDefer) {
-		t.Fatal("a completed checkpoint did not end the session's streak of yields")
+	// Six more make durableMaxYields in a row: the session's next checkpoint does not yield to
+	// a run arriving during it, completes, and the run waits for it (a session whose runs
+	// always come during its checkpoints still gets durable).
+	var ref sandbox.SnapshotRef
+	for try, i := 1, 10; ; try++ {
+		for ; yieldStreak(s) < durableMaxYields; i++ {
+			cancelOne(i)
+		}
+		before := rt.DurableCosts()
+		c := checkpointWithARun(ctx, t, s, "y1", "print(x)")
+		if c.err != nil || c.ref.Ref == "" {
+			t.Fatalf("the checkpoint after %d cancels in a row, a run arriving during it: %+v %v", durableMaxYields, c.ref, c.err)
+		}
+		if c.runErr != nil || c.out != "live\n" {
+			t.Fatalf("the run that arrived during the checkpoint: %q %v", c.out, c.runErr)
+		}
+		if a := rt.DurableCosts(); a.Yields != before.Yields || a.Count != before.Count+1 {
+			t.Fatalf("durable costs after the checkpoint: %d yields, %d checkpoints (before it: %d, %d)", a.Yields, a.Count, before.Yields, before.Count)
+		}
+		if yieldStreak(s) != 0 {
+			t.Fatal("a completed checkpoint did not end the session's streak of yields")
+		}
+		if ref = c.ref; c.during {
+			break
+		}
+		if try == 3 {
+			t.Fatal("in 3 tries the run never arrived while the checkpoint held the sandbox")
+		}
+		t.Logf("try %d: the checkpoint ended before the run arrived; again", try)
 	}
 	back, err := rt.Restore(ctx, ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
 	if err != nil {
@@ -402,6 +381,277 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 	}
 	if got := out(t, s, probe); got != "16000000 live live\n" {
 		t.Fatalf("the live session after the checkpoint: %q", got)
+	}
+}
+
+// yieldStreak is how many of the session's durable checkpoints in a row yielded.
+func yieldStreak(s *session) int {
+	s.yield.mu.Lock()
+	defer s.yield.mu.Unlock()
+	return s.yield.streak
+}
+
+// checkpointRunning says whether the session's cancellable checkpoint has its `runsc checkpoint`
+// running (the cancel's pipe open).
+func checkpointRunning(s *session) bool {
+	s.yield.mu.Lock()
+	defer s.yield.mu.Unlock()
+	return s.yield.w != nil
+}
+
+// cancelledCheckpoint takes step's durable checkpoint, cancellable (checkpointStep), and cancels
+// it delay after its `runsc checkpoint` started, as a request arriving then does: it returns how
+// long from the cancel until the checkpoint returned, and the checkpoint's error (errYielded
+// for a cancelled one). The sandbox must be alive after it.
+func cancelledCheckpoint(ctx context.Context, t *testing.T, s *session, step string, delay time.Duration) (time.Duration, error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.checkpointStep(ctx, step, true)
+		done <- err
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); !checkpointRunning(s); time.Sleep(100 * time.Microsecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("the checkpoint of %s returned before its runsc started: %v", step, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint's runsc did not start within 2 minutes")
+		}
+	}
+	time.Sleep(delay)
+	t0 := time.Now()
+	s.yield.cancel()
+	err := <-done
+	cost := time.Since(t0)
+	if b := s.boxNow(); b == nil || !b.alive() {
+		t.Fatalf("the sandbox ended after a cancelled checkpoint (%v)", err)
+	}
+	return cost, err
+}
+
+// checkpointRun is what checkpointWithARun saw.
+type checkpointRun struct {
+	ref    sandbox.SnapshotRef // the checkpoint's
+	err    error
+	out    string // the run's stdout
+	runErr error
+	// during says the run arrived (it had asked for the session) while the checkpoint held
+	// the sandbox.
+	during bool
+}
+
+// checkpointWithARun takes step's durable checkpoint, cancellable as the session's streak of
+// yields allows (checkpointStep), and sends a run of code once it holds the sandbox.
+func checkpointWithARun(ctx context.Context, t *testing.T, s *session, step, code string) checkpointRun {
+	t.Helper()
+	type taken struct {
+		ref sandbox.SnapshotRef
+		err error
+	}
+	done := make(chan taken, 1)
+	go func() {
+		ref, err := s.checkpointStep(ctx, step, true)
+		done <- taken{ref, err}
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); !gateUp(s); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint did not hold the sandbox within 2 minutes")
+		}
+	}
+	var c checkpointRun
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		res, err := s.Run(ctx, &sandbox.RunRequest{Code: code, Limits: limits(t, 120*time.Second)})
+		if err == nil && res.Error != nil {
+			err = fmt.Errorf("%s: %s", res.Error.Name, res.Error.Value)
+		}
+		if res != nil {
+			c.out = res.Stdout
+		}
+		c.runErr = err
+	}()
+	for !s.running.Load() {
+		time.Sleep(100 * time.Microsecond)
+	}
+	during := gateUp(s)
+	var tk taken
+	select {
+	case tk = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the durable checkpoint did not end within 2 minutes")
+	}
+	select {
+	case <-ran:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the run that arrived during the checkpoint got no answer within 2 minutes")
+	}
+	c.ref, c.err, c.during = tk.ref, tk.err, during
+	return c
+}
+
+// A request already in flight when the durable checkpoint would quiesce the sandbox (a slow file
+// read that came before the checkpoint could be cancelled, so it did not cancel it) makes the
+// checkpoint yield as a request arriving later does, not fail with a conflict: Persist takes it
+// again DurableQuiet after, once the request has its answer.
+func TestDurableCheckpointYieldsToARequestInFlight(t *testing.T) {
+	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	s := ttSession(t, rt)
+	out(t, s, "x = 1")
+	if err := s.Snapshot(ctx, "st_1"); err != nil {
+		t.Fatal(err)
+	}
+	// The request in flight as the daemon sees it: registered, its answer not back yet.
+	b := s.boxNow()
+	id, err := b.register(&call{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan persisted, 1)
+	go func() {
+		ref, err := s.Persist(ctx, "st_1")
+		done <- persisted{ref, err, time.Now()}
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); rt.DurableCosts().Yields == 0; time.Sleep(time.Millisecond) {
+		select {
+		case p := <-done:
+			b.unregister(id)
+			t.Fatalf("Persist with a request in flight: %+v %v, want its checkpoint to yield to the request and be taken again", p.ref, p.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint did not yield to the request in flight within 2 minutes")
+		}
+	}
+	asked := s.yield.lastAsked()
+	b.unregister(id) // its answer came
+	var p persisted
+	select {
+	case p = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Persist did not end within 2 minutes of the request's answer")
+	}
+	if p.err != nil || p.ref.Ref == "" {
+		t.Fatalf("Persist once the request in flight had its answer: %+v %v", p.ref, p.err)
+	}
+	// The yield counts as a request's cancel: the next try waits DurableQuiet after it.
+	if asked.IsZero() {
+		t.Fatal("the yield to the request in flight was not recorded as a request's (the next try would not wait for a quiet moment)")
+	}
+	if got := out(t, s, "print(x)"); got != "1\n" {
+		t.Fatalf("the session after its checkpoint: %q", got)
+	}
+}
+
+// After one of the session's durable checkpoints yielded, the next ones yield only until
+// DurableMaxDefer after it: past it the next is not cancelled by a run arriving during it and
+// completes, and the run waits for it (a session whose runs always come during its checkpoints
+// still gets durable).
+func TestDurableCheckpointNotCancelledPastMaxDefer(t *testing.T) {
+	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond, DurableMaxDefer: 300 * time.Millisecond})
+	ctx := context.Background()
+	s := ttSession(t, rt)
+	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nx = 'step'")
+	if err := s.Snapshot(ctx, "y1"); err != nil {
+		t.Fatal(err)
+	}
+	for try := 1; ; try++ {
+		if _, err := cancelledCheckpoint(ctx, t, s, "y1", 0); !errors.Is(err, errYielded) {
+			t.Fatalf("the first checkpoint, cancelled: %v, want a cancelled checkpoint", err)
+		}
+		s.yield.mu.Lock()
+		first := s.yield.since
+		s.yield.mu.Unlock()
+		time.Sleep(time.Until(first.Add(rt.opts.DurableMaxDefer)) + time.Millisecond)
+		before := rt.DurableCosts()
+		c := checkpointWithARun(ctx, t, s, "y1", "print(x)")
+		if c.err != nil || c.ref.Ref == "" {
+			t.Fatalf("the checkpoint DurableMaxDefer after the first yield, a run arriving during it: %+v %v", c.ref, c.err)
+		}
+		if c.runErr != nil || c.out != "step\n" {
+			t.Fatalf("the run that arrived during the checkpoint: %q %v", c.out, c.runErr)
+		}
+		if a := rt.DurableCosts(); a.Yields != before.Yields || a.Count != before.Count+1 {
+			t.Fatalf("durable costs after the checkpoint: %d yields, %d checkpoints (before it: %d, %d)", a.Yields, a.Count, before.Yields, before.Count)
+		}
+		if c.during {
+			return
+		}
+		if try == 3 {
+			t.Fatal("in 3 tries the run never arrived while the checkpoint held the sandbox")
+		}
+		t.Logf("try %d: the checkpoint ended before the run arrived; again", try)
+	}
+}
+
+// A cancelled durable checkpoint is not recorded as a save error, neither the step's nor the
+// sandbox's: Persist over a cancel returns the step's checkpoint with no error (taken again), and
+// right after a cancel each of the session's other saves works and reports none: a fork (`runsc
+// checkpoint --leave-running` and a restore), a pause (`runsc checkpoint`, the sandbox ended, as
+// a close with keep pauses) and its resume, a restore of the durable checkpoint.
+func TestDurableCheckpointCancelledThenForkPauseRestore(t *testing.T) {
+	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	s := ttSession(t, rt)
+	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\na += 3\nx = 'step'\nopen('/home/user/f.txt', 'w').write('step')")
+	if err := s.Snapshot(ctx, "y1"); err != nil {
+		t.Fatal(err)
+	}
+	const probe = "print(int(a.sum()) - sum0, x, open('/home/user/f.txt').read())"
+	const want = "12000000 step step\n"
+	// Persist, its first checkpoint cancelled once its runsc runs.
+	done := make(chan persisted, 1)
+	go func() {
+		ref, err := s.Persist(ctx, "y1")
+		done <- persisted{ref, err, time.Now()}
+	}()
+	for deadline := time.Now().Add(2 * time.Minute); !checkpointRunning(s); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint's runsc did not start within 2 minutes")
+		}
+	}
+	s.yield.cancel()
+	p := <-done
+	if p.err != nil || p.ref.Ref == "" {
+		t.Fatalf("Persist over a cancelled checkpoint: %+v %v", p.ref, p.err)
+	}
+	if c := rt.DurableCosts(); c.Yields != 1 || c.Count != 1 {
+		t.Fatalf("after Persist: %d yields, %d checkpoints; want its first cancelled, its second taken", c.Yields, c.Count)
+	}
+	cancel := func(before string) {
+		t.Helper()
+		if _, err := cancelledCheckpoint(ctx, t, s, "y1", 8*time.Millisecond); !errors.Is(err, errYielded) {
+			t.Fatalf("the checkpoint before the %s: %v, want a cancelled checkpoint", before, err)
+		}
+	}
+	cancel("fork")
+	f, err := s.Fork(ctx, "y1", "", sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatalf("a fork right after a cancelled checkpoint: %v", err)
+	}
+	got := out(t, f, probe)
+	f.Close()
+	if got != want {
+		t.Fatalf("the fork: %q, want %q", got, want)
+	}
+	out(t, s, "x = 'live'")
+	cancel("pause")
+	if ref, err := s.Pause(ctx); err != nil || ref.Ref == "" {
+		t.Fatalf("a pause right after a cancelled checkpoint: %+v %v", ref, err)
+	}
+	if got := out(t, s, "print(x)"); got != "live\n" { // resumed
+		t.Fatalf("the session resumed after its pause: %q", got)
+	}
+	back, err := rt.Restore(ctx, p.ref.Ref, sandbox.SessionOptions{Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		t.Fatalf("restoring the durable checkpoint taken over a cancel: %v", err)
+	}
+	defer back.Close()
+	if got := out(t, back, probe); got != want {
+		t.Fatalf("restored from the durable checkpoint: %q, want %q", got, want)
 	}
 }
 
