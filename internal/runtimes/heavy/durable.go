@@ -22,20 +22,20 @@ import (
 //     checkpoint replaces the previous one (SnapshotRef.Latest: the Manager collects the old);
 //   - off the run's path: it waits until the session has been idle for Options.DurableQuiet
 //     (agents think between steps), so a checkpoint runs between runs, not in front of the next
-//     one; a session that never rests gets one between two runs after DurableMaxDefer. A
-//     request that arrives while a checkpoint is taken (a run, a file read, written, listed or
-//     removed, a command, a rewind, a fork or an inspection) cancels it (checkpointYield: the
-//     runsc patch's `checkpoint --cancel-fd`, RunscBuild 10) and waits only for the cancel
-//     (~5–10 ms: the sentry stops its save and resumes the sandbox as it was), and the
-//     checkpoint is taken again at the session's next quiet moment (DurableQuiet after the run
-//     or the cancel, and once the commands running have ended); a request already in flight
-//     when it would start (a slow file read) makes it yield the same way; after
-//     durableMaxYields cancels in a row, or past DurableMaxDefer, it is not cancelled, and a
-//     request then waits for it as before (0.1–0.4 s median on 2 loaded cores: the sentry's
-//     state serialized and its memory copied into the page cache; docs/RATIONALE.md, "Durable
-//     checkpoints: what a run arriving during one waits for", "A durable checkpoint yields to
-//     a run" and "Every request yields to a durable checkpoint"); `agentbox bench steps -tier
-//     heavy` measures a run's wait;
+//     one; a session that never rests gets one between two runs after DurableMaxDefer. A request
+//     that arrives while a checkpoint is taken (a run, a file read, written, listed or removed,
+//     a command, a rewind or a fork; not an inspection, Stats: checkpointYield.cancel says why)
+//     cancels it (checkpointYield: the runsc patch's `checkpoint --cancel-fd`, RunscBuild 10)
+//     and waits only for the cancel (~5–10 ms: the sentry stops its save and resumes the sandbox
+//     as it was), and the checkpoint is taken again at the session's next quiet moment
+//     (DurableQuiet after the run or the cancel, and once the commands running have ended); a
+//     request already in flight when it would start (a slow file read) makes it yield the same
+//     way; after durableMaxYields cancels in a row, or past DurableMaxDefer, it is not
+//     cancelled, and a request then waits for it as before (0.1–0.4 s median on 2 loaded cores:
+//     the sentry's state serialized and its memory copied into the page cache;
+//     docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one waits for", "A
+//     durable checkpoint yields to a run" and "Every request yields to a durable checkpoint");
+//     `agentbox bench steps -tier heavy` measures a run's wait;
 //   - bounded: at most Options.DurableSteps checkpoints run at once on the node;
 //   - consistent: the checkpoint is taken with the session's lock held and no request in flight
 //     to the guest (box.quiesce), and its manifest names the step's parked snapshot: a restore
@@ -242,7 +242,14 @@ func (y *checkpointYield) start() (r *os.File, yielded bool) {
 
 // cancel asks the checkpoint under way, if any, to stop. Every request on the session that
 // would wait for it calls it before it waits (session.Run, current: files, commands; Rewind,
-// Fork); Pause and Close do not (Pause takes a checkpoint itself, Close ends the sandbox).
+// Fork); Pause and Close do not (Pause takes a checkpoint itself, Close ends the sandbox), and
+// neither does Stats (currentForInspection): the yield is for a step's requests, whose agent waits for
+// them, and an inspection (a monitor's poll) is off that path. A poll that cancelled would
+// throw away the checkpoint's work so far, delay the session's durability, and count towards
+// durableMaxYields, after which the checkpoint that a run then waits for is taken: the poll
+// would move the wait onto a step's run. An inspection waits for the checkpoint instead (its
+// hold, 0.1–0.4 s). One that is already in flight when the checkpoint would quiesce the
+// sandbox still makes it yield (checkpointStep), as any request does.
 func (y *checkpointYield) cancel() {
 	y.mu.Lock()
 	defer y.mu.Unlock()

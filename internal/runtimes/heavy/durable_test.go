@@ -655,6 +655,48 @@ func TestDurableCheckpointCancelledThenForkPauseRestore(t *testing.T) {
 	}
 }
 
+// Stats, an inspection, does not make a durable checkpoint yield (durable.go,
+// checkpointYield.cancel): one that arrives while the checkpoint is taken waits for it, and the
+// checkpoint completes.
+func TestDurableCheckpointDoesNotYieldToStats(t *testing.T) {
+	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
+	ctx := context.Background()
+	s := ttSession(t, rt)
+	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)")
+	if err := s.Snapshot(ctx, "y1"); err != nil {
+		t.Fatal(err)
+	}
+	type taken struct {
+		ref sandbox.SnapshotRef
+		err error
+	}
+	done := make(chan taken, 1)
+	go func() {
+		ref, err := s.checkpointStep(ctx, "y1", true)
+		done <- taken{ref, err}
+	}()
+	// Its runsc runs: the sandbox is held, the checkpoint cancellable.
+	for deadline := time.Now().Add(2 * time.Minute); !checkpointRunning(s); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint's runsc did not start within 2 minutes")
+		}
+	}
+	st, _, err := s.Stats(ctx)
+	if err != nil || st == nil {
+		t.Fatalf("Stats during the checkpoint: %+v %v", st, err)
+	}
+	if checkpointRunning(s) {
+		t.Fatal("Stats answered while the checkpoint's runsc ran: it did not wait for the checkpoint")
+	}
+	tk := <-done
+	if tk.err != nil || tk.ref.Ref == "" {
+		t.Fatalf("the checkpoint that Stats arrived during: %+v %v, want it taken", tk.ref, tk.err)
+	}
+	if c := rt.DurableCosts(); c.Yields != 0 || c.Count != 1 {
+		t.Fatalf("%d checkpoints yielded, %d taken; want none, one", c.Yields, c.Count)
+	}
+}
+
 // lines collects a command's output.
 type lines struct {
 	mu  sync.Mutex

@@ -144,9 +144,10 @@ func (s *session) MustStayLive() string {
 	return ""
 }
 
-// Stats asks the guest for the sandbox's resource use, with the cgroup's memory peak.
+// Stats asks the guest for the sandbox's resource use, with the cgroup's memory peak. An
+// inspection: a durable checkpoint under way does not yield to it, it waits for it (durable.go).
 func (s *session) Stats(ctx context.Context) (*proto.Stats, int64, error) {
-	b, err := s.current(ctx)
+	b, err := s.currentForInspection(ctx)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -795,12 +795,18 @@ func (s *session) liveLocked(ctx context.Context) (*box, error) {
 	return b, nil
 }
 
-// current returns the session's sandbox for an operation beside runs (files, commands, stats),
+// current returns the session's sandbox for an operation beside runs (files, commands),
 // resuming a paused session first. A durable checkpoint under way yields to the operation
 // (durable.go), which would otherwise wait for all of it: for the session's lock, or for the
 // sandbox's gate (box.quiesce) to let its request go.
 func (s *session) current(ctx context.Context) (*box, error) {
 	s.yield.cancel()
+	return s.currentForInspection(ctx)
+}
+
+// currentForInspection is current for an inspection (Stats): a durable checkpoint under way does not
+// yield to it (durable.go, checkpointYield.cancel says why).
+func (s *session) currentForInspection(ctx context.Context) (*box, error) {
 	b := s.boxNow()
 	if b != nil {
 		return b, nil
