@@ -123,11 +123,7 @@ func (discard) Write(sandbox.Stream, []byte) {}
 // (the Manager turns it into a not_durable notice). Once the command ends, the step is made
 // durable.
 func TestDurableRefusedWhileACommandRuns(t *testing.T) {
-	store, err := snapstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := ttRuntime(t, Options{Snapshots: store, DurableQuiet: 50 * time.Millisecond, DurableMaxDefer: 200 * time.Millisecond})
+	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond, DurableMaxDefer: 200 * time.Millisecond})
 	ctx := context.Background()
 	s := ttSession(t, rt)
 	p, err := s.StartCommand(ctx, sandbox.CommandSpec{Argv: []string{"sleep", "600"}, Dir: "/home/user"}, discard{})
@@ -165,11 +161,7 @@ func TestDurableRefusedWhileACommandRuns(t *testing.T) {
 // place, a variable and a file are the step's in a session restored from it, while the live
 // session has the run's. (How long the run waits is the bench's: `bench steps -tier heavy`.)
 func TestDurableCheckpointWithARunArriving(t *testing.T) {
-	store, err := snapstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := ttRuntime(t, Options{Snapshots: store, DurableQuiet: 50 * time.Millisecond})
+	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
 	ctx := context.Background()
 	s := ttSession(t, rt)
 	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\nx = 0\nopen('/home/user/f.txt', 'w').write('zero')")
@@ -181,41 +173,15 @@ func TestDurableCheckpointWithARunArriving(t *testing.T) {
 		}
 		// The checkpoint holds the sandbox (its gate up): now a run.
 		done, yields := persistUntilHeld(ctx, t, rt, s, step)
-		type ran struct {
-			out  string
-			err  error
-			at   time.Time
-			took time.Duration
-		}
-		answer := make(chan ran, 1)
-		go func() {
-			t0 := time.Now()
-			res, err := s.Run(ctx, &sandbox.RunRequest{Code: "a += 7\nx = -1\nopen('/home/user/f.txt', 'w').write('run')\nprint(int(a.sum()) - sum0)", Limits: limits(t, 120*time.Second)})
-			if err == nil && res.Error != nil {
-				err = fmt.Errorf("%s: %s", res.Error.Name, res.Error.Value)
-			}
-			var o string
-			if res != nil {
-				o = res.Stdout
-			}
-			answer <- ran{o, err, time.Now(), time.Since(t0)}
-		}()
+		answer := send(func() (string, error) {
+			return runCode(ctx, t, s, "a += 7\nx = -1\nopen('/home/user/f.txt', 'w').write('run')\nprint(int(a.sum()) - sum0)")
+		})
 		for !s.running.Load() {
 			time.Sleep(100 * time.Microsecond)
 		}
 		during := gateUp(s) // the run came while the checkpoint held the sandbox
-		var p persisted
-		select {
-		case p = <-done:
-		case <-time.After(2 * time.Minute):
-			t.Fatal("the durable checkpoint did not end within 2 minutes")
-		}
-		var r ran
-		select {
-		case r = <-answer:
-		case <-time.After(2 * time.Minute):
-			t.Fatal("the run that arrived during the checkpoint got no answer within 2 minutes")
-		}
+		p := receive(t, done, "the durable checkpoint did not end")
+		r := receive(t, answer, "the run that arrived during the checkpoint got no answer")
 		if r.err != nil || r.out != "28000000\n" {
 			t.Fatalf("the run that arrived during the checkpoint: %q %v", r.out, r.err)
 		}
@@ -350,12 +316,12 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 			cancelOne(i)
 		}
 		before := rt.DurableCosts()
-		c := checkpointWithARun(ctx, t, s, "y1", "print(x)")
-		if c.err != nil || c.ref.Ref == "" {
-			t.Fatalf("the checkpoint after %d cancels in a row, a run arriving during it: %+v %v", durableMaxYields, c.ref, c.err)
+		p, run, during := checkpointWithARun(ctx, t, s, "y1", "print(x)")
+		if p.err != nil || p.ref.Ref == "" {
+			t.Fatalf("the checkpoint after %d cancels in a row, a run arriving during it: %+v %v", durableMaxYields, p.ref, p.err)
 		}
-		if c.runErr != nil || c.out != "live\n" {
-			t.Fatalf("the run that arrived during the checkpoint: %q %v", c.out, c.runErr)
+		if run.err != nil || run.out != "live\n" {
+			t.Fatalf("the run that arrived during the checkpoint: %q %v", run.out, run.err)
 		}
 		if a := rt.DurableCosts(); a.Yields != before.Yields || a.Count != before.Count+1 {
 			t.Fatalf("durable costs after the checkpoint: %d yields, %d checkpoints (before it: %d, %d)", a.Yields, a.Count, before.Yields, before.Count)
@@ -363,7 +329,7 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 		if yieldStreak(s) != 0 {
 			t.Fatal("a completed checkpoint did not end the session's streak of yields")
 		}
-		if ref = c.ref; c.during {
+		if ref = p.ref; during {
 			break
 		}
 		if try == 3 {
@@ -405,91 +371,137 @@ func checkpointRunning(s *session) bool {
 // for a cancelled one). The sandbox must be alive after it.
 func cancelledCheckpoint(ctx context.Context, t *testing.T, s *session, step string, delay time.Duration) (time.Duration, error) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.checkpointStep(ctx, step, true)
-		done <- err
-	}()
-	for deadline := time.Now().Add(2 * time.Minute); !checkpointRunning(s); time.Sleep(100 * time.Microsecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("the checkpoint of %s returned before its runsc started: %v", step, err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the checkpoint's runsc did not start within 2 minutes")
-		}
-	}
+	done := checkpointAsync(ctx, s, step)
+	untilCheckpointRuns(t, s, done)
 	time.Sleep(delay)
 	t0 := time.Now()
 	s.yield.cancel()
-	err := <-done
+	p := receive(t, done, "the cancelled checkpoint did not return")
 	cost := time.Since(t0)
 	if b := s.boxNow(); b == nil || !b.alive() {
-		t.Fatalf("the sandbox ended after a cancelled checkpoint (%v)", err)
+		t.Fatalf("the sandbox ended after a cancelled checkpoint (%v)", p.err)
 	}
-	return cost, err
+	return cost, p.err
 }
 
-// checkpointRun is what checkpointWithARun saw.
-type checkpointRun struct {
-	ref    sandbox.SnapshotRef // the checkpoint's
-	err    error
-	out    string // the run's stdout
-	runErr error
-	// during says the run arrived (it had asked for the session) while the checkpoint held
-	// the sandbox.
-	during bool
+// checkpointAsync takes step's durable checkpoint, cancellable as the session's streak of yields
+// allows (checkpointStep), in a goroutine of its own.
+func checkpointAsync(ctx context.Context, s *session, step string) <-chan persisted {
+	done := make(chan persisted, 1)
+	go func() {
+		ref, err := s.checkpointStep(ctx, step, true)
+		done <- persisted{ref, err, time.Now()}
+	}()
+	return done
+}
+
+// persistAsync runs s.Persist(step) in a goroutine of its own.
+func persistAsync(ctx context.Context, s *session, step string) <-chan persisted {
+	done := make(chan persisted, 1)
+	go func() {
+		ref, err := s.Persist(ctx, step)
+		done <- persisted{ref, err, time.Now()}
+	}()
+	return done
+}
+
+// untilCheckpointRuns waits until the session's cancellable checkpoint, whose result comes on
+// done, has its `runsc checkpoint` running; a checkpoint that returns first fails the test.
+func untilCheckpointRuns(t *testing.T, s *session, done <-chan persisted) {
+	t.Helper()
+	waitFor(t, "the checkpoint's runsc did not start", func() bool { return checkpointRunning(s) || len(done) > 0 })
+	if len(done) > 0 {
+		p := <-done
+		t.Fatalf("the checkpoint returned before its runsc started: %+v %v", p.ref, p.err)
+	}
+}
+
+// waitFor polls cond until it holds; failed says what did not happen, if not within 2 minutes.
+func waitFor(t *testing.T, failed string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s within 2 minutes", failed)
+		}
+	}
+}
+
+// receive returns what ch gives; failed says what did not happen, if nothing comes within 2
+// minutes.
+func receive[T any](t *testing.T, ch <-chan T, failed string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s within 2 minutes", failed)
+		var zero T
+		return zero
+	}
+}
+
+// answered is what a request sent during a checkpoint answered, when, and how long it took.
+type answered struct {
+	out  string
+	err  error
+	at   time.Time
+	took time.Duration
+}
+
+// send makes the request do in a goroutine of its own.
+func send(do func() (string, error)) <-chan answered {
+	answer := make(chan answered, 1)
+	go func() {
+		t0 := time.Now()
+		o, err := do()
+		answer <- answered{o, err, time.Now(), time.Since(t0)}
+	}()
+	return answer
+}
+
+// runCode runs code in s and returns its stdout, and a Python exception as an error.
+func runCode(ctx context.Context, t *testing.T, s sandbox.Session, code string) (string, error) {
+	res, err := s.Run(ctx, &sandbox.RunRequest{Code: code, Limits: limits(t, 120*time.Second)})
+	if err != nil {
+		return "", err
+	}
+	if res.Error != nil {
+		return res.Stdout, fmt.Errorf("%s: %s", res.Error.Name, res.Error.Value)
+	}
+	return res.Stdout, nil
 }
 
 // checkpointWithARun takes step's durable checkpoint, cancellable as the session's streak of
-// yields allows (checkpointStep), and sends a run of code once it holds the sandbox.
-func checkpointWithARun(ctx context.Context, t *testing.T, s *session, step, code string) checkpointRun {
+// yields allows (checkpointStep), and sends a run of code once it holds the sandbox; during
+// says the run arrived (it had asked for the session) while it did.
+func checkpointWithARun(ctx context.Context, t *testing.T, s *session, step, code string) (p persisted, run answered, during bool) {
 	t.Helper()
-	type taken struct {
-		ref sandbox.SnapshotRef
-		err error
-	}
-	done := make(chan taken, 1)
-	go func() {
-		ref, err := s.checkpointStep(ctx, step, true)
-		done <- taken{ref, err}
-	}()
-	for deadline := time.Now().Add(2 * time.Minute); !gateUp(s); time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the checkpoint did not hold the sandbox within 2 minutes")
-		}
-	}
-	var c checkpointRun
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		res, err := s.Run(ctx, &sandbox.RunRequest{Code: code, Limits: limits(t, 120*time.Second)})
-		if err == nil && res.Error != nil {
-			err = fmt.Errorf("%s: %s", res.Error.Name, res.Error.Value)
-		}
-		if res != nil {
-			c.out = res.Stdout
-		}
-		c.runErr = err
-	}()
+	done := checkpointAsync(ctx, s, step)
+	waitFor(t, "the checkpoint did not hold the sandbox", func() bool { return gateUp(s) })
+	answer := send(func() (string, error) { return runCode(ctx, t, s, code) })
 	for !s.running.Load() {
 		time.Sleep(100 * time.Microsecond)
 	}
-	during := gateUp(s)
-	var tk taken
-	select {
-	case tk = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the durable checkpoint did not end within 2 minutes")
+	during = gateUp(s)
+	p = receive(t, done, "the durable checkpoint did not end")
+	run = receive(t, answer, "the run that arrived during the checkpoint got no answer")
+	return p, run, during
+}
+
+// durableSession is a session of a runtime with opts (DurableQuiet 50 ms if not set) that ran
+// code and took its step's snapshot y1.
+func durableSession(t *testing.T, opts Options, code string) (*Runtime, *session) {
+	t.Helper()
+	if opts.DurableQuiet == 0 {
+		opts.DurableQuiet = 50 * time.Millisecond
 	}
-	select {
-	case <-ran:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the run that arrived during the checkpoint got no answer within 2 minutes")
+	rt := ttRuntime(t, opts)
+	s := ttSession(t, rt)
+	out(t, s, code)
+	if err := s.Snapshot(context.Background(), "y1"); err != nil {
+		t.Fatal(err)
 	}
-	c.ref, c.err, c.during = tk.ref, tk.err, during
-	return c
+	return rt, s
 }
 
 // A request already in flight when the durable checkpoint would quiesce the sandbox (a slow file
@@ -497,43 +509,22 @@ func checkpointWithARun(ctx context.Context, t *testing.T, s *session, step, cod
 // checkpoint yield as a request arriving later does, not fail with a conflict: Persist takes it
 // again DurableQuiet after, once the request has its answer.
 func TestDurableCheckpointYieldsToARequestInFlight(t *testing.T) {
-	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
-	ctx := context.Background()
-	s := ttSession(t, rt)
-	out(t, s, "x = 1")
-	if err := s.Snapshot(ctx, "st_1"); err != nil {
-		t.Fatal(err)
-	}
+	rt, s := durableSession(t, Options{}, "x = 1")
 	// The request in flight as the daemon sees it: registered, its answer not back yet.
 	b := s.boxNow()
 	id, err := b.register(&call{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan persisted, 1)
-	go func() {
-		ref, err := s.Persist(ctx, "st_1")
-		done <- persisted{ref, err, time.Now()}
-	}()
-	for deadline := time.Now().Add(2 * time.Minute); rt.DurableCosts().Yields == 0; time.Sleep(time.Millisecond) {
-		select {
-		case p := <-done:
-			b.unregister(id)
-			t.Fatalf("Persist with a request in flight: %+v %v, want its checkpoint to yield to the request and be taken again", p.ref, p.err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the checkpoint did not yield to the request in flight within 2 minutes")
-		}
-	}
+	done := persistAsync(context.Background(), s, "y1")
+	waitFor(t, "the checkpoint did not yield to the request in flight", func() bool { return rt.DurableCosts().Yields > 0 || len(done) > 0 })
 	asked := s.yield.lastAsked()
 	b.unregister(id) // its answer came
-	var p persisted
-	select {
-	case p = <-done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("Persist did not end within 2 minutes of the request's answer")
+	if len(done) > 0 {
+		p := <-done
+		t.Fatalf("Persist with a request in flight: %+v %v, want its checkpoint to yield to the request and be taken again", p.ref, p.err)
 	}
+	p := receive(t, done, "Persist did not end after the request's answer")
 	if p.err != nil || p.ref.Ref == "" {
 		t.Fatalf("Persist once the request in flight had its answer: %+v %v", p.ref, p.err)
 	}
@@ -551,13 +542,8 @@ func TestDurableCheckpointYieldsToARequestInFlight(t *testing.T) {
 // completes, and the run waits for it (a session whose runs always come during its checkpoints
 // still gets durable).
 func TestDurableCheckpointNotCancelledPastMaxDefer(t *testing.T) {
-	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond, DurableMaxDefer: 300 * time.Millisecond})
+	rt, s := durableSession(t, Options{DurableMaxDefer: 300 * time.Millisecond}, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nx = 'step'")
 	ctx := context.Background()
-	s := ttSession(t, rt)
-	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nx = 'step'")
-	if err := s.Snapshot(ctx, "y1"); err != nil {
-		t.Fatal(err)
-	}
 	for try := 1; ; try++ {
 		if _, err := cancelledCheckpoint(ctx, t, s, "y1", 0); !errors.Is(err, errYielded) {
 			t.Fatalf("the first checkpoint, cancelled: %v, want a cancelled checkpoint", err)
@@ -567,17 +553,17 @@ func TestDurableCheckpointNotCancelledPastMaxDefer(t *testing.T) {
 		s.yield.mu.Unlock()
 		time.Sleep(time.Until(first.Add(rt.opts.DurableMaxDefer)) + time.Millisecond)
 		before := rt.DurableCosts()
-		c := checkpointWithARun(ctx, t, s, "y1", "print(x)")
-		if c.err != nil || c.ref.Ref == "" {
-			t.Fatalf("the checkpoint DurableMaxDefer after the first yield, a run arriving during it: %+v %v", c.ref, c.err)
+		p, run, during := checkpointWithARun(ctx, t, s, "y1", "print(x)")
+		if p.err != nil || p.ref.Ref == "" {
+			t.Fatalf("the checkpoint DurableMaxDefer after the first yield, a run arriving during it: %+v %v", p.ref, p.err)
 		}
-		if c.runErr != nil || c.out != "step\n" {
-			t.Fatalf("the run that arrived during the checkpoint: %q %v", c.out, c.runErr)
+		if run.err != nil || run.out != "step\n" {
+			t.Fatalf("the run that arrived during the checkpoint: %q %v", run.out, run.err)
 		}
 		if a := rt.DurableCosts(); a.Yields != before.Yields || a.Count != before.Count+1 {
 			t.Fatalf("durable costs after the checkpoint: %d yields, %d checkpoints (before it: %d, %d)", a.Yields, a.Count, before.Yields, before.Count)
 		}
-		if c.during {
+		if during {
 			return
 		}
 		if try == 3 {
@@ -593,28 +579,15 @@ func TestDurableCheckpointNotCancelledPastMaxDefer(t *testing.T) {
 // checkpoint --leave-running` and a restore), a pause (`runsc checkpoint`, the sandbox ended, as
 // a close with keep pauses) and its resume, a restore of the durable checkpoint.
 func TestDurableCheckpointCancelledThenForkPauseRestore(t *testing.T) {
-	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
+	rt, s := durableSession(t, Options{}, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\na += 3\nx = 'step'\nopen('/home/user/f.txt', 'w').write('step')")
 	ctx := context.Background()
-	s := ttSession(t, rt)
-	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\na += 3\nx = 'step'\nopen('/home/user/f.txt', 'w').write('step')")
-	if err := s.Snapshot(ctx, "y1"); err != nil {
-		t.Fatal(err)
-	}
 	const probe = "print(int(a.sum()) - sum0, x, open('/home/user/f.txt').read())"
 	const want = "12000000 step step\n"
 	// Persist, its first checkpoint cancelled once its runsc runs.
-	done := make(chan persisted, 1)
-	go func() {
-		ref, err := s.Persist(ctx, "y1")
-		done <- persisted{ref, err, time.Now()}
-	}()
-	for deadline := time.Now().Add(2 * time.Minute); !checkpointRunning(s); time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the checkpoint's runsc did not start within 2 minutes")
-		}
-	}
+	done := persistAsync(ctx, s, "y1")
+	untilCheckpointRuns(t, s, done)
 	s.yield.cancel()
-	p := <-done
+	p := receive(t, done, "Persist did not end")
 	if p.err != nil || p.ref.Ref == "" {
 		t.Fatalf("Persist over a cancelled checkpoint: %+v %v", p.ref, p.err)
 	}
@@ -659,28 +632,10 @@ func TestDurableCheckpointCancelledThenForkPauseRestore(t *testing.T) {
 // checkpointYield.cancel): one that arrives while the checkpoint is taken waits for it, and the
 // checkpoint completes.
 func TestDurableCheckpointDoesNotYieldToStats(t *testing.T) {
-	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
+	rt, s := durableSession(t, Options{}, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)")
 	ctx := context.Background()
-	s := ttSession(t, rt)
-	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)")
-	if err := s.Snapshot(ctx, "y1"); err != nil {
-		t.Fatal(err)
-	}
-	type taken struct {
-		ref sandbox.SnapshotRef
-		err error
-	}
-	done := make(chan taken, 1)
-	go func() {
-		ref, err := s.checkpointStep(ctx, "y1", true)
-		done <- taken{ref, err}
-	}()
-	// Its runsc runs: the sandbox is held, the checkpoint cancellable.
-	for deadline := time.Now().Add(2 * time.Minute); !checkpointRunning(s); time.Sleep(100 * time.Microsecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the checkpoint's runsc did not start within 2 minutes")
-		}
-	}
+	done := checkpointAsync(ctx, s, "y1")
+	untilCheckpointRuns(t, s, done) // the sandbox held, the checkpoint cancellable
 	st, _, err := s.Stats(ctx)
 	if err != nil || st == nil {
 		t.Fatalf("Stats during the checkpoint: %+v %v", st, err)
@@ -688,9 +643,9 @@ func TestDurableCheckpointDoesNotYieldToStats(t *testing.T) {
 	if checkpointRunning(s) {
 		t.Fatal("Stats answered while the checkpoint's runsc ran: it did not wait for the checkpoint")
 	}
-	tk := <-done
-	if tk.err != nil || tk.ref.Ref == "" {
-		t.Fatalf("the checkpoint that Stats arrived during: %+v %v, want it taken", tk.ref, tk.err)
+	p := receive(t, done, "the checkpoint did not end")
+	if p.err != nil || p.ref.Ref == "" {
+		t.Fatalf("the checkpoint that Stats arrived during: %+v %v, want it taken", p.ref, p.err)
 	}
 	if c := rt.DurableCosts(); c.Yields != 0 || c.Count != 1 {
 		t.Fatalf("%d checkpoints yielded, %d taken; want none, one", c.Yields, c.Count)
@@ -721,11 +676,7 @@ func (l *lines) String() string {
 // command's end), has ended, and a session restored from that checkpoint holds the step's state,
 // not the write's.
 func TestDurableCheckpointWithFilesAndACommandArriving(t *testing.T) {
-	store, err := snapstore.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := ttRuntime(t, Options{Snapshots: store, DurableQuiet: 50 * time.Millisecond})
+	rt := ttRuntime(t, Options{DurableQuiet: 50 * time.Millisecond})
 	ctx := context.Background()
 	s := ttSession(t, rt)
 	out(t, s, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nsum0 = int(a.sum())\nx = 0")
@@ -776,30 +727,9 @@ func TestDurableCheckpointWithFilesAndACommandArriving(t *testing.T) {
 				t.Fatal(err)
 			}
 			done, yields := persistUntilHeld(ctx, t, rt, s, step)
-			type answered struct {
-				out  string
-				err  error
-				at   time.Time
-				took time.Duration
-			}
-			answer := make(chan answered, 1)
-			go func() {
-				t0 := time.Now()
-				o, err := op.do(n)
-				answer <- answered{o, err, time.Now(), time.Since(t0)}
-			}()
-			var p persisted
-			select {
-			case p = <-done:
-			case <-time.After(2 * time.Minute):
-				t.Fatal("the durable checkpoint did not end within 2 minutes")
-			}
-			var a answered
-			select {
-			case a = <-answer:
-			case <-time.After(2 * time.Minute):
-				t.Fatalf("the %s that arrived during the checkpoint got no answer within 2 minutes", op.name)
-			}
+			answer := send(func() (string, error) { return op.do(n) })
+			p := receive(t, done, "the durable checkpoint did not end")
+			a := receive(t, answer, fmt.Sprintf("the %s that arrived during the checkpoint got no answer", op.name))
 			if a.err != nil || a.out != op.want(n) {
 				t.Fatalf("the %s that arrived during the checkpoint: %q %v, want %q", op.name, a.out, a.err, op.want(n))
 			}
@@ -850,18 +780,8 @@ type persisted struct {
 func persistUntilHeld(ctx context.Context, t *testing.T, rt *Runtime, s *session, step string) (<-chan persisted, int) {
 	t.Helper()
 	yields := rt.DurableCosts().Yields
-	done := make(chan persisted, 1)
-	go func() {
-		ref, err := s.Persist(ctx, step)
-		done <- persisted{ref, err, time.Now()}
-	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !gateUp(s) {
-		if time.Now().After(deadline) {
-			t.Fatal("the durable checkpoint did not start within 2 minutes")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	done := persistAsync(ctx, s, step)
+	waitFor(t, "the durable checkpoint did not start", func() bool { return gateUp(s) })
 	return done, yields
 }
 
