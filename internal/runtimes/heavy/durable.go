@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,12 +80,15 @@ func (d *durableStats) yielded(cost, held time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.yields++
-	const keep = 256
-	d.yieldCost = append(d.yieldCost, cost)
-	d.yieldHeld = append(d.yieldHeld, held)
-	if len(d.yieldCost) > keep {
-		d.yieldCost, d.yieldHeld = d.yieldCost[1:], d.yieldHeld[1:]
+	d.yieldCost, d.yieldHeld = keepNewest(d.yieldCost, cost), keepNewest(d.yieldHeld, held)
+}
+
+// keepNewest appends v to s, keeping the newest 256.
+func keepNewest[T any](s []T, v T) []T {
+	if s = append(s, v); len(s) > 256 {
+		s = s[1:]
 	}
+	return s
 }
 
 // DurableParts is where one checkpoint of a latest step went.
@@ -103,14 +107,8 @@ func (d *durableStats) add(took, total time.Duration, bytes int64, parts Durable
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.count++
-	const keep = 256
-	d.took = append(d.took, took)
-	d.total = append(d.total, total)
-	d.bytes = append(d.bytes, bytes)
-	d.parts = append(d.parts, parts)
-	if len(d.took) > keep {
-		d.took, d.total, d.bytes, d.parts = d.took[1:], d.total[1:], d.bytes[1:], d.parts[1:]
-	}
+	d.took, d.total = keepNewest(d.took, took), keepNewest(d.total, total)
+	d.bytes, d.parts = keepNewest(d.bytes, bytes), keepNewest(d.parts, parts)
 }
 
 // DurableCost is what the node's checkpoints of latest steps cost: how long each held its
@@ -135,10 +133,9 @@ func (rt *Runtime) DurableCosts() DurableCost {
 	d := &rt.durableStats
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return DurableCost{Count: d.count, Held: append([]time.Duration(nil), d.took...),
-		Total: append([]time.Duration(nil), d.total...), Bytes: append([]int64(nil), d.bytes...),
-		Parts: append([]DurableParts(nil), d.parts...), Yields: d.yields,
-		YieldCost: append([]time.Duration(nil), d.yieldCost...), YieldHeld: append([]time.Duration(nil), d.yieldHeld...)}
+	return DurableCost{Count: d.count, Held: slices.Clone(d.took), Total: slices.Clone(d.total),
+		Bytes: slices.Clone(d.bytes), Parts: slices.Clone(d.parts), Yields: d.yields,
+		YieldCost: slices.Clone(d.yieldCost), YieldHeld: slices.Clone(d.yieldHeld)}
 }
 
 // latest is the session's newest step with a snapshot. Called with s.mu held.
@@ -348,6 +345,13 @@ func (s *session) persistOnce(ctx context.Context, step string, deadline time.Ti
 	return s.checkpointStep(ctx, step, time.Now().Before(deadline))
 }
 
+// yielded counts a checkpoint of the session started at start that yielded to a request which
+// asked at asked: in the node's costs, and in the session's streak of yields.
+func (s *session) yielded(asked, start time.Time) {
+	s.rt.durableStats.yielded(time.Since(asked), time.Since(start))
+	s.yield.yielded()
+}
+
 // checkpointStep takes the checkpoint of step, if it is still the session's latest. A run that
 // arrives meanwhile cancels it (errYielded) if mayYield and the session's streak of yields
 // allows it (checkpointYield.may).
@@ -387,16 +391,15 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 	if !b.quiesce() {
 		n := b.commandsRunning()
 		if mayYield && n == 0 && b.alive() {
-			// A request beside runs in flight (a file read that came while it prepared): the
-			// checkpoint yields to it as to one that arrives later, and is tried again
-			// DurableQuiet after.
+			// A request beside runs in flight (one that came while it prepared, or a slow file
+			// read that came before): the checkpoint yields to it as to one that arrives later,
+			// and is tried again DurableQuiet after.
 			asked := s.yield.end()
 			if asked.IsZero() {
 				asked = time.Now()
 			}
 			s.yield.inFlight()
-			rt.durableStats.yielded(time.Since(asked), time.Since(start))
-			s.yield.yielded()
+			s.yielded(asked, start)
 			s.mu.Unlock()
 			return sandbox.SnapshotRef{}, errYielded
 		}
@@ -442,8 +445,7 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 			// A run arrived while it prepared: it does not start.
 			restoreQuota()
 			b.reopen()
-			rt.durableStats.yielded(time.Since(s.yield.end()), time.Since(start))
-			s.yield.yielded()
+			s.yielded(s.yield.end(), start)
 			s.mu.Unlock()
 			return sandbox.SnapshotRef{}, errYielded
 		}
@@ -465,8 +467,7 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 	secrets := s.tt.secrets
 	if err != nil && !asked.IsZero() {
 		// Cancelled for a run: nothing of it reaches the store (dir is removed).
-		rt.durableStats.yielded(time.Since(asked), held)
-		s.yield.yielded()
+		s.yielded(asked, start)
 		s.mu.Unlock()
 		return sandbox.SnapshotRef{}, fmt.Errorf("%w (%v)", errYielded, err)
 	}
