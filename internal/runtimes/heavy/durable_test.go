@@ -316,7 +316,7 @@ func TestDurableCheckpointCancelledTenTimes(t *testing.T) {
 			cancelOne(i)
 		}
 		before := rt.DurableCosts()
-		p, run, during := checkpointWithARun(ctx, t, s, "y1", "print(x)")
+		p, run, during := runDuring(ctx, t, s, checkpointAsync(ctx, s, "y1"), "print(x)")
 		if p.err != nil || p.ref.Ref == "" {
 			t.Fatalf("the checkpoint after %d cancels in a row, a run arriving during it: %+v %v", durableMaxYields, p.ref, p.err)
 		}
@@ -471,12 +471,10 @@ func runCode(ctx context.Context, t *testing.T, s sandbox.Session, code string) 
 	return res.Stdout, nil
 }
 
-// checkpointWithARun takes step's durable checkpoint, cancellable as the session's streak of
-// yields allows (checkpointStep), and sends a run of code once it holds the sandbox; during
-// says the run arrived (it had asked for the session) while it did.
-func checkpointWithARun(ctx context.Context, t *testing.T, s *session, step, code string) (p persisted, run answered, during bool) {
+// runDuring sends a run of code once the durable checkpoint whose result comes on done holds
+// the sandbox; during says the run arrived (it had asked for the session) while it did.
+func runDuring(ctx context.Context, t *testing.T, s *session, done <-chan persisted, code string) (p persisted, run answered, during bool) {
 	t.Helper()
-	done := checkpointAsync(ctx, s, step)
 	waitFor(t, "the checkpoint did not hold the sandbox", func() bool { return gateUp(s) })
 	answer := send(func() (string, error) { return runCode(ctx, t, s, code) })
 	for !s.running.Load() {
@@ -538,12 +536,33 @@ func TestDurableCheckpointYieldsToARequestInFlight(t *testing.T) {
 }
 
 // After one of the session's durable checkpoints yielded, the next ones yield only until
-// DurableMaxDefer after it: past it the next is not cancelled by a run arriving during it and
-// completes, and the run waits for it (a session whose runs always come during its checkpoints
-// still gets durable).
+// DurableMaxDefer after it, and a step's checkpoints only until DurableMaxDefer after its Persist
+// began: past either, the next is not cancelled by a run arriving during it and completes, and
+// the run waits for it (a session whose runs always come during its checkpoints still gets
+// durable).
 func TestDurableCheckpointNotCancelledPastMaxDefer(t *testing.T) {
 	rt, s := durableSession(t, Options{DurableMaxDefer: 300 * time.Millisecond}, "import numpy as np\na = np.arange(4_000_000, dtype=np.int64)\nx = 'step'")
 	ctx := context.Background()
+	// notCancelled takes a checkpoint (start) with a run arriving during it, which must not
+	// cancel it; false if the run came too late to tell.
+	notCancelled := func(what string, start func() <-chan persisted) bool {
+		t.Helper()
+		before := rt.DurableCosts()
+		p, run, during := runDuring(ctx, t, s, start(), "print(x)")
+		if p.err != nil || p.ref.Ref == "" {
+			t.Fatalf("the checkpoint %s, a run arriving during it: %+v %v", what, p.ref, p.err)
+		}
+		if run.err != nil || run.out != "step\n" {
+			t.Fatalf("the run that arrived during the checkpoint %s: %q %v", what, run.out, run.err)
+		}
+		if a := rt.DurableCosts(); a.Yields != before.Yields || a.Count != before.Count+1 {
+			t.Fatalf("durable costs after the checkpoint %s: %d yields, %d checkpoints (before it: %d, %d)", what, a.Yields, a.Count, before.Yields, before.Count)
+		}
+		if !during {
+			t.Logf("the checkpoint %s ended before the run arrived; again", what)
+		}
+		return during
+	}
 	for try := 1; ; try++ {
 		if _, err := cancelledCheckpoint(ctx, t, s, "y1", 0); !errors.Is(err, errYielded) {
 			t.Fatalf("the first checkpoint, cancelled: %v, want a cancelled checkpoint", err)
@@ -552,24 +571,27 @@ func TestDurableCheckpointNotCancelledPastMaxDefer(t *testing.T) {
 		first := s.yield.since
 		s.yield.mu.Unlock()
 		time.Sleep(time.Until(first.Add(rt.opts.DurableMaxDefer)) + time.Millisecond)
-		before := rt.DurableCosts()
-		p, run, during := checkpointWithARun(ctx, t, s, "y1", "print(x)")
-		if p.err != nil || p.ref.Ref == "" {
-			t.Fatalf("the checkpoint DurableMaxDefer after the first yield, a run arriving during it: %+v %v", p.ref, p.err)
-		}
-		if run.err != nil || run.out != "step\n" {
-			t.Fatalf("the run that arrived during the checkpoint: %q %v", run.out, run.err)
-		}
-		if a := rt.DurableCosts(); a.Yields != before.Yields || a.Count != before.Count+1 {
-			t.Fatalf("durable costs after the checkpoint: %d yields, %d checkpoints (before it: %d, %d)", a.Yields, a.Count, before.Yields, before.Count)
-		}
-		if during {
-			return
+		if notCancelled("DurableMaxDefer after the first yield", func() <-chan persisted { return checkpointAsync(ctx, s, "y1") }) {
+			break
 		}
 		if try == 3 {
 			t.Fatal("in 3 tries the run never arrived while the checkpoint held the sandbox")
 		}
-		t.Logf("try %d: the checkpoint ended before the run arrived; again", try)
+	}
+	// The session's streak of yields is empty now: the step's own deadline (Persist's, passed
+	// to persistOnce) is what makes this one not cancellable.
+	pastDeadline := func() <-chan persisted {
+		done := make(chan persisted, 1)
+		go func() {
+			ref, err := s.persistOnce(ctx, "y1", time.Now(), false)
+			done <- persisted{ref, err, time.Now()}
+		}()
+		return done
+	}
+	for try := 1; !notCancelled("past its step's deadline", pastDeadline); try++ {
+		if try == 3 {
+			t.Fatal("in 3 tries the run never arrived while the checkpoint held the sandbox")
+		}
 	}
 }
 
