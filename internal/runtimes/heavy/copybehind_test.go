@@ -139,3 +139,109 @@ func TestPreTakenPagesRewindExactly(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// atForkCell is preTakeCell's buffer with two hooks. An at-fork handler writes in every
+// snapshot's child after the fork, before it parks (as Python's own at-fork code writes the
+// interpreter's state there): every other page (the even ones) of window 0 and of window 6
+// (odd steps) or 7 (even steps) gets the step's byte at offset 2048. The child then holds its
+// own copy of those windows, which the gVisor patch (mm/copy_behind.go, copyBehindChild) gives
+// the parent back with a reference on that copy; the next step's child, which does not write
+// the same window (the parent changes one even page of it), shares the odd pages still equal to
+// that copy. A garbage collector callback (gc runs at every allocation) writes, in a step's
+// process woken by a rewind and before it is forked again to park in its place, 0x77 at offset
+// woff(STEP) of the odd pages of windows 6 and 7: on a build that let the woken process write
+// its copy in place, that would reach the next step's parked process. Digests leave out the
+// bytes at woff(STEP), the process's own. Prints the parent's digest and the digest of what the
+// parked child holds.
+const atForkCell = `import hashlib, os, gc, signal
+if STEP == 1:
+    W, P = 2 << 20, 4096
+    buf = bytearray(b'\0' * (8 * W))
+    PARENT = os.getpid()
+    def marked(step):
+        return (0, 6) if step % 2 else (0, 7)
+    def mark_win(b, base, step):
+        b[base + 2048:base + W:2 * P] = bytes([step % 251 + 1]) * len(range(base + 2048, base + W, 2 * P))
+    def mark(b, step):
+        for win in marked(step):
+            mark_win(b, win * W, step)
+    def woff(step):
+        return 3000 + 8 * (step % 2)
+    def odd(base, off):
+        return slice(base + P + off, base + W, 2 * P)
+    def woke(phase, info):
+        if os.getpid() == PARENT or signal.SIGUSR1 in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+            return
+        for win in (6, 7):
+            s = odd(win * W, woff(STEP))
+            buf[s] = b'\x77' * len(range(*s.indices(len(buf))))
+    def digest(b, step, parked):
+        h = hashlib.sha256()
+        for win in range(8):
+            seg = bytearray(b[win*W:(win+1)*W])
+            if parked and win in marked(step):
+                mark_win(seg, 0, step)
+            if win in (6, 7):
+                s = odd(0, woff(step))
+                seg[s] = bytes(len(range(*s.indices(W))))
+            h.update(seg)
+        return h.hexdigest()
+    os.register_at_fork(after_in_child=lambda: mark(buf, STEP))
+    gc.callbacks.append(woke)
+    gc.set_threshold(1)
+def fill(win, val, stride=1):
+    buf[win*W:(win+1)*W:stride] = bytes([val % 251 + 1]) * len(range(win*W, (win+1)*W, stride))
+fill(0, STEP)
+if STEP % 3 == 1:
+    fill(2, STEP)
+for win in (4, 6, 7):
+    buf[win*W + W//2 + STEP % 7] = STEP % 256
+if STEP % 2 == 0:
+    fill(5, STEP * 5, 4 * 4096)
+print(hashlib.sha256(buf).hexdigest(), digest(buf, STEP, True))
+`
+
+// TestChildWritesBeforeParkRewindExactly is TestPreTakenPagesRewindExactly with a snapshot's
+// child that writes its memory after the fork and before it parks (an at-fork handler), and a
+// woken step's process that writes before it is forked again (atForkCell): the patch gives the
+// parent back the ranges the child took as its own, with a reference on the child's copy to
+// compare the next step's pages against, the next child shares the pages still equal, and the
+// child's copy must then be copy-on-write for the child too. Every step rewound to, oldest first
+// and then newest first, must show exactly what its child held when it parked.
+func TestChildWritesBeforeParkRewindExactly(t *testing.T) {
+	rt := ttRuntime(t, Options{SnapshotKeep: 32})
+	s := ttSession(t, rt)
+	ctx := context.Background()
+	const steps = 10
+	digests := make([]string, steps+1)
+	for i := 1; i <= steps; i++ {
+		got := strings.Fields(out(t, s, "STEP = "+strconv.Itoa(i)+"\n"+atForkCell))
+		if len(got) != 2 || len(got[1]) != 64 {
+			t.Fatalf("step %d printed %q", i, got)
+		}
+		digests[i] = got[1] + "\n"
+		if err := s.Snapshot(ctx, "a"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("snapshot of step %d: %v", i, err)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	// Oldest first: a step's own process, woken before the next step's, writes before the
+	// next one has been woken (and so forked again) once.
+	order := []int{}
+	for i := 1; i <= steps; i++ {
+		order = append(order, i)
+	}
+	for i := steps; i >= 1; i-- {
+		order = append(order, i)
+	}
+	for n, i := range order {
+		if err := s.Rewind(ctx, "a"+strconv.Itoa(i), ""); err != nil {
+			t.Fatalf("rewind to step %d: %v", i, err)
+		}
+		if got := out(t, s, "print(digest(buf, STEP, False))\n"); got != digests[i] {
+			t.Fatalf("rewind %d: step %d's buffer is %q, want %q", n, i, got, digests[i])
+		}
+		out(t, s, "buf[0:len(buf):4096] = b'\\xee' * (len(buf) // 4096)\nbuf[2048:len(buf):4096] = b'\\xdd' * (len(buf) // 4096)\n")
+		time.Sleep(100 * time.Millisecond)
+	}
+}
