@@ -36,6 +36,11 @@
 # a save error; the command fails with "save cancelled". A cancellable save keeps 8 page writes in
 # flight instead of 128, which a cancel waits for (docs/RATIONALE.md, "A durable checkpoint yields
 # to a run").
+# A save that lets the sandbox go on running (`runsc checkpoint --leave-running`, agentbox's durable
+# checkpoint of a session's latest step) gets back the file translations it drops first (the shared
+# libraries' text: InvalidateUnsavable), mapped again before the sandbox resumes, instead of the next
+# run faulting each page of them back in (pkg/sentry/mm/retranslate.go; docs/RATIONALE.md, "ninth
+# pass").
 # It is applied to a copy of the pinned module by scripts/patched-module.sh (cached, idempotent);
 # `agentbox setup` (internal/setup/heavy.go) runs this script in the source tree.
 # The last line of the output is the flags; with -key it prints the patch's short hash instead
