@@ -20,7 +20,8 @@ import (
 // The heavy tier's rows of `agentbox bench steps`: a session with pandas loaded and a 100k-row
 // DataFrame, whose every step changes a variable, a cell of the DataFrame and a file, driven
 // through the tier's time-travel abilities (sandbox.Snapshotter, sandbox.Pauser) directly, as
-// the Manager drives them, with the same session's runs without snapshots as the baseline.
+// the Manager drives them, beside a session without snapshots running the same steps in
+// alternated rounds as the baseline.
 
 // HeavyStepsOptions are the settings of the heavy rows.
 type HeavyStepsOptions struct {
@@ -159,51 +160,59 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 		return res, nil
 	}
 
-	// Baseline: the same steps in a session that keeps no snapshots.
+	// Baseline: the same steps in a session that keeps no snapshots, in rounds alternated with
+	// the measured session's (stepRound steps each), so that both see the same machine: on two
+	// cores a minute's drift in load moved a sequential baseline by a millisecond.
 	base, err := newSession()
 	if err != nil {
 		return nil, err
 	}
-	var baseRuns []time.Duration
-	for i := 1; i <= o.Steps; i++ {
-		time.Sleep(thinkTime)
-		t0 := time.Now()
-		if _, err := runOK(ctx, base, limits, heavyStepCode(i)); err != nil {
-			return nil, err
-		}
-		baseRuns = append(baseRuns, time.Since(t0))
-	}
-	_, baseMem, _ := heavy.StepCost(base)
-	base.Close()
-
 	s, err := newSession()
 	if err != nil {
+		base.Close()
 		return nil, err
 	}
 	defer s.Close()
 	sn := s.(sandbox.Snapshotter)
 	_, mem0, _ := heavy.StepCost(s)
-	var runs, snaps, forks, files, guestTook, trips []time.Duration
+	var baseRuns, runs, snaps, forks, files, guestTook, trips []time.Duration
 	var fileBytes []int64
-	for i := 1; i <= o.Steps; i++ {
-		time.Sleep(thinkTime)
-		t0 := time.Now()
-		if _, err := runOK(ctx, s, limits, heavyStepCode(i)); err != nil {
-			return nil, err
+	const stepRound = 5
+	for first := 1; first <= o.Steps; first += stepRound {
+		last := min(first+stepRound-1, o.Steps)
+		for i := first; i <= last; i++ {
+			time.Sleep(thinkTime)
+			t0 := time.Now()
+			if _, err := runOK(ctx, base, limits, heavyStepCode(i)); err != nil {
+				base.Close()
+				return nil, err
+			}
+			baseRuns = append(baseRuns, time.Since(t0))
 		}
-		runs = append(runs, time.Since(t0))
-		t1 := time.Now()
-		if err := sn.Snapshot(ctx, fmt.Sprint(i)); err != nil {
-			return nil, err
+		for i := first; i <= last; i++ {
+			time.Sleep(thinkTime)
+			t0 := time.Now()
+			if _, err := runOK(ctx, s, limits, heavyStepCode(i)); err != nil {
+				base.Close()
+				return nil, err
+			}
+			runs = append(runs, time.Since(t0))
+			t1 := time.Now()
+			if err := sn.Snapshot(ctx, fmt.Sprint(i)); err != nil {
+				base.Close()
+				return nil, err
+			}
+			snaps = append(snaps, time.Since(t1))
+			last, _, _ := heavy.StepCost(s)
+			fileBytes = append(fileBytes, last.NewBytes)
+			forks = append(forks, last.Fork)
+			files = append(files, last.FilesTime)
+			guestTook = append(guestTook, last.Queued+last.Took)
+			trips = append(trips, max(0, snaps[len(snaps)-1]-last.Queued-last.Took))
 		}
-		snaps = append(snaps, time.Since(t1))
-		last, _, _ := heavy.StepCost(s)
-		fileBytes = append(fileBytes, last.NewBytes)
-		forks = append(forks, last.Fork)
-		files = append(files, last.FilesTime)
-		guestTook = append(guestTook, last.Queued+last.Took)
-		trips = append(trips, max(0, snaps[len(snaps)-1]-last.Queued-last.Took))
 	}
+	_, baseMem, _ := heavy.StepCost(base)
+	base.Close()
 	_, mem1, _ := heavy.StepCost(s)
 
 	add("baseline: a step's run, no snapshots", baseRuns, "", "", "pandas loaded, a 100k×6 DataFrame")
