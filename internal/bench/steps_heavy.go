@@ -177,26 +177,31 @@ func RunHeavySteps(ctx context.Context, o HeavyStepsOptions) (*HeavyStepsResult,
 	_, mem0, _ := heavy.StepCost(s)
 	var baseRuns, runs, snaps, forks, files, guestTook, trips []time.Duration
 	var fileBytes []int64
+	// stepAfterThink runs step i in sess after the think time: how long its run took.
+	stepAfterThink := func(sess sandbox.Session, i int) (time.Duration, error) {
+		time.Sleep(thinkTime)
+		t0 := time.Now()
+		_, err := runOK(ctx, sess, limits, heavyStepCode(i))
+		return time.Since(t0), err
+	}
 	const stepRound = 5
 	for first := 1; first <= o.Steps; first += stepRound {
 		last := min(first+stepRound-1, o.Steps)
 		for i := first; i <= last; i++ {
-			time.Sleep(thinkTime)
-			t0 := time.Now()
-			if _, err := runOK(ctx, base, limits, heavyStepCode(i)); err != nil {
+			took, err := stepAfterThink(base, i)
+			if err != nil {
 				base.Close()
 				return nil, err
 			}
-			baseRuns = append(baseRuns, time.Since(t0))
+			baseRuns = append(baseRuns, took)
 		}
 		for i := first; i <= last; i++ {
-			time.Sleep(thinkTime)
-			t0 := time.Now()
-			if _, err := runOK(ctx, s, limits, heavyStepCode(i)); err != nil {
+			took, err := stepAfterThink(s, i)
+			if err != nil {
 				base.Close()
 				return nil, err
 			}
-			runs = append(runs, time.Since(t0))
+			runs = append(runs, took)
 			t1 := time.Now()
 			if err := sn.Snapshot(ctx, fmt.Sprint(i)); err != nil {
 				base.Close()
