@@ -17,7 +17,7 @@ import (
 
 // build names this main's changes to runsc; `runsc --version` prints it first, and setup
 // rebuilds a cached binary that does not say it (heavy.RunscBuild must equal it).
-const build = "agentbox-runsc 15"
+const build = "agentbox-runsc 14"
 
 // version.Version is set with -ldflags -X, and must be referenced to be linked.
 var _ = version.Version()

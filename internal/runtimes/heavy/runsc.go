@@ -15,5 +15,5 @@ const RunscModule = "gvisor.dev/gvisor/runsc"
 // cmd/agentbox-runsc's tests hold the two together.
 const (
 	RunscMain  = "./cmd/agentbox-runsc"
-	RunscBuild = "agentbox-runsc 15"
+	RunscBuild = "agentbox-runsc 14"
 )
