@@ -2,9 +2,7 @@ package heavy
 
 import (
 	"context"
-	"os"
 	"sort"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,13 +15,7 @@ import (
 // each session closed after it, each burst started when the pool is full and idle again. Set
 // AGENTBOX_HEAVY_MEASURE=1 (AGENTBOX_HEAVY_MEASURE_N bursts, default 6).
 func TestMeasureBurst(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N"))
-	if n <= 0 {
-		n = 6
-	}
+	n := measureRuns(t, 6)
 	const burst = 10
 	rt := newTestRuntime(t, Options{Warm: burst, PoolMemoryBytes: -1, MaxSandboxes: 2 * burst})
 	l := limits(t, 30*time.Second)

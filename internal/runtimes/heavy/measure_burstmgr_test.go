@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -36,13 +35,7 @@ func (p plainRT) Close() error { return nil }
 // (AGENTBOX_HEAVY_MEASURE_N bursts of each, default 4; AGENTBOX_HEAVY_MEASURE_VARIANTS, default
 // "plain,snap").
 func TestMeasureBurstManager(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N"))
-	if n <= 0 {
-		n = 4
-	}
+	n := measureRuns(t, 4)
 	variants := strings.Split(cmp.Or(os.Getenv("AGENTBOX_HEAVY_MEASURE_VARIANTS"), "plain,snap"), ",")
 	const burst = 10
 	store, err := snapstore.Open(t.TempDir())

@@ -27,13 +27,7 @@ import (
 // AGENTBOX_HEAVY_MEASURE=1 (AGENTBOX_HEAVY_MEASURE_N bursts, default 2;
 // AGENTBOX_HEAVY_MEASURE_FASTPATH=1 turns gVisor's systrap fast path on).
 func TestMeasureBurstTrace(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N"))
-	if n <= 0 {
-		n = 2
-	}
+	n := measureRuns(t, 2)
 	const burst = 10
 	store, err := snapstore.Open(t.TempDir())
 	if err != nil {
@@ -268,13 +262,7 @@ func selfCPU() time.Duration {
 // in sessions taken one at a time from a pool at rest. Set AGENTBOX_HEAVY_MEASURE=1
 // (AGENTBOX_HEAVY_MEASURE_N sessions, default 8; AGENTBOX_HEAVY_MEASURE_FASTPATH=1 as above).
 func TestMeasureFirstCellCPU(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N"))
-	if n <= 0 {
-		n = 8
-	}
+	n := measureRuns(t, 8)
 	rt := newTestRuntime(t, Options{Warm: 2, PoolMemoryBytes: -1, SystrapFastPath: os.Getenv("AGENTBOX_HEAVY_MEASURE_FASTPATH") != ""})
 	l := limits(t, 30*time.Second)
 	ctx := context.Background()

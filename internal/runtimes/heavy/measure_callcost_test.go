@@ -16,9 +16,7 @@ import (
 // the kinds of work a cell's overhead is made of, per unit: a system call, a sleep, a thread
 // hand-off, a pipe round trip to a child. Set AGENTBOX_HEAVY_MEASURE=1.
 func TestMeasureCallCost(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
+	measuring(t)
 	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: -1})
 	l := limits(t, 60*time.Second)
 	ctx := context.Background()

@@ -21,13 +21,7 @@ import (
 // AGENTBOX_HEAVY_MEASURE_GAP the pause before each cell, default 50ms; AGENTBOX_HEAVY_MEASURE_REST
 // how long the idle sandbox is measured after, default 5s).
 func TestMeasureCellSplit(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N"))
-	if n <= 0 {
-		n = 40
-	}
+	n := measureRuns(t, 40)
 	code := os.Getenv("AGENTBOX_HEAVY_MEASURE_CODE")
 	if code == "" {
 		code = "print('hi')"

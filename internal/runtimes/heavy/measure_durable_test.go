@@ -19,9 +19,7 @@ import (
 // AGENTBOX_HEAVY_MEASURE_DEBUG=1, the sentry's own save timings from its debug log. Set
 // AGENTBOX_HEAVY_MEASURE=1.
 func TestMeasureDurableSplit(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
+	measuring(t)
 	logs := t.TempDir()
 	if d := os.Getenv("AGENTBOX_HEAVY_MEASURE_DEBUG"); d != "" {
 		if d != "1" {

@@ -27,13 +27,7 @@ import (
 // (the processes the application runs in) over the run. Set AGENTBOX_HEAVY_MEASURE=1;
 // AGENTBOX_HEAVY_MEASURE_N (runs per kind, default 12), AGENTBOX_HEAVY_MEASURE_THINK (1.5s).
 func TestMeasureDurableRun(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n := 12
-	if v, err := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N")); err == nil && v > 0 {
-		n = v
-	}
+	n := measureRuns(t, 12)
 	think := 1500 * time.Millisecond
 	if v, err := time.ParseDuration(os.Getenv("AGENTBOX_HEAVY_MEASURE_THINK")); err == nil {
 		think = v

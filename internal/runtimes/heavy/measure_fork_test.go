@@ -3,7 +3,6 @@ package heavy
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"testing"
 	"time"
@@ -15,9 +14,7 @@ import (
 // guest (Snapshot: the request, the fork, the files), under levers tried before the fork. Set
 // AGENTBOX_HEAVY_MEASURE=1.
 func TestMeasureFork(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
+	measuring(t)
 	ctx := context.Background()
 	rt := ttRuntime(t, Options{SnapshotKeep: 64})
 	s := ttSession(t, rt)

@@ -18,9 +18,7 @@ import (
 // file pays for each, one that looks at the paths inotify named pays for the change only.
 // Set AGENTBOX_HEAVY_MEASURE=1.
 func TestMeasureManyFiles(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
+	measuring(t)
 	nfiles, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_FILES"))
 	if nfiles <= 0 {
 		nfiles = 5000

@@ -135,9 +135,7 @@ func mappingPSS(pid int) map[string]int64 {
 // every process as a naive PSS sum does, _RSS=1 adds the Rss of the memory file's mappings,
 // _SHARE=1 restores sharing the template's pages (Options.ShareTemplatePages).
 func TestMeasureIdleMemory(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
+	measuring(t)
 	const k = 6
 	opts := Options{Warm: 2, PoolMemoryBytes: -1, NoRestore: os.Getenv("AGENTBOX_HEAVY_MEASURE_BOOT") != "",
 		NoTemplateSharing: os.Getenv("AGENTBOX_HEAVY_MEASURE_SHARE") == ""}

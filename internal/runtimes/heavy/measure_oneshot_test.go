@@ -2,9 +2,7 @@ package heavy
 
 import (
 	"context"
-	"os"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
@@ -16,13 +14,7 @@ import (
 // one-shot row), and how long until the pool is full again. Set AGENTBOX_HEAVY_MEASURE=1
 // (AGENTBOX_HEAVY_MEASURE_N runs, default 20).
 func TestMeasureOneShot(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N"))
-	if n <= 0 {
-		n = 20
-	}
+	n := measureRuns(t, 20)
 	rt := newTestRuntime(t, Options{Warm: 2})
 	l := limits(t, 30*time.Second)
 	ctx := context.Background()

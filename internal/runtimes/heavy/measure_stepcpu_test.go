@@ -21,13 +21,7 @@ import (
 // (AGENTBOX_HEAVY_MEASURE_N rounds, default 2), so runsc builds can be compared by running it
 // once per data directory. Set AGENTBOX_HEAVY_MEASURE=1.
 func TestMeasureStepCPU(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	rounds, _ := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N"))
-	if rounds <= 0 {
-		rounds = 2
-	}
+	rounds := measureRuns(t, 2)
 	const n = 15
 	ctx := context.Background()
 	rt := ttRuntime(t, Options{SnapshotKeep: 64})

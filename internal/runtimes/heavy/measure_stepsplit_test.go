@@ -26,13 +26,8 @@ import (
 // (idle.go): how much of it is the snapshot taken again, how much the run. Set
 // AGENTBOX_HEAVY_MEASURE=1.
 func TestMeasureStepSplit(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n := 15
-	if v, err := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N")); err == nil && v > 0 {
-		n = v // AGENTBOX_HEAVY_MEASURE_N: runs per line (bench steps takes 30)
-	}
+	// AGENTBOX_HEAVY_MEASURE_N: runs per line (bench steps takes 30)
+	n := measureRuns(t, 15)
 	ctx := context.Background()
 	release := 400 * time.Millisecond
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE_NORELEASE") != "" {

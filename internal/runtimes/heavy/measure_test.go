@@ -4,18 +4,36 @@ import (
 	"context"
 	"os"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
-// TestMeasure prints the tier's figures (medians of n): a sandbox's cold start, a one-shot run
-// served warm and cold, a session turn, and the pandas import. Set AGENTBOX_HEAVY_MEASURE=1.
-func TestMeasure(t *testing.T) {
+// measuring skips t unless AGENTBOX_HEAVY_MEASURE is set: the TestMeasure* functions print
+// figures for a person reading them, take minutes, and assert nothing, so they never run in CI.
+func measuring(t *testing.T) {
+	t.Helper()
 	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
 		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
 	}
+}
+
+// measureRuns is measuring, then the runs asked for in AGENTBOX_HEAVY_MEASURE_N, or def.
+func measureRuns(t *testing.T, def int) int {
+	t.Helper()
+	measuring(t)
+	if n, err := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N")); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+// TestMeasure prints the tier's figures (medians of n): a sandbox's cold start, a one-shot run
+// served warm and cold, a session turn, and the pandas import. Set AGENTBOX_HEAVY_MEASURE=1.
+func TestMeasure(t *testing.T) {
+	measuring(t)
 	ctx := context.Background()
 	rt := newTestRuntime(t, Options{Warm: 2})
 	l := limits(t, 60*time.Second)

@@ -270,13 +270,7 @@ func TestTemplateSharingInHeavy(t *testing.T) {
 // time and CPU of a first cell (print) and of a pandas groupby cell after it. Set AGENTBOX_HEAVY_MEASURE=1; AGENTBOX_HEAVY_MEASURE_N (default 10)
 // restores per side.
 func TestMeasureTemplateSharing(t *testing.T) {
-	if os.Getenv("AGENTBOX_HEAVY_MEASURE") == "" {
-		t.Skip("set AGENTBOX_HEAVY_MEASURE=1 to measure")
-	}
-	n := 10
-	if v, err := strconv.Atoi(os.Getenv("AGENTBOX_HEAVY_MEASURE_N")); err == nil && v > 0 {
-		n = v
-	}
+	n := measureRuns(t, 10)
 	rt := newTestRuntime(t, Options{Warm: 1, PoolMemoryBytes: -1})
 	waitWarm(t, rt, 1)
 	tmpl := rt.restoreTemplate()
