@@ -630,6 +630,12 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
         try:
             size = int.from_bytes(read_exact(4), "little")
             req = loads(read_exact(size))
+            if "reap" in req:
+                # The agent saw a snapshot it killed end after this process last reaped
+                # (snaps.go, collect).
+                req = None
+                reap_snaps()
+                continue
             if "fork" in req:
                 quiet = bool(req.get("quiet"))
                 req = None

@@ -1628,9 +1628,63 @@ func (a *agent) dropSnap(id uint64, why string) {
 	}
 	if s.proc != nil {
 		_ = syscall.Kill(s.proc.pid, syscall.SIGKILL)
+		go a.collect(s.proc.pid)
 	}
 	// Its directory goes once no kept snapshot (nor the base) names a copy in it.
 	a.removeStores(free)
+}
+
+// collectWait is how long collect waits for a killed snapshot's process to end.
+const collectWait = 10 * time.Second
+
+// collect has the live Python process wait for a snapshot process it forked, once the agent's
+// kill has ended it. The REPL reaps its killed snapshots when it forks the next one (repl.py,
+// warm), but a killed process can end after that fork: gVisor holds a snapshot's child in its
+// first fault until 30 ms after its fork (copy_behind.go), and then tears its memory down. One
+// that ended after the session's last fork stayed a zombie, holding a pid that RLIMIT_NPROC
+// counts, until the session's next step (TestStepSnapshotRidesOnRun saw 9 processes for 6 kept
+// steps in a loaded CI run). So once it has ended, the REPL is asked to reap, between requests
+// ({"reap": 1}, no answer). A snapshot whose parent has ended (in a rewind) is the agent's
+// orphan, which the agent's reaper waits for.
+func (a *agent) collect(pid int) {
+	deadline := now().Add(collectWait)
+	for !zombie(strconv.Itoa(pid)) {
+		if now().After(deadline) {
+			log.Printf("snapshot process %d had not ended %v after its kill", pid, collectWait)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.enqueue(func() {
+		a.mu.Lock()
+		py := a.py
+		a.mu.Unlock()
+		if py == nil || !py.alive() || parentOf(pid) != py.pid {
+			return // reaped already, or the agent's orphan
+		}
+		if err := py.send(map[string]any{"reap": 1}); err != nil {
+			log.Printf("asking the Python process to reap snapshot process %d: %v", pid, err)
+		}
+	})
+}
+
+// parentOf is the parent pid of process pid, 0 if it is gone.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid ...: the fields after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // dropAllSnaps drops every snapshot, when the pipes they share go (the Python process died).

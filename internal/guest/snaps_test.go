@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox-dev/agentbox/internal/guest/proto"
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
@@ -313,5 +314,66 @@ func TestSnapshotRidesOnRun(t *testing.T) {
 	}
 	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: 4}); ans.Error == nil || ans.Error.Kind != sandbox.KindNotFound {
 		t.Fatalf("rewind to the refused run's snapshot: %+v", ans)
+	}
+}
+
+// A snapshot the agent drops is reaped once its kill has ended it, without waiting for the
+// session's next fork: the live process forked it, so only the live process can wait for it,
+// and a zombie holds a pid that RLIMIT_NPROC counts. (The REPL used to reap only when it forked
+// again; a step's retention drop, which comes after the step's fork, left one zombie per
+// session until the next step.) Runs go on as before around the reap.
+func TestDroppedSnapshotIsReaped(t *testing.T) {
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _ := serve(t)
+	id := uint64(0)
+	next := func() uint64 { id++; return id }
+	_, o, _ := cell(t, in, out, next(), "import os\nx = 1\nprint(os.getpid())")
+	live, err := strconv.Atoi(strings.TrimSpace(o))
+	if err != nil {
+		t.Fatalf("the live pid: %q", o)
+	}
+	// children lists the live process's children, zombies too.
+	children := func() (all, zombies []int) {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if pid, err := strconv.Atoi(e.Name()); err == nil && parentOf(pid) == live {
+				all = append(all, pid)
+				if zombie(e.Name()) {
+					zombies = append(zombies, pid)
+				}
+			}
+		}
+		return all, zombies
+	}
+	for n := uint64(1); n <= 2; n++ {
+		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
+			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
+		}
+	}
+	if all, _ := children(); len(all) != 2 {
+		t.Fatalf("the live process has %d children after two snapshots, want 2: %v", len(all), all)
+	}
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{1}}); ans.Op != proto.OpOK {
+		t.Fatalf("drop: %+v %+v", ans, ans.Error)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		all, zombies := children()
+		if len(all) == 1 && len(zombies) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the drop the live process has children %v, zombies among them %v: want one, snapshot 2's", all, zombies)
+		}
+	}
+	if _, o, e := cell(t, in, out, next(), "print(x)"); o != "1\n" {
+		t.Fatalf("a run after the reap: %q (%s)", o, e)
+	}
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpRewind, ID: next(), Snap: 2}); ans.Error != nil {
+		t.Fatalf("rewind to the kept snapshot: %+v", ans.Error)
+	}
+	if _, o, e := cell(t, in, out, next(), "print(x)"); o != "1\n" {
+		t.Fatalf("after the rewind: %q (%s)", o, e)
 	}
 }
