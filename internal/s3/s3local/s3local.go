@@ -132,6 +132,12 @@ func Start(weed string) (*Server, error) {
 		// new volume when one fills, which stalls the write that finds it full for a second or
 		// so, and heavy checkpoints (tens of MB each) would fill small ones every few steps.
 		"-master.volumeSizeLimitMB=1024",
+		// A fixed number of volumes. With none given, SeaweedFS allows free disk space ÷ volume
+		// size, and each bucket (a collection of its own) takes volumes as it is first written:
+		// with 11 GB free the shared store's tests had used them all by their last bucket, whose
+		// first write was a 500 InternalError. Volumes are sparse files, so the count costs no
+		// disk until written.
+		"-volume.max=256",
 		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"), "-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
 	}
 	cmd := exec.Command(weed, args...)
