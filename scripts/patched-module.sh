@@ -56,8 +56,10 @@ if [ ! -f "$out/$short/go.mod" ]; then
 	trap - EXIT
 fi
 # The tree's go.mod with the replace, beside a copy of its go.sum (-modfile reads the go.sum next
-# to the file it is given).
-modkey=$(cat go.mod go.sum | sha256sum | cut -c1-16)
+# to the file it is given). The replace names $out by its absolute path, so the key holds it too:
+# a data directory moved or copied elsewhere gets a go.mod of its own path, not one naming a
+# directory that may be gone.
+modkey=$( { cat go.mod go.sum; echo "$out"; } | sha256sum | cut -c1-16)
 modfile=$out/mod-$modkey/go.mod
 if [ ! -f "$modfile" ]; then
 	tmp=$(mktemp -d "$out/mod.XXXXXX")
