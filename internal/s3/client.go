@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -162,6 +163,10 @@ func (c *Client) request(ctx context.Context, method, fullKey string, query url.
 		req.ContentLength = size
 		if size == 0 {
 			req.Body = http.NoBody
+		} else if sec, ok := body.(*io.SectionReader); ok {
+			// Sent again from the section's start if the request is (do).
+			r, off, n := sec.Outer()
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(io.NewSectionReader(r, off, n)), nil }
 		}
 	}
 	for k, vs := range hdr {
@@ -264,17 +269,80 @@ func canonicalQuery(q url.Values) string {
 	return strings.Join(parts, "&")
 }
 
-// do sends a request and turns an error status into an *Error.
+// Retries. S3 asks clients to send a request again, after a pause that grows, when it answers
+// 500 InternalError or 503 SlowDown (and a gateway in front of a compatible server may answer 502
+// or 504), and a connection can be lost on the way. do sends a request up to maxAttempts times
+// when its answer is one of those or its connection failed (not its context), the pause doubling
+// from retryBase with jitter, as long as the request can be sent again: not a POST (a multipart
+// upload's create or complete is not idempotent), and a body that can be read again (none, bytes,
+// or a section of a file: http.Request.GetBody). The signature is reused: SigV4 accepts a
+// request within 15 minutes of its date.
+//
+// An attempt that failed that way may still have been carried out, so a conditional write sent
+// again can find its own write there and lose its precondition: Put then reads the object back
+// (conditionalPut).
+const maxAttempts = 4
+
+var retryBase = 100 * time.Millisecond // a var: tests shorten it
+
+// retryStatus says whether an answer of this status is worth sending the request again.
+func retryStatus(status int) bool {
+	switch status {
+	case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// do sends a request (again, as Retries say) and turns an error status into an *Error.
 func (c *Client) do(req *http.Request, op, key string) (*http.Response, error) {
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("s3: %s %s: %w", op, key, err)
+	resp, _, err := c.send(req, op, key)
+	return resp, err
+}
+
+// send is do, also saying whether an attempt before the answer may have been carried out by
+// the server (it answered 5xx, or the connection was lost).
+func (c *Client) send(req *http.Request, op, key string) (resp *http.Response, retried bool, err error) {
+	ctx := req.Context()
+	again := req.Method != http.MethodPost && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
+	for attempt := 1; ; attempt++ {
+		resp, err = c.http.Do(req)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("s3: %s %s: %w", op, key, err)
+			if ctx.Err() != nil {
+				return nil, retried, err
+			}
+		case resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified:
+			err = readError(resp, op, key)
+			resp.Body.Close()
+			if !retryStatus(resp.StatusCode) {
+				return nil, retried, err
+			}
+		default:
+			return resp, retried, nil
+		}
+		if !again || attempt == maxAttempts {
+			return nil, retried, err
+		}
+		retried = true
+		d := retryBase << (attempt - 1)
+		d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, retried, err
+		}
+		next := req.Clone(ctx)
+		if req.GetBody != nil {
+			body, berr := req.GetBody()
+			if berr != nil {
+				return nil, retried, err
+			}
+			next.Body = body
+		}
+		req = next
 	}
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusNotModified {
-		defer resp.Body.Close()
-		return nil, readError(resp, op, key)
-	}
-	return resp, nil
 }
 
 func readError(resp *http.Response, op, key string) error {
@@ -385,13 +453,34 @@ func (c *Client) Put(ctx context.Context, key string, body io.Reader, size int64
 	if err != nil {
 		return "", err
 	}
-	resp, err := c.do(req, "put", key)
+	resp, retried, err := c.send(req, "put", key)
 	if err != nil {
+		if retried && errors.Is(err, ErrPrecondition) && (opts.IfNoneMatch || opts.IfMatch != "") && opts.SHA256 != "" {
+			return c.conditionalPut(ctx, key, opts.SHA256, err)
+		}
 		return "", err
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.Header.Get("ETag"), nil
+}
+
+// conditionalPut settles a conditional write that lost its precondition (lost) after an attempt
+// that may have been carried out: if the object holds the bytes of the write (their SHA-256),
+// the earlier attempt wrote it and the write succeeded, with the object's ETag; otherwise
+// another writer's write is there and the write lost. (A write the server is still carrying
+// out when the object is read is not seen: the write is reported lost.)
+func (c *Client) conditionalPut(ctx context.Context, key, sha256hex string, lost error) (string, error) {
+	body, o, err := c.Get(ctx, key)
+	if err != nil {
+		return "", lost
+	}
+	defer body.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, body); err != nil || hex.EncodeToString(h.Sum(nil)) != sha256hex {
+		return "", lost
+	}
+	return o.ETag, nil
 }
 
 // PutBytes writes b as key (its hash signed).
@@ -415,7 +504,7 @@ func (c *Client) PutFile(ctx context.Context, key, path, sha256hex string) error
 		return fmt.Errorf("s3: %w", err)
 	}
 	if st.Size() <= c.cfg.PartSize {
-		_, err := c.Put(ctx, key, f, st.Size(), PutOptions{SHA256: sha256hex})
+		_, err := c.Put(ctx, key, io.NewSectionReader(f, 0, st.Size()), st.Size(), PutOptions{SHA256: sha256hex})
 		return err
 	}
 	return c.multipart(ctx, key, f, st.Size())
