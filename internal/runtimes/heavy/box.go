@@ -484,6 +484,19 @@ func (b *box) quiesce() bool {
 	return true
 }
 
+// quiesceWithin is quiesce once the requests in flight have their answers, waiting up to wait
+// for that; false if a command is among them (it may never end), the sandbox ended, or ctx did.
+func (b *box) quiesceWithin(ctx context.Context, wait time.Duration) bool {
+	deadline := time.Now().Add(wait)
+	for !b.quiesce() {
+		if b.commandsRunning() > 0 || !b.alive() || ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
+}
+
 // commandsRunning counts the commands in flight in the sandbox (each an OpSpawn request that
 // stays pending until the command ends).
 func (b *box) commandsRunning() int {

@@ -32,7 +32,8 @@ import (
 //     (DurableQuiet after the run or the cancel, and once the commands running have ended); a
 //     request already in flight when it would start (a slow file read) makes it yield the same
 //     way; after durableMaxYields cancels in a row, or past DurableMaxDefer, it is not
-//     cancelled, and a request then waits for it as before (0.1–0.4 s median on 2 loaded cores:
+//     cancelled (it waits, up to durableInFlightWait, for a request already in flight), and a
+//     request then waits for it as before (0.1–0.4 s median on 2 loaded cores:
 //     the sentry's state serialized and its memory copied into the page cache;
 //     docs/RATIONALE.md, "Durable checkpoints: what a run arriving during one waits for", "A
 //     durable checkpoint yields to a run" and "Every request yields to a durable checkpoint");
@@ -155,6 +156,10 @@ const durableMaxYields = 16
 
 // errYielded is a durable checkpoint cancelled for a run (checkpointYield).
 var errYielded = errors.New("heavy: the durable checkpoint yielded to a run")
+
+// durableInFlightWait is how long a checkpoint that may no longer yield waits for the requests
+// in flight (not commands) to be answered before it gives the step up (a var: tests shorten it).
+var durableInFlightWait = 10 * time.Second
 
 // checkpointYield lets a run cancel the durable checkpoint under way: `runsc checkpoint
 // --leave-running --cancel-fd` (the runsc patch, RunscBuild 10) hands the pipe's read end to
@@ -388,7 +393,8 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 	// flight on a loaded machine: wait for it and drop it, as a pause does, so that the
 	// checkpoint is not refused for it.
 	s.settleLocked(ctx, b)
-	if !b.quiesce() {
+	quiet := b.quiesce()
+	if !quiet {
 		n := b.commandsRunning()
 		if mayYield && n == 0 && b.alive() {
 			// A request beside runs in flight (one that came while it prepared, or a slow file
@@ -403,12 +409,22 @@ func (s *session) checkpointStep(ctx context.Context, step string, mayYield bool
 			s.mu.Unlock()
 			return sandbox.SnapshotRef{}, errYielded
 		}
+		if n == 0 {
+			// Not cancellable any more (its yields used up, or past DurableMaxDefer): it waits
+			// for the request in flight (a file read, an inspection) to be answered, as a run
+			// arriving now waits for it, rather than leave the step in memory only until the
+			// next one. The session's lock it holds keeps new runs out meanwhile.
+			quiet = b.quiesceWithin(ctx, durableInFlightWait)
+		}
+	}
+	if !quiet {
 		s.mu.Unlock()
-		if n > 0 {
+		if n := b.commandsRunning(); n > 0 {
 			return sandbox.SnapshotRef{}, sandbox.NotDurableNow(fmt.Sprintf("%d command(s) running in the sandbox: %s; "+
 				"the first step after the commands end is made durable (keep long-running commands, such as servers, in a session of their own)", n, whyNotWithCommands))
 		}
-		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict, "a request was in progress in the sandbox; the next step will be checkpointed")
+		return sandbox.SnapshotRef{}, sandbox.Errorf(sandbox.KindConflict,
+			"a request in the sandbox was not answered within %v of the checkpoint; the next step will be checkpointed", durableInFlightWait)
 	}
 	end := store.Begin()
 	defer end()

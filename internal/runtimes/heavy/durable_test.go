@@ -535,6 +535,52 @@ func TestDurableCheckpointYieldsToARequestInFlight(t *testing.T) {
 	}
 }
 
+// A checkpoint that may no longer yield (its yields used up, or past DurableMaxDefer) waits for
+// a request already in flight to be answered and completes, rather than give its step up as a
+// conflict; one whose request is not answered within durableInFlightWait gives it up, saying
+// so, and the session goes on.
+func TestDurableCheckpointNotCancellableWaitsForARequestInFlight(t *testing.T) {
+	_, s := durableSession(t, Options{}, "x = 1")
+	ctx := context.Background()
+	b := s.boxNow()
+	id, err := b.register(&call{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan persisted, 1)
+	go func() {
+		ref, err := s.checkpointStep(ctx, "y1", false)
+		done <- persisted{ref, err, time.Now()}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if len(done) > 0 {
+		p := <-done
+		t.Fatalf("a checkpoint that may not yield, with a request in flight, returned before its answer: %+v %v", p.ref, p.err)
+	}
+	b.unregister(id) // its answer came
+	if p := receive(t, done, "the checkpoint did not end after the request's answer"); p.err != nil || p.ref.Ref == "" {
+		t.Fatalf("the checkpoint once the request in flight had its answer: %+v %v", p.ref, p.err)
+	}
+	old := durableInFlightWait
+	durableInFlightWait = 200 * time.Millisecond
+	t.Cleanup(func() { durableInFlightWait = old })
+	out(t, s, "x = 2")
+	if err := s.Snapshot(ctx, "y2"); err != nil {
+		t.Fatal(err)
+	}
+	if id, err = b.register(&call{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.checkpointStep(ctx, "y2", false)
+	b.unregister(id)
+	if sandbox.KindOf(err) != sandbox.KindConflict || !strings.Contains(err.Error(), "not answered within 200ms") {
+		t.Fatalf("a checkpoint whose request in flight was never answered: %v, want a conflict naming the wait", err)
+	}
+	if got := out(t, s, "print(x)"); got != "2\n" {
+		t.Fatalf("the session after the checkpoint gave its step up: %q", got)
+	}
+}
+
 // After one of the session's durable checkpoints yielded, the next ones yield only until
 // DurableMaxDefer after it, and a step's checkpoints only until DurableMaxDefer after its Persist
 // began: past either, the next is not cancelled by a run arriving during it and completes, and
