@@ -26,10 +26,7 @@ type snapSession struct {
 }
 
 func newSnapSession(t *testing.T, edit func(*Config)) *snapSession {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _, _ := serveWith(t, edit)
+	in, out, _ := serveSnaps(t, edit)
 	return &snapSession{t: t, in: in, out: out}
 }
 

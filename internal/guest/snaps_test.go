@@ -14,6 +14,18 @@ import (
 	"github.com/agentbox-dev/agentbox/internal/sandbox"
 )
 
+// serveSnaps serves an agent (its configuration changed by edit, if not nil) whose snapshots go
+// into a directory of the test's, and returns its pipes and a source of request IDs.
+func serveSnaps(t *testing.T, edit func(*Config)) (io.WriteCloser, io.Reader, func() uint64) {
+	t.Helper()
+	old := SnapDir
+	SnapDir = t.TempDir()
+	t.Cleanup(func() { SnapDir = old })
+	in, out, _, _ := serveWith(t, edit)
+	id := uint64(0)
+	return in, out, func() uint64 { id++; return id }
+}
+
 // snapRequest sends a snapshot request and returns its answer.
 func snapRequest(t *testing.T, in io.Writer, out io.Reader, f *proto.Frame) proto.Frame {
 	t.Helper()
@@ -34,12 +46,7 @@ func snapRequest(t *testing.T, in io.Writer, out io.Reader, f *proto.Frame) prot
 // since, one removed, one added), new code runs from there, the snapshot can be rewound to again,
 // and a dropped snapshot is refused as not kept.
 func TestSnapshotRewind(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _ := serve(t)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
+	in, out, next := serveSnaps(t, nil)
 	snapshot := func(n uint64) {
 		t.Helper()
 		ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n})
@@ -137,13 +144,8 @@ func TestSnapshotRewind(t *testing.T) {
 // it (edited, removed or added since), beside the work directory's. A snapshot of a cell that
 // left a thread running says how many it left out (a fork copies the calling thread only).
 func TestSnapshotKeepsTmp(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
 	var tmp string
-	in, out, _, _ := serveWith(t, func(c *Config) { tmp = c.Roots[0] })
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
+	in, out, next := serveSnaps(t, func(c *Config) { tmp = c.Roots[0] })
 	snapshot := func(n uint64) *proto.SnapInfo {
 		t.Helper()
 		ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n})
@@ -177,12 +179,7 @@ func TestSnapshotKeepsTmp(t *testing.T) {
 // the state after the cell, exactly), a run before any snapshot drops it (the next snapshot is
 // of the later state), and a rewind with one pending drops it too.
 func TestSnapshotForkAfter(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _ := serve(t)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
+	in, out, next := serveSnaps(t, nil)
 	run := func(code string) {
 		t.Helper()
 		if r, _, e := cellWith(t, in, out, next(), code, true); r.Error != nil {
@@ -228,12 +225,7 @@ func TestSnapshotForkAfter(t *testing.T) {
 // exactly (variables and files). A run that is refused answers the reserved request too (with
 // an error), so the daemon never waits for a snapshot that will not come.
 func TestSnapshotRidesOnRun(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _ := serve(t)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
+	in, out, next := serveSnaps(t, nil)
 	// run sends code with SnapAfter and returns the run's answer and the snapshot's, checking
 	// that the result comes first.
 	run := func(code string, snap uint64) (proto.Frame, proto.Frame) {
@@ -323,12 +315,7 @@ func TestSnapshotRidesOnRun(t *testing.T) {
 // again; a step's retention drop, which comes after the step's fork, left one zombie per
 // session until the next step.) Runs go on as before around the reap.
 func TestDroppedSnapshotIsReaped(t *testing.T) {
-	old := SnapDir
-	SnapDir = t.TempDir()
-	t.Cleanup(func() { SnapDir = old })
-	in, out, _ := serve(t)
-	id := uint64(0)
-	next := func() uint64 { id++; return id }
+	in, out, next := serveSnaps(t, nil)
 	_, o, _ := cell(t, in, out, next(), "import os\nx = 1\nprint(os.getpid())")
 	live, err := strconv.Atoi(strings.TrimSpace(o))
 	if err != nil {
