@@ -635,6 +635,7 @@ def _agentbox_repl(REQ=3, REP=4, BACKEND="agentbox_inline"):
                 # (snaps.go, collect).
                 req = None
                 reap_snaps()
+                report({"reaped": 1})
                 continue
             if "fork" in req:
                 quiet = bool(req.get("quiet"))

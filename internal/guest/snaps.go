@@ -1644,8 +1644,11 @@ const collectWait = 10 * time.Second
 // that ended after the session's last fork stayed a zombie, holding a pid that RLIMIT_NPROC
 // counts, until the session's next step (TestStepSnapshotRidesOnRun saw 9 processes for 6 kept
 // steps in a loaded CI run). So once it has ended, the REPL is asked to reap, between requests
-// ({"reap": 1}, no answer). A snapshot whose parent has ended (in a rewind) is the agent's
-// orphan, which the agent's reaper waits for.
+// ({"reap": 1}), and its answer waited for: a request left unanswered in the pipe could be read
+// half by a live process a rewind then ends, and the rest by the process it wakes (the first
+// version sent it without an answer, and a woken process once never took its fork request).
+// A snapshot whose parent has ended (in a rewind) is the agent's orphan, which the agent's
+// reaper waits for.
 func (a *agent) collect(pid int) {
 	deadline := now().Add(collectWait)
 	for !zombie(strconv.Itoa(pid)) {
@@ -1662,7 +1665,11 @@ func (a *agent) collect(pid int) {
 		if py == nil || !py.alive() || parentOf(pid) != py.pid {
 			return // reaped already, or the agent's orphan
 		}
-		if err := py.send(map[string]any{"reap": 1}); err != nil {
+		err := py.send(map[string]any{"reap": 1})
+		if err == nil {
+			_, err = waitReport(py, "reaped")
+		}
+		if err != nil {
 			log.Printf("asking the Python process to reap snapshot process %d: %v", pid, err)
 		}
 	})
