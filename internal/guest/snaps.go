@@ -1660,10 +1660,15 @@ func (a *agent) collect(pid int) {
 	}
 	a.enqueue(func() {
 		a.mu.Lock()
-		py := a.py
+		py, forked := a.py, a.prefork == a.py
 		a.mu.Unlock()
 		if py == nil || !py.alive() || parentOf(pid) != py.pid {
 			return // reaped already, or the agent's orphan
+		}
+		if forked {
+			// Its fork behind the last cell (RunRequest.ForkAfter) reports first, and the next
+			// snapshot waits for that report: waiting here would take it. That fork reaps.
+			return
 		}
 		err := py.send(map[string]any{"reap": 1})
 		if err == nil {
