@@ -218,6 +218,19 @@ func TestSnapshotForkAfter(t *testing.T) {
 	snapshot(3)
 	rewind(3)
 	look("5\n")
+	// A snapshot dropped while a fork behind the last cell has yet to be claimed: the agent's
+	// reap of the dropped one must not take that fork's report, which the next snapshot waits
+	// for.
+	snapshot(4)
+	run("x = 6")
+	time.Sleep(200 * time.Millisecond) // the fork behind it made, and its reap done
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{4}}); ans.Op != proto.OpOK {
+		t.Fatalf("drop: %+v %+v", ans, ans.Error)
+	}
+	time.Sleep(200 * time.Millisecond) // the dropped process ends meanwhile
+	snapshot(5)
+	rewind(5)
+	look("6\n")
 }
 
 // A run with SnapAfter takes its step's snapshot right behind its result, before any other
