@@ -103,6 +103,10 @@ type agent struct {
 	// prefork is the Python process that forked after its last cell (RunRequest.ForkAfter) and
 	// whose "forked" report the next snapshot takes (snaps.go); nil when none is pending.
 	prefork *python
+	// killed are the snapshot processes dropped and not yet seen ended (snaps.go, collect),
+	// reapQueued whether a reap request waits in the queue.
+	killed     map[int]time.Time
+	reapQueued bool
 	// files is the work directory as the last run left it, kept for the next run while nothing
 	// else may have changed it; filesGen counts the requests that may have (run.go, takeFiles).
 	files    map[string]fileState

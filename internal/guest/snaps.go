@@ -1628,7 +1628,7 @@ func (a *agent) dropSnap(id uint64, why string) {
 	}
 	if s.proc != nil {
 		_ = syscall.Kill(s.proc.pid, syscall.SIGKILL)
-		go a.collect(s.proc.pid)
+		a.collect(s.proc.pid)
 	}
 	// Its directory goes once no kept snapshot (nor the base) names a copy in it.
 	a.removeStores(free)
@@ -1637,47 +1637,100 @@ func (a *agent) dropSnap(id uint64, why string) {
 // collectWait is how long collect waits for a killed snapshot's process to end.
 const collectWait = 10 * time.Second
 
-// collect has the live Python process wait for a snapshot process it forked, once the agent's
-// kill has ended it. The REPL reaps its killed snapshots when it forks the next one (repl.py,
-// warm), but a killed process can end after that fork: gVisor holds a snapshot's child in its
-// first fault until 30 ms after its fork (copy_behind.go), and then tears its memory down. One
-// that ended after the session's last fork stayed a zombie, holding a pid that RLIMIT_NPROC
-// counts, until the session's next step (TestStepSnapshotRidesOnRun saw 9 processes for 6 kept
-// steps in a loaded CI run). So once it has ended, the REPL is asked to reap, between requests
-// ({"reap": 1}), and its answer waited for: a request left unanswered in the pipe could be read
-// half by a live process a rewind then ends, and the rest by the process it wakes (the first
-// version sent it without an answer, and a woken process once never took its fork request).
-// A snapshot whose parent has ended (in a rewind) is the agent's orphan, which the agent's
-// reaper waits for.
+// collect has the live Python process wait for the snapshot processes it forked, once the
+// agent's kills have ended them. The REPL reaps its killed snapshots when it forks the next one
+// (repl.py, warm), but a killed process can end after that fork: gVisor holds a snapshot's child
+// in its first fault until 30 ms after its fork (copy_behind.go), and then tears its memory
+// down. One that ended after the session's last fork stayed a zombie, holding a pid that
+// RLIMIT_NPROC counts, until the session's next step (TestStepSnapshotRidesOnRun saw 9
+// processes for 6 kept steps in a loaded CI run). So once they have ended, the REPL is asked to
+// reap, between requests ({"reap": 1}), and its answer waited for: a request left unanswered in
+// the pipe could be read half by a live process a rewind then ends, and the rest by the process
+// it wakes (the first version sent it without an answer, and a woken process once never took its
+// fork request). One goroutine watches every killed process, and one request reaps all that
+// have ended: a pause drops every kept snapshot at once, and a request and a goroutine polling
+// /proc per snapshot (the first version) put ~30 round trips in front of the resumed session's
+// first run. A snapshot whose parent has ended (in a rewind) is the agent's orphan, which the
+// agent's reaper waits for.
 func (a *agent) collect(pid int) {
-	deadline := now().Add(collectWait)
-	for !zombie(strconv.Itoa(pid)) {
-		if now().After(deadline) {
-			log.Printf("snapshot process %d had not ended %v after its kill", pid, collectWait)
-			return
-		}
-		time.Sleep(time.Millisecond)
+	a.mu.Lock()
+	first := len(a.killed) == 0
+	if a.killed == nil {
+		a.killed = map[int]time.Time{}
 	}
-	a.enqueue(func() {
-		a.mu.Lock()
-		py, forked := a.py, a.prefork == a.py
-		a.mu.Unlock()
-		if py == nil || !py.alive() || parentOf(pid) != py.pid {
-			return // reaped already, or the agent's orphan
+	a.killed[pid] = now()
+	a.mu.Unlock()
+	if !first {
+		return // the watching goroutine takes it
+	}
+	go func() {
+		for wait := time.Millisecond; ; wait = min(2*wait, 20*time.Millisecond) {
+			time.Sleep(wait)
+			a.mu.Lock()
+			killed := maps.Clone(a.killed)
+			a.mu.Unlock()
+			var done []int
+			ended := false
+			for p, at := range killed {
+				if zombie(strconv.Itoa(p)) {
+					done, ended = append(done, p), true
+				} else if now().Sub(at) > collectWait {
+					done = append(done, p)
+					log.Printf("snapshot process %d had not ended %v after its kill", p, collectWait)
+				}
+			}
+			a.mu.Lock()
+			for _, p := range done {
+				delete(a.killed, p)
+			}
+			left := len(a.killed)
+			queue := ended && !a.reapQueued
+			if queue {
+				a.reapQueued = true
+			}
+			a.mu.Unlock()
+			if queue {
+				a.enqueue(a.reapKilled)
+			}
+			if left == 0 {
+				return
+			}
 		}
-		if forked {
-			// Its fork behind the last cell (RunRequest.ForkAfter) reports first, and the next
-			// snapshot waits for that report: waiting here would take it. That fork reaps.
-			return
+	}()
+}
+
+// reapKilled asks the live Python process to wait for its ended children (collect).
+func (a *agent) reapKilled() {
+	a.mu.Lock()
+	a.reapQueued = false
+	py, forked := a.py, a.prefork == a.py
+	a.mu.Unlock()
+	if py == nil || !py.alive() || forked || !hasZombieChild(py.pid) {
+		// forked: its fork behind the last cell (RunRequest.ForkAfter) reports first, and the
+		// next snapshot waits for that report: waiting here would take it. That fork reaps.
+		return
+	}
+	err := py.send(map[string]any{"reap": 1})
+	if err == nil {
+		_, err = waitReport(py, "reaped")
+	}
+	if err != nil {
+		log.Printf("asking the Python process to reap its killed snapshots: %v", err)
+	}
+}
+
+// hasZombieChild says whether process pid has a child that has ended and is not reaped.
+func hasZombieChild(pid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if p, err := strconv.Atoi(e.Name()); err == nil && parentOf(p) == pid && zombie(e.Name()) {
+			return true
 		}
-		err := py.send(map[string]any{"reap": 1})
-		if err == nil {
-			_, err = waitReport(py, "reaped")
-		}
-		if err != nil {
-			log.Printf("asking the Python process to reap snapshot process %d: %v", pid, err)
-		}
-	})
+	}
+	return false
 }
 
 // parentOf is the parent pid of process pid, 0 if it is gone.
