@@ -347,15 +347,19 @@ func TestDroppedSnapshotIsReaped(t *testing.T) {
 		}
 		return all, zombies
 	}
-	for n := uint64(1); n <= 2; n++ {
+	for n := uint64(1); n <= 4; n++ {
 		if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpSnapshot, ID: next(), Snap: n}); ans.Op != proto.OpSnapshot {
 			t.Fatalf("snapshot %d: %+v %+v", n, ans, ans.Error)
 		}
 	}
-	if all, _ := children(); len(all) != 2 {
-		t.Fatalf("the live process has %d children after two snapshots, want 2: %v", len(all), all)
+	if all, _ := children(); len(all) != 4 {
+		t.Fatalf("the live process has %d children after four snapshots, want 4: %v", len(all), all)
 	}
+	// One dropped alone, then two at once (as a pause drops every kept snapshot).
 	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{1}}); ans.Op != proto.OpOK {
+		t.Fatalf("drop: %+v %+v", ans, ans.Error)
+	}
+	if ans := snapRequest(t, in, out, &proto.Frame{Op: proto.OpDropSnaps, ID: next(), Snaps: []uint64{3, 4}}); ans.Op != proto.OpOK {
 		t.Fatalf("drop: %+v %+v", ans, ans.Error)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
