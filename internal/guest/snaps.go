@@ -1374,15 +1374,36 @@ func holdsOpen(fdDir string, roots []string) (files, sockets, ok bool) {
 	return files, sockets, true
 }
 
-// zombie says whether the process pid has ended (its files closed), or is gone.
-func zombie(pid string) bool {
+// procStat reads the state and parent of process pid from /proc/PID/stat; gone says it is no
+// longer there (err is another failure to read it).
+func procStat(pid string) (state byte, ppid int, gone bool, err error) {
 	b, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
-		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH)
+		return 0, 0, errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ESRCH), err
 	}
-	// pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'.
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses, the fields follow the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
-	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
+	if i < 0 {
+		return 0, 0, false, fmt.Errorf("/proc/%s/stat: no ')'", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return 0, 0, false, fmt.Errorf("/proc/%s/stat: %q", pid, b)
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0][0], ppid, false, nil
+}
+
+// zombie says whether the process pid has ended (its files closed), or is gone.
+func zombie(pid string) bool {
+	state, _, gone, _ := procStat(pid)
+	return gone || state == 'Z' || state == 'X'
+}
+
+// parentOf is the parent pid of process pid, 0 if it is gone.
+func parentOf(pid int) int {
+	_, ppid, _, _ := procStat(strconv.Itoa(pid))
+	return ppid
 }
 
 // mappedKey is the snapshot key of the absolute path p, if it is beneath one of roots.
@@ -1638,20 +1659,15 @@ func (a *agent) dropSnap(id uint64, why string) {
 const collectWait = 10 * time.Second
 
 // collect has the live Python process wait for the snapshot processes it forked, once the
-// agent's kills have ended them. The REPL reaps its killed snapshots when it forks the next one
-// (repl.py, warm), but a killed process can end after that fork: gVisor holds a snapshot's child
-// in its first fault until 30 ms after its fork (copy_behind.go), and then tears its memory
-// down. One that ended after the session's last fork stayed a zombie, holding a pid that
-// RLIMIT_NPROC counts, until the session's next step (TestStepSnapshotRidesOnRun saw 9
-// processes for 6 kept steps in a loaded CI run). So once they have ended, the REPL is asked to
-// reap, between requests ({"reap": 1}), and its answer waited for: a request left unanswered in
-// the pipe could be read half by a live process a rewind then ends, and the rest by the process
-// it wakes (the first version sent it without an answer, and a woken process once never took its
-// fork request). One goroutine watches every killed process, and one request reaps all that
-// have ended: a pause drops every kept snapshot at once, and a request and a goroutine polling
-// /proc per snapshot (the first version) put ~30 round trips in front of the resumed session's
-// first run. A snapshot whose parent has ended (in a rewind) is the agent's orphan, which the
-// agent's reaper waits for.
+// agent's kills have ended them. The REPL also reaps them when it forks the next snapshot
+// (repl.py, warm), but a killed process can end after that fork (gVisor holds a snapshot's
+// child until 30 ms after its fork, then tears its memory down), and a drop after the session's
+// last fork has no fork after it: the zombie would hold a pid, which RLIMIT_NPROC counts, until
+// the next step. One goroutine watches every killed process (a pause drops every kept snapshot
+// at once) and queues one reap request for all that have ended; the request is answered, as
+// every request to the REPL is, so none is left half read in the pipe when a rewind ends the
+// process (docs/RATIONALE.md, "A dropped snapshot is reaped when it ends"). A snapshot whose
+// parent has ended in a rewind is the agent's orphan, which the agent's reaper waits for.
 func (a *agent) collect(pid int) {
 	a.mu.Lock()
 	first := len(a.killed) == 0
@@ -1731,25 +1747,6 @@ func hasZombieChild(pid int) bool {
 		}
 	}
 	return false
-}
-
-// parentOf is the parent pid of process pid, 0 if it is gone.
-func parentOf(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// pid (comm) state ppid ...: the fields after the last ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
 }
 
 // dropAllSnaps drops every snapshot, when the pipes they share go (the Python process died).
