@@ -42,6 +42,14 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f.fail != nil {
 		status = f.fail(len(f.methods), r)
 	}
+	if status == lostConnection {
+		// The connection ends without an answer, as a reset on the way would.
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
 	if status != 0 && !(f.applyFirst && r.Method == http.MethodPut) {
 		w.WriteHeader(status)
 		fmt.Fprintf(w, "<Error><Code>Flaky</Code><Message>status %d</Message></Error>", status)
@@ -75,6 +83,9 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// lostConnection, as a fail function's answer, closes the connection without answering.
+const lostConnection = -1
+
 func etagOf(b []byte) string {
 	h := md5.Sum(b)
 	return `"` + hex.EncodeToString(h[:]) + `"`
@@ -97,8 +108,8 @@ func flakyClient(t *testing.T, f *flaky) *Client {
 	return c
 }
 
-// A 500, 502, 503 or 504 is sent again, with the same body, until it succeeds or the attempts
-// are used up; other errors are not sent again.
+// A 500, 502, 503 or 504, or a lost connection, is sent again, with the same body, until it
+// succeeds or the attempts are used up; other errors are not sent again.
 func TestRetriesTransientStatuses(t *testing.T) {
 	ctx := context.Background()
 	for _, status := range []int{500, 502, 503, 504} {
@@ -115,6 +126,17 @@ func TestRetriesTransientStatuses(t *testing.T) {
 		if len(f.bodies) != 1 || string(f.bodies[0]) != "body" || len(f.methods) != 3 {
 			t.Fatalf("%d twice: %d requests, bodies served %q", status, len(f.methods), f.bodies)
 		}
+	}
+	// A connection lost before the answer is sent again too.
+	lost := &flaky{objects: map[string][]byte{"k": []byte("v")}, fail: func(n int, _ *http.Request) int {
+		if n == 1 {
+			return lostConnection
+		}
+		return 0
+	}}
+	c0 := flakyClient(t, lost)
+	if b, _, err := c0.GetBytes(ctx, "k"); err != nil || string(b) != "v" || len(lost.methods) != 2 {
+		t.Fatalf("a lost connection, then served: %q %v after %d requests", b, err, len(lost.methods))
 	}
 	always := &flaky{fail: func(int, *http.Request) int { return 503 }}
 	c := flakyClient(t, always)
